@@ -1,0 +1,2 @@
+//! Placeholder until the keying benchmark lands.
+fn main() {}

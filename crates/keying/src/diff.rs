@@ -1,0 +1,178 @@
+//! Structured differences between two key materials: why a request missed its nearest tape.
+
+use serde_json::Value;
+use std::fmt;
+
+/// One component that differs between two materials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// Where: a top-level component (`system_sha256`, `headers.anthropic-version`) or a JSON
+    /// path inside the body (`body.messages[1].content`).
+    pub path: String,
+    /// What changed, with values shortened for display.
+    pub change: Change,
+}
+
+/// The kind of a difference. Values are rendered as shortened JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Change {
+    /// Present in both with different values.
+    Changed {
+        /// The recorded value.
+        old: String,
+        /// The requested value.
+        new: String,
+    },
+    /// Present only in the new request.
+    Added {
+        /// The requested value.
+        new: String,
+    },
+    /// Present only in the recorded request.
+    Removed {
+        /// The recorded value.
+        old: String,
+    },
+}
+
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path == "system_sha256" {
+            return write!(f, "system_sha256 changed");
+        }
+        match &self.change {
+            Change::Changed { old, new } => write!(f, "{}: {} -> {}", self.path, old, new),
+            Change::Added { new } => write!(f, "{}: added {}", self.path, new),
+            Change::Removed { old } => write!(f, "{}: removed (was {})", self.path, old),
+        }
+    }
+}
+
+/// The longest rendered value in a difference; longer ones are cut with `…`.
+const MAX_SHOWN: usize = 80;
+
+/// The differences between a recorded material (`old`) and a requested one (`new`), in a
+/// stable order: members by name, depth first, additions after the members both share.
+/// An empty list means the two materials give the same key.
+pub fn diff(old: &Value, new: &Value) -> Vec<Difference> {
+    let mut out = Vec::new();
+    walk(old, new, String::new(), &mut out);
+    out
+}
+
+fn walk(old: &Value, new: &Value, path: String, out: &mut Vec<Difference>) {
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (name, old_value) in a {
+                let child = join_member(&path, name);
+                match b.get(name) {
+                    Some(new_value) => walk(old_value, new_value, child, out),
+                    None => out.push(Difference {
+                        path: child,
+                        change: Change::Removed {
+                            old: shorten(old_value),
+                        },
+                    }),
+                }
+            }
+            for (name, new_value) in b {
+                if !a.contains_key(name) {
+                    out.push(Difference {
+                        path: join_member(&path, name),
+                        change: Change::Added {
+                            new: shorten(new_value),
+                        },
+                    });
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for i in 0..a.len().max(b.len()) {
+                let child = format!("{path}[{i}]");
+                match (a.get(i), b.get(i)) {
+                    (Some(x), Some(y)) => walk(x, y, child, out),
+                    (Some(x), None) => out.push(Difference {
+                        path: child,
+                        change: Change::Removed { old: shorten(x) },
+                    }),
+                    (None, Some(y)) => out.push(Difference {
+                        path: child,
+                        change: Change::Added { new: shorten(y) },
+                    }),
+                    (None, None) => {}
+                }
+            }
+        }
+        (a, b) if same_value(a, b) => {}
+        (a, b) => out.push(Difference {
+            path,
+            change: Change::Changed {
+                old: shorten(a),
+                new: shorten(b),
+            },
+        }),
+    }
+}
+
+/// Equality as the key sees it: numbers compare as doubles, so `1` and `1.0` are equal.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+fn join_member(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+fn shorten(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= MAX_SHOWN {
+        return text;
+    }
+    let cut: String = text.chars().take(MAX_SHOWN - 1).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reports_paths_and_values() {
+        let old = json!({"body": {"temperature": 0, "messages": [{"content": "Where is my refund?"}]}, "system_sha256": "aa"});
+        let new = json!({"body": {"temperature": 0.7, "messages": [{"content": "Where's my refund?"}], "seed": 1}, "system_sha256": "bb"});
+        let shown: Vec<String> = diff(&old, &new).iter().map(|d| d.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "body.messages[0].content: \"Where is my refund?\" -> \"Where's my refund?\"",
+                "body.temperature: 0 -> 0.7",
+                "body.seed: added 1",
+                "system_sha256 changed",
+            ]
+        );
+    }
+
+    #[test]
+    fn equal_numbers_in_other_spellings_do_not_differ() {
+        assert!(diff(&json!({"t": 1}), &json!({"t": 1.0})).is_empty());
+    }
+
+    #[test]
+    fn long_values_are_shortened() {
+        let d = diff(&json!("a".repeat(500)), &json!("b"));
+        let Change::Changed { old, .. } = &d[0].change else {
+            panic!("expected a change, got {:?}", d[0].change)
+        };
+        assert_eq!(old.chars().count(), MAX_SHOWN);
+        assert!(old.ends_with('…'));
+    }
+}

@@ -1,0 +1,231 @@
+//! Canonical, versioned keys for LLM API requests.
+//!
+//! A cassette is addressed by the key of the request that produced it. This crate turns a
+//! request (target, method, path, query, headers, body) into canonical *material*, serializes
+//! that material with RFC 8785 (JSON Canonicalization Scheme) and hashes it with SHA-256.
+//! The contract is written down in `docs/keying.md`; the code follows it to the byte and the
+//! golden tests in `tests/golden.rs` pin it.
+//!
+//! # Architecture invariant
+//!
+//! This crate is **pure**: no IO, no async, no global state, no clock, no environment. The same
+//! request gives the same key on every machine and in every process, which is what lets other
+//! tools embed it. Key material is explicit canonical bytes, never `std::hash::Hash`.
+//!
+//! # Example
+//!
+//! ```
+//! use cassette_keying::{KeyConfig, Request};
+//!
+//! let body = br#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}]}"#;
+//! let keyed = Request::new("POST", "/v1/chat/completions")
+//!     .body(body)
+//!     .key(&KeyConfig::default());
+//! assert_eq!(keyed.key.as_str().len(), 64);
+//! assert_eq!(keyed.profile.as_str(), "openai.chat");
+//! ```
+
+#![deny(missing_docs)]
+
+mod canonical;
+mod diff;
+mod jcs;
+mod profile;
+
+pub use canonical::{canonical_body, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
+pub use diff::{diff, Change, Difference};
+pub use jcs::to_canonical_string;
+pub use profile::{normalize_path, Profile};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// The version of the key contract.
+///
+/// Bump this if any input to canonicalization changes: the profile table, the volatile list,
+/// the merged defaults, whitespace stripping, the system text, the semantic headers, the query
+/// rules, the material layout or the serialization. A stored cassette records the version it
+/// was keyed with, so tapes from an older contract are recognisable instead of silently
+/// answering (or missing) under new rules.
+pub const KEY_VERSION: u32 = 1;
+
+/// Header names that take part in the key. Every other header (auth, user agents, SDK
+/// telemetry, retry counters, idempotency keys) is transport noise and stays out.
+pub const SEMANTIC_HEADERS: &[&str] = &["anthropic-version", "anthropic-beta", "openai-beta"];
+
+/// Query parameter names (compared case-insensitively) that carry credentials and never
+/// take part in the key.
+pub const QUERY_CREDENTIALS: &[&str] = &["key", "api-key", "api_key", "apikey", "access_token"];
+
+/// Tunable parts of canonicalization. The default is the v1 contract.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyConfig {
+    /// Extra top-level body members to treat as volatile (dropped before keying).
+    pub extra_volatile: Vec<String>,
+    /// Members of the default volatile list to keep in the key after all.
+    pub keep_volatile: Vec<String>,
+}
+
+impl KeyConfig {
+    /// Whether a top-level body member is dropped for this profile.
+    pub fn is_volatile(&self, profile: Profile, name: &str) -> bool {
+        if self.keep_volatile.iter().any(|k| k == name) {
+            return false;
+        }
+        DEFAULT_VOLATILE.contains(&name)
+            || (profile.is_ollama() && OLLAMA_VOLATILE.contains(&name))
+            || self.extra_volatile.iter().any(|k| k == name)
+    }
+}
+
+/// A request as the keying contract sees it. Borrowed, so keying a large body copies nothing.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The upstream route's name; `default` unless configured.
+    pub target: &'a str,
+    /// HTTP method, any case.
+    pub method: &'a str,
+    /// Request path without the query string.
+    pub path: &'a str,
+    /// Raw query string without the leading `?`.
+    pub query: &'a str,
+    /// Headers in the order received; repeats allowed.
+    pub headers: Vec<(&'a str, &'a str)>,
+    /// Raw body bytes.
+    pub body: &'a [u8],
+}
+
+impl<'a> Request<'a> {
+    /// A request to the `default` target with no query, headers or body.
+    pub fn new(method: &'a str, path: &'a str) -> Self {
+        Request {
+            target: "default",
+            method,
+            path,
+            query: "",
+            headers: Vec::new(),
+            body: &[],
+        }
+    }
+
+    /// Sets the target (route name).
+    pub fn target(mut self, target: &'a str) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// Sets the raw query string.
+    pub fn query(mut self, query: &'a str) -> Self {
+        self.query = query;
+        self
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &'a str, value: &'a str) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// Sets the body bytes.
+    pub fn body(mut self, body: &'a [u8]) -> Self {
+        self.body = body;
+        self
+    }
+
+    /// Computes the key of this request under `config`.
+    pub fn key(&self, config: &KeyConfig) -> Keyed {
+        key(self, config)
+    }
+}
+
+/// A 64-character lowercase hex SHA-256 key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(String);
+
+impl Key {
+    /// Wraps a string that is already a key; `None` unless it is 64 lowercase hex characters.
+    pub fn parse(s: &str) -> Option<Key> {
+        let ok = s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        ok.then(|| Key(s.to_owned()))
+    }
+
+    /// The full 64-character hex form.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The display form: the first 16 hex characters.
+    pub fn short(&self) -> &str {
+        &self.0[..16]
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The result of keying a request: the key and everything needed to explain it.
+#[derive(Debug, Clone)]
+pub struct Keyed {
+    /// The key: SHA-256 of `canonical`.
+    pub key: Key,
+    /// The profile chosen from the path.
+    pub profile: Profile,
+    /// The material object (see `docs/keying.md`, step 6).
+    pub material: Value,
+    /// The RFC 8785 serialization of `material`: exactly the bytes that were hashed.
+    pub canonical: String,
+    /// SHA-256 of the system text, when the request has one.
+    pub system_sha256: Option<String>,
+}
+
+/// Computes the key of `request` under `config`.
+pub fn key(request: &Request<'_>, config: &KeyConfig) -> Keyed {
+    let path = normalize_path(request.path);
+    let profile = Profile::from_path(&path);
+
+    let (body, body_sha256) = match canonical::parse_body(request.body) {
+        canonical::Body::Empty => (None, None),
+        canonical::Body::Json(value) => (Some(canonical_body(profile, value, config)), None),
+        canonical::Body::Raw(bytes) => (None, Some(sha256_hex(bytes))),
+    };
+    let system_sha256 = body
+        .as_ref()
+        .and_then(|b| system_text(profile, b))
+        .map(|text| sha256_hex(text.as_bytes()));
+
+    let material = json!({
+        "v": KEY_VERSION,
+        "target": request.target,
+        "profile": profile.as_str(),
+        "method": request.method.to_ascii_uppercase(),
+        "path": path,
+        "query": canonical::canonical_query(request.query),
+        "headers": canonical::semantic_headers(&request.headers),
+        "system_sha256": system_sha256,
+        "body": body,
+        "body_sha256": body_sha256,
+    });
+    let canonical = to_canonical_string(&material);
+    Keyed {
+        key: Key(sha256_hex(canonical.as_bytes())),
+        profile,
+        material,
+        canonical,
+        system_sha256,
+    }
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push(char::from_digit((b >> 4) as u32, 16).unwrap_or('0'));
+        out.push(char::from_digit((b & 0xf) as u32, 16).unwrap_or('0'));
+    }
+    out
+}

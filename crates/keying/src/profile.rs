@@ -1,0 +1,139 @@
+//! Which API a request speaks, decided from its path alone (key contract step 1).
+
+use std::fmt;
+
+/// The API family of a request. Profiles decide which canonicalization rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Profile {
+    /// OpenAI-compatible `/chat/completions`.
+    OpenaiChat,
+    /// OpenAI `/responses`.
+    OpenaiResponses,
+    /// OpenAI legacy `/completions`.
+    OpenaiCompletions,
+    /// OpenAI `/embeddings`.
+    OpenaiEmbeddings,
+    /// Anthropic `/messages`.
+    AnthropicMessages,
+    /// Ollama `/api/chat`.
+    OllamaChat,
+    /// Ollama `/api/generate`.
+    OllamaGenerate,
+    /// Ollama `/api/embed`.
+    OllamaEmbed,
+    /// Anything else: the body is only canonicalized, never interpreted.
+    Http,
+}
+
+/// Path suffixes in match order: `/chat/completions` must win over `/completions`.
+const SUFFIXES: &[(&str, Profile)] = &[
+    ("/chat/completions", Profile::OpenaiChat),
+    ("/responses", Profile::OpenaiResponses),
+    ("/completions", Profile::OpenaiCompletions),
+    ("/embeddings", Profile::OpenaiEmbeddings),
+    ("/messages", Profile::AnthropicMessages),
+    ("/api/chat", Profile::OllamaChat),
+    ("/api/generate", Profile::OllamaGenerate),
+    ("/api/embed", Profile::OllamaEmbed),
+];
+
+impl Profile {
+    /// Picks the profile of a path (normalized first).
+    pub fn from_path(path: &str) -> Profile {
+        let path = normalize_path(path);
+        SUFFIXES
+            .iter()
+            .find(|(suffix, _)| path.ends_with(suffix))
+            .map(|(_, profile)| *profile)
+            .unwrap_or(Profile::Http)
+    }
+
+    /// The profile's name as it appears in key material.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::OpenaiChat => "openai.chat",
+            Profile::OpenaiResponses => "openai.responses",
+            Profile::OpenaiCompletions => "openai.completions",
+            Profile::OpenaiEmbeddings => "openai.embeddings",
+            Profile::AnthropicMessages => "anthropic.messages",
+            Profile::OllamaChat => "ollama.chat",
+            Profile::OllamaGenerate => "ollama.generate",
+            Profile::OllamaEmbed => "ollama.embed",
+            Profile::Http => "http",
+        }
+    }
+
+    /// Whether this is one of the LLM profiles (everything but `http`).
+    pub fn is_llm(self) -> bool {
+        self != Profile::Http
+    }
+
+    /// Whether this is an Ollama profile (`keep_alive` is volatile there).
+    pub fn is_ollama(self) -> bool {
+        matches!(
+            self,
+            Profile::OllamaChat | Profile::OllamaGenerate | Profile::OllamaEmbed
+        )
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Collapses duplicate slashes and drops a trailing slash (`/` itself stays `/`; an empty path
+/// becomes `/`).
+pub fn normalize_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 1);
+    if !path.starts_with('/') {
+        out.push('/');
+    }
+    for c in path.chars() {
+        if c == '/' && out.ends_with('/') {
+            continue;
+        }
+        out.push(c);
+    }
+    if out.len() > 1 && out.ends_with('/') {
+        out.pop();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_from_paths() {
+        let table = [
+            ("/v1/chat/completions", "openai.chat"),
+            ("//v1//chat/completions/", "openai.chat"),
+            ("/v1/responses", "openai.responses"),
+            ("/v1/completions", "openai.completions"),
+            ("/v1/embeddings", "openai.embeddings"),
+            ("/v1/messages", "anthropic.messages"),
+            ("/anthropic/v1/messages", "anthropic.messages"),
+            ("/api/chat", "ollama.chat"),
+            ("/api/generate", "ollama.generate"),
+            ("/api/embed", "ollama.embed"),
+            ("/api/embeddings", "openai.embeddings"),
+            ("/v1/models", "http"),
+            ("/", "http"),
+        ];
+        for (path, expected) in table {
+            assert_eq!(Profile::from_path(path).as_str(), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn paths_normalize() {
+        assert_eq!(normalize_path("//v1///chat/"), "/v1/chat");
+        assert_eq!(normalize_path("/"), "/");
+        assert_eq!(normalize_path(""), "/");
+        assert_eq!(normalize_path("v1/x"), "/v1/x");
+    }
+}
