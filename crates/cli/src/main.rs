@@ -1,1 +1,38 @@
-fn main() {}
+//! The `cassette` command line: parses arguments into typed commands and maps results to exit
+//! codes.
+
+mod key;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit status for errors that are not a test verdict: usage errors, missing files, replay
+/// misses. Distinct from 1, which means "an assertion failed".
+pub const EXIT_ERROR: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(name = "cassette", version, about = "Record real LLM API calls once, replay them offline.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the key of a request.
+    Key(key::KeyArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Key(args) => key::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("cassette: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}

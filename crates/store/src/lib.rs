@@ -1,1 +1,100 @@
-//! placeholder
+//! Where cassettes live: one async [`Store`] contract over local files, JSON Lines logs, sled,
+//! S3-compatible buckets and memory, plus wrappers (tiered cache, read-only).
+//!
+//! A cassette is one JSON document addressed by its key (64 lowercase hex characters from
+//! `cassette-keying`). Stores treat the document as opaque bytes: they do not interpret it beyond
+//! what they need. A miss is `Ok(None)`, never an error; errors name the backend, the key or file
+//! and the cause.
+//!
+//! [`open`] maps a URL to a backend: `file://PATH` (or a bare path), `jsonl://PATH`,
+//! `sled://PATH`, `s3://BUCKET/PREFIX`, `memory://`.
+
+#![deny(missing_docs)]
+
+mod error;
+pub mod memory;
+
+pub use error::{Error, Result};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::fmt;
+use std::sync::Arc;
+
+/// What a create-only put did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// This writer stored the document.
+    Won,
+    /// A document was already there; it was kept and this one discarded.
+    AlreadyExists,
+}
+
+/// The storage contract every backend and wrapper implements.
+///
+/// Implementations must make `put` and `put_if_absent` atomic: a concurrent reader sees either
+/// the previous document or the new complete one, never a partial write.
+#[async_trait]
+pub trait Store: fmt::Debug + fmt::Display + Send + Sync + 'static {
+    /// Reads the cassette stored under `key`; `Ok(None)` when there is none.
+    async fn get(&self, key: &str) -> Result<Option<Bytes>>;
+
+    /// Stores `document` under `key`, replacing any previous one.
+    async fn put(&self, key: &str, document: Bytes) -> Result<()>;
+
+    /// Stores `document` under `key` only when nothing is stored there yet.
+    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created>;
+
+    /// Removes the cassette under `key`; removing a missing key is not an error.
+    async fn delete(&self, key: &str) -> Result<()>;
+
+    /// Lists every stored key that starts with `prefix` (all keys for `""`), sorted.
+    async fn list(&self, prefix: &str) -> Result<Vec<String>>;
+
+    /// A human-readable location for messages, such as `file:///repo/cassettes`.
+    fn location(&self) -> String;
+}
+
+/// A shared, dynamically dispatched store.
+pub type DynStore = Arc<dyn Store>;
+
+/// Conveniences for callers, implemented for every store.
+#[async_trait]
+pub trait StoreExt: Store {
+    /// Whether a cassette is stored under `key`.
+    async fn contains(&self, key: &str) -> Result<bool> {
+        Ok(self.get(key).await?.is_some())
+    }
+
+    /// Reads and parses the cassette under `key` as JSON; a document that does not parse is an
+    /// [`Error::Corrupt`] naming the key and location.
+    async fn get_json(&self, key: &str) -> Result<Option<serde_json::Value>> {
+        match self.get(key).await? {
+            None => Ok(None),
+            Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Corrupt {
+                location: self.location(),
+                key: key.to_owned(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+impl<T: Store + ?Sized> StoreExt for T {}
+
+/// Opens the store a URL names.
+pub fn open(url: &str) -> Result<DynStore> {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => ("file", url),
+    };
+    match scheme {
+        "memory" => Ok(Arc::new(memory::MemoryStore::new())),
+        other => Err(Error::InvalidUrl {
+            url: url.to_owned(),
+            reason: format!(
+                "unknown scheme `{other}` (path `{rest}`); use file://, jsonl://, sled://, s3:// or memory://"
+            ),
+        }),
+    }
+}

@@ -1,0 +1,1 @@
+//! Redaction: what never reaches disk (filled in by the redaction work).

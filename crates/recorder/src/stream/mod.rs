@@ -1,0 +1,1 @@
+//! Streaming: assembling recorded streams and re-synthesizing them on replay.

@@ -1,0 +1,94 @@
+//! The one public error type of the store crate.
+
+use std::path::PathBuf;
+
+/// A store result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything a store can fail with. Each variant names where (backend, file or endpoint) and
+/// what (key), so a message can tell the user what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store URL could not be understood.
+    #[error("invalid store URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A key is not 64 lowercase hex characters (or otherwise unusable as a name).
+    #[error("invalid cassette key `{key}`: {reason}")]
+    InvalidKey {
+        /// The key as given.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A stored document is damaged (for example truncated JSON).
+    #[error("corrupt cassette {key} in {location}: {reason}; re-record it or delete the file")]
+    Corrupt {
+        /// Where the document lives (file path or store URL).
+        location: String,
+        /// Its key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Filesystem trouble in a file, JSON Lines or sled store.
+    #[error("{store} store: {action} {}: {source}", path.display())]
+    Io {
+        /// The backend (`file`, `jsonl`, `sled`).
+        store: &'static str,
+        /// What was being done (`reading`, `writing`, ...).
+        action: &'static str,
+        /// The file or folder involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store is locked by another process (sled allows one process at a time).
+    #[error("{location} is in use by another process{}; stop it or use another path", holder.as_deref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    Locked {
+        /// The store.
+        location: String,
+        /// Which process holds it, when known.
+        holder: Option<String>,
+    },
+    /// A write was refused by a read-only store.
+    #[error("{location} is read-only (replay mode): refusing to write cassette {key}")]
+    ReadOnly {
+        /// The store.
+        location: String,
+        /// The key that was to be written.
+        key: String,
+    },
+    /// A remote store (S3-compatible) failed or could not be reached.
+    #[error("{store} store at {endpoint}: {action} {key}: {source}")]
+    Remote {
+        /// The backend (`s3`).
+        store: &'static str,
+        /// The endpoint and bucket.
+        endpoint: String,
+        /// What was being done.
+        action: &'static str,
+        /// The key or prefix involved.
+        key: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Any other backend failure.
+    #[error("{store} store at {location}: {source}")]
+    Generic {
+        /// The backend.
+        store: &'static str,
+        /// Where.
+        location: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
