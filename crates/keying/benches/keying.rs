@@ -1,2 +1,69 @@
-//! Placeholder until the keying benchmark lands.
-fn main() {}
+//! Keying cost against the floor it cannot beat: plain SHA-256 of the same request bytes.
+//!
+//! Run with `cargo bench -p cassette-keying --bench keying`. Each group measures `key()` on a
+//! chat request and `Sha256::digest` of the very same body bytes in the same run, so the ratio
+//! between the two does not depend on the machine's speed.
+
+use cassette_keying::{KeyConfig, Request};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// A realistic chat request of about `target` bytes: a system prompt and alternating turns of
+/// prose with some trailing whitespace, so the whitespace rule has work to do.
+fn chat_body(target: usize) -> Vec<u8> {
+    let sentence = "The refund for order 4711 was issued on Tuesday and should arrive within five business days.  \n";
+    let mut messages = vec![json!({"role": "system", "content": "You are a terse support agent.\t\nAnswer briefly."})];
+    let mut size = 0;
+    let mut turn = 0usize;
+    while size < target {
+        let role = if turn % 2 == 0 { "user" } else { "assistant" };
+        let content = sentence.repeat(4);
+        size += content.len() + 40;
+        messages.push(json!({"role": role, "content": content}));
+        turn += 1;
+    }
+    let body: Value = json!({
+        "model": "gpt-4o-mini",
+        "messages": messages,
+        "temperature": 0.2,
+        "stream": true,
+        "user": "u-42",
+    });
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+fn bench(c: &mut Criterion) {
+    let config = KeyConfig::default();
+    let mut group = c.benchmark_group("keying");
+    for (name, size) in [("2KiB", 2 * 1024), ("1MiB", 1024 * 1024)] {
+        let body = chat_body(size);
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::new("key", name), &body, |b, body| {
+            b.iter(|| {
+                Request::new("POST", "/v1/chat/completions")
+                    .header("authorization", "Bearer sk-test")
+                    .body(black_box(body))
+                    .key(&config)
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("sha256", name), &body, |b, body| {
+            b.iter(|| Sha256::digest(black_box(body)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    // Short on purpose: the machine's cores are shared, and the ratio is stable well before
+    // criterion's default five seconds.
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);
