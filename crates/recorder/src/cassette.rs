@@ -1,0 +1,254 @@
+//! The cassette document: one recorded interaction, versioned, as stored (see
+//! `docs/cassette-format.md`).
+
+use base64::Engine;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The version of the document layout. Bump it when a field changes meaning or a reader of
+/// the previous version could misread a new document.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One recorded interaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cassette {
+    /// Document layout version ([`FORMAT_VERSION`]).
+    pub format: u32,
+    /// The key of the original (unredacted) request.
+    pub key: String,
+    /// The key contract version the key was computed under.
+    pub key_version: u32,
+    /// When it was recorded, RFC 3339 in UTC.
+    pub recorded_at: String,
+    /// The tool that recorded it, e.g. `cassette 0.1.0`.
+    pub tool: String,
+    /// The route name (the key's target).
+    pub target: String,
+    /// The upstream base URL, without credentials.
+    pub upstream: String,
+    /// The request, redacted.
+    pub request: StoredRequest,
+    /// The response, redacted.
+    pub response: StoredResponse,
+    /// Facts for review; never used for matching.
+    pub meta: Meta,
+}
+
+/// The request as stored: credentials removed, headers from the allow-list only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Path as the client sent it (after the route prefix), without the query.
+    pub path: String,
+    /// Query string with credential parameters removed; empty when there was none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub query: String,
+    /// Allow-listed headers, lowercased names.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The body.
+    #[serde(default)]
+    pub body: StoredBody,
+}
+
+/// The response as stored. A streamed response is stored as its assembled final response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Headers without hop-by-hop, encoding, length or credential-carrying ones.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The body (decoded: never compressed).
+    #[serde(default)]
+    pub body: StoredBody,
+    /// Set when the upstream answered with a stream: the stream format, so replay can
+    /// re-synthesize it in the provider's own events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+}
+
+/// A body, in the most readable form that keeps every byte.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoredBody {
+    /// No body.
+    #[default]
+    Empty,
+    /// A JSON document.
+    Json(Value),
+    /// UTF-8 text that is not JSON.
+    Text(String),
+    /// Anything else, base64 (standard alphabet, padded).
+    Base64(String),
+}
+
+impl StoredBody {
+    /// Stores bytes as JSON when they parse, else text when UTF-8, else base64.
+    pub fn from_bytes(bytes: &[u8]) -> StoredBody {
+        if bytes.is_empty() {
+            return StoredBody::Empty;
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(text) => match serde_json::from_str(text) {
+                Ok(value) => StoredBody::Json(value),
+                Err(_) => StoredBody::Text(text.to_owned()),
+            },
+            Err(_) => StoredBody::Base64(base64::engine::general_purpose::STANDARD.encode(bytes)),
+        }
+    }
+
+    /// The bytes to send back. JSON is re-serialized compactly, text and base64 byte for byte.
+    pub fn to_bytes(&self) -> Result<Bytes, String> {
+        match self {
+            StoredBody::Empty => Ok(Bytes::new()),
+            StoredBody::Json(value) => serde_json::to_vec(value)
+                .map(Bytes::from)
+                .map_err(|e| e.to_string()),
+            StoredBody::Text(text) => Ok(Bytes::from(text.clone())),
+            StoredBody::Base64(b64) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map(Bytes::from)
+                .map_err(|e| format!("invalid base64 body: {e}")),
+        }
+    }
+
+    /// The JSON value, when the body is JSON.
+    pub fn as_json(&self) -> Option<&Value> {
+        match self {
+            StoredBody::Json(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// Facts about an interaction that help a reviewer; never used for matching.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Meta {
+    /// The keying profile, e.g. `openai.chat`.
+    pub profile: String,
+    /// The model the request asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_model: Option<String>,
+    /// The model the response names: differs from the requested one when an alias moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<String>,
+    /// Finish or stop reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Token usage as the provider reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+    /// Time from sending the request to the end of the response body, in milliseconds.
+    pub latency_ms: u64,
+    /// Whether redaction changed a part of the request that enters the key, so the key cannot
+    /// be recomputed from the stored request (`cassette verify` reports such tapes apart).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub request_redacted: bool,
+}
+
+impl Cassette {
+    /// Serializes the document for storage: pretty-printed, members in a stable order, with a
+    /// trailing newline, so a re-record reads as a small git diff.
+    pub fn to_document(&self) -> Bytes {
+        // Serializing plain data structures into a Vec cannot fail.
+        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
+        out.push(b'\n');
+        Bytes::from(out)
+    }
+
+    /// Parses a stored document.
+    pub fn from_document(bytes: &[u8]) -> Result<Cassette, String> {
+        let cassette: Cassette = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if cassette.format > FORMAT_VERSION {
+            return Err(format!(
+                "cassette format {} is newer than this tool understands ({FORMAT_VERSION}); upgrade cassette",
+                cassette.format
+            ));
+        }
+        Ok(cassette)
+    }
+
+    /// The request's `model`, when its body names one.
+    pub fn requested_model(&self) -> Option<&str> {
+        self.request.body.as_json()?.get("model")?.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_keep_every_byte() {
+        for bytes in [
+            &b""[..],
+            b"{\"a\": 1}",
+            b"plain text\n",
+            b"\xff\x00\xfe binary",
+            b"[1,2]",
+        ] {
+            let stored = StoredBody::from_bytes(bytes);
+            let back = stored.to_bytes().unwrap();
+            match stored {
+                StoredBody::Json(_) => {
+                    let a: Value = serde_json::from_slice(bytes).unwrap();
+                    let b: Value = serde_json::from_slice(&back).unwrap();
+                    assert_eq!(a, b);
+                }
+                _ => assert_eq!(&back[..], bytes),
+            }
+        }
+        assert!(matches!(
+            StoredBody::from_bytes(b"\xff"),
+            StoredBody::Base64(_)
+        ));
+        assert!(matches!(StoredBody::from_bytes(b"hi"), StoredBody::Text(_)));
+    }
+
+    fn sample() -> Cassette {
+        Cassette {
+            format: FORMAT_VERSION,
+            key: "ab".repeat(32),
+            key_version: 1,
+            recorded_at: "2026-11-29T09:00:00Z".into(),
+            tool: "cassette 0.1.0".into(),
+            target: "default".into(),
+            upstream: "https://api.openai.com".into(),
+            request: StoredRequest {
+                method: "POST".into(),
+                path: "/v1/chat/completions".into(),
+                query: String::new(),
+                headers: BTreeMap::new(),
+                body: StoredBody::Json(serde_json::json!({"model": "m"})),
+            },
+            response: StoredResponse {
+                status: 200,
+                headers: BTreeMap::new(),
+                body: StoredBody::Text("ok".into()),
+                stream: None,
+            },
+            meta: Meta::default(),
+        }
+    }
+
+    #[test]
+    fn documents_round_trip_and_end_with_newline() {
+        let cassette = sample();
+        let doc = cassette.to_document();
+        assert!(doc.ends_with(b"}\n"));
+        assert_eq!(Cassette::from_document(&doc).unwrap(), cassette);
+        assert_eq!(cassette.requested_model(), Some("m"));
+    }
+
+    #[test]
+    fn newer_formats_are_refused_with_a_reason() {
+        let mut cassette = sample();
+        cassette.format = FORMAT_VERSION + 1;
+        let err = Cassette::from_document(&cassette.to_document()).unwrap_err();
+        assert!(err.contains("newer"), "{err}");
+    }
+}

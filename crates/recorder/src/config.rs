@@ -1,0 +1,148 @@
+//! Typed recorder configuration, validated before any IO.
+
+use crate::mode::Mode;
+use crate::redact::RedactionRules;
+use cassette_keying::KeyConfig;
+use std::time::Duration;
+
+/// The name of the route that serves requests not mounted under a named route.
+pub const DEFAULT_TARGET: &str = "default";
+
+/// Default largest request body accepted: 32 MiB.
+pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
+
+/// Default size of the pieces a replayed stream is cut into.
+pub const DEFAULT_STREAM_CHUNK: usize = 64;
+
+/// One upstream: requests for `name` go to `base_url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The route name and key target (`default` for the unnamed route).
+    pub name: String,
+    /// Base URL such as `https://api.openai.com` or `http://127.0.0.1:11434`.
+    pub base_url: String,
+}
+
+/// Whether upstream 4xx/5xx answers are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorRecording {
+    /// Pass them to the client, store nothing (the default: an outage should not become a tape).
+    #[default]
+    PassThrough,
+    /// Store them like any response, to test an application's error handling.
+    Record,
+}
+
+/// Everything a recorder needs besides its store.
+#[derive(Debug, Clone)]
+pub struct RecorderConfig {
+    /// What to do with requests.
+    pub mode: Mode,
+    /// Upstreams by target.
+    pub routes: Vec<Route>,
+    /// Added to upstream requests that carry no credentials of their own; never stored.
+    pub upstream_api_key: Option<String>,
+    /// Canonicalization options.
+    pub key: KeyConfig,
+    /// Extra redaction rules.
+    pub redaction: RedactionRules,
+    /// Whether upstream error answers are recorded.
+    pub errors: ErrorRecording,
+    /// Size of the pieces a replayed stream is cut into.
+    pub stream_chunk_size: usize,
+    /// Largest request body accepted.
+    pub max_body: usize,
+    /// How long an upstream may take to answer (headers) before the request fails.
+    pub upstream_timeout: Duration,
+}
+
+impl Default for RecorderConfig {
+    fn default() -> Self {
+        RecorderConfig {
+            mode: Mode::Replay,
+            routes: Vec::new(),
+            upstream_api_key: None,
+            key: KeyConfig::default(),
+            redaction: RedactionRules::default(),
+            errors: ErrorRecording::default(),
+            stream_chunk_size: DEFAULT_STREAM_CHUNK,
+            max_body: DEFAULT_MAX_BODY,
+            upstream_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+impl RecorderConfig {
+    /// Checks the configuration without touching the network or the disk.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut seen = Vec::new();
+        for route in &self.routes {
+            if route.name.is_empty()
+                || !route
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            {
+                return Err(format!(
+                    "route name `{}` must be letters, digits, `-`, `_` or `.`",
+                    route.name
+                ));
+            }
+            if seen.contains(&route.name) {
+                return Err(format!("route `{}` is configured twice", route.name));
+            }
+            seen.push(route.name.clone());
+            let url = url::Url::parse(&route.base_url)
+                .map_err(|e| format!("route `{}`: `{}` is not a URL: {e}", route.name, route.base_url))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(format!(
+                    "route `{}`: `{}` must be an http:// or https:// URL",
+                    route.name, route.base_url
+                ));
+            }
+        }
+        if self.stream_chunk_size == 0 {
+            return Err("stream chunk size must be at least 1 byte".to_owned());
+        }
+        if self.max_body == 0 {
+            return Err("the body limit must be at least 1 byte".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The route for a target.
+    pub fn route(&self, target: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.name == target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_route(name: &str, url: &str) -> RecorderConfig {
+        RecorderConfig {
+            routes: vec![Route {
+                name: name.into(),
+                base_url: url.into(),
+            }],
+            ..RecorderConfig::default()
+        }
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        assert!(with_route("anthropic", "https://api.anthropic.com").validate().is_ok());
+        assert!(with_route("a b", "http://x").validate().unwrap_err().contains("a b"));
+        assert!(with_route("x", "ftp://x").validate().unwrap_err().contains("http"));
+        assert!(with_route("x", "not a url").validate().unwrap_err().contains("not a URL"));
+        let mut twice = with_route("x", "http://a");
+        twice.routes.push(twice.routes[0].clone());
+        assert!(twice.validate().unwrap_err().contains("twice"));
+        let zero = RecorderConfig {
+            stream_chunk_size: 0,
+            ..RecorderConfig::default()
+        };
+        assert!(zero.validate().is_err());
+    }
+}

@@ -1,0 +1,235 @@
+//! Replay misses: what was asked, and how it differs from the nearest recording.
+//!
+//! Finding the nearest recording costs a scan of the store, so it runs only on a miss and keeps
+//! an in-memory index between misses; a hit never pays for it.
+
+use crate::cassette::Cassette;
+use cassette_keying::{diff, normalize_path, Difference, KeyConfig, Request};
+use cassette_store::DynStore;
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+/// How many differences a miss message lists before summarizing the rest.
+const SHOWN_DIFFERENCES: usize = 8;
+
+/// How many cassettes are read at once while indexing.
+const INDEX_CONCURRENCY: usize = 32;
+
+/// A request that replay could not answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Miss {
+    /// The request's key (64 hex).
+    pub key: String,
+    /// Keying profile.
+    pub profile: String,
+    /// Route name.
+    pub target: String,
+    /// HTTP method.
+    pub method: String,
+    /// Request path.
+    pub path: String,
+    /// The requested model, when the body names one.
+    pub model: Option<String>,
+    /// Where the recorder looked.
+    pub store: String,
+    /// Why nothing answered.
+    pub explanation: Explanation,
+}
+
+/// The nearest recording and what differs, or why there is none.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    /// The closest recording at the same target and path, when there is one.
+    pub nearest: Option<Nearest>,
+    /// One readable sentence.
+    pub summary: String,
+}
+
+/// The recording closest to a missed request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Nearest {
+    /// Its key.
+    pub key: String,
+    /// When it was recorded.
+    pub recorded_at: String,
+    /// The components that differ, recorded value first (`body.temperature: 0 -> 0.7`).
+    pub differences: Vec<String>,
+}
+
+impl Miss {
+    /// The explanation as one line per difference, for CLI output.
+    pub fn explanation_lines(&self) -> Vec<String> {
+        match &self.explanation.nearest {
+            Some(nearest) => nearest.differences.clone(),
+            None => vec![self.explanation.summary.clone()],
+        }
+    }
+}
+
+impl fmt::Display for Miss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cassette miss: no recording for {} {} (target {}",
+            self.method, self.path, self.target
+        )?;
+        if let Some(model) = &self.model {
+            write!(f, ", model {model}")?;
+        }
+        write!(
+            f,
+            ") with key {} in {}. {} Record it with CASSETTE_MODE=record or auto.",
+            self.key, self.store, self.explanation.summary
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+struct IndexEntry {
+    key: String,
+    target: String,
+    path: String,
+    recorded_at: String,
+    material: Value,
+}
+
+/// Materials of stored cassettes, loaded lazily and refreshed incrementally on each miss.
+#[derive(Debug, Default)]
+pub(crate) struct NearestIndex {
+    entries: HashMap<String, IndexEntry>,
+    unreadable: HashSet<String>,
+}
+
+impl NearestIndex {
+    /// Brings the index up to date with the store: reads cassettes it has not seen, forgets
+    /// deleted ones. Unreadable cassettes are skipped (a miss explanation is best effort; the
+    /// corrupt file is reported when it is actually asked for).
+    pub(crate) async fn refresh(&mut self, store: &DynStore, config: &KeyConfig) -> usize {
+        let Ok(keys) = store.list("").await else {
+            return self.entries.len();
+        };
+        let present: HashSet<&String> = keys.iter().collect();
+        self.entries.retain(|k, _| present.contains(k));
+        let new_keys: Vec<String> = keys
+            .iter()
+            .filter(|k| !self.entries.contains_key(*k) && !self.unreadable.contains(*k))
+            .cloned()
+            .collect();
+        let loaded: Vec<(String, Option<IndexEntry>)> = futures::stream::iter(new_keys)
+            .map(|key| async move {
+                let entry = match store.get(&key).await {
+                    Ok(Some(bytes)) => Cassette::from_document(&bytes)
+                        .ok()
+                        .map(|c| index_entry(&c, config)),
+                    _ => None,
+                };
+                (key, entry)
+            })
+            .buffer_unordered(INDEX_CONCURRENCY)
+            .collect()
+            .await;
+        for (key, entry) in loaded {
+            match entry {
+                Some(entry) => {
+                    self.entries.insert(key, entry);
+                }
+                None => {
+                    self.unreadable.insert(key);
+                }
+            }
+        }
+        self.entries.len()
+    }
+
+    /// Explains a miss for a request with this target, path and material.
+    pub(crate) fn explain(&self, target: &str, path: &str, material: &Value) -> Explanation {
+        let path = normalize_path(path);
+        let nearest = self
+            .entries
+            .values()
+            .filter(|e| e.target == target && e.path == path)
+            .map(|e| (e, diff(&e.material, material)))
+            .min_by(|(a, da), (b, db)| {
+                da.len()
+                    .cmp(&db.len())
+                    .then_with(|| b.recorded_at.cmp(&a.recorded_at))
+            });
+        match nearest {
+            None => Explanation {
+                nearest: None,
+                summary: format!(
+                    "No recording exists at {path} for target {target} ({} cassettes stored).",
+                    self.entries.len()
+                ),
+            },
+            Some((entry, differences)) => {
+                let shown = render(&differences);
+                Explanation {
+                    summary: format!(
+                        "The nearest recording, {}, differs in: {}.",
+                        &entry.key[..16.min(entry.key.len())],
+                        shown.join("; ")
+                    ),
+                    nearest: Some(Nearest {
+                        key: entry.key.clone(),
+                        recorded_at: entry.recorded_at.clone(),
+                        differences: shown,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+fn render(differences: &[Difference]) -> Vec<String> {
+    let mut shown: Vec<String> = differences
+        .iter()
+        .take(SHOWN_DIFFERENCES)
+        .map(|d| d.to_string())
+        .collect();
+    if differences.len() > SHOWN_DIFFERENCES {
+        shown.push(format!(
+            "and {} more differences",
+            differences.len() - SHOWN_DIFFERENCES
+        ));
+    }
+    if shown.is_empty() {
+        // Same material but another key: the tape was keyed under another contract version.
+        shown.push("nothing in the request; the tape was keyed under another key version".into());
+    }
+    shown
+}
+
+fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
+    let material = stored_request_material(cassette, config);
+    IndexEntry {
+        key: cassette.key.clone(),
+        target: cassette.target.clone(),
+        path: normalize_path(&cassette.request.path),
+        recorded_at: cassette.recorded_at.clone(),
+        material,
+    }
+}
+
+/// The key material of a cassette's stored request (which may differ from the original where
+/// redaction removed something).
+pub fn stored_request_material(cassette: &Cassette, config: &KeyConfig) -> Value {
+    keyed_stored_request(cassette, config).material
+}
+
+/// Keys a cassette's stored request under the current contract.
+pub fn keyed_stored_request(cassette: &Cassette, config: &KeyConfig) -> cassette_keying::Keyed {
+    let body = cassette.request.body.to_bytes().unwrap_or_default();
+    let request = &cassette.request;
+    let mut keyed = Request::new(&request.method, &request.path)
+        .target(&cassette.target)
+        .query(&request.query)
+        .body(&body);
+    for (name, value) in &request.headers {
+        keyed = keyed.header(name, value);
+    }
+    keyed.key(config)
+}
