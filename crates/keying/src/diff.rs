@@ -64,7 +64,14 @@ pub fn diff(old: &Value, new: &Value) -> Vec<Difference> {
 fn walk(old: &Value, new: &Value, path: String, out: &mut Vec<Difference>) {
     match (old, new) {
         (Value::Object(a), Value::Object(b)) => {
-            for (name, old_value) in a {
+            // Sorted here rather than relying on the map's iteration order, which becomes
+            // insertion order if any crate in the build enables serde_json's `preserve_order`.
+            let mut old_names: Vec<&String> = a.keys().collect();
+            old_names.sort();
+            let mut new_names: Vec<&String> = b.keys().filter(|n| !a.contains_key(*n)).collect();
+            new_names.sort();
+            for name in old_names {
+                let old_value = &a[name];
                 let child = join_member(&path, name);
                 match b.get(name) {
                     Some(new_value) => walk(old_value, new_value, child, out),
@@ -76,15 +83,13 @@ fn walk(old: &Value, new: &Value, path: String, out: &mut Vec<Difference>) {
                     }),
                 }
             }
-            for (name, new_value) in b {
-                if !a.contains_key(name) {
-                    out.push(Difference {
-                        path: join_member(&path, name),
-                        change: Change::Added {
-                            new: shorten(new_value),
-                        },
-                    });
-                }
+            for name in new_names {
+                out.push(Difference {
+                    path: join_member(&path, name),
+                    change: Change::Added {
+                        new: shorten(&b[name]),
+                    },
+                });
             }
         }
         (Value::Array(a), Value::Array(b)) => {

@@ -37,7 +37,7 @@ pub use diff::{diff, Change, Difference};
 pub use jcs::to_canonical_string;
 pub use profile::{normalize_path, Profile};
 
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
@@ -197,18 +197,34 @@ pub fn key(request: &Request<'_>, config: &KeyConfig) -> Keyed {
         .and_then(|b| system_text(profile, b))
         .map(|text| sha256_hex(text.as_bytes()));
 
-    let material = json!({
-        "v": KEY_VERSION,
-        "target": request.target,
-        "profile": profile.as_str(),
-        "method": request.method.to_ascii_uppercase(),
-        "path": path,
-        "query": canonical::canonical_query(request.query),
-        "headers": canonical::semantic_headers(&request.headers),
-        "system_sha256": system_sha256,
-        "body": body,
-        "body_sha256": body_sha256,
-    });
+    // Built member by member rather than with `json!`, which would deep-copy the body.
+    let mut material = Map::new();
+    material.insert("v".into(), Value::from(KEY_VERSION));
+    material.insert("target".into(), Value::from(request.target));
+    material.insert("profile".into(), Value::from(profile.as_str()));
+    material.insert(
+        "method".into(),
+        Value::from(request.method.to_ascii_uppercase()),
+    );
+    material.insert("path".into(), Value::from(path));
+    material.insert(
+        "query".into(),
+        canonical::canonical_query(request.query),
+    );
+    material.insert(
+        "headers".into(),
+        canonical::semantic_headers(&request.headers),
+    );
+    material.insert(
+        "system_sha256".into(),
+        system_sha256.clone().map_or(Value::Null, Value::from),
+    );
+    material.insert("body".into(), body.unwrap_or(Value::Null));
+    material.insert(
+        "body_sha256".into(),
+        body_sha256.map_or(Value::Null, Value::from),
+    );
+    let material = Value::Object(material);
     let canonical = to_canonical_string(&material);
     Keyed {
         key: Key(sha256_hex(canonical.as_bytes())),
