@@ -452,10 +452,7 @@ enum Segment {
 }
 
 fn parse_path(path: &str) -> Result<Vec<Segment>, String> {
-    let mut rest = path
-        .trim()
-        .strip_prefix('$')
-        .ok_or("must start with `$`")?;
+    let mut rest = path.trim().strip_prefix('$').ok_or("must start with `$`")?;
     let mut segments = Vec::new();
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix("..") {
@@ -758,9 +755,9 @@ impl Redactor {
     fn walk(&self, value: &mut Value, names_exempt: bool) -> bool {
         match value {
             Value::String(s) => self.scrub_in_place(s),
-            Value::Array(items) => items
-                .iter_mut()
-                .fold(false, |changed, item| self.walk(item, names_exempt) | changed),
+            Value::Array(items) => items.iter_mut().fold(false, |changed, item| {
+                self.walk(item, names_exempt) | changed
+            }),
             Value::Object(map) => {
                 let mut changed = false;
                 for (name, child) in map.iter_mut() {
@@ -785,11 +782,9 @@ impl Redactor {
                 *value = Value::String(REDACTED.to_owned());
                 true
             }
-            Value::Array(items) => items
-                .iter_mut()
-                .fold(false, |changed, item| {
-                    self.redact_credential_value(item) | changed
-                }),
+            Value::Array(items) => items.iter_mut().fold(false, |changed, item| {
+                self.redact_credential_value(item) | changed
+            }),
             Value::Object(_) => self.walk(value, false),
             Value::Null | Value::Bool(_) => false,
         }
@@ -822,9 +817,9 @@ impl Redactor {
     fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = redact_shapes(text);
         for pattern in &self.patterns {
-            if let Cow::Owned(new) = replace_matches(&pattern.regex, pattern.has_group, &out, |_| {
-                true
-            }) {
+            if let Cow::Owned(new) =
+                replace_matches(&pattern.regex, pattern.has_group, &out, |_| true)
+            {
                 out = Cow::Owned(new);
             }
         }
@@ -930,4 +925,622 @@ pub fn find_credentials(bytes: &[u8]) -> Vec<CredentialMatch> {
 /// The names of the built-in credential shapes, in priority order (for docs and `--help`).
 pub fn credential_shape_names() -> impl Iterator<Item = &'static str> {
     SHAPES.iter().map(|s| s.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn r() -> Redactor {
+        Redactor::default()
+    }
+
+    fn hdrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Realistic examples of every built-in shape, by shape name.
+    fn samples() -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "private_key",
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7x9\n-----END RSA PRIVATE KEY-----"
+                    .to_owned(),
+            ),
+            (
+                "jwt",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+                    .to_owned(),
+            ),
+            (
+                "anthropic_api_key",
+                "sk-ant-api03-Q9x2Lm7Vb4Kp1Zt8Rw3Yc6Hn0Js5Fd2Ga9Ue4Oi7_AA".to_owned(),
+            ),
+            (
+                "openai_api_key",
+                "sk-proj-7Fh2Kd9Lq3Wz8Xc1Vb6Nm4Tr0Yp5Ju2Ie8Ow3Aq".to_owned(),
+            ),
+            ("openai_api_key", format!("sk-{}", "aB3".repeat(16))),
+            ("stripe_key", "sk_live_4eC39HqLyjWDarjtT1zdp7dc".to_owned()),
+            ("aws_access_key_id", "AKIAIOSFODNN7EXAMPLE".to_owned()),
+            ("github_token", format!("ghp_{}", "a1B2c3D4e5F6".repeat(3))),
+            (
+                "github_token",
+                format!("github_pat_11ABCDEFG0{}", "x9Y8z7W6_".repeat(4)),
+            ),
+            ("google_api_key", format!("AIza{}", "SyB1c2D3e4F".repeat(3) + "5g6")),
+            ("slack_token", "xoxb-1234567890-0987654321-AbCdEfGh".to_owned()),
+            ("huggingface_token", format!("hf_{}", "QwErTyUiOpAsDfGhJk".repeat(2))),
+            ("groq_api_key", format!("gsk_{}", "Zx8Cv7Bn6M".repeat(5))),
+            ("xai_api_key", format!("xai-{}", "Pq1Wo2Ei3R".repeat(5))),
+        ]
+    }
+
+    #[test]
+    fn compiled_shapes_are_valid() {
+        for shape in SHAPES {
+            assert!(Regex::new(shape.regex).is_ok(), "{}", shape.name);
+            assert!(BytesRegex::new(shape.regex).is_ok(), "{}", shape.name);
+        }
+        assert!(SHAPES_COMPILED.is_some());
+        let mut names: Vec<_> = credential_shape_names().collect();
+        names.dedup();
+        assert_eq!(names.len(), SHAPES.len());
+    }
+
+    #[test]
+    fn safe_list_and_credential_list_are_disjoint() {
+        for safe in BODY_SAFE_NAMES {
+            assert!(
+                !BODY_CREDENTIALS.contains(&normalize_name(safe)),
+                "{safe} is on both lists"
+            );
+            assert!(!is_body_credential_name(safe), "{safe}");
+        }
+    }
+
+    #[test]
+    fn redactor_is_clone_send_sync() {
+        fn check<T: Clone + Send + Sync + 'static>() {}
+        check::<Redactor>();
+    }
+
+    #[test]
+    fn normalize_ignores_case_and_separators() {
+        assert_eq!(normalize_name("API_KEY"), "apikey");
+        assert_eq!(normalize_name("x-api-key"), "xapikey");
+        assert_eq!(normalize_name("clientSecret"), "clientsecret");
+    }
+
+    // ---- request headers ---------------------------------------------------------------
+
+    #[test]
+    fn request_headers_keep_only_the_allow_list_lowercased_in_order() {
+        let input = hdrs(&[
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer sk-proj-abc"),
+            ("X-Api-Key", "sk-ant-secret"),
+            ("api-key", "azure-secret"),
+            ("Cookie", "session=abc"),
+            ("User-Agent", "OpenAI/Python 1.40.0"),
+            ("OpenAI-Organization", "org-123"),
+            ("Accept", "text/event-stream"),
+            ("anthropic-version", "2023-06-01"),
+            ("ANTHROPIC-BETA", "prompt-caching-2024-07-31"),
+            ("OpenAI-Beta", "assistants=v2"),
+            ("x-goog-api-key", "AIza..."),
+            ("Proxy-Authorization", "Basic dXNlcjpwYXNz"),
+        ]);
+        assert_eq!(
+            r().request_headers(&input),
+            hdrs(&[
+                ("content-type", "application/json"),
+                ("accept", "text/event-stream"),
+                ("anthropic-version", "2023-06-01"),
+                ("anthropic-beta", "prompt-caching-2024-07-31"),
+                ("openai-beta", "assistants=v2"),
+            ])
+        );
+    }
+
+    #[test]
+    fn request_header_values_still_pass_shape_rules() {
+        let key = "sk-proj-7Fh2Kd9Lq3Wz8Xc1Vb6Nm4Tr0Yp5Ju2Ie8Ow3Aq";
+        let out = r().request_headers(&hdrs(&[("accept", &format!("x/{key}"))]));
+        assert_eq!(out, hdrs(&[("accept", "x/[REDACTED]")]));
+    }
+
+    // ---- response headers --------------------------------------------------------------
+
+    #[test]
+    fn response_headers_drop_each_denied_name() {
+        for name in RESPONSE_HEADER_DENY_LIST.iter().copied().chain([
+            "Proxy-Foo",
+            "API_KEY",
+            "X-API-KEY",
+            "Access-Token",
+            "Password",
+        ]) {
+            let out = r().response_headers(&hdrs(&[(name, "v"), ("x-request-id", "req_1")]));
+            assert_eq!(out, hdrs(&[("x-request-id", "req_1")]), "{name}");
+        }
+    }
+
+    #[test]
+    fn response_headers_drop_connection_named_headers_and_keep_the_rest() {
+        let input = hdrs(&[
+            ("Connection", "keep-alive, X-Hop"),
+            ("X-Hop", "1"),
+            ("Content-Type", "application/json"),
+            ("Content-Length", "123"),
+            ("Content-Encoding", "gzip"),
+            ("Transfer-Encoding", "chunked"),
+            ("Set-Cookie", "__cf_bm=abc; path=/"),
+            ("openai-processing-ms", "412"),
+            ("anthropic-ratelimit-tokens-remaining", "39000"),
+            ("x-ratelimit-remaining-tokens", "149000"),
+            ("request-id", "req_011"),
+        ]);
+        assert_eq!(
+            r().response_headers(&input),
+            hdrs(&[
+                ("content-type", "application/json"),
+                ("openai-processing-ms", "412"),
+                ("anthropic-ratelimit-tokens-remaining", "39000"),
+                ("x-ratelimit-remaining-tokens", "149000"),
+                ("request-id", "req_011"),
+            ])
+        );
+    }
+
+    #[test]
+    fn response_header_values_lose_credential_shapes() {
+        let out = r().response_headers(&hdrs(&[(
+            "x-debug",
+            "token=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig_part-1",
+        )]));
+        assert_eq!(out, hdrs(&[("x-debug", "token=[REDACTED]")]));
+    }
+
+    // ---- query -------------------------------------------------------------------------
+
+    #[test]
+    fn query_removes_each_credential_name_in_any_spelling() {
+        let red = r();
+        for name in QUERY_CREDENTIAL_NAMES {
+            for spelling in [name.to_string(), name.to_uppercase()] {
+                let q = format!("alt=sse&{spelling}=s3cr3t&b=2");
+                assert_eq!(red.query(&q), "alt=sse&b=2", "{spelling}");
+            }
+        }
+        for spelling in [
+            "api_key",
+            "api-key",
+            "Api-Key",
+            "access_token",
+            "X-Amz-Signature",
+        ] {
+            assert_eq!(red.query(&format!("{spelling}=s3cr3t")), "", "{spelling}");
+        }
+    }
+
+    #[test]
+    fn query_keeps_other_params_byte_for_byte_in_order() {
+        let q = "z=1&a=%20x+y&flag&key=AIzaSecret&empty=&d==&api%5Fkey=s3cr3t&a=2";
+        assert_eq!(r().query(q), "z=1&a=%20x+y&flag&empty=&d==&a=2");
+        assert_eq!(r().query("?key=x&alt=sse"), "?alt=sse");
+        assert_eq!(r().query(""), "");
+        assert_eq!(r().query("key=only"), "");
+        // `keyword` and `max_tokens` are not credential names.
+        assert_eq!(
+            r().query("keyword=a&max_tokens=5&tokens=3"),
+            "keyword=a&max_tokens=5&tokens=3"
+        );
+    }
+
+    #[test]
+    fn query_values_lose_credential_shapes() {
+        assert_eq!(
+            r().query("state=AKIAIOSFODNN7EXAMPLE&x=1"),
+            "state=[REDACTED]&x=1"
+        );
+    }
+
+    // ---- url ---------------------------------------------------------------------------
+
+    #[test]
+    fn url_drops_userinfo_and_credential_params_without_reformatting() {
+        let red = r();
+        assert_eq!(red.url("https://api.openai.com"), "https://api.openai.com");
+        assert_eq!(
+            red.url(
+                "https://user:p4ss@proxy.example.com:8443/v1?key=abc&alt=sse#access_token=x&s=1"
+            ),
+            "https://proxy.example.com:8443/v1?alt=sse#s=1"
+        );
+        assert_eq!(
+            red.url("https://generativelanguage.googleapis.com/v1beta/models?key=AIzaX"),
+            "https://generativelanguage.googleapis.com/v1beta/models"
+        );
+        assert_eq!(
+            red.url("http://token@127.0.0.1:11434"),
+            "http://127.0.0.1:11434"
+        );
+        assert_eq!(red.url("/v1/chat?api_key=x"), "/v1/chat");
+        // An `@` in the path is not userinfo.
+        assert_eq!(
+            red.url("https://h.example/users/@me"),
+            "https://h.example/users/@me"
+        );
+    }
+
+    // ---- body names --------------------------------------------------------------------
+
+    #[test]
+    fn json_redacts_each_credential_name_in_any_spelling() {
+        let red = r();
+        for name in BODY_CREDENTIAL_NAMES {
+            for spelling in [name.to_string(), name.to_uppercase()] {
+                let mut v = json!({"outer": {spelling.clone(): "hunter2", "model": "gpt-4o"}});
+                red.json(&mut v);
+                assert_eq!(
+                    v,
+                    json!({"outer": {spelling.clone(): REDACTED, "model": "gpt-4o"}}),
+                    "{spelling}"
+                );
+            }
+        }
+        for spelling in [
+            "api_key",
+            "api-key",
+            "apiKey",
+            "X-Api-Key",
+            "client_secret",
+            "accessToken",
+            "refresh_token",
+            "id_token",
+            "auth_token",
+            "private_key",
+            "session_token",
+            "aws_secret_access_key",
+        ] {
+            let mut v = json!([{spelling: 123456}]);
+            red.json(&mut v);
+            assert_eq!(v, json!([{spelling: REDACTED}]), "{spelling}");
+        }
+    }
+
+    #[test]
+    fn json_credential_name_rules_by_value_type() {
+        let mut v = json!({
+            "password": "",
+            "token": null,
+            "secret": true,
+            "api_key": ["k1", 2, {"note": "n"}],
+            "credentials": {"client_secret": "cs", "region": "us-east-1"},
+            "tools": [{"type": "function", "function": {"name": "login", "parameters": {
+                "type": "object",
+                "properties": {"password": {"type": "string", "description": "the password"}},
+                "required": ["password"]
+            }}}]
+        });
+        red_json(&mut v);
+        assert_eq!(
+            v,
+            json!({
+                "password": "",
+                "token": null,
+                "secret": true,
+                "api_key": [REDACTED, REDACTED, {"note": "n"}],
+                "credentials": {"client_secret": REDACTED, "region": "us-east-1"},
+                "tools": [{"type": "function", "function": {"name": "login", "parameters": {
+                    "type": "object",
+                    "properties": {"password": {"type": "string", "description": "the password"}},
+                    "required": ["password"]
+                }}}]
+            })
+        );
+    }
+
+    fn red_json(v: &mut Value) {
+        r().json(v)
+    }
+
+    #[test]
+    fn safe_list_survives_with_integer_values() {
+        let mut obj = Map::new();
+        for (i, name) in BODY_SAFE_NAMES.iter().enumerate() {
+            obj.insert((*name).to_owned(), json!(i));
+        }
+        obj.insert("token_budget".into(), json!(4096));
+        obj.insert("tokenizer".into(), json!("cl100k"));
+        obj.insert("max_tokens_per_chunk".into(), json!(7));
+        let mut v = Value::Object(obj);
+        let before = v.clone();
+        assert!(!r().json_changed(&mut v));
+        assert_eq!(v, before);
+    }
+
+    #[test]
+    fn logprobs_subtrees_keep_token_members() {
+        let mut v = json!({
+            "choices": [{"logprobs": {"content": [{
+                "token": "Hello", "logprob": -0.01, "bytes": [72],
+                "top_logprobs": [{"token": "Hello", "logprob": -0.01}]
+            }]}}],
+            "legacy": {"logprobs": {"tokens": ["password"], "top_logprobs": [{"password": -0.2, "secret": -1.5}]}},
+            "logit_bias": {"50256": -100},
+            "token": "opaque-session-value"
+        });
+        let mut expected = v.clone();
+        expected["token"] = json!(REDACTED);
+        red_json(&mut v);
+        assert_eq!(v, expected);
+    }
+
+    // ---- body values: shapes -----------------------------------------------------------
+
+    #[test]
+    fn each_shape_is_redacted_in_context() {
+        let red = r();
+        for (name, secret) in samples() {
+            let text = format!("before {secret} after");
+            assert_eq!(red.text(&text), "before [REDACTED] after", "{name}");
+            let mut v = json!({"messages": [{"content": [{"text": text}]}]});
+            red.json(&mut v);
+            assert_eq!(
+                v["messages"][0]["content"][0]["text"], "before [REDACTED] after",
+                "{name}"
+            );
+            let found = find_credentials(format!("xx {secret} yy").as_bytes());
+            assert_eq!(
+                found,
+                vec![CredentialMatch {
+                    pattern: name,
+                    offset: 3,
+                    len: secret.len()
+                }],
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn bearer_keeps_its_scheme_and_needs_a_token() {
+        let red = r();
+        assert_eq!(
+            red.text("Authorization: Bearer 8f3a9c2e1b7d4f60a5e2c9b1"),
+            "Authorization: Bearer [REDACTED]"
+        );
+        assert_eq!(
+            red.text("bearer abcDEFghiJKLmnoPQRstuVWXyz"),
+            "bearer [REDACTED]"
+        );
+        for prose in [
+            "Bearer of bad news",
+            "The Bearer tokens section of RFC 6750",
+            "a bearer authentication-mechanism-overview",
+            "Bearer [REDACTED]",
+        ] {
+            assert_eq!(red.text(prose), prose);
+        }
+    }
+
+    #[test]
+    fn look_alikes_are_not_mangled() {
+        let red = r();
+        for text in [
+            "skeleton",
+            "task-list",
+            "risk-assessment-framework-for-banks",
+            "ask-me-anything-about-the-universe",
+            "sk-learn-compatible-estimator-library",
+            "sk-short",
+            "disk-0123456789abcdefghijklmnop",
+            "AKIA is a prefix",
+            "eyJhbGciOiJIUzI1NiJ9 alone is just base64 JSON",
+            "the ghp_ prefix",
+            "max_tokens=1024 tokens=12 token_budget=7",
+            "model: claude-3-5-sonnet-20241022, id: msg_01XFDUDYJgAACzvnptvVoYEL",
+            "chatcmpl-9pWz2Xf8hYqL3mN7vKj5tR1sD0aB, call_Ab12Cd34Ef56Gh78",
+        ] {
+            assert_eq!(red.text(text), text);
+            assert!(find_credentials(text.as_bytes()).is_empty(), "{text}");
+        }
+    }
+
+    // ---- member names ------------------------------------------------------------------
+
+    #[test]
+    fn secrets_used_as_member_names_are_renamed() {
+        let mut v = json!({"keys": {"AKIAIOSFODNN7EXAMPLE": {"owner": "ci"}, "other": 1}});
+        assert!(r().json_changed(&mut v));
+        assert_eq!(
+            v,
+            json!({"keys": {"[REDACTED]": {"owner": "ci"}, "other": 1}})
+        );
+    }
+
+    // ---- user json paths ---------------------------------------------------------------
+
+    fn with_paths(paths: &[&str]) -> Redactor {
+        let rules = RedactionRules {
+            json_paths: paths.iter().map(|p| p.to_string()).collect(),
+            patterns: vec![],
+        };
+        match Redactor::new(&rules) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn user_json_paths() {
+        let body = json!({
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+            ],
+            "metadata": {"email": "ada@example.com", "plan": "pro", "a.b": 1},
+            "nested": [{"deep": {"email": "bob@example.com"}}]
+        });
+        let cases: Vec<(&str, Value)> = vec![
+            (
+                "$.messages[*].content",
+                json!([
+                    {"role": "system", "content": REDACTED},
+                    {"role": "user", "content": REDACTED}
+                ]),
+            ),
+            (
+                "$.messages[1].content[0].text",
+                json!([
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": [{"type": "text", "text": REDACTED}]}
+                ]),
+            ),
+        ];
+        for (path, messages) in cases {
+            let mut v = body.clone();
+            with_paths(&[path]).json(&mut v);
+            assert_eq!(v["messages"], messages, "{path}");
+            assert_eq!(v["metadata"], body["metadata"], "{path}");
+        }
+
+        let mut v = body.clone();
+        with_paths(&["$..email"]).json(&mut v);
+        assert_eq!(v["metadata"]["email"], REDACTED);
+        assert_eq!(v["nested"][0]["deep"]["email"], REDACTED);
+        assert_eq!(v["metadata"]["plan"], "pro");
+
+        let mut v = body.clone();
+        with_paths(&[
+            "$.metadata.email",
+            "$['metadata']['a.b']",
+            "$.nope.x",
+            "$.messages[9]",
+        ])
+        .json(&mut v);
+        assert_eq!(
+            v["metadata"],
+            json!({"email": REDACTED, "plan": "pro", "a.b": REDACTED})
+        );
+        assert_eq!(v["messages"], body["messages"]);
+
+        let mut v = body.clone();
+        with_paths(&["$.metadata.*"]).json(&mut v);
+        assert_eq!(
+            v["metadata"],
+            json!({"email": REDACTED, "plan": REDACTED, "a.b": REDACTED})
+        );
+
+        let mut v = body.clone();
+        with_paths(&["$"]).json(&mut v);
+        assert_eq!(v, json!(REDACTED));
+    }
+
+    #[test]
+    fn invalid_json_paths_are_named() {
+        for path in ["messages", "$.", "$[", "$[abc]", "$..*", "$..", "$x"] {
+            let rules = RedactionRules {
+                json_paths: vec![path.to_owned()],
+                patterns: vec![],
+            };
+            match Redactor::new(&rules) {
+                Err(e @ RedactError::InvalidJsonPath { .. }) => {
+                    assert!(e.to_string().contains(&format!("`{path}`")), "{e}")
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+    }
+
+    // ---- user patterns -----------------------------------------------------------------
+
+    #[test]
+    fn user_patterns_replace_matches_or_their_redact_group() {
+        let rules = RedactionRules {
+            json_paths: vec![],
+            patterns: vec![
+                r"[\w.+-]+@[\w-]+\.[\w.]+".to_owned(),
+                r"customer (?P<redact>C-\d+)".to_owned(),
+            ],
+        };
+        let red = match Redactor::new(&rules) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(
+            red.text("mail ada@example.com about customer C-42."),
+            "mail [REDACTED] about customer [REDACTED]."
+        );
+        let mut v = json!({"messages": [{"content": "I am customer C-7"}], "max_tokens": 5});
+        red.json(&mut v);
+        assert_eq!(
+            v,
+            json!({"messages": [{"content": "I am customer [REDACTED]"}], "max_tokens": 5})
+        );
+        assert_eq!(
+            red.query("email=ada@example.com&x=1"),
+            "email=[REDACTED]&x=1"
+        );
+    }
+
+    #[test]
+    fn invalid_user_patterns_are_named() {
+        for pattern in ["(unclosed", "a{2,1}", "x*"] {
+            let rules = RedactionRules {
+                json_paths: vec![],
+                patterns: vec![pattern.to_owned()],
+            };
+            match Redactor::new(&rules) {
+                Err(e @ RedactError::InvalidPattern { .. }) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains(&format!("`{pattern}`")), "{msg}");
+                }
+                other => panic!("{pattern}: {other:?}"),
+            }
+        }
+    }
+
+    // ---- audit -------------------------------------------------------------------------
+
+    #[test]
+    fn find_credentials_reports_byte_offsets_once_per_secret() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N";
+        let mut bytes = vec![0xff, 0xfe, b' '];
+        bytes.extend_from_slice(format!("Bearer {jwt} ").as_bytes());
+        bytes.extend_from_slice("é sk-ant-api03-Q9x2Lm7Vb4Kp1Zt8Rw3Yc6Hn0Js5Fd2G".as_bytes());
+        let found = find_credentials(&bytes);
+        assert_eq!(
+            found,
+            vec![
+                CredentialMatch {
+                    pattern: "jwt",
+                    offset: 10,
+                    len: jwt.len()
+                },
+                CredentialMatch {
+                    pattern: "anthropic_api_key",
+                    offset: 10 + jwt.len() + 1 + 3,
+                    len: 45
+                },
+            ]
+        );
+        let redacted = r().text(&String::from_utf8_lossy(&bytes));
+        assert!(find_credentials(redacted.as_bytes()).is_empty());
+    }
+
+    #[test]
+    fn json_changed_reports_whether_anything_changed() {
+        let mut clean = json!({"model": "m", "max_tokens": 10});
+        assert!(!r().json_changed(&mut clean));
+        let mut dirty = json!({"model": "m", "api_key": "k"});
+        assert!(r().json_changed(&mut dirty));
+    }
 }
