@@ -18,10 +18,20 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// A key is not 64 lowercase hex characters (or otherwise unusable as a name).
+    /// A key (or list prefix) is not lowercase hex, so it cannot be used as a file or object name.
     #[error("invalid cassette key `{key}`: {reason}")]
     InvalidKey {
         /// The key as given.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A document handed to a store that keeps JSON (files, JSON Lines) is not valid JSON.
+    #[error("cassette {key} for {location} is not valid JSON: {reason}; nothing was written")]
+    InvalidDocument {
+        /// The store.
+        location: String,
+        /// The key it was to be stored under.
         key: String,
         /// What is wrong with it.
         reason: String,

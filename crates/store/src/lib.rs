@@ -7,14 +7,31 @@
 //! and the cause.
 //!
 //! [`open`] maps a URL to a backend: `file://PATH` (or a bare path), `jsonl://PATH`,
-//! `sled://PATH`, `s3://BUCKET/PREFIX`, `memory://`.
+//! `sled://PATH`, `s3://BUCKET/PREFIX`, `memory://`. [`open_tiered`] puts a local cache in front
+//! of a remote store. `docs/stores.md` describes the URLs, their options and the on-disk layouts.
+//!
+//! Architecture invariant: every backend validates keys with the same rule (non-empty lowercase
+//! hex), so a key can never name a path outside the store, whatever the backend.
 
 #![deny(missing_docs)]
 
 mod error;
+pub mod fs;
+mod json;
+pub mod jsonl;
+mod key;
 pub mod memory;
+pub mod readonly;
+pub mod s3;
+pub mod sled;
+pub mod tiered;
+mod url;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
 
 pub use error::{Error, Result};
+pub use url::{open, open_tiered, StoreUrl};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -71,30 +88,15 @@ pub trait StoreExt: Store {
     async fn get_json(&self, key: &str) -> Result<Option<serde_json::Value>> {
         match self.get(key).await? {
             None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Corrupt {
-                location: self.location(),
-                key: key.to_owned(),
-                reason: e.to_string(),
-            }),
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| Error::Corrupt {
+                    location: self.location(),
+                    key: key.to_owned(),
+                    reason: e.to_string(),
+                }),
         }
     }
 }
 
 impl<T: Store + ?Sized> StoreExt for T {}
-
-/// Opens the store a URL names.
-pub fn open(url: &str) -> Result<DynStore> {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((scheme, rest)) => (scheme, rest),
-        None => ("file", url),
-    };
-    match scheme {
-        "memory" => Ok(Arc::new(memory::MemoryStore::new())),
-        other => Err(Error::InvalidUrl {
-            url: url.to_owned(),
-            reason: format!(
-                "unknown scheme `{other}` (path `{rest}`); use file://, jsonl://, sled://, s3:// or memory://"
-            ),
-        }),
-    }
-}

@@ -1,5 +1,6 @@
 //! An in-process store for tests: nothing survives the process.
 
+use crate::key::{validate_key, validate_prefix};
 use crate::{Created, Result, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -35,15 +36,18 @@ impl fmt::Display for MemoryStore {
 #[async_trait]
 impl Store for MemoryStore {
     async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        validate_key(key)?;
         Ok(self.entries().get(key).cloned())
     }
 
     async fn put(&self, key: &str, document: Bytes) -> Result<()> {
+        validate_key(key)?;
         self.entries().insert(key.to_owned(), document);
         Ok(())
     }
 
     async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
+        validate_key(key)?;
         let mut entries = self.entries();
         if entries.contains_key(key) {
             return Ok(Created::AlreadyExists);
@@ -53,11 +57,13 @@ impl Store for MemoryStore {
     }
 
     async fn delete(&self, key: &str) -> Result<()> {
+        validate_key(key)?;
         self.entries().remove(key);
         Ok(())
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        validate_prefix(prefix)?;
         Ok(self
             .entries()
             .range(prefix.to_owned()..)

@@ -1,0 +1,298 @@
+//! `file://PATH`: one pretty-printed JSON file per cassette, sharded by the key's first two
+//! characters (`PATH/ab/abcdef….json`), written atomically so it can live in a git repository.
+//!
+//! Every write goes to a temporary file beside its target (`.KEY.json.PID.N.tmp`, same folder so
+//! that the rename stays on one filesystem), is flushed with `fsync`, then renamed (overwrite) or
+//! hard-linked (create-only, which fails atomically when the target exists) into place. A reader
+//! never sees a partial file; a writer killed mid-put leaves at most a hidden temp file, which
+//! `get` and `list` ignore and `list` deletes once it is older than [`STALE_TEMP_AGE`].
+
+use crate::key::{shard, validate_key, validate_prefix};
+use crate::{json, Created, Error, Result, Store};
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How old a stray temp file must be before `list` deletes it: far longer than any put takes, so
+/// a write in progress in another process is never removed under it.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// Distinguishes temp files of concurrent puts within one process (the PID covers processes).
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A folder of cassette files.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    root: Arc<PathBuf>,
+}
+
+impl FileStore {
+    /// Opens the folder at `root`, creating it when missing.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        fs::create_dir_all(&root).map_err(|source| io_error("creating folder", &root, source))?;
+        Ok(Self {
+            root: Arc::new(root),
+        })
+    }
+
+    /// The store's folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The file a key is stored in (whether or not it exists), for messages and tooling.
+    pub fn path_for(&self, key: &str) -> Result<PathBuf> {
+        validate_key(key)?;
+        Ok(self.root.join(shard(key)).join(format!("{key}.json")))
+    }
+
+    /// Deletes temp files left by interrupted writers that are older than `older_than`, and
+    /// returns how many were removed. `list` does this with [`STALE_TEMP_AGE`].
+    pub fn remove_stale_temp_files(&self, older_than: Duration) -> Result<usize> {
+        let mut removed = 0;
+        for dir in self.shard_dirs("")? {
+            for entry in read_dir(&dir)? {
+                let path = entry.path();
+                if is_temp_name(&entry.file_name().to_string_lossy()) && is_older(&path, older_than)
+                {
+                    // Another cleaner may have won the race; the file is gone either way.
+                    if fs::remove_file(&path).is_ok() {
+                        removed += 1;
+                    }
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    fn shard_dirs(&self, prefix: &str) -> Result<Vec<PathBuf>> {
+        if prefix.len() >= 2 {
+            let dir = self.root.join(&prefix[..2]);
+            return Ok(if dir.is_dir() { vec![dir] } else { Vec::new() });
+        }
+        let mut dirs = Vec::new();
+        for entry in read_dir(&self.root)? {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if (1..=2).contains(&name.len())
+                && validate_key(&name).is_ok()
+                && name.starts_with(prefix)
+                && entry.file_type().map(|t| t.is_dir()).unwrap_or(false)
+            {
+                dirs.push(entry.path());
+            }
+        }
+        Ok(dirs)
+    }
+
+    fn list_blocking(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut keys = Vec::new();
+        for dir in self.shard_dirs(prefix)? {
+            let shard_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+            for entry in read_dir(&dir)? {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if is_temp_name(&name) {
+                    if is_older(&entry.path(), STALE_TEMP_AGE) {
+                        let _ = fs::remove_file(entry.path());
+                    }
+                    continue;
+                }
+                let Some(key) = name.strip_suffix(".json") else {
+                    continue;
+                };
+                if key.starts_with(prefix)
+                    && validate_key(key).is_ok()
+                    && shard_name.as_deref() == Some(shard(key))
+                {
+                    keys.push(key.to_owned());
+                }
+            }
+        }
+        keys.sort_unstable();
+        Ok(keys)
+    }
+
+    fn get_blocking(&self, key: &str, path: &Path) -> Result<Option<Bytes>> {
+        let bytes = match fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(io_error("reading", path, source)),
+        };
+        json::validate(&bytes).map_err(|reason| Error::Corrupt {
+            location: path.display().to_string(),
+            key: key.to_owned(),
+            reason,
+        })?;
+        Ok(Some(Bytes::from(bytes)))
+    }
+
+    fn write_blocking(&self, path: &Path, document: &[u8], mode: Mode) -> Result<Created> {
+        let dir = path.parent().unwrap_or(&self.root);
+        fs::create_dir_all(dir).map_err(|source| io_error("creating folder", dir, source))?;
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        let temp = dir.join(format!(
+            ".{file_name}.{}.{}.tmp",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let result = write_temp(&temp, document).and_then(|()| match mode {
+            Mode::Overwrite => fs::rename(&temp, path)
+                .map(|()| Created::Won)
+                .map_err(|source| io_error("renaming into place", path, source)),
+            // A hard link fails atomically when the target exists, even across processes,
+            // where an exists-check followed by a rename would let two writers both win.
+            Mode::Create => match fs::hard_link(&temp, path) {
+                Ok(()) => Ok(Created::Won),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Created::AlreadyExists),
+                Err(source) => Err(io_error("linking into place", path, source)),
+            },
+        });
+        if !(matches!(mode, Mode::Overwrite) && result.is_ok()) {
+            // After a create (won or lost) or any failure the temp file is no longer needed.
+            let _ = fs::remove_file(&temp);
+        }
+        result
+    }
+
+    async fn write(&self, key: &str, document: Bytes, mode: Mode) -> Result<Created> {
+        let path = self.path_for(key)?;
+        json::validate(&document).map_err(|reason| Error::InvalidDocument {
+            location: self.location(),
+            key: key.to_owned(),
+            reason,
+        })?;
+        let this = self.clone();
+        blocking("file", self.location(), move || {
+            this.write_blocking(&path, &json::pretty(&document), mode)
+        })
+        .await
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Overwrite,
+    Create,
+}
+
+fn write_temp(temp: &Path, document: &[u8]) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temp)
+        .map_err(|source| io_error("creating temp file", temp, source))?;
+    file.write_all(document)
+        .map_err(|source| io_error("writing", temp, source))?;
+    // Without the fsync a crash after the rename could leave an empty file under the real name.
+    File::sync_all(&file).map_err(|source| io_error("flushing", temp, source))
+}
+
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+fn is_older(path: &Path, age: Duration) -> bool {
+    fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+        .is_some_and(|elapsed| elapsed >= age)
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        // A shard folder removed by someone else between listing and reading holds nothing.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(io_error("listing", dir, source)),
+    };
+    entries
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|source| io_error("listing", dir, source))
+}
+
+fn io_error(action: &'static str, path: &Path, source: io::Error) -> Error {
+    Error::Io {
+        store: "file",
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Runs filesystem work off the async executor, so a slow disk does not stall other requests.
+pub(crate) async fn blocking<T: Send + 'static>(
+    store: &'static str,
+    location: String,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Generic {
+            store,
+            location,
+            source: Box::new(e),
+        })?
+}
+
+impl fmt::Display for FileStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "file://{}", self.root.display())
+    }
+}
+
+#[async_trait]
+impl Store for FileStore {
+    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        let path = self.path_for(key)?;
+        let (this, key) = (self.clone(), key.to_owned());
+        blocking("file", self.location(), move || {
+            this.get_blocking(&key, &path)
+        })
+        .await
+    }
+
+    /// Stores the document pretty-printed with a trailing newline (member order, numbers and
+    /// strings kept exactly), atomically replacing any previous file.
+    async fn put(&self, key: &str, document: Bytes) -> Result<()> {
+        self.write(key, document, Mode::Overwrite).await.map(|_| ())
+    }
+
+    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
+        self.write(key, document, Mode::Create).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        let path = self.path_for(key)?;
+        blocking("file", self.location(), move || {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    Err(io_error("deleting", &path, e))
+                }
+                _ => Ok(()),
+            }
+        })
+        .await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        validate_prefix(prefix)?;
+        let (this, prefix) = (self.clone(), prefix.to_owned());
+        blocking("file", self.location(), move || this.list_blocking(&prefix)).await
+    }
+
+    fn location(&self) -> String {
+        self.to_string()
+    }
+}

@@ -1,0 +1,65 @@
+//! A read-only wrapper for replay: reads pass through, every write is refused with
+//! [`Error::ReadOnly`] so a replay run can never change the recorded cassettes.
+
+use crate::{Created, DynStore, Error, Result, Store};
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::fmt;
+
+/// Wraps a store and refuses writes.
+#[derive(Debug, Clone)]
+pub struct ReadOnlyStore {
+    inner: DynStore,
+}
+
+impl ReadOnlyStore {
+    /// Wraps `inner`.
+    pub fn new(inner: DynStore) -> Self {
+        Self { inner }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &DynStore {
+        &self.inner
+    }
+
+    fn refuse<T>(&self, key: &str) -> Result<T> {
+        Err(Error::ReadOnly {
+            location: self.inner.location(),
+            key: key.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for ReadOnlyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (read-only)", self.inner.location())
+    }
+}
+
+#[async_trait]
+impl Store for ReadOnlyStore {
+    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        self.inner.get(key).await
+    }
+
+    async fn put(&self, key: &str, _document: Bytes) -> Result<()> {
+        self.refuse(key)
+    }
+
+    async fn put_if_absent(&self, key: &str, _document: Bytes) -> Result<Created> {
+        self.refuse(key)
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        self.refuse(key)
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.inner.list(prefix).await
+    }
+
+    fn location(&self) -> String {
+        self.to_string()
+    }
+}

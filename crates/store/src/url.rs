@@ -1,0 +1,168 @@
+//! Store URLs: parsing them into a [`StoreUrl`] and opening the backend they name.
+
+use crate::fs::FileStore;
+use crate::jsonl::JsonlStore;
+use crate::memory::MemoryStore;
+use crate::s3::{S3Options, S3Store};
+use crate::sled::SledStore;
+use crate::tiered::TieredStore;
+use crate::{DynStore, Error, Result};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A parsed store URL: which backend, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreUrl {
+    /// `file://PATH` or a bare `PATH`: one pretty-printed JSON file per cassette.
+    File(PathBuf),
+    /// `jsonl://PATH`: an append-only JSON Lines log.
+    Jsonl(PathBuf),
+    /// `sled://PATH`: a sled database folder.
+    Sled(PathBuf),
+    /// `s3://BUCKET/PREFIX?options`: an S3-compatible bucket.
+    S3(S3Options),
+    /// `memory://`: nothing survives the process.
+    Memory,
+}
+
+impl StoreUrl {
+    /// Parses a store URL. Everything after `file://`, `jsonl://` and `sled://` is a path taken
+    /// literally, so `sled://.cassette-cache` is relative and `file:///srv/cassettes` absolute.
+    pub fn parse(url: &str) -> Result<Self> {
+        let invalid = |reason: String| Error::InvalidUrl {
+            url: url.to_owned(),
+            reason,
+        };
+        let Some((scheme, rest)) = url.split_once("://") else {
+            if url.is_empty() {
+                return Err(invalid("the URL is empty; use a path, file://PATH, jsonl://PATH, sled://PATH, s3://BUCKET/PREFIX or memory://".into()));
+            }
+            return Ok(Self::File(PathBuf::from(url)));
+        };
+        let path = |what: &str| {
+            if rest.is_empty() {
+                Err(invalid(format!(
+                    "{scheme}:// needs a path to the {what}, like {scheme}://cassettes"
+                )))
+            } else {
+                Ok(PathBuf::from(rest))
+            }
+        };
+        match scheme {
+            "file" => path("folder").map(Self::File),
+            "jsonl" => path("log file").map(Self::Jsonl),
+            "sled" => path("database folder").map(Self::Sled),
+            "s3" => S3Options::from_url(url).map(Self::S3),
+            "memory" if rest.is_empty() => Ok(Self::Memory),
+            "memory" => Err(invalid("memory:// takes no path".into())),
+            other => Err(invalid(format!(
+                "unknown scheme `{other}`; use file://, jsonl://, sled://, s3:// or memory://"
+            ))),
+        }
+    }
+
+    /// Opens (creating when needed) the store this URL names.
+    pub fn open(&self) -> Result<DynStore> {
+        Ok(match self {
+            Self::File(path) => Arc::new(FileStore::open(path)?),
+            Self::Jsonl(path) => Arc::new(JsonlStore::open(path)?),
+            Self::Sled(path) => Arc::new(SledStore::open(path)?),
+            Self::S3(options) => Arc::new(S3Store::open(options)?),
+            Self::Memory => Arc::new(MemoryStore::new()),
+        })
+    }
+}
+
+/// Opens the store a URL names (see [`StoreUrl::parse`]).
+pub fn open(url: &str) -> Result<DynStore> {
+    StoreUrl::parse(url)?.open()
+}
+
+/// Opens `store_url`, with `cache_url` (when given) as a local tier in front of it: the CLI's
+/// `--store s3://bucket/prefix --cache sled://.cassette-cache` (`CASSETTE_STORE`, `CASSETTE_CACHE`).
+pub fn open_tiered(store_url: &str, cache_url: Option<&str>) -> Result<DynStore> {
+    let remote = open(store_url)?;
+    match cache_url {
+        None => Ok(remote),
+        Some(cache_url) => {
+            if cache_url == store_url {
+                return Err(Error::InvalidUrl {
+                    url: cache_url.to_owned(),
+                    reason: "the cache is the store itself; point --cache at a local path".into(),
+                });
+            }
+            let local = open(cache_url)?;
+            Ok(Arc::new(TieredStore::new(local, remote)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s3(bucket: &str, prefix: &str) -> S3Options {
+        S3Options::new(bucket, prefix)
+    }
+
+    #[test]
+    fn parse_table() {
+        let mut with_opts = s3("b", "p/q");
+        with_opts.endpoint = Some("http://127.0.0.1:8333".into());
+        with_opts.allow_http = Some(true);
+        with_opts.path_style = Some(true);
+        with_opts.region = Some("eu-west-1".into());
+        let ok: Vec<(&str, StoreUrl)> = vec![
+            ("cassettes", StoreUrl::File("cassettes".into())),
+            ("./a/b", StoreUrl::File("./a/b".into())),
+            ("/abs/path", StoreUrl::File("/abs/path".into())),
+            ("file:///abs/path", StoreUrl::File("/abs/path".into())),
+            ("file://rel", StoreUrl::File("rel".into())),
+            ("jsonl://rec.jsonl", StoreUrl::Jsonl("rec.jsonl".into())),
+            ("sled://.cassette-cache", StoreUrl::Sled(".cassette-cache".into())),
+            ("memory://", StoreUrl::Memory),
+            ("s3://bucket", StoreUrl::S3(s3("bucket", ""))),
+            ("s3://bucket/", StoreUrl::S3(s3("bucket", ""))),
+            ("s3://bucket/a/b/", StoreUrl::S3(s3("bucket", "a/b"))),
+            (
+                "s3://b/p/q?endpoint=http://127.0.0.1:8333&allow_http=true&path_style=true&region=eu-west-1",
+                StoreUrl::S3(with_opts),
+            ),
+        ];
+        for (url, expected) in ok {
+            assert_eq!(StoreUrl::parse(url).unwrap(), expected, "{url}");
+        }
+        let bad = [
+            ("", "empty"),
+            ("file://", "needs a path"),
+            ("jsonl://", "needs a path"),
+            ("sled://", "needs a path"),
+            ("memory://x", "takes no path"),
+            ("ftp://x", "unknown scheme `ftp`"),
+            ("s3://", "bucket"),
+            ("s3://b/p?colour=red", "unknown option `colour`"),
+            ("s3://b/p?allow_http=maybe", "true or false"),
+            ("s3://b/p?endpoint=", "endpoint"),
+        ];
+        for (url, needle) in bad {
+            match StoreUrl::parse(url) {
+                Err(Error::InvalidUrl { url: u, reason }) => {
+                    assert_eq!(u, url);
+                    assert!(reason.contains(needle), "{url}: {reason}");
+                }
+                other => panic!("{url}: expected InvalidUrl, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn tiered_rejects_cache_equal_to_store() {
+        assert!(matches!(
+            open_tiered("memory://", Some("memory://")),
+            Err(Error::InvalidUrl { .. })
+        ));
+        let tiered = open_tiered("memory://", None).unwrap();
+        assert_eq!(tiered.location(), "memory://");
+    }
+}
