@@ -1,0 +1,183 @@
+//! `cassette exec -- COMMAND [ARGS...]`: run a command with its LLM SDKs pointed at an
+//! in-process proxy on a free loopback port, then report what happened.
+//!
+//! Exit status: 2 when any replay miss happened (a missing recording is a different signal
+//! from a failed test and should reach a different person), otherwise the command's own
+//! status (128+N when a signal N ended it).
+
+use crate::proxy::{init_logging, summary};
+use crate::settings::RecorderArgs;
+use crate::EXIT_ERROR;
+use anyhow::{anyhow, Context};
+use cassette_recorder::proxy::{spawn, ProxyConfig};
+use cassette_recorder::Mode;
+use std::ffi::OsString;
+use std::process::{ExitCode, ExitStatus};
+
+/// The API key given to SDKs in replay mode when none is set: SDKs refuse to construct without
+/// one, and replay never sends it anywhere.
+pub const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
+
+/// Arguments of `cassette exec`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "The command sees:\n  \
+    OPENAI_BASE_URL=<proxy>/v1\n  \
+    ANTHROPIC_BASE_URL=<proxy>/anthropic\n  \
+    OLLAMA_HOST=<proxy>/ollama\n  \
+    CASSETTE_PROXY_URL=<proxy>\n\
+    and, in replay mode, placeholder OPENAI_API_KEY/ANTHROPIC_API_KEY when unset.\n\
+    Exit status: 2 on any replay miss, else the command's status.\n\
+    Examples:\n  \
+    CASSETTE_MODE=record cassette exec -- pytest\n  \
+    cassette exec -- pytest        # replay in CI: no key, no network")]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub recorder: RecorderArgs,
+
+    /// The command and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// The environment the child gets, given the proxy's base URL.
+pub fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("CASSETTE_PROXY_URL".to_owned(), url.to_owned()),
+        ("OPENAI_BASE_URL".to_owned(), format!("{url}/v1")),
+        ("ANTHROPIC_BASE_URL".to_owned(), format!("{url}/anthropic")),
+        ("OLLAMA_HOST".to_owned(), format!("{url}/ollama")),
+    ];
+    if mode == Mode::Replay {
+        for name in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+            let set = std::env::var_os(name).is_some_and(|v| !v.is_empty());
+            if !set {
+                env.push((name.to_owned(), PLACEHOLDER_API_KEY.to_owned()));
+            }
+        }
+    }
+    env
+}
+
+/// Runs the command behind the proxy.
+pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow!("no command given: cassette exec -- COMMAND [ARGS...]"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let recorder = args.recorder.build_recorder()?;
+        let mode = recorder.mode();
+        let store = recorder.store().location();
+        let proxy = spawn(recorder, &ProxyConfig::ephemeral())
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        let url = proxy.url();
+
+        let mut command = tokio::process::Command::new(program);
+        command.args(rest).envs(child_env(&url, mode));
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot run `{}`", program.to_string_lossy()))?;
+        let status = wait_forwarding_signals(&mut child).await?;
+
+        let stats = proxy.stop().await.map_err(|e| anyhow!("{e}"))?;
+        let misses = stats.recorder.misses;
+        let hint = if misses > 0 {
+            " (replay misses: exit 2; record them with CASSETTE_MODE=record or auto)"
+        } else {
+            ""
+        };
+        eprintln!(
+            "cassette exec: {mode} {}, store {store}{hint}",
+            summary(&stats)
+        );
+        Ok(if misses > 0 {
+            ExitCode::from(EXIT_ERROR)
+        } else {
+            ExitCode::from(status_code(status))
+        })
+    })
+}
+
+/// Waits for the child. SIGINT from a terminal already reaches the whole process group, so it
+/// is only kept from killing cassette before the child is done; SIGTERM sent to cassette alone
+/// is passed on to the child.
+async fn wait_forwarding_signals(child: &mut tokio::process::Child) -> anyhow::Result<ExitStatus> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        loop {
+            tokio::select! {
+                status = child.wait() => return status.context("cannot wait for the command"),
+                _ = int.recv() => {}
+                _ = term.recv() => {
+                    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                        // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped,
+                        // since wait() has not returned) and a valid signal number.
+                        unsafe {
+                            libc::kill(pid, libc::SIGTERM);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        child.wait().await.context("cannot wait for the command")
+    }
+}
+
+/// The exit status to pass on: the child's code, or 128+N for a signal N.
+fn status_code(status: ExitStatus) -> u8 {
+    if let Some(code) = status.code() {
+        // Exit codes are 0..=255 on Unix; anything else is reported as a plain failure.
+        return u8::try_from(code).unwrap_or(1);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return u8::try_from(128 + signal).unwrap_or(1);
+        }
+    }
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_env_points_every_sdk_at_the_proxy() {
+        let env = child_env("http://127.0.0.1:5", Mode::Record);
+        let get = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+        assert_eq!(get("OPENAI_BASE_URL"), Some("http://127.0.0.1:5/v1"));
+        assert_eq!(get("ANTHROPIC_BASE_URL"), Some("http://127.0.0.1:5/anthropic"));
+        assert_eq!(get("OLLAMA_HOST"), Some("http://127.0.0.1:5/ollama"));
+        assert_eq!(get("CASSETTE_PROXY_URL"), Some("http://127.0.0.1:5"));
+        // Record mode never invents keys: the real upstream must get real ones.
+        assert_eq!(get("OPENAI_API_KEY"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn exit_statuses_pass_through() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status_code(ExitStatus::from_raw(0)), 0);
+        assert_eq!(status_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(status_code(ExitStatus::from_raw(libc::SIGKILL)), 128 + 9);
+    }
+}
