@@ -1,1 +1,625 @@
-//! Streaming: assembling recorded streams and re-synthesizing them on replay.
+//! Streaming: assembling recorded streams into final responses and re-synthesizing real
+//! provider streams from them on replay.
+//!
+//! A cassette stores the *meaning* of a streamed answer (the provider's non-streaming JSON
+//! shape: text, tool calls with their arguments, finish reason, usage), never the transport's
+//! chunk boundaries. [`Assembler`] turns the bytes of a live stream into that final response;
+//! [`synthesize`] turns a final response (recorded from a stream or from the non-streaming
+//! API) back into a stream in the provider's own event format, cut into small pieces so client
+//! parsers really run over partial chunks. Because `stream` is not part of the key, one
+//! recording serves both kinds of request.
+//!
+//! This module is pure: no IO, no clock, no global state.
+
+mod anthropic;
+mod framing;
+mod generic;
+mod ollama;
+mod openai_chat;
+mod openai_responses;
+mod summary;
+
+pub use summary::{response_summary, ResponseSummary, ToolCall};
+
+use bytes::Bytes;
+use cassette_keying::Profile;
+use framing::{Line, LineSplitter, SseEvent, SseParser};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The wire format of a streamed response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamFormat {
+    /// OpenAI (and compatible) `/chat/completions`: `data: {chat.completion.chunk}` lines ending
+    /// with `data: [DONE]`.
+    OpenaiChat,
+    /// OpenAI `/responses`: named `response.*` events with sequence numbers.
+    OpenaiResponses,
+    /// OpenAI legacy `/completions`: `data: {text_completion}` lines ending with `data: [DONE]`.
+    OpenaiCompletions,
+    /// Anthropic `/messages`: `message_start` ... `message_stop` with `event:` lines.
+    AnthropicMessages,
+    /// Ollama `/api/chat` and `/api/generate`: one JSON object per line, the last `done: true`.
+    OllamaNdjson,
+    /// Any other server-sent event stream, stored event by event and replayed as is.
+    GenericSse,
+    /// Any other newline-delimited JSON stream, stored line by line and replayed as is.
+    GenericNdjson,
+}
+
+impl StreamFormat {
+    /// Every format, for exhaustive tests and tables.
+    pub const ALL: [StreamFormat; 7] = [
+        StreamFormat::OpenaiChat,
+        StreamFormat::OpenaiResponses,
+        StreamFormat::OpenaiCompletions,
+        StreamFormat::AnthropicMessages,
+        StreamFormat::OllamaNdjson,
+        StreamFormat::GenericSse,
+        StreamFormat::GenericNdjson,
+    ];
+
+    /// The format of a streamed response, given the request's keying profile and the response
+    /// `content-type`; `None` when the response is not a stream.
+    ///
+    /// An event stream (`text/event-stream`) from an OpenAI or Anthropic endpoint gets that
+    /// provider's format, and a newline-delimited JSON stream (`application/x-ndjson` and
+    /// aliases) from Ollama gets [`StreamFormat::OllamaNdjson`]; Ollama only ever streams
+    /// NDJSON, so an Ollama endpoint maps to it for either content type. Everything else that
+    /// streams is generic and replayed verbatim.
+    pub fn detect(profile: Profile, content_type: &str) -> Option<StreamFormat> {
+        let essence = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let sse = essence == "text/event-stream";
+        let ndjson = matches!(
+            essence.as_str(),
+            "application/x-ndjson"
+                | "application/ndjson"
+                | "application/jsonl"
+                | "application/x-jsonlines"
+                | "application/jsonlines"
+                | "application/json-seq"
+        );
+        if !sse && !ndjson {
+            return None;
+        }
+        let specific = match profile {
+            Profile::OpenaiChat if sse => Some(StreamFormat::OpenaiChat),
+            Profile::OpenaiResponses if sse => Some(StreamFormat::OpenaiResponses),
+            Profile::OpenaiCompletions if sse => Some(StreamFormat::OpenaiCompletions),
+            Profile::AnthropicMessages if sse => Some(StreamFormat::AnthropicMessages),
+            Profile::OllamaChat | Profile::OllamaGenerate => Some(StreamFormat::OllamaNdjson),
+            _ => None,
+        };
+        Some(specific.unwrap_or(if sse {
+            StreamFormat::GenericSse
+        } else {
+            StreamFormat::GenericNdjson
+        }))
+    }
+
+    /// The format to synthesize for a profile when the recording was not a stream (a
+    /// non-streaming recording replayed to a streaming request); `None` for profiles that
+    /// never stream (embeddings, generic HTTP).
+    pub fn for_profile(profile: Profile) -> Option<StreamFormat> {
+        match profile {
+            Profile::OpenaiChat => Some(StreamFormat::OpenaiChat),
+            Profile::OpenaiResponses => Some(StreamFormat::OpenaiResponses),
+            Profile::OpenaiCompletions => Some(StreamFormat::OpenaiCompletions),
+            Profile::AnthropicMessages => Some(StreamFormat::AnthropicMessages),
+            Profile::OllamaChat | Profile::OllamaGenerate => Some(StreamFormat::OllamaNdjson),
+            _ => None,
+        }
+    }
+
+    /// The stable name stored in cassettes.
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamFormat::OpenaiChat => "openai.chat",
+            StreamFormat::OpenaiResponses => "openai.responses",
+            StreamFormat::OpenaiCompletions => "openai.completions",
+            StreamFormat::AnthropicMessages => "anthropic.messages",
+            StreamFormat::OllamaNdjson => "ollama.ndjson",
+            StreamFormat::GenericSse => "sse",
+            StreamFormat::GenericNdjson => "ndjson",
+        }
+    }
+
+    /// The format with this stored name.
+    pub fn from_name(name: &str) -> Option<StreamFormat> {
+        StreamFormat::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The `content-type` of a synthesized stream.
+    pub fn content_type(self) -> &'static str {
+        if self.is_sse() {
+            "text/event-stream"
+        } else {
+            "application/x-ndjson"
+        }
+    }
+
+    fn is_sse(self) -> bool {
+        !matches!(
+            self,
+            StreamFormat::OllamaNdjson | StreamFormat::GenericNdjson
+        )
+    }
+}
+
+impl fmt::Display for StreamFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether a request body asks for a streamed answer: `"stream": true`, or for Ollama chat and
+/// generate, no `stream` member at all (Ollama streams by default).
+pub fn wants_stream(profile: Profile, body: &Value) -> bool {
+    match body.get("stream") {
+        Some(Value::Bool(stream)) => *stream,
+        None => matches!(profile, Profile::OllamaChat | Profile::OllamaGenerate),
+        Some(_) => false,
+    }
+}
+
+/// Whether an OpenAI request asks for the usage chunk (`stream_options.include_usage`).
+pub fn include_usage(body: &Value) -> bool {
+    body.pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Why a stream could not be assembled or synthesized.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    /// A line of the stream is not UTF-8.
+    #[error("{format} stream, line {line}: not valid UTF-8")]
+    InvalidUtf8 {
+        /// The stream format's name.
+        format: &'static str,
+        /// The 1-based line number.
+        line: u64,
+    },
+    /// An event or line does not have the provider's shape.
+    #[error("{format} stream, {at}: {message}")]
+    Malformed {
+        /// The stream format's name.
+        format: &'static str,
+        /// Which event or line, with its line number.
+        at: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// The upstream reported an error inside the stream.
+    #[error("{format} stream, {at}: the upstream sent an error: {message}")]
+    Upstream {
+        /// The stream format's name.
+        format: &'static str,
+        /// Which event or line, with its line number.
+        at: String,
+        /// The upstream's error, as sent.
+        message: String,
+    },
+    /// The stream ended before its terminal event: it was cut off.
+    #[error("{format} stream ended before {missing}; it was probably cut off")]
+    Incomplete {
+        /// The stream format's name.
+        format: &'static str,
+        /// What never arrived.
+        missing: String,
+    },
+    /// A final response cannot be turned into a stream of this format.
+    #[error("cannot synthesize a {format} stream: {message}")]
+    Synthesis {
+        /// The stream format's name.
+        format: &'static str,
+        /// What was wrong with the final response.
+        message: String,
+    },
+}
+
+/// Assembles a live stream into the provider's non-streaming final response.
+///
+/// Feed it the raw byte chunks exactly as they arrive, cut anywhere; it keeps only the
+/// assembled state (not the chunks), so memory follows the size of the answer.
+#[derive(Debug)]
+pub struct Assembler {
+    format: StreamFormat,
+    lines: LineSplitter,
+    sse: SseParser,
+    state: State,
+    error: Option<StreamError>,
+    scratch: Vec<Line>,
+}
+
+#[derive(Debug)]
+enum State {
+    Chat(openai_chat::Assembly),
+    Responses(openai_responses::Assembly),
+    Anthropic(anthropic::Assembly),
+    Ollama(ollama::Assembly),
+    GenericSse(generic::SseAssembly),
+    GenericNdjson(generic::NdjsonAssembly),
+}
+
+impl Assembler {
+    /// An assembler for a stream of this format.
+    pub fn new(format: StreamFormat) -> Self {
+        let state = match format {
+            StreamFormat::OpenaiChat => State::Chat(openai_chat::Assembly::new(false)),
+            StreamFormat::OpenaiCompletions => State::Chat(openai_chat::Assembly::new(true)),
+            StreamFormat::OpenaiResponses => State::Responses(Default::default()),
+            StreamFormat::AnthropicMessages => State::Anthropic(Default::default()),
+            StreamFormat::OllamaNdjson => State::Ollama(Default::default()),
+            StreamFormat::GenericSse => State::GenericSse(Default::default()),
+            StreamFormat::GenericNdjson => State::GenericNdjson(Default::default()),
+        };
+        Assembler {
+            format,
+            lines: LineSplitter::new(format.name()),
+            sse: SseParser::default(),
+            state,
+            error: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The format being assembled.
+    pub fn format(&self) -> StreamFormat {
+        self.format
+    }
+
+    /// Feeds the next chunk of the stream. After the first error, further chunks are ignored
+    /// and [`Assembler::finish`] returns that error.
+    pub fn push(&mut self, chunk: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut lines = std::mem::take(&mut self.scratch);
+        let result = self
+            .lines
+            .push(chunk, &mut lines)
+            .and_then(|()| lines.drain(..).try_for_each(|line| self.line(&line)));
+        lines.clear();
+        self.scratch = lines;
+        if let Err(err) = result {
+            self.error = Some(err);
+        }
+    }
+
+    /// The first error met so far, if any: lets a caller give up on storing early.
+    pub fn error(&self) -> Option<&StreamError> {
+        self.error.as_ref()
+    }
+
+    /// The final response in the provider's non-streaming JSON shape (for the generic formats,
+    /// `{"events": [...]}` with every event verbatim).
+    pub fn finish(mut self) -> Result<Value, StreamError> {
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        // The tail (an unterminated line, an event without its blank line) is what a cut
+        // stream leaves behind: half a JSON object, half a character. Its own parse error
+        // would hide the real problem, so it only counts if it completes the stream; the
+        // state's check below reports a stream that never reached its end. An error the
+        // upstream sent is kept.
+        if let Err(err @ StreamError::Upstream { .. }) = self.tail() {
+            return Err(err);
+        }
+        match self.state {
+            State::Chat(a) => a.finish(),
+            State::Responses(a) => a.finish(),
+            State::Anthropic(a) => a.finish(),
+            State::Ollama(a) => a.finish(),
+            State::GenericSse(a) => Ok(a.finish()),
+            State::GenericNdjson(a) => Ok(a.finish()),
+        }
+    }
+
+    fn tail(&mut self) -> Result<(), StreamError> {
+        if let Some(line) = self.lines.finish()? {
+            self.line(&line)?;
+        }
+        if self.format.is_sse() {
+            if let Some(event) = self.sse.finish(self.lines.lines_seen()) {
+                self.event(&event)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn line(&mut self, line: &Line) -> Result<(), StreamError> {
+        if self.format.is_sse() {
+            match self.sse.line(line) {
+                Some(event) => self.event(&event),
+                None => Ok(()),
+            }
+        } else {
+            match &mut self.state {
+                State::Ollama(a) => a.line(line),
+                State::GenericNdjson(a) => {
+                    a.line(line);
+                    Ok(())
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+
+    fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+        match &mut self.state {
+            State::Chat(a) => a.event(event),
+            State::Responses(a) => a.event(event),
+            State::Anthropic(a) => a.event(event),
+            State::GenericSse(a) => {
+                a.event(event);
+                Ok(())
+            }
+            State::Ollama(_) | State::GenericNdjson(_) => Ok(()),
+        }
+    }
+}
+
+/// How to synthesize a stream on replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SynthesisOptions {
+    /// Size in bytes of each piece of the body (the last may be shorter). Pieces are cut
+    /// anywhere, even inside a multi-byte character, like a real network would; 0 sends the
+    /// whole body as one piece.
+    pub chunk_size: usize,
+    /// Whether to send OpenAI's usage chunk (the request had `stream_options.include_usage`).
+    pub include_usage: bool,
+}
+
+impl Default for SynthesisOptions {
+    fn default() -> Self {
+        SynthesisOptions {
+            chunk_size: 64,
+            include_usage: false,
+        }
+    }
+}
+
+/// Re-synthesizes a stream body in the provider's own event format from a final response
+/// (the non-streaming shape, as returned by [`Assembler::finish`] or by the real
+/// non-streaming API), cut into `chunk_size`-byte pieces.
+pub fn synthesize(
+    format: StreamFormat,
+    final_response: &Value,
+    options: &SynthesisOptions,
+) -> Result<Vec<Bytes>, StreamError> {
+    let body = match format {
+        StreamFormat::OpenaiChat => {
+            openai_chat::synthesize(final_response, false, options.include_usage)?
+        }
+        StreamFormat::OpenaiCompletions => {
+            openai_chat::synthesize(final_response, true, options.include_usage)?
+        }
+        StreamFormat::OpenaiResponses => openai_responses::synthesize(final_response)?,
+        StreamFormat::AnthropicMessages => anthropic::synthesize(final_response)?,
+        StreamFormat::OllamaNdjson => ollama::synthesize(final_response)?,
+        StreamFormat::GenericSse => generic::synthesize_sse(final_response)?,
+        StreamFormat::GenericNdjson => generic::synthesize_ndjson(final_response)?,
+    };
+    Ok(cut(body, options.chunk_size))
+}
+
+fn cut(body: Vec<u8>, chunk_size: usize) -> Vec<Bytes> {
+    let body = Bytes::from(body);
+    if chunk_size == 0 || body.len() <= chunk_size {
+        return if body.is_empty() {
+            Vec::new()
+        } else {
+            vec![body]
+        };
+    }
+    (0..body.len())
+        .step_by(chunk_size)
+        .map(|start| body.slice(start..(start + chunk_size).min(body.len())))
+        .collect()
+}
+
+/// Splits text into word-sized fragments the way models stream tokens: each fragment ends
+/// after a run of whitespace or at about 16 bytes, always on a character boundary.
+pub(crate) fn fragments(text: &str) -> Vec<&str> {
+    const MAX: usize = 16;
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut prev_space = false;
+    for (i, c) in text.char_indices() {
+        let boundary = i > start && ((prev_space && !c.is_whitespace()) || i - start >= MAX);
+        if boundary {
+            out.push(&text[start..i]);
+            start = i;
+        }
+        prev_space = c.is_whitespace();
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// Merges a streamed field into an accumulated object the way delta streams mean it: strings
+/// concatenate, arrays extend, `null` never erases, anything else replaces.
+pub(crate) fn merge_field(map: &mut Map<String, Value>, key: &str, value: Value) {
+    let Some(existing) = map.get_mut(key) else {
+        map.insert(key.to_owned(), value);
+        return;
+    };
+    if value.is_null() {
+        return;
+    }
+    match (existing, value) {
+        (Value::String(a), Value::String(b)) => a.push_str(&b),
+        (Value::Array(a), Value::Array(b)) => a.extend(b),
+        (existing, value) => *existing = value,
+    }
+}
+
+/// Parses an event's or line's JSON payload, naming it on failure.
+pub(crate) fn parse_json(
+    format: &'static str,
+    at: &dyn Fn() -> String,
+    text: &str,
+) -> Result<Value, StreamError> {
+    serde_json::from_str(text).map_err(|e| StreamError::Malformed {
+        format,
+        at: at(),
+        message: format!("data is not JSON ({e})"),
+    })
+}
+
+pub(crate) fn malformed(
+    format: &'static str,
+    at: String,
+    message: impl Into<String>,
+) -> StreamError {
+    StreamError::Malformed {
+        format,
+        at,
+        message: message.into(),
+    }
+}
+
+pub(crate) fn synthesis_error(format: StreamFormat, message: impl Into<String>) -> StreamError {
+    StreamError::Synthesis {
+        format: format.name(),
+        message: message.into(),
+    }
+}
+
+/// A readable message for an in-stream error payload (`{"error": {"message": ...}}`,
+/// `{"error": "..."}`, or anything else).
+pub(crate) fn error_message(error: &Value) -> String {
+    match error {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => match o.get("message").and_then(Value::as_str) {
+            Some(message) => match o.get("type").and_then(Value::as_str) {
+                Some(kind) => format!("{kind}: {message}"),
+                None => message.to_owned(),
+            },
+            None => error.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// Appends one SSE event (`event:` line when named, then `data:`) to a body.
+pub(crate) fn write_sse(out: &mut Vec<u8>, name: Option<&str>, data: &str) {
+    if let Some(name) = name {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    for line in data.split('\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_round_trip_and_are_unique() {
+        for format in StreamFormat::ALL {
+            assert_eq!(StreamFormat::from_name(format.name()), Some(format));
+        }
+        assert_eq!(StreamFormat::from_name("openai"), None);
+    }
+
+    #[test]
+    fn detect_by_profile_and_content_type() {
+        let sse = "text/event-stream; charset=utf-8";
+        assert_eq!(
+            StreamFormat::detect(Profile::OpenaiChat, sse),
+            Some(StreamFormat::OpenaiChat)
+        );
+        assert_eq!(
+            StreamFormat::detect(Profile::AnthropicMessages, "Text/Event-Stream"),
+            Some(StreamFormat::AnthropicMessages)
+        );
+        assert_eq!(
+            StreamFormat::detect(Profile::OllamaGenerate, "application/x-ndjson"),
+            Some(StreamFormat::OllamaNdjson)
+        );
+        assert_eq!(
+            StreamFormat::detect(Profile::Http, sse),
+            Some(StreamFormat::GenericSse)
+        );
+        assert_eq!(
+            StreamFormat::detect(Profile::OpenaiChat, "application/x-ndjson"),
+            Some(StreamFormat::GenericNdjson)
+        );
+        assert_eq!(
+            StreamFormat::detect(Profile::OpenaiChat, "application/json"),
+            None
+        );
+        assert_eq!(StreamFormat::detect(Profile::OllamaChat, ""), None);
+    }
+
+    #[test]
+    fn wants_stream_follows_provider_defaults() {
+        assert!(wants_stream(Profile::OpenaiChat, &json!({"stream": true})));
+        assert!(!wants_stream(Profile::OpenaiChat, &json!({})));
+        assert!(wants_stream(Profile::OllamaChat, &json!({})));
+        assert!(wants_stream(
+            Profile::OllamaGenerate,
+            &json!({"model": "x"})
+        ));
+        assert!(!wants_stream(
+            Profile::OllamaChat,
+            &json!({"stream": false})
+        ));
+        assert!(!wants_stream(Profile::OllamaEmbed, &json!({})));
+        assert!(include_usage(
+            &json!({"stream_options": {"include_usage": true}})
+        ));
+        assert!(!include_usage(&json!({"stream": true})));
+    }
+
+    #[test]
+    fn fragments_cover_the_text_on_char_boundaries() {
+        let text = "Héllo wörld,  this is a looooooooooooooooooong 日本語のテキストです";
+        let parts = fragments(text);
+        assert!(parts.len() > 5);
+        assert_eq!(parts.concat(), text);
+        assert!(parts.iter().all(|p| !p.is_empty()));
+        assert!(fragments("").is_empty());
+    }
+
+    #[test]
+    fn cut_sizes() {
+        let pieces = cut(b"abcdefg".to_vec(), 3);
+        assert_eq!(pieces, [&b"abc"[..], b"def", b"g"]);
+        assert_eq!(cut(b"abc".to_vec(), 0), [&b"abc"[..]]);
+        assert!(cut(Vec::new(), 4).is_empty());
+    }
+
+    #[test]
+    fn merge_semantics() {
+        let mut map = Map::new();
+        merge_field(&mut map, "content", json!(""));
+        merge_field(&mut map, "content", json!("Hi"));
+        merge_field(&mut map, "content", json!(null));
+        merge_field(&mut map, "refusal", json!(null));
+        merge_field(&mut map, "list", json!([1]));
+        merge_field(&mut map, "list", json!([2]));
+        merge_field(&mut map, "n", json!(1));
+        merge_field(&mut map, "n", json!(2));
+        assert_eq!(
+            Value::Object(map),
+            json!({"content": "Hi", "refusal": null, "list": [1, 2], "n": 2})
+        );
+    }
+}

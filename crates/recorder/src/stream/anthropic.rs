@@ -1,0 +1,346 @@
+//! Anthropic Messages streams: `message_start`, content blocks, `message_delta`, `message_stop`.
+
+use super::framing::SseEvent;
+use super::{error_message, fragments, malformed, merge_field, parse_json, synthesis_error};
+use super::{write_sse, StreamError, StreamFormat};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+const FORMAT: StreamFormat = StreamFormat::AnthropicMessages;
+
+#[derive(Debug, Default)]
+pub(crate) struct Assembly {
+    message: Option<Map<String, Value>>,
+    blocks: BTreeMap<u64, Block>,
+    stopped: bool,
+}
+
+#[derive(Debug)]
+struct Block {
+    block: Map<String, Value>,
+    /// `input_json_delta` pieces; the input is only valid JSON once all have arrived.
+    json: String,
+    /// Where the block started, for errors found when its JSON is parsed.
+    at: String,
+}
+
+impl Block {
+    fn close(&mut self) -> Result<(), StreamError> {
+        if self.json.is_empty() {
+            return Ok(());
+        }
+        let input: Value = serde_json::from_str(&self.json).map_err(|e| {
+            malformed(
+                FORMAT.name(),
+                self.at.clone(),
+                format!("the tool input streamed by input_json_delta is not JSON ({e})"),
+            )
+        })?;
+        self.block.insert("input".into(), input);
+        self.json.clear();
+        Ok(())
+    }
+}
+
+impl Assembly {
+    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+        let format = FORMAT.name();
+        let data = event.data.trim();
+        if self.stopped || data.is_empty() {
+            return Ok(());
+        }
+        let at = || event.at();
+        let payload = parse_json(format, &at, data)?;
+        let kind = payload
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.name.as_deref())
+            .unwrap_or("");
+        let index = || {
+            payload
+                .get("index")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| malformed(format, at(), "missing content block `index`"))
+        };
+        if kind == "error" {
+            let error = payload.get("error").unwrap_or(&payload);
+            return Err(StreamError::Upstream {
+                format,
+                at: at(),
+                message: error_message(error),
+            });
+        }
+        if kind == "ping" {
+            return Ok(());
+        }
+        if kind == "message_start" {
+            let Some(Value::Object(message)) = payload.get("message") else {
+                return Err(malformed(
+                    format,
+                    at(),
+                    "`message` is missing or not an object",
+                ));
+            };
+            self.message = Some(message.clone());
+            return Ok(());
+        }
+        let Some(message) = &mut self.message else {
+            return Err(malformed(format, at(), "event before `message_start`"));
+        };
+        match kind {
+            "content_block_start" => {
+                let index = index()?;
+                let Some(Value::Object(block)) = payload.get("content_block") else {
+                    return Err(malformed(
+                        format,
+                        at(),
+                        "`content_block` is missing or not an object",
+                    ));
+                };
+                self.blocks.insert(
+                    index,
+                    Block {
+                        block: block.clone(),
+                        json: String::new(),
+                        at: at(),
+                    },
+                );
+            }
+            "content_block_delta" => {
+                let index = index()?;
+                let Some(block) = self.blocks.get_mut(&index) else {
+                    return Err(malformed(
+                        format,
+                        at(),
+                        format!("delta for content block {index} before its content_block_start"),
+                    ));
+                };
+                let Some(Value::Object(delta)) = payload.get("delta") else {
+                    return Err(malformed(
+                        format,
+                        at(),
+                        "`delta` is missing or not an object",
+                    ));
+                };
+                apply_delta(block, delta);
+            }
+            "content_block_stop" => {
+                let index = index()?;
+                if let Some(block) = self.blocks.get_mut(&index) {
+                    block.close()?;
+                }
+            }
+            "message_delta" => {
+                if let Some(Value::Object(delta)) = payload.get("delta") {
+                    for (key, value) in delta {
+                        message.insert(key.clone(), value.clone());
+                    }
+                }
+                if let Some(Value::Object(usage)) = payload.get("usage") {
+                    let total = message
+                        .entry("usage")
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(total) = total {
+                        // The delta carries cumulative counts; nulls mean "not reported here".
+                        for (key, value) in usage.iter().filter(|(_, v)| !v.is_null()) {
+                            total.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+            }
+            "message_stop" => self.stopped = true,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<Value, StreamError> {
+        let format = FORMAT.name();
+        let Some(mut message) = self.message else {
+            return Err(StreamError::Incomplete {
+                format,
+                missing: "`message_start`".into(),
+            });
+        };
+        if !self.stopped {
+            return Err(StreamError::Incomplete {
+                format,
+                missing: "`message_stop`".into(),
+            });
+        }
+        let mut content = Vec::with_capacity(self.blocks.len());
+        for mut block in self.blocks.into_values() {
+            block.close()?;
+            content.push(Value::Object(block.block));
+        }
+        message.insert("content".into(), Value::Array(content));
+        Ok(Value::Object(message))
+    }
+}
+
+fn apply_delta(block: &mut Block, delta: &Map<String, Value>) {
+    let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
+    let text = |key: &str| {
+        delta
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    match kind {
+        "text_delta" => merge_field(&mut block.block, "text", json!(text("text"))),
+        "thinking_delta" => merge_field(&mut block.block, "thinking", json!(text("thinking"))),
+        "signature_delta" => {
+            block
+                .block
+                .insert("signature".into(), json!(text("signature")));
+        }
+        "input_json_delta" => block.json.push_str(&text("partial_json")),
+        "citations_delta" => {
+            let citation = delta.get("citation").cloned().unwrap_or(Value::Null);
+            match block.block.get_mut("citations") {
+                Some(Value::Array(citations)) => citations.push(citation),
+                _ => {
+                    block
+                        .block
+                        .insert("citations".into(), Value::Array(vec![citation]));
+                }
+            }
+        }
+        _ => {
+            // Delta types newer than this code: string fields grow, others replace.
+            for (key, value) in delta.iter().filter(|(k, _)| *k != "type") {
+                merge_field(&mut block.block, key, value.clone());
+            }
+        }
+    }
+}
+
+fn event(out: &mut Vec<u8>, kind: &str, mut fields: Map<String, Value>) {
+    fields.insert("type".into(), json!(kind));
+    write_sse(out, Some(kind), &Value::Object(fields).to_string());
+}
+
+fn obj(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// A Message object as the stream a client would have received.
+pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError> {
+    let Some(message) = final_response.as_object() else {
+        return Err(synthesis_error(
+            FORMAT,
+            "the final response is not a JSON object",
+        ));
+    };
+    let blocks = match message.get("content") {
+        Some(Value::Array(blocks)) => blocks.as_slice(),
+        None | Some(Value::Null) => &[],
+        Some(_) => return Err(synthesis_error(FORMAT, "`content` is not an array")),
+    };
+    let usage = message.get("usage").cloned();
+    let mut out = Vec::new();
+
+    let mut start = message.clone();
+    start.insert("content".into(), json!([]));
+    start.insert("stop_reason".into(), Value::Null);
+    start.insert("stop_sequence".into(), Value::Null);
+    // Like the real API: message_start reports the input side, output is counted at the end.
+    if let Some(Value::Object(usage)) = start.get_mut("usage") {
+        if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
+            usage.insert("output_tokens".into(), json!(output.min(1)));
+        }
+    }
+    event(&mut out, "message_start", obj(json!({ "message": start })));
+
+    for (index, block) in blocks.iter().enumerate() {
+        let Some(block) = block.as_object() else {
+            return Err(synthesis_error(
+                FORMAT,
+                format!("content[{index}] is not an object"),
+            ));
+        };
+        block_events(&mut out, index, block)?;
+        if index == 0 {
+            event(&mut out, "ping", Map::new());
+        }
+    }
+
+    let mut delta = Map::new();
+    delta.insert(
+        "stop_reason".into(),
+        message.get("stop_reason").cloned().unwrap_or(Value::Null),
+    );
+    delta.insert(
+        "stop_sequence".into(),
+        message.get("stop_sequence").cloned().unwrap_or(Value::Null),
+    );
+    let mut fields = obj(json!({ "delta": delta }));
+    fields.insert("usage".into(), usage.unwrap_or_else(|| json!({})));
+    event(&mut out, "message_delta", fields);
+    event(&mut out, "message_stop", Map::new());
+    Ok(out)
+}
+
+fn block_events(
+    out: &mut Vec<u8>,
+    index: usize,
+    block: &Map<String, Value>,
+) -> Result<(), StreamError> {
+    let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+    let mut start = block.clone();
+    let mut deltas: Vec<Value> = Vec::new();
+    match kind {
+        "text" => {
+            let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+            start.insert("text".into(), json!(""));
+            for piece in fragments(text) {
+                deltas.push(json!({ "type": "text_delta", "text": piece }));
+            }
+            if let Some(Value::Array(citations)) = block.get("citations") {
+                start.insert("citations".into(), json!([]));
+                for citation in citations {
+                    deltas.push(json!({ "type": "citations_delta", "citation": citation }));
+                }
+            }
+        }
+        "thinking" => {
+            let thinking = block.get("thinking").and_then(Value::as_str).unwrap_or("");
+            start.insert("thinking".into(), json!(""));
+            for piece in fragments(thinking) {
+                deltas.push(json!({ "type": "thinking_delta", "thinking": piece }));
+            }
+            if let Some(signature) = block.get("signature") {
+                start.insert("signature".into(), json!(""));
+                deltas.push(json!({ "type": "signature_delta", "signature": signature }));
+            }
+        }
+        "tool_use" | "server_tool_use" | "mcp_tool_use" => {
+            let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+            let json_text = input.to_string();
+            start.insert("input".into(), json!({}));
+            deltas.push(json!({ "type": "input_json_delta", "partial_json": "" }));
+            for piece in fragments(&json_text) {
+                deltas.push(json!({ "type": "input_json_delta", "partial_json": piece }));
+            }
+        }
+        _ => {}
+    }
+    event(
+        out,
+        "content_block_start",
+        obj(json!({ "index": index, "content_block": start })),
+    );
+    for delta in deltas {
+        event(
+            out,
+            "content_block_delta",
+            obj(json!({ "index": index, "delta": delta })),
+        );
+    }
+    event(out, "content_block_stop", obj(json!({ "index": index })));
+    Ok(())
+}

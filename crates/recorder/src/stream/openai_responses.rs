@@ -1,0 +1,411 @@
+//! OpenAI Responses streams: named `response.*` events carrying `type` and `sequence_number`.
+
+use super::framing::SseEvent;
+use super::{error_message, fragments, malformed, parse_json, synthesis_error, write_sse};
+use super::{StreamError, StreamFormat};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+const FORMAT: StreamFormat = StreamFormat::OpenaiResponses;
+
+#[derive(Debug, Default)]
+pub(crate) struct Assembly {
+    snapshot: Option<Value>,
+    /// Items as announced by `output_item.added` and grown by deltas.
+    items: BTreeMap<u64, Value>,
+    /// Items as finalized by `output_item.done`.
+    done_items: BTreeMap<u64, Value>,
+    terminal: Option<Value>,
+}
+
+impl Assembly {
+    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+        let format = FORMAT.name();
+        let data = event.data.trim();
+        if self.terminal.is_some() || data.is_empty() || data == "[DONE]" {
+            return Ok(());
+        }
+        let at = || event.at();
+        let payload = parse_json(format, &at, data)?;
+        let kind = payload
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.name.as_deref())
+            .unwrap_or("")
+            .to_owned();
+        let output_index = || {
+            payload
+                .get("output_index")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| malformed(format, at(), "missing `output_index`"))
+        };
+        match kind.as_str() {
+            "error" => {
+                let error = payload.get("error").unwrap_or(&payload);
+                return Err(StreamError::Upstream {
+                    format,
+                    at: at(),
+                    message: error_message(error),
+                });
+            }
+            "response.created" | "response.in_progress" | "response.queued" => {
+                self.snapshot = Some(response_of(&payload, format, &at)?);
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                self.terminal = Some(response_of(&payload, format, &at)?);
+            }
+            "response.output_item.added" => {
+                let item = payload.get("item").cloned().unwrap_or(Value::Null);
+                if !item.is_object() {
+                    return Err(malformed(format, at(), "`item` is not an object"));
+                }
+                self.items.insert(output_index()?, item);
+            }
+            "response.output_item.done" => {
+                let item = payload.get("item").cloned().unwrap_or(Value::Null);
+                if !item.is_object() {
+                    return Err(malformed(format, at(), "`item` is not an object"));
+                }
+                self.done_items.insert(output_index()?, item);
+            }
+            "response.content_part.added" => {
+                let index = output_index()?;
+                let item = self.item(index, format, &at)?;
+                let part = payload.get("part").cloned().unwrap_or(Value::Null);
+                if let Some(content) = item.get_mut("content").and_then(Value::as_array_mut) {
+                    content.push(part);
+                }
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                let index = output_index()?;
+                let field = if kind == "response.output_text.delta" {
+                    "text"
+                } else {
+                    "refusal"
+                };
+                let content_index = payload.get("content_index").and_then(Value::as_u64);
+                let delta = payload.get("delta").and_then(Value::as_str).unwrap_or("");
+                let item = self.item(index, format, &at)?;
+                let part = content_index.and_then(|ci| {
+                    item.get_mut("content")
+                        .and_then(Value::as_array_mut)
+                        .and_then(|c| c.get_mut(ci as usize))
+                });
+                let Some(Value::Object(part)) = part else {
+                    return Err(malformed(
+                        format,
+                        at(),
+                        format!(
+                            "delta for a content part that output item {index} never announced"
+                        ),
+                    ));
+                };
+                super::merge_field(part, field, json!(delta));
+            }
+            "response.function_call_arguments.delta" => {
+                let index = output_index()?;
+                let delta = payload.get("delta").and_then(Value::as_str).unwrap_or("");
+                let Value::Object(item) = self.item(index, format, &at)? else {
+                    return Err(malformed(format, at(), "output item is not an object"));
+                };
+                super::merge_field(item, "arguments", json!(delta));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn item(
+        &mut self,
+        index: u64,
+        format: &'static str,
+        at: &dyn Fn() -> String,
+    ) -> Result<&mut Value, StreamError> {
+        self.items.get_mut(&index).ok_or_else(|| {
+            malformed(
+                format,
+                at(),
+                format!("event for output item {index} before its `response.output_item.added`"),
+            )
+        })
+    }
+
+    pub fn finish(self) -> Result<Value, StreamError> {
+        let Some(mut response) = self.terminal else {
+            return Err(StreamError::Incomplete {
+                format: FORMAT.name(),
+                missing: if self.snapshot.is_some() {
+                    "`response.completed`".into()
+                } else {
+                    "`response.created`".into()
+                },
+            });
+        };
+        // A terminal event may leave `output` out; the items streamed before it say what it was.
+        if let None | Some(Value::Null) = response.get("output") {
+            let mut items = self.items;
+            items.extend(self.done_items);
+            let output = items.into_values().collect();
+            if let Value::Object(map) = &mut response {
+                map.insert("output".into(), Value::Array(output));
+            }
+        }
+        Ok(response)
+    }
+}
+
+fn response_of(
+    payload: &Value,
+    format: &'static str,
+    at: &dyn Fn() -> String,
+) -> Result<Value, StreamError> {
+    match payload.get("response") {
+        Some(response @ Value::Object(_)) => Ok(response.clone()),
+        _ => Err(malformed(
+            format,
+            at(),
+            "`response` is missing or not an object",
+        )),
+    }
+}
+
+/// Writes events with increasing sequence numbers.
+struct Writer {
+    out: Vec<u8>,
+    sequence: u64,
+}
+
+impl Writer {
+    fn event(&mut self, kind: &str, mut fields: Map<String, Value>) {
+        fields.insert("type".into(), json!(kind));
+        fields.insert("sequence_number".into(), json!(self.sequence));
+        self.sequence += 1;
+        write_sse(
+            &mut self.out,
+            Some(kind),
+            &Value::Object(fields).to_string(),
+        );
+    }
+}
+
+fn fields(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// A Response object as the stream a client would have received.
+pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError> {
+    let Some(response) = final_response.as_object() else {
+        return Err(synthesis_error(
+            FORMAT,
+            "the final response is not a JSON object",
+        ));
+    };
+    let output = match response.get("output") {
+        Some(Value::Array(output)) => output.as_slice(),
+        None | Some(Value::Null) => &[],
+        Some(_) => return Err(synthesis_error(FORMAT, "`output` is not an array")),
+    };
+    let mut w = Writer {
+        out: Vec::new(),
+        sequence: 0,
+    };
+    let mut pending = response.clone();
+    pending.insert("status".into(), json!("in_progress"));
+    pending.insert("output".into(), json!([]));
+    for key in ["usage", "completed_at", "incomplete_details", "error"] {
+        if pending.contains_key(key) {
+            pending.insert(key.into(), Value::Null);
+        }
+    }
+    let pending = Value::Object(pending);
+    w.event("response.created", fields(json!({ "response": pending })));
+    w.event(
+        "response.in_progress",
+        fields(json!({ "response": pending })),
+    );
+
+    for (index, item) in output.iter().enumerate() {
+        let Some(item) = item.as_object() else {
+            return Err(synthesis_error(
+                FORMAT,
+                format!("output[{index}] is not an object"),
+            ));
+        };
+        item_events(&mut w, index, item)?;
+    }
+
+    let terminal = match response.get("status").and_then(Value::as_str) {
+        Some("incomplete") => "response.incomplete",
+        Some("failed") => "response.failed",
+        _ => "response.completed",
+    };
+    w.event(terminal, fields(json!({ "response": final_response })));
+    Ok(w.out)
+}
+
+fn item_events(w: &mut Writer, index: usize, item: &Map<String, Value>) -> Result<(), StreamError> {
+    let item_id = item.get("id").cloned().unwrap_or_else(|| json!(""));
+    let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+    let mut added = item.clone();
+    if added.contains_key("status") {
+        added.insert("status".into(), json!("in_progress"));
+    }
+    match kind {
+        "message" => {
+            added.insert("content".into(), json!([]));
+            w.event(
+                "response.output_item.added",
+                fields(json!({ "output_index": index, "item": added })),
+            );
+            let parts = item
+                .get("content")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            for (content_index, part) in parts.iter().enumerate() {
+                let at = json!({
+                    "item_id": item_id,
+                    "output_index": index,
+                    "content_index": content_index,
+                });
+                part_events(w, at, part);
+            }
+        }
+        "function_call" => {
+            let arguments = item.get("arguments").and_then(Value::as_str).unwrap_or("");
+            added.insert("arguments".into(), json!(""));
+            w.event(
+                "response.output_item.added",
+                fields(json!({ "output_index": index, "item": added })),
+            );
+            for piece in fragments(arguments) {
+                w.event(
+                    "response.function_call_arguments.delta",
+                    fields(json!({ "item_id": item_id, "output_index": index, "delta": piece })),
+                );
+            }
+            let mut done = fields(json!({
+                "item_id": item_id,
+                "output_index": index,
+                "arguments": arguments,
+            }));
+            if let Some(name) = item.get("name") {
+                done.insert("name".into(), name.clone());
+            }
+            w.event("response.function_call_arguments.done", done);
+        }
+        "reasoning" => {
+            let summary = item
+                .get("summary")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            added.insert("summary".into(), json!([]));
+            w.event(
+                "response.output_item.added",
+                fields(json!({ "output_index": index, "item": added })),
+            );
+            for (summary_index, part) in summary.iter().enumerate() {
+                let text = part.get("text").and_then(Value::as_str).unwrap_or("");
+                let at = json!({
+                    "item_id": item_id,
+                    "output_index": index,
+                    "summary_index": summary_index,
+                });
+                let mut empty = part.clone();
+                if let Value::Object(map) = &mut empty {
+                    map.insert("text".into(), json!(""));
+                }
+                w.event(
+                    "response.reasoning_summary_part.added",
+                    with(&at, "part", empty),
+                );
+                for piece in fragments(text) {
+                    w.event(
+                        "response.reasoning_summary_text.delta",
+                        with(&at, "delta", json!(piece)),
+                    );
+                }
+                w.event(
+                    "response.reasoning_summary_text.done",
+                    with(&at, "text", json!(text)),
+                );
+                w.event(
+                    "response.reasoning_summary_part.done",
+                    with(&at, "part", part.clone()),
+                );
+            }
+        }
+        _ => {
+            w.event(
+                "response.output_item.added",
+                fields(json!({ "output_index": index, "item": added })),
+            );
+        }
+    }
+    w.event(
+        "response.output_item.done",
+        fields(json!({ "output_index": index, "item": item })),
+    );
+    Ok(())
+}
+
+fn with(at: &Value, key: &str, value: Value) -> Map<String, Value> {
+    let mut map = fields(at.clone());
+    map.insert(key.into(), value);
+    map
+}
+
+/// The events of one content part of a message: added empty, text or refusal in pieces, done.
+fn part_events(w: &mut Writer, at: Value, part: &Value) {
+    let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+    let (field, delta_event, done_event) = match kind {
+        "output_text" => (
+            "text",
+            "response.output_text.delta",
+            "response.output_text.done",
+        ),
+        "refusal" => ("refusal", "response.refusal.delta", "response.refusal.done"),
+        _ => {
+            w.event(
+                "response.content_part.added",
+                with(&at, "part", part.clone()),
+            );
+            w.event(
+                "response.content_part.done",
+                with(&at, "part", part.clone()),
+            );
+            return;
+        }
+    };
+    let text = part.get(field).and_then(Value::as_str).unwrap_or("");
+    let mut empty = part.clone();
+    if let Value::Object(map) = &mut empty {
+        map.insert(field.into(), json!(""));
+        if let Some(annotations) = map.get_mut("annotations") {
+            *annotations = json!([]);
+        }
+    }
+    w.event("response.content_part.added", with(&at, "part", empty));
+    let logprobs = field == "text";
+    for piece in fragments(text) {
+        let mut delta = with(&at, "delta", json!(piece));
+        if logprobs {
+            delta.insert("logprobs".into(), json!([]));
+        }
+        w.event(delta_event, delta);
+    }
+    let mut done = with(&at, field, json!(text));
+    if logprobs {
+        let lp = part.get("logprobs").cloned().unwrap_or_else(|| json!([]));
+        done.insert("logprobs".into(), lp);
+    }
+    w.event(done_event, done);
+    w.event(
+        "response.content_part.done",
+        with(&at, "part", part.clone()),
+    );
+}
