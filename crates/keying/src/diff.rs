@@ -137,7 +137,8 @@ fn join_member(path: &str, name: &str) -> String {
 }
 
 fn shorten(value: &Value) -> String {
-    let text = value.to_string();
+    // The canonical form shows values as the key sees them: `0.0` is `0`.
+    let text = crate::to_canonical_string(value);
     if text.chars().count() <= MAX_SHOWN {
         return text;
     }
@@ -164,6 +165,12 @@ mod tests {
                 "system_sha256 changed",
             ]
         );
+    }
+
+    #[test]
+    fn values_are_shown_in_canonical_form() {
+        let d = diff(&json!({"t": 0.0}), &json!({"t": 0.7}));
+        assert_eq!(d[0].to_string(), "t: 0 -> 0.7");
     }
 
     #[test]
