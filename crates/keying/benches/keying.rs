@@ -15,7 +15,9 @@ use std::time::Duration;
 /// prose with some trailing whitespace, so the whitespace rule has work to do.
 fn chat_body(target: usize) -> Vec<u8> {
     let sentence = "The refund for order 4711 was issued on Tuesday and should arrive within five business days.  \n";
-    let mut messages = vec![json!({"role": "system", "content": "You are a terse support agent.\t\nAnswer briefly."})];
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a terse support agent.\t\nAnswer briefly."}),
+    ];
     let mut size = 0;
     let mut turn = 0usize;
     while size < target {

@@ -188,7 +188,12 @@ fn system_messages(messages: &Value) -> Option<Vec<String>> {
     let texts: Vec<String> = messages
         .as_array()?
         .iter()
-        .filter(|m| matches!(m.get("role").and_then(Value::as_str), Some("system" | "developer")))
+        .filter(|m| {
+            matches!(
+                m.get("role").and_then(Value::as_str),
+                Some("system" | "developer")
+            )
+        })
         .map(|m| content_text(m.get("content")))
         .collect();
     (!texts.is_empty()).then_some(texts)

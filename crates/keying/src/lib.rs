@@ -207,10 +207,7 @@ pub fn key(request: &Request<'_>, config: &KeyConfig) -> Keyed {
         Value::from(request.method.to_ascii_uppercase()),
     );
     material.insert("path".into(), Value::from(path));
-    material.insert(
-        "query".into(),
-        canonical::canonical_query(request.query),
-    );
+    material.insert("query".into(), canonical::canonical_query(request.query));
     material.insert(
         "headers".into(),
         canonical::semantic_headers(&request.headers),

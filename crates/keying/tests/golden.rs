@@ -178,7 +178,10 @@ fn golden_table_pins_canonical_bytes_and_keys() {
             ));
         }
         if k.key.as_str() != case.key {
-            mismatches.push(format!("{}: key {} (expected {})", case.name, k.key, case.key));
+            mismatches.push(format!(
+                "{}: key {} (expected {})",
+                case.name, k.key, case.key
+            ));
         }
         assert_eq!(
             k.key.as_str(),
@@ -222,7 +225,11 @@ fn member_order_does_not_matter() {
     let a = r#"{"model":"gpt-4o-mini","temperature":0.2,"messages":[{"role":"user","content":"Hi","name":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true}}}"#;
     let b = r#"{"response_format":{"json_schema":{"strict":true,"name":"n"},"type":"json_schema"},"messages":[{"name":"x","content":"Hi","role":"user"}],"temperature":0.2,"model":"gpt-4o-mini"}"#;
     assert_eq!(key_of(CHAT, a), key_of(CHAT, b));
-    assert_eq!(key_of(HTTP, a), key_of(HTTP, b), "http bodies are canonicalized too");
+    assert_eq!(
+        key_of(HTTP, a),
+        key_of(HTTP, b),
+        "http bodies are canonicalized too"
+    );
 }
 
 #[test]
@@ -238,17 +245,53 @@ fn trailing_whitespace_per_line_does_not_matter_in_prompt_members() {
     let clean = "Line one\nLine two\n\nLine four";
     let noisy = "Line one \t\r\nLine two\t\t\n \r\nLine four   ";
     let cases = [
-        (CHAT, json!({"model": "m", "messages": [{"role": "user", "content": clean}]}), json!({"model": "m", "messages": [{"role": "user", "content": noisy}]})),
-        (CHAT, json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": clean}]}]}), json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": noisy}]}]})),
-        (MESSAGES, json!({"model": "m", "system": clean}), json!({"model": "m", "system": noisy})),
-        (MESSAGES, json!({"model": "m", "system": [{"type": "text", "text": clean}]}), json!({"model": "m", "system": [{"type": "text", "text": noisy}]})),
-        (RESPONSES, json!({"model": "m", "instructions": clean, "input": clean}), json!({"model": "m", "instructions": noisy, "input": noisy})),
-        (COMPLETIONS, json!({"model": "m", "prompt": [clean]}), json!({"model": "m", "prompt": [noisy]})),
-        (OLLAMA_GENERATE, json!({"model": "m", "prompt": clean, "system": clean}), json!({"model": "m", "prompt": noisy, "system": noisy})),
-        (EMBEDDINGS, json!({"model": "m", "input": clean}), json!({"model": "m", "input": noisy})),
+        (
+            CHAT,
+            json!({"model": "m", "messages": [{"role": "user", "content": clean}]}),
+            json!({"model": "m", "messages": [{"role": "user", "content": noisy}]}),
+        ),
+        (
+            CHAT,
+            json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": clean}]}]}),
+            json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": noisy}]}]}),
+        ),
+        (
+            MESSAGES,
+            json!({"model": "m", "system": clean}),
+            json!({"model": "m", "system": noisy}),
+        ),
+        (
+            MESSAGES,
+            json!({"model": "m", "system": [{"type": "text", "text": clean}]}),
+            json!({"model": "m", "system": [{"type": "text", "text": noisy}]}),
+        ),
+        (
+            RESPONSES,
+            json!({"model": "m", "instructions": clean, "input": clean}),
+            json!({"model": "m", "instructions": noisy, "input": noisy}),
+        ),
+        (
+            COMPLETIONS,
+            json!({"model": "m", "prompt": [clean]}),
+            json!({"model": "m", "prompt": [noisy]}),
+        ),
+        (
+            OLLAMA_GENERATE,
+            json!({"model": "m", "prompt": clean, "system": clean}),
+            json!({"model": "m", "prompt": noisy, "system": noisy}),
+        ),
+        (
+            EMBEDDINGS,
+            json!({"model": "m", "input": clean}),
+            json!({"model": "m", "input": noisy}),
+        ),
     ];
     for (path, a, b) in cases {
-        assert_eq!(key_of_value(path, &a), key_of_value(path, &b), "{path}: {b}");
+        assert_eq!(
+            key_of_value(path, &a),
+            key_of_value(path, &b),
+            "{path}: {b}"
+        );
     }
 }
 
@@ -260,10 +303,7 @@ fn equal_numbers_in_other_spellings_do_not_matter() {
         .map(|s| key_of(CHAT, &format!(r#"{{"model":"m","max_tokens":{s}}}"#)))
         .collect();
     assert_eq!(keys.len(), 1, "{spellings:?}");
-    assert_eq!(
-        key_of(HTTP, r#"{"x":0.5}"#),
-        key_of(HTTP, r#"{"x":5e-1}"#)
-    );
+    assert_eq!(key_of(HTTP, r#"{"x":0.5}"#), key_of(HTTP, r#"{"x":5e-1}"#));
 }
 
 /// The implicit defaults of v1, per profile: `{}` and the body that spells a default out are
@@ -299,7 +339,10 @@ fn each_default_present_or_absent_gives_one_key() {
         let present = key_of_value(path, &with(base_body(), name, spelled));
         assert_eq!(absent, present, "{path}: {name}={value}");
         let null = key_of_value(path, &with(base_body(), name, Value::Null));
-        assert_eq!(absent, null, "{path}: {name}=null is dropped, then defaulted");
+        assert_eq!(
+            absent, null,
+            "{path}: {name}=null is dropped, then defaulted"
+        );
         let other = key_of_value(path, &with(base_body(), name, json!(0.25)));
         assert_ne!(absent, other, "{path}: {name} other than its default");
     }
@@ -377,12 +420,19 @@ fn keep_alive_is_volatile_for_ollama_only() {
 fn null_members_are_dropped_for_llm_profiles() {
     let base = key_of_value(CHAT, &base_body());
     for name in ["tools", "seed", "stop", "response_format"] {
-        assert_eq!(base, key_of_value(CHAT, &with(base_body(), name, Value::Null)), "{name}");
+        assert_eq!(
+            base,
+            key_of_value(CHAT, &with(base_body(), name, Value::Null)),
+            "{name}"
+        );
     }
     // Only top-level nulls: a null inside a message is content.
     assert_ne!(
         key_of(CHAT, r#"{"messages":[{"role":"user","content":"Hi"}]}"#),
-        key_of(CHAT, r#"{"messages":[{"role":"user","content":"Hi","name":null}]}"#)
+        key_of(
+            CHAT,
+            r#"{"messages":[{"role":"user","content":"Hi","name":null}]}"#
+        )
     );
 }
 
@@ -450,8 +500,23 @@ fn query_order_does_not_matter() {
 #[test]
 fn credentials_in_the_query_do_not_matter() {
     let base = keyed(&Request::new("GET", HTTP).query("limit=10")).key;
-    for cred in ["key", "api-key", "api_key", "apikey", "access_token", "KEY", "Api-Key", "API_KEY", "ApiKey", "Access_Token", "api%5Fkey"] {
-        for query in [format!("{cred}=secret&limit=10"), format!("limit=10&{cred}=other")] {
+    for cred in [
+        "key",
+        "api-key",
+        "api_key",
+        "apikey",
+        "access_token",
+        "KEY",
+        "Api-Key",
+        "API_KEY",
+        "ApiKey",
+        "Access_Token",
+        "api%5Fkey",
+    ] {
+        for query in [
+            format!("{cred}=secret&limit=10"),
+            format!("limit=10&{cred}=other"),
+        ] {
             let k = keyed(&Request::new("GET", HTTP).query(&query)).key;
             assert_eq!(base, k, "{query}");
         }
@@ -461,7 +526,12 @@ fn credentials_in_the_query_do_not_matter() {
 #[test]
 fn duplicate_and_trailing_slashes_do_not_matter() {
     let base = key_of(CHAT, VECTOR1_BODY);
-    for path in ["//v1/chat/completions", "/v1//chat///completions", "/v1/chat/completions/", "//v1//chat/completions//"] {
+    for path in [
+        "//v1/chat/completions",
+        "/v1//chat///completions",
+        "/v1/chat/completions/",
+        "//v1//chat/completions//",
+    ] {
         assert_eq!(base, key_of(path, VECTOR1_BODY), "{path}");
     }
 }
@@ -489,8 +559,14 @@ fn each_prompt_word_changes_the_key() {
         assert!(keys.insert(k), "replacing word {i} must give a new key");
     }
     // Dropping a word, and a change of case, also count.
-    assert!(keys.insert(key_of(CHAT, &VECTOR1_BODY.replace("Where is my refund?", "Where is refund?"))));
-    assert!(keys.insert(key_of(CHAT, &VECTOR1_BODY.replace("Where is my refund?", "where is my refund?"))));
+    assert!(keys.insert(key_of(
+        CHAT,
+        &VECTOR1_BODY.replace("Where is my refund?", "Where is refund?")
+    )));
+    assert!(keys.insert(key_of(
+        CHAT,
+        &VECTOR1_BODY.replace("Where is my refund?", "where is my refund?")
+    )));
 }
 
 #[test]
@@ -549,7 +625,10 @@ fn each_sampling_parameter_changes_the_key() {
         ("reasoning_effort", json!("low")),
         ("response_format", json!({"type": "json_object"})),
         ("tool_choice", json!("required")),
-        ("tools", json!([{"type": "function", "function": {"name": "f"}}])),
+        (
+            "tools",
+            json!([{"type": "function", "function": {"name": "f"}}]),
+        ),
         ("parallel_tool_calls", json!(false)),
         ("options", json!({"temperature": 0})),
     ];
@@ -568,18 +647,33 @@ fn semantic_headers_change_the_key() {
     let mut keys = HashSet::from([base]);
     let mut r = vector2();
     r.headers = vec![("anthropic-version", "2024-01-01")];
-    assert!(keys.insert(keyed(&r).key.as_str().to_owned()), "anthropic-version");
+    assert!(
+        keys.insert(keyed(&r).key.as_str().to_owned()),
+        "anthropic-version"
+    );
     r.headers = vec![];
-    assert!(keys.insert(keyed(&r).key.as_str().to_owned()), "anthropic-version absent");
+    assert!(
+        keys.insert(keyed(&r).key.as_str().to_owned()),
+        "anthropic-version absent"
+    );
     for (name, value) in [
         ("anthropic-beta", "prompt-caching-2024-07-31"),
         ("openai-beta", "assistants=v2"),
     ] {
-        assert!(keys.insert(vector2_key_with(|r| r.header(name, value))), "{name}");
+        assert!(
+            keys.insert(vector2_key_with(|r| r.header(name, value))),
+            "{name}"
+        );
     }
     // Repeats join in the order received.
-    let a = vector2_key_with(|r| r.header("anthropic-beta", "a").header("anthropic-beta", "b"));
-    let b = vector2_key_with(|r| r.header("anthropic-beta", "b").header("anthropic-beta", "a"));
+    let a = vector2_key_with(|r| {
+        r.header("anthropic-beta", "a")
+            .header("anthropic-beta", "b")
+    });
+    let b = vector2_key_with(|r| {
+        r.header("anthropic-beta", "b")
+            .header("anthropic-beta", "a")
+    });
     let joined = vector2_key_with(|r| r.header("anthropic-beta", "a,b"));
     assert_ne!(a, b);
     assert_eq!(a, joined);
@@ -589,28 +683,52 @@ fn semantic_headers_change_the_key() {
 fn target_method_and_path_change_the_key() {
     let base = keyed(&vector2()).key.as_str().to_owned();
     let mut keys = HashSet::from([base]);
-    assert!(keys.insert(vector2_key_with(|r| r.target("default"))), "target");
-    assert!(keys.insert(vector2_key_with(|mut r| {
-        r.method = "PUT";
-        r
-    })), "method");
-    assert!(keys.insert(vector2_key_with(|mut r| {
-        r.path = "/anthropic/v1/messages";
-        r
-    })), "path with the same profile");
-    assert!(keys.insert(vector2_key_with(|mut r| {
-        r.path = "/v1/messages/count_tokens";
-        r
-    })), "path with another profile");
+    assert!(
+        keys.insert(vector2_key_with(|r| r.target("default"))),
+        "target"
+    );
+    assert!(
+        keys.insert(vector2_key_with(|mut r| {
+            r.method = "PUT";
+            r
+        })),
+        "method"
+    );
+    assert!(
+        keys.insert(vector2_key_with(|mut r| {
+            r.path = "/anthropic/v1/messages";
+            r
+        })),
+        "path with the same profile"
+    );
+    assert!(
+        keys.insert(vector2_key_with(|mut r| {
+            r.path = "/v1/messages/count_tokens";
+            r
+        })),
+        "path with another profile"
+    );
 }
 
 #[test]
 fn query_params_change_the_key() {
-    let q = |query| keyed(&Request::new("GET", HTTP).query(query)).key.as_str().to_owned();
-    let keys: HashSet<String> = ["", "limit=10", "limit=11", "limits=10", "limit=10&after=x", "limit"]
-        .into_iter()
-        .map(q)
-        .collect();
+    let q = |query| {
+        keyed(&Request::new("GET", HTTP).query(query))
+            .key
+            .as_str()
+            .to_owned()
+    };
+    let keys: HashSet<String> = [
+        "",
+        "limit=10",
+        "limit=11",
+        "limits=10",
+        "limit=10&after=x",
+        "limit",
+    ]
+    .into_iter()
+    .map(q)
+    .collect();
     assert_eq!(keys.len(), 6);
     assert_ne!(q("a"), q("a=1"));
     assert_eq!(q("a"), q("a="), "a name without `=` has the empty value");
@@ -631,12 +749,27 @@ fn each_raw_body_byte_changes_the_key() {
     }
     let mut longer = raw.clone();
     longer.push(b' ');
-    assert!(keys.insert(keyed(&Request::new("POST", "/upload").body(&longer)).key.as_str().to_owned()));
+    assert!(keys.insert(
+        keyed(&Request::new("POST", "/upload").body(&longer))
+            .key
+            .as_str()
+            .to_owned()
+    ));
 }
 
 #[test]
 fn bodies_that_are_not_json_are_keyed_raw() {
-    for raw in [&b"not json"[..], b"{\"a\":", b"\xef\xbb\xbf{}", b" ", b"{\"a\":1} x"] {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for raw in [
+        &b"not json"[..],
+        b"{\"a\":",
+        b"\xef\xbb\xbf{}",
+        b" ",
+        b"{\"a\":1} x",
+        b"[1e400]",
+        b"\"\\ud800\"",
+        deep.as_bytes(),
+    ] {
         let k = keyed(&Request::new("POST", CHAT).body(raw));
         assert!(k.material["body"].is_null(), "{raw:?}");
         assert_eq!(k.material["body_sha256"], json!(sha256_hex(raw)), "{raw:?}");
@@ -660,13 +793,22 @@ fn keep_alive_changes_the_key_outside_ollama() {
 #[test]
 fn leading_whitespace_changes_the_key() {
     let k = |content: &str| {
-        key_of_value(CHAT, &json!({"messages": [{"role": "user", "content": content}]}))
+        key_of_value(
+            CHAT,
+            &json!({"messages": [{"role": "user", "content": content}]}),
+        )
     };
-    let keys: HashSet<String> = ["a\nb", " a\nb", "a\n b", "\ta\nb", "a\n\tb", "a\n\nb", "a\nb\n"]
-        .into_iter()
-        .map(k)
-        .collect();
-    assert_eq!(keys.len(), 7, "leading whitespace and blank lines are content");
+    let keys: HashSet<String> = [
+        "a\nb", " a\nb", "a\n b", "\ta\nb", "a\n\tb", "a\n\nb", "a\nb\n",
+    ]
+    .into_iter()
+    .map(k)
+    .collect();
+    assert_eq!(
+        keys.len(),
+        7,
+        "leading whitespace and blank lines are content"
+    );
 }
 
 #[test]
@@ -706,7 +848,13 @@ fn system_sha256_for_chat_joins_system_and_developer_messages() {
     let expected = sha("Rule one.\nRule two.\nPartthree.");
     assert_eq!(system_of(CHAT, body.clone()), expected);
     assert_eq!(system_of(OLLAMA_CHAT, body), expected);
-    assert_eq!(system_of(CHAT, json!({"messages": [{"role": "user", "content": "Hi"}]})), None);
+    assert_eq!(
+        system_of(
+            CHAT,
+            json!({"messages": [{"role": "user", "content": "Hi"}]})
+        ),
+        None
+    );
 }
 
 #[test]
@@ -719,9 +867,15 @@ fn system_sha256_for_responses_takes_instructions_then_input_messages() {
         ]
     });
     assert_eq!(system_of(RESPONSES, body), sha("Be terse.\nUse JSON."));
-    assert_eq!(system_of(RESPONSES, json!({"instructions": "Only this."})), sha("Only this."));
     assert_eq!(
-        system_of(RESPONSES, json!({"input": [{"role": "system", "content": "Sys."}]})),
+        system_of(RESPONSES, json!({"instructions": "Only this."})),
+        sha("Only this.")
+    );
+    assert_eq!(
+        system_of(
+            RESPONSES,
+            json!({"input": [{"role": "system", "content": "Sys."}]})
+        ),
         sha("Sys.")
     );
     assert_eq!(system_of(RESPONSES, json!({"input": "Hi"})), None);
@@ -729,7 +883,10 @@ fn system_sha256_for_responses_takes_instructions_then_input_messages() {
 
 #[test]
 fn system_sha256_for_anthropic_takes_a_string_or_blocks() {
-    assert_eq!(system_of(MESSAGES, json!({"system": "Be kind."})), sha("Be kind."));
+    assert_eq!(
+        system_of(MESSAGES, json!({"system": "Be kind."})),
+        sha("Be kind.")
+    );
     assert_eq!(
         system_of(
             MESSAGES,
@@ -737,16 +894,34 @@ fn system_sha256_for_anthropic_takes_a_string_or_blocks() {
         ),
         sha("Be kind.\nBe brief.")
     );
-    assert_eq!(system_of(MESSAGES, json!({"messages": [{"role": "user", "content": "Hi"}]})), None);
+    assert_eq!(
+        system_of(
+            MESSAGES,
+            json!({"messages": [{"role": "user", "content": "Hi"}]})
+        ),
+        None
+    );
     assert_eq!(system_of(MESSAGES, json!({"system": null})), None);
     // A `system` role message is not Anthropic's way of saying it.
-    assert_eq!(system_of(MESSAGES, json!({"messages": [{"role": "system", "content": "x"}]})), None);
+    assert_eq!(
+        system_of(
+            MESSAGES,
+            json!({"messages": [{"role": "system", "content": "x"}]})
+        ),
+        None
+    );
     assert_eq!(keyed(&vector2()).system_sha256, sha("Be kind."));
 }
 
 #[test]
 fn system_sha256_for_ollama_generate_is_the_system_member() {
-    assert_eq!(system_of(OLLAMA_GENERATE, json!({"system": "Be brief.\t", "prompt": "Hi"})), sha("Be brief."));
+    assert_eq!(
+        system_of(
+            OLLAMA_GENERATE,
+            json!({"system": "Be brief.\t", "prompt": "Hi"})
+        ),
+        sha("Be brief.")
+    );
     assert_eq!(system_of(OLLAMA_GENERATE, json!({"prompt": "Hi"})), None);
 }
 
@@ -781,10 +956,16 @@ fn extra_volatile_names_are_dropped() {
             .key
     };
     assert_eq!(k(&base_body()), k(&with(base_body(), "seed", json!(1))));
-    assert_eq!(k(&base_body()), k(&with(base_body(), "x-trace", json!("t"))));
+    assert_eq!(
+        k(&base_body()),
+        k(&with(base_body(), "x-trace", json!("t")))
+    );
     assert_ne!(k(&base_body()), k(&with(base_body(), "top_k", json!(1))));
     // The default configuration keys them.
-    assert_ne!(key_of_value(CHAT, &base_body()), key_of_value(CHAT, &with(base_body(), "seed", json!(1))));
+    assert_ne!(
+        key_of_value(CHAT, &base_body()),
+        key_of_value(CHAT, &with(base_body(), "seed", json!(1)))
+    );
 }
 
 #[test]
@@ -799,10 +980,19 @@ fn kept_volatile_names_count_again() {
             .key(&config)
             .key
     };
-    assert_ne!(k(CHAT, &base_body()), k(CHAT, &with(base_body(), "user", json!("u"))));
-    assert_ne!(k(OLLAMA_CHAT, &base_body()), k(OLLAMA_CHAT, &with(base_body(), "keep_alive", json!("5m"))));
+    assert_ne!(
+        k(CHAT, &base_body()),
+        k(CHAT, &with(base_body(), "user", json!("u")))
+    );
+    assert_ne!(
+        k(OLLAMA_CHAT, &base_body()),
+        k(OLLAMA_CHAT, &with(base_body(), "keep_alive", json!("5m")))
+    );
     // Names not kept stay volatile.
-    assert_eq!(k(CHAT, &base_body()), k(CHAT, &with(base_body(), "stream", json!(true))));
+    assert_eq!(
+        k(CHAT, &base_body()),
+        k(CHAT, &with(base_body(), "stream", json!(true)))
+    );
     assert!(config.is_volatile(cassette_keying::Profile::OpenaiChat, "stream"));
     assert!(!config.is_volatile(cassette_keying::Profile::OpenaiChat, "user"));
 }
@@ -857,7 +1047,11 @@ fn diff_names_the_body_paths_headers_and_system_prompt_that_differ() {
 
 #[test]
 fn diff_names_target_method_path_query_and_removed_messages() {
-    let old = keyed(&Request::new("POST", CHAT).query("a=1").body(VECTOR1_BODY.as_bytes()));
+    let old = keyed(
+        &Request::new("POST", CHAT)
+            .query("a=1")
+            .body(VECTOR1_BODY.as_bytes()),
+    );
     let new = keyed(
         &Request::new("PUT", "/v2/chat/completions")
             .target("openai")
@@ -866,7 +1060,13 @@ fn diff_names_target_method_path_query_and_removed_messages() {
     );
     assert_eq!(
         paths(&old, &new),
-        ["body.messages[1]", "method", "path", "query[0][1]", "target"]
+        [
+            "body.messages[1]",
+            "method",
+            "path",
+            "query[0][1]",
+            "target"
+        ]
     );
 }
 
@@ -877,4 +1077,10 @@ fn diff_reports_a_raw_body_change_as_its_hash() {
     assert_eq!(paths(&old, &new), ["body_sha256"]);
     let json = keyed(&Request::new("POST", "/upload").body(b"{}"));
     assert_eq!(paths(&old, &json), ["body", "body_sha256"]);
+}
+
+#[test]
+fn a_repeated_member_name_keeps_its_last_value() {
+    assert_eq!(key_of(HTTP, r#"{"a":1,"a":2}"#), key_of(HTTP, r#"{"a":2}"#));
+    assert_ne!(key_of(HTTP, r#"{"a":1,"a":2}"#), key_of(HTTP, r#"{"a":1}"#));
 }
