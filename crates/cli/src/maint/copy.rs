@@ -1,0 +1,128 @@
+//! `cassette copy FROM TO`: copies or migrates cassettes between any two stores. Create-only by
+//! default, so an interrupted copy resumes by running it again (what is there is skipped);
+//! `--overwrite` replaces instead.
+
+use super::{open, runtime};
+use cassette_store::{Created, DynStore};
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::process::ExitCode;
+
+/// Arguments of `cassette copy`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit status: 0 every cassette copied or skipped, 2 some failed.\n\n\
+Example:\n  cassette copy file://cassettes s3://my-bucket/cassettes"
+)]
+pub struct CopyArgs {
+    /// The store to read: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX.
+    from: String,
+
+    /// The store to write.
+    to: String,
+
+    /// Replace cassettes that already exist in TO (default: keep them and count them skipped).
+    #[arg(long)]
+    overwrite: bool,
+
+    /// Cassettes in flight at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    CreateOnly,
+    Overwrite,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Copied {
+    Copied,
+    Skipped,
+}
+
+/// Runs `cassette copy`.
+pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
+    let write = if args.overwrite {
+        Write::Overwrite
+    } else {
+        Write::CreateOnly
+    };
+    let from = open(&args.from)?;
+    let to = open(&args.to)?;
+    if from.location() == to.location() {
+        anyhow::bail!("FROM and TO are the same store ({})", from.location());
+    }
+    let (copied, skipped, failed) =
+        runtime()?.block_on(copy_all(&from, &to, write, usize::from(args.jobs)))?;
+    eprintln!(
+        "copied {copied}, skipped {skipped} (already in {}), failed {failed}",
+        to.location()
+    );
+    Ok(if failed > 0 {
+        ExitCode::from(crate::EXIT_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+async fn copy_all(
+    from: &DynStore,
+    to: &DynStore,
+    write: Write,
+    jobs: usize,
+) -> anyhow::Result<(usize, usize, usize)> {
+    let keys = from.list("").await?;
+    // indicatif draws on stderr and hides itself when stderr is not a terminal.
+    let bar = ProgressBar::new(keys.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} cassettes ({per_sec}, eta {eta}) {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut results = futures::stream::iter(keys)
+        .map(|key| async move {
+            let result = copy_one(from, to, &key, write).await;
+            (key, result)
+        })
+        .buffer_unordered(jobs);
+    let (mut copied, mut skipped, mut failed) = (0, 0, 0);
+    while let Some((key, result)) = results.next().await {
+        match result {
+            Ok(Copied::Copied) => copied += 1,
+            Ok(Copied::Skipped) => skipped += 1,
+            Err(err) => {
+                failed += 1;
+                bar.suspend(|| eprintln!("cannot copy {key}: {err:#}"));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok((copied, skipped, failed))
+}
+
+async fn copy_one(
+    from: &DynStore,
+    to: &DynStore,
+    key: &str,
+    write: Write,
+) -> anyhow::Result<Copied> {
+    if write == Write::CreateOnly && to.get(key).await?.is_some() {
+        // Checked first so a resumed copy does not read (or pay for) what is already there.
+        return Ok(Copied::Skipped);
+    }
+    let Some(document) = from.get(key).await? else {
+        anyhow::bail!("deleted from {} while copying", from.location());
+    };
+    match write {
+        Write::Overwrite => {
+            to.put(key, document).await?;
+            Ok(Copied::Copied)
+        }
+        Write::CreateOnly => match to.put_if_absent(key, document).await? {
+            Created::Won => Ok(Copied::Copied),
+            Created::AlreadyExists => Ok(Copied::Skipped),
+        },
+    }
+}

@@ -1,0 +1,149 @@
+//! `cassette diff A B`: two stores (or folders), for example before and after a re-record: keys
+//! only in A, only in B, and for shared keys whose answer text changed, a line diff.
+
+use super::{cassette_answer, load_all, open, runtime};
+use cassette_recorder::Cassette;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+/// Arguments of `cassette diff`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Exit status: 0 same keys and answers, 1 differences, 2 error.")]
+pub struct DiffArgs {
+    /// The first store (URL or folder).
+    a: String,
+    /// The second store (URL or folder).
+    b: String,
+}
+
+/// Runs `cassette diff`.
+pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let a = open(&args.a)?;
+    let b = open(&args.b)?;
+    let rt = runtime()?;
+    let read = |loaded: Vec<super::Loaded>| -> BTreeMap<String, Result<Cassette, String>> {
+        loaded.into_iter().map(|(k, _, c)| (k, c)).collect()
+    };
+    let left = read(rt.block_on(load_all(&a))?);
+    let right = read(rt.block_on(load_all(&b))?);
+
+    let only_a: Vec<&String> = left.keys().filter(|k| !right.contains_key(*k)).collect();
+    let only_b: Vec<&String> = right.keys().filter(|k| !left.contains_key(*k)).collect();
+    for key in &only_a {
+        println!("only in A: {key}{}", describe(&left[*key]));
+    }
+    for key in &only_b {
+        println!("only in B: {key}{}", describe(&right[*key]));
+    }
+    let mut changed = 0usize;
+    for (key, l) in &left {
+        let Some(r) = right.get(key) else { continue };
+        let (l_text, r_text) = match (l, r) {
+            (Ok(l), Ok(r)) => (answer_text(l), answer_text(r)),
+            (l, r) => (
+                l.as_ref()
+                    .map_or_else(|e| format!("(unreadable: {e})"), answer_text),
+                r.as_ref()
+                    .map_or_else(|e| format!("(unreadable: {e})"), answer_text),
+            ),
+        };
+        if l_text != r_text {
+            changed += 1;
+            println!("changed: {key}{}", describe(l));
+            for line in line_diff(&l_text, &r_text) {
+                println!("    {line}");
+            }
+        }
+    }
+    let shared = left.keys().filter(|k| right.contains_key(*k)).count();
+    eprintln!(
+        "A {}: {} cassettes, B {}: {} cassettes; {} only in A, {} only in B, {changed} of {shared} shared answers changed",
+        a.location(),
+        left.len(),
+        b.location(),
+        right.len(),
+        only_a.len(),
+        only_b.len()
+    );
+    Ok(if only_a.is_empty() && only_b.is_empty() && changed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn describe(cassette: &Result<Cassette, String>) -> String {
+    match cassette {
+        Ok(c) => format!(
+            " ({} {}{})",
+            c.request.method,
+            c.request.path,
+            c.requested_model()
+                .map(|m| format!(", {m}"))
+                .unwrap_or_default()
+        ),
+        Err(_) => " (unreadable)".to_owned(),
+    }
+}
+
+/// The answer as text, tool calls included, so a changed tool call shows up as a change.
+fn answer_text(cassette: &Cassette) -> String {
+    let answer = cassette_answer(cassette);
+    let mut text = answer.text;
+    for call in answer.tool_calls {
+        text.push_str(&format!("\n[tool call] {}({})", call.name, call.arguments));
+    }
+    text
+}
+
+/// Lines the longest common subsequence of `a` and `b` does not explain: `- ` from A, `+ `
+/// from B, in order. Quadratic, which is fine for answers; very long ones are compared whole.
+pub fn line_diff(a: &str, b: &str) -> Vec<String> {
+    let a: Vec<&str> = a.lines().collect();
+    let b: Vec<&str> = b.lines().collect();
+    if a.len() * b.len() > 4_000_000 {
+        let mut out: Vec<String> = a.iter().map(|l| format!("- {l}")).collect();
+        out.extend(b.iter().map(|l| format!("+ {l}")));
+        return out;
+    }
+    let (n, m) = (a.len(), b.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push(format!("- {}", a[i]));
+            i += 1;
+        } else {
+            out.push(format!("+ {}", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_diff_shows_only_changed_lines() {
+        assert_eq!(
+            line_diff("a\nb\nc", "a\nB\nc\nd"),
+            ["- b", "+ B", "+ d"].map(String::from)
+        );
+        assert!(line_diff("same", "same").is_empty());
+    }
+}

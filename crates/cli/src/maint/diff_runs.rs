@@ -1,0 +1,130 @@
+//! `cassette diff-runs RUN_A RUN_B`: compares two runs saved with `cassette run --save-run`:
+//! regressions (passed in A, failed in B), fixes, added and removed cases, and cases whose
+//! answer changed with the same verdict.
+
+use crate::run::{run_file, SavedCase, Verdict, RUNS_DIR};
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Arguments of `cassette diff-runs`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "RUN_A and RUN_B are names given to --save-run or paths to saved run files.\n\
+Exit status: 0, or 1 with --fail-on-regression when a case regressed; 2 error."
+)]
+pub struct DiffRunsArgs {
+    /// The earlier run.
+    run_a: String,
+    /// The later run.
+    run_b: String,
+
+    /// Exit 1 when any case passed in RUN_A and fails in RUN_B.
+    #[arg(long)]
+    fail_on_regression: bool,
+
+    /// Where saved runs are kept.
+    #[arg(long, value_name = "DIR", default_value = RUNS_DIR)]
+    runs_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnRegression {
+    Report,
+    Fail,
+}
+
+/// Runs `cassette diff-runs`.
+pub fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
+    let policy = if args.fail_on_regression {
+        OnRegression::Fail
+    } else {
+        OnRegression::Report
+    };
+    let a = load(&args.runs_dir, &args.run_a)?;
+    let b = load(&args.runs_dir, &args.run_b)?;
+    let (mut regressions, mut fixes, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, old) in &a {
+        let Some(new) = b.get(id) else { continue };
+        match (old.result.verdict, new.result.verdict) {
+            (Verdict::Pass, Verdict::Fail) => regressions.push((id, new)),
+            (Verdict::Fail, Verdict::Pass) => fixes.push(id),
+            _ if old.text != new.text || old.tool_calls != new.tool_calls => changed.push(id),
+            _ => {}
+        }
+    }
+    let added: Vec<&String> = b.keys().filter(|id| !a.contains_key(*id)).collect();
+    let removed: Vec<&String> = a.keys().filter(|id| !b.contains_key(*id)).collect();
+    for (id, new) in &regressions {
+        println!(
+            "regression: {id}: {}",
+            new.result.reason.as_deref().unwrap_or("failed")
+        );
+    }
+    for id in &fixes {
+        println!("fixed: {id}");
+    }
+    for id in &added {
+        println!("added: {id} ({})", verdict(b[*id].result.verdict));
+    }
+    for id in &removed {
+        println!("removed: {id}");
+    }
+    for id in &changed {
+        println!(
+            "answer changed: {id} (still {})",
+            verdict(b[*id].result.verdict)
+        );
+    }
+    eprintln!(
+        "{} regressions, {} fixes, {} added, {} removed, {} answers changed ({} -> {})",
+        regressions.len(),
+        fixes.len(),
+        added.len(),
+        removed.len(),
+        changed.len(),
+        args.run_a,
+        args.run_b
+    );
+    Ok(match (policy, regressions.is_empty()) {
+        (OnRegression::Fail, false) => ExitCode::from(1),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "fail",
+    }
+}
+
+/// A run by path, or by name in the runs folder.
+fn load(runs_dir: &Path, run: &str) -> anyhow::Result<BTreeMap<String, SavedCase>> {
+    let as_path = PathBuf::from(run);
+    let path = if as_path.is_file() {
+        as_path
+    } else {
+        let named = run_file(runs_dir, run);
+        if !named.is_file() {
+            bail!(
+                "no saved run {run:?}: neither a file nor {} (save one with cassette run --save-run {run})",
+                named.display()
+            );
+        }
+        named
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the run {}", path.display()))?;
+    let mut cases = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let case: SavedCase = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not a saved case", path.display(), i + 1))?;
+        cases.insert(case.result.id.clone(), case);
+    }
+    Ok(cases)
+}

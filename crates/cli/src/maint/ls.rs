@@ -1,0 +1,93 @@
+//! `cassette ls [--json]`: what is recorded, one cassette a line, with model, path, size and
+//! recorded_at.
+
+use super::{load_all, runtime, StoreArgs};
+use serde_json::json;
+use std::process::ExitCode;
+
+/// Arguments of `cassette ls`.
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+
+    /// One JSON object a line: key, target, method, path, model, response_model, status,
+    /// size, recorded_at, key_version (or key and error for unreadable cassettes).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `cassette ls`. Unreadable cassettes are listed with their error and make the exit
+/// status 1, so a listing is also a cheap health check.
+pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
+    let store = args.store.open()?;
+    let loaded = runtime()?.block_on(load_all(&store))?;
+    let mut broken = 0;
+    if !args.json && !loaded.is_empty() {
+        println!(
+            "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
+            "KEY", "RECORDED_AT", "MODEL", "PATH", "STATUS", "SIZE"
+        );
+    }
+    for (key, bytes, parsed) in &loaded {
+        let size = bytes.as_ref().map_or(0, |b| b.len());
+        match parsed {
+            Ok(c) => {
+                let model = c.requested_model().unwrap_or("-");
+                if args.json {
+                    let line = json!({
+                        "key": key,
+                        "target": c.target,
+                        "method": c.request.method,
+                        "path": c.request.path,
+                        "model": c.requested_model(),
+                        "response_model": c.meta.response_model,
+                        "status": c.response.status,
+                        "size": size,
+                        "recorded_at": c.recorded_at,
+                        "key_version": c.key_version,
+                    });
+                    println!("{line}");
+                } else {
+                    let path = if c.target == "default" {
+                        c.request.path.clone()
+                    } else {
+                        format!("{}:{}", c.target, c.request.path)
+                    };
+                    println!(
+                        "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
+                        &key[..16.min(key.len())],
+                        c.recorded_at,
+                        model,
+                        path,
+                        c.response.status,
+                        size
+                    );
+                }
+            }
+            Err(reason) => {
+                broken += 1;
+                if args.json {
+                    println!("{}", json!({"key": key, "size": size, "error": reason}));
+                } else {
+                    println!("{:<16}  unreadable: {reason}", &key[..16.min(key.len())]);
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{} cassettes in {}{}",
+        loaded.len(),
+        store.location(),
+        if broken > 0 {
+            format!(", {broken} unreadable")
+        } else {
+            String::new()
+        }
+    );
+    Ok(if broken > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

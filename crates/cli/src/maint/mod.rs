@@ -1,0 +1,132 @@
+//! Shared plumbing of the maintenance commands (`ls`, `show`, `verify`, `gc`, `copy`, `diff`):
+//! naming a store the way the proxy does, reading cassettes, resolving key prefixes.
+
+pub mod canary;
+pub mod copy;
+pub mod diff;
+pub mod diff_runs;
+pub mod explain;
+pub mod gc;
+pub mod ls;
+pub mod probe;
+pub mod show;
+pub mod verify;
+
+use crate::answer::{self, Answer};
+use crate::settings::DEFAULT_STORE;
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use cassette_keying::Profile;
+use cassette_recorder::Cassette;
+use cassette_store::DynStore;
+use std::path::PathBuf;
+
+/// Which store a maintenance command reads: the same flags and variables as the proxy.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// Store URL: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX or memory://
+    /// [default: file://cassettes, or file://$CASSETTE_DIR].
+    #[arg(long, env = "CASSETTE_STORE", value_name = "URL")]
+    pub store: Option<String>,
+
+    /// Older spelling of the store: a directory of cassette files.
+    #[arg(
+        long = "cassette-dir",
+        env = "CASSETTE_DIR",
+        value_name = "DIR",
+        hide = true
+    )]
+    pub dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The store URL.
+    pub fn url(&self) -> String {
+        match (&self.store, &self.dir) {
+            (Some(url), _) => url.clone(),
+            (None, Some(dir)) => format!("file://{}", dir.display()),
+            (None, None) => DEFAULT_STORE.to_owned(),
+        }
+    }
+
+    /// Opens the store.
+    pub fn open(&self) -> anyhow::Result<DynStore> {
+        open(&self.url())
+    }
+}
+
+/// Opens a store by URL, naming it on failure.
+pub fn open(url: &str) -> anyhow::Result<DynStore> {
+    cassette_store::open(url).with_context(|| format!("cannot open the store {url}"))
+}
+
+/// A small runtime for commands that only talk to stores.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Finds the one key starting with `prefix`; errors say when there is none or several.
+pub async fn resolve_key(store: &DynStore, prefix: &str) -> anyhow::Result<String> {
+    let prefix = prefix.trim().to_ascii_lowercase();
+    if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        bail!("{prefix:?} is not a key or key prefix (hex digits)");
+    }
+    let keys = store.list(&prefix).await?;
+    match keys.as_slice() {
+        [] => bail!(
+            "no cassette key starts with {prefix} in {}",
+            store.location()
+        ),
+        [one] => Ok(one.clone()),
+        many => {
+            let shown: Vec<&str> = many.iter().take(5).map(String::as_str).collect();
+            bail!(
+                "the prefix {prefix} is ambiguous: {} cassettes match ({}{}); give more characters",
+                many.len(),
+                shown.join(", "),
+                if many.len() > 5 { ", ..." } else { "" }
+            )
+        }
+    }
+}
+
+/// The answer a cassette holds, read like the suite runner reads a live one.
+pub fn cassette_answer(cassette: &Cassette) -> Answer {
+    let profile = Profile::from_path(&cassette.request.path);
+    match cassette.response.body.as_json() {
+        Some(value) => answer::from_json(profile, value),
+        None => answer::from_bytes(
+            profile,
+            &cassette.response.body.to_bytes().unwrap_or_default(),
+        ),
+    }
+}
+
+/// One cassette as read: key, raw bytes (when readable), the parsed document or why not.
+pub type Loaded = (String, Option<Bytes>, Result<Cassette, String>);
+
+/// Reads every cassette of a store: key, raw bytes, and the parsed document or why it did not
+/// parse. Reads run concurrently; the result is in key order.
+pub async fn load_all(store: &DynStore) -> anyhow::Result<Vec<Loaded>> {
+    use futures::StreamExt;
+    let keys = store.list("").await?;
+    let loaded = futures::stream::iter(keys)
+        .map(|key| async move {
+            match store.get(&key).await {
+                Ok(Some(bytes)) => {
+                    let parsed = Cassette::from_document(&bytes);
+                    (key, Some(bytes), parsed)
+                }
+                Ok(None) => (key, None, Err("deleted while reading".to_owned())),
+                Err(err) => (key, None, Err(format!("cannot read: {err}"))),
+            }
+        })
+        .buffered(32)
+        .collect()
+        .await;
+    Ok(loaded)
+}

@@ -1,0 +1,258 @@
+//! LLM-as-judge, the one grader that is not deterministic: the judge is asked through the same
+//! recorder as the cases, so a verdict is recorded once and then replayed like any other tape.
+//!
+//! Everything that could change a verdict is in the judge request's body, and so in its key:
+//! the judge model, the full prompt template, the criterion, the context, the graded text, and
+//! the vote's number and count. Editing any of them asks a new question; an old verdict can
+//! never answer it.
+
+use super::{call, Stop};
+use cassette_recorder::{IncomingRequest, Recorder};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Most votes a case may ask for.
+pub const MAX_VOTES: u64 = 15;
+
+/// The instructions the judge model gets. Part of every judge key: editing it re-asks.
+const INSTRUCTIONS: &str = "You are a strict evaluator of text written by an AI assistant. \
+You are given a criterion, optionally some context, and the text. Decide whether the text \
+meets the criterion. When context is given, the text must be grounded in it: claims the \
+context does not support fail. Your reply must start with exactly one word, PASS or FAIL, \
+in capitals; a one-sentence reason may follow on the same line.";
+
+/// The judge's request for one vote. Part of every judge key: editing it re-asks.
+const QUESTION: &str = "Criterion: {criterion}\n\n{context}Text:\n<<<\n{text}\n>>>\n\n\
+(Vote {vote} of {votes}.) Reply PASS or FAIL first.";
+
+/// How a case's judge is configured in the suite.
+#[derive(Debug, Clone)]
+pub struct JudgeSpec {
+    /// What the text must do (intent, tone, groundedness...).
+    pub criterion: String,
+    /// Material the text must be grounded in.
+    pub context: Option<String>,
+    /// Independent judgements; the majority decides.
+    pub votes: u32,
+    /// Overrides `--judge-model` for this case.
+    pub model: Option<String>,
+}
+
+/// The API the judge endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum JudgeApi {
+    /// OpenAI-compatible `/v1/chat/completions` (OpenAI, vLLM, llama.cpp, LM Studio, ...).
+    Openai,
+    /// Ollama `/api/chat` with `stream: false`.
+    Ollama,
+}
+
+/// The judge endpoint, from the command line.
+#[derive(Debug, Clone)]
+pub struct JudgeConfig {
+    /// Default judge model.
+    pub model: Option<String>,
+    /// The route (key target) the judge is reached through.
+    pub route: String,
+    /// The API.
+    pub api: JudgeApi,
+    /// The request path.
+    pub path: String,
+}
+
+/// One vote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Vote {
+    /// The judge request's key.
+    pub key: String,
+    /// Whether it was replayed.
+    pub hit: bool,
+    /// `pass`, `fail`, or `invalid` when the reply did not start with PASS or FAIL.
+    pub verdict: &'static str,
+    /// The judge's reply, shortened.
+    pub reply: String,
+}
+
+/// A judged case.
+#[derive(Debug, Clone, Serialize)]
+pub struct Judgement {
+    /// Whether a strict majority of votes passed.
+    pub pass: bool,
+    /// Votes that passed.
+    pub passed: u32,
+    /// Votes that failed or were invalid.
+    pub failed: u32,
+    /// The share of votes against the majority: 0 when all agree.
+    pub disagreement: f64,
+    /// Each vote.
+    pub votes: Vec<Vote>,
+}
+
+/// Reads a verdict from the first token of a judge reply. Strict on purpose: `PASS` or `FAIL`
+/// in capitals, optionally followed by punctuation; anything else (`**PASS**`, `Pass`,
+/// `I think PASS`) is not a verdict, so a chatty judge shows up as invalid votes rather than
+/// as quietly guessed ones.
+pub fn parse_verdict(reply: &str) -> Option<bool> {
+    let first = reply.split_whitespace().next()?;
+    match first.trim_end_matches(['.', ',', ':', ';', '!']) {
+        "PASS" => Some(true),
+        "FAIL" => Some(false),
+        _ => None,
+    }
+}
+
+impl JudgeConfig {
+    /// The model for a case, or `None` when neither the case nor `--judge-model` names one.
+    pub fn model_for<'a>(&'a self, spec: &'a JudgeSpec) -> Option<&'a str> {
+        spec.model.as_deref().or(self.model.as_deref())
+    }
+
+    /// The request for one vote.
+    pub fn request(&self, spec: &JudgeSpec, text: &str, vote: u32) -> IncomingRequest {
+        let context = match &spec.context {
+            Some(context) => format!("Context:\n<<<\n{context}\n>>>\n\n"),
+            None => String::new(),
+        };
+        let question = QUESTION
+            .replace("{criterion}", &spec.criterion)
+            .replace("{context}", &context)
+            .replace("{vote}", &vote.to_string())
+            .replace("{votes}", &spec.votes.to_string())
+            .replace("{text}", text);
+        let messages = json!([
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": question},
+        ]);
+        // One vote is asked deterministically; several need sampling to be independent.
+        let temperature = if spec.votes > 1 { 1.0 } else { 0.0 };
+        let model = self.model_for(spec).unwrap_or_default();
+        let body: Value = match self.api {
+            JudgeApi::Openai => json!({
+                "model": model,
+                "messages": messages,
+                "temperature": temperature,
+                "seed": vote,
+                "max_tokens": 100,
+            }),
+            JudgeApi::Ollama => json!({
+                "model": model,
+                "messages": messages,
+                "stream": false,
+                "options": {"temperature": temperature, "seed": vote},
+            }),
+        };
+        let mut request = IncomingRequest::post_json(&self.path, &body);
+        request.target = self.route.clone();
+        request
+    }
+
+    /// Asks the judge `spec.votes` times about `text`.
+    pub async fn judge(
+        &self,
+        recorder: &Recorder,
+        spec: &JudgeSpec,
+        text: &str,
+    ) -> Result<Judgement, Stop> {
+        let mut votes = Vec::with_capacity(spec.votes as usize);
+        for vote in 1..=spec.votes {
+            let answer = call(recorder, self.request(spec, text, vote)).await?;
+            let verdict = if !(200..300).contains(&answer.status) {
+                "invalid"
+            } else {
+                match parse_verdict(&answer.answer.text) {
+                    Some(true) => "pass",
+                    Some(false) => "fail",
+                    None => "invalid",
+                }
+            };
+            let reply = if (200..300).contains(&answer.status) {
+                super::graders::shorten(answer.answer.text.trim())
+            } else {
+                format!("judge answered HTTP {}", answer.status)
+            };
+            votes.push(Vote {
+                key: answer.key,
+                hit: answer.hit,
+                verdict,
+                reply,
+            });
+        }
+        let passed = votes.iter().filter(|v| v.verdict == "pass").count() as u32;
+        let failed = spec.votes - passed;
+        let majority = passed.max(failed);
+        Ok(Judgement {
+            pass: passed * 2 > spec.votes,
+            passed,
+            failed,
+            disagreement: f64::from(spec.votes - majority) / f64::from(spec.votes),
+            votes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> JudgeConfig {
+        JudgeConfig {
+            model: Some("judge-1".into()),
+            route: "default".into(),
+            api: JudgeApi::Openai,
+            path: "/v1/chat/completions".into(),
+        }
+    }
+
+    fn spec() -> JudgeSpec {
+        JudgeSpec {
+            criterion: "is polite".into(),
+            context: None,
+            votes: 1,
+            model: None,
+        }
+    }
+
+    #[test]
+    fn verdicts_are_parsed_strictly() {
+        assert_eq!(parse_verdict("PASS"), Some(true));
+        assert_eq!(parse_verdict("  FAIL. The text is rude."), Some(false));
+        assert_eq!(parse_verdict("PASS: polite"), Some(true));
+        for reply in ["Pass", "**PASS**", "I think PASS", "", "PASSED"] {
+            assert_eq!(parse_verdict(reply), None, "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn every_input_of_a_verdict_is_in_its_key() {
+        let keying = cassette_keying::KeyConfig::default();
+        let key = |c: &JudgeConfig, s: &JudgeSpec, text: &str, vote: u32| {
+            c.request(s, text, vote).key(&keying).key.to_string()
+        };
+        let base = key(&config(), &spec(), "Hello", 1);
+        assert_eq!(base, key(&config(), &spec(), "Hello", 1));
+        let other_model = JudgeConfig {
+            model: Some("judge-2".into()),
+            ..config()
+        };
+        let other_criterion = JudgeSpec {
+            criterion: "is rude".into(),
+            ..spec()
+        };
+        let with_context = JudgeSpec {
+            context: Some("facts".into()),
+            ..spec()
+        };
+        let three_votes = JudgeSpec { votes: 3, ..spec() };
+        let variants = [
+            key(&other_model, &spec(), "Hello", 1),
+            key(&config(), &other_criterion, "Hello", 1),
+            key(&config(), &with_context, "Hello", 1),
+            key(&config(), &spec(), "Hello!", 1),
+            key(&config(), &three_votes, "Hello", 1),
+            key(&config(), &three_votes, "Hello", 2),
+        ];
+        for (i, variant) in variants.iter().enumerate() {
+            assert_ne!(&base, variant, "variant {i} reused the base key");
+        }
+    }
+}
