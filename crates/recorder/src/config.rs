@@ -92,8 +92,12 @@ impl RecorderConfig {
                 return Err(format!("route `{}` is configured twice", route.name));
             }
             seen.push(route.name.clone());
-            let url = url::Url::parse(&route.base_url)
-                .map_err(|e| format!("route `{}`: `{}` is not a URL: {e}", route.name, route.base_url))?;
+            let url = url::Url::parse(&route.base_url).map_err(|e| {
+                format!(
+                    "route `{}`: `{}` is not a URL: {e}",
+                    route.name, route.base_url
+                )
+            })?;
             if !matches!(url.scheme(), "http" | "https") {
                 return Err(format!(
                     "route `{}`: `{}` must be an http:// or https:// URL",
@@ -132,10 +136,21 @@ mod tests {
 
     #[test]
     fn validation_names_the_problem() {
-        assert!(with_route("anthropic", "https://api.anthropic.com").validate().is_ok());
-        assert!(with_route("a b", "http://x").validate().unwrap_err().contains("a b"));
-        assert!(with_route("x", "ftp://x").validate().unwrap_err().contains("http"));
-        assert!(with_route("x", "not a url").validate().unwrap_err().contains("not a URL"));
+        assert!(with_route("anthropic", "https://api.anthropic.com")
+            .validate()
+            .is_ok());
+        assert!(with_route("a b", "http://x")
+            .validate()
+            .unwrap_err()
+            .contains("a b"));
+        assert!(with_route("x", "ftp://x")
+            .validate()
+            .unwrap_err()
+            .contains("http"));
+        assert!(with_route("x", "not a url")
+            .validate()
+            .unwrap_err()
+            .contains("not a URL"));
         let mut twice = with_route("x", "http://a");
         twice.routes.push(twice.routes[0].clone());
         assert!(twice.validate().unwrap_err().contains("twice"));

@@ -29,7 +29,9 @@ pub enum Error {
         limit: usize,
     },
     /// A request needs the network but no upstream is configured for its target.
-    #[error("no upstream configured for target `{target}`: set UPSTREAM_BASE or --route {target}=URL")]
+    #[error(
+        "no upstream configured for target `{target}`: set UPSTREAM_BASE or --route {target}=URL"
+    )]
     NoUpstream {
         /// The target (route name).
         target: String,

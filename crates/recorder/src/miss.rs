@@ -4,7 +4,7 @@
 //! an in-memory index between misses; a hit never pays for it.
 
 use crate::cassette::Cassette;
-use cassette_keying::{diff, normalize_path, Difference, KeyConfig, Request};
+use cassette_keying::{diff, normalize_path, Change, Difference, KeyConfig, Request};
 use cassette_store::DynStore;
 use futures::StreamExt;
 use serde::Serialize;
@@ -153,8 +153,8 @@ impl NearestIndex {
             .filter(|e| e.target == target && e.path == path)
             .map(|e| (e, diff(&e.material, material)))
             .min_by(|(a, da), (b, db)| {
-                da.len()
-                    .cmp(&db.len())
+                distance(da)
+                    .total_cmp(&distance(db))
                     .then_with(|| b.recorded_at.cmp(&a.recorded_at))
             });
         match nearest {
@@ -182,6 +182,38 @@ impl NearestIndex {
             }
         }
     }
+}
+
+/// How far apart two requests are: each difference counts 1, except that a changed string
+/// counts only the share of its characters that changed, so a reworded prompt is nearer than
+/// a different one.
+fn distance(differences: &[Difference]) -> f64 {
+    differences
+        .iter()
+        .map(|d| match &d.change {
+            Change::Changed { old, new } if old.starts_with('"') && new.starts_with('"') => {
+                changed_share(old, new)
+            }
+            _ => 1.0,
+        })
+        .sum()
+}
+
+/// The share of characters outside the common prefix and suffix of two strings.
+fn changed_share(old: &str, new: &str) -> f64 {
+    let a: Vec<char> = old.chars().collect();
+    let b: Vec<char> = new.chars().collect();
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let max_suffix = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suffix)
+        .take_while(|(x, y)| x == y)
+        .count();
+    let longest = a.len().max(b.len()).max(1);
+    (longest - prefix - suffix) as f64 / longest as f64
 }
 
 fn render(differences: &[Difference]) -> Vec<String> {
@@ -232,4 +264,18 @@ pub fn keyed_stored_request(cassette: &Cassette, config: &KeyConfig) -> cassette
         keyed = keyed.header(name, value);
     }
     keyed.key(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reworded_string_is_nearer_than_a_different_one() {
+        let reworded = changed_share("\"Where is my refund?\"", "\"Where's my refund?\"");
+        let different = changed_share("\"Something else\"", "\"Where's my refund?\"");
+        assert!(reworded < 0.3, "{reworded}");
+        assert!(different > 0.8, "{different}");
+        assert_eq!(changed_share("\"same\"", "\"same\""), 0.0);
+    }
 }

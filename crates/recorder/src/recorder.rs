@@ -436,7 +436,10 @@ impl Recorder {
             )
             .await
             .inspect_err(|_| {
-                inner.counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                inner
+                    .counters
+                    .upstream_errors
+                    .fetch_add(1, Ordering::Relaxed);
             })?;
         let status = response.status().as_u16();
         let headers: Vec<(String, String)> = response
@@ -470,7 +473,10 @@ impl Recorder {
             Some(format) => ResponseBody::Stream(draft.clone().relay_stream(format, response)),
             None => {
                 let bytes = response.bytes().await.map_err(|e| {
-                    inner.counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                    inner
+                        .counters
+                        .upstream_errors
+                        .fetch_add(1, Ordering::Relaxed);
                     crate::error::upstream_error(&endpoint, &e, inner.config.upstream_timeout)
                 })?;
                 let stored = StoredBody::from_bytes(&bytes);
@@ -610,7 +616,10 @@ impl Draft {
             method: request.method.to_ascii_uppercase(),
             path: request.path.clone(),
             query: redactor.query(&request.query),
-            headers: redactor.request_headers(&request.headers).into_iter().collect(),
+            headers: redactor
+                .request_headers(&request.headers)
+                .into_iter()
+                .collect(),
             body: request_body,
         };
         let summary = response_body

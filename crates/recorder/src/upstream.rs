@@ -69,7 +69,8 @@ fn split_origin(base: &str) -> (&str, &str) {
 fn has_credentials(headers: &[(String, String)]) -> bool {
     headers.iter().any(|(name, value)| {
         let name = name.to_ascii_lowercase();
-        matches!(name.as_str(), "authorization" | "x-api-key" | "api-key") && !value.trim().is_empty()
+        matches!(name.as_str(), "authorization" | "x-api-key" | "api-key")
+            && !value.trim().is_empty()
     })
 }
 
@@ -133,12 +134,36 @@ mod tests {
     #[test]
     fn v1_is_never_doubled() {
         let table = [
-            ("https://api.openai.com", "/v1/chat/completions", "https://api.openai.com/v1/chat/completions"),
-            ("https://api.openai.com/v1", "/v1/chat/completions", "https://api.openai.com/v1/chat/completions"),
-            ("https://api.openai.com/v1/", "/v1/chat/completions", "https://api.openai.com/v1/chat/completions"),
-            ("https://openrouter.ai/api/v1", "/v1/chat/completions", "https://openrouter.ai/api/v1/chat/completions"),
-            ("https://openrouter.ai/api/v1", "/chat/completions", "https://openrouter.ai/api/v1/chat/completions"),
-            ("http://127.0.0.1:11434", "/api/chat", "http://127.0.0.1:11434/api/chat"),
+            (
+                "https://api.openai.com",
+                "/v1/chat/completions",
+                "https://api.openai.com/v1/chat/completions",
+            ),
+            (
+                "https://api.openai.com/v1",
+                "/v1/chat/completions",
+                "https://api.openai.com/v1/chat/completions",
+            ),
+            (
+                "https://api.openai.com/v1/",
+                "/v1/chat/completions",
+                "https://api.openai.com/v1/chat/completions",
+            ),
+            (
+                "https://openrouter.ai/api/v1",
+                "/v1/chat/completions",
+                "https://openrouter.ai/api/v1/chat/completions",
+            ),
+            (
+                "https://openrouter.ai/api/v1",
+                "/chat/completions",
+                "https://openrouter.ai/api/v1/chat/completions",
+            ),
+            (
+                "http://127.0.0.1:11434",
+                "/api/chat",
+                "http://127.0.0.1:11434/api/chat",
+            ),
             ("http://h/api", "/api/chat", "http://h/api/chat"),
             ("http://h", "/", "http://h/"),
             ("http://h/v1", "/v1", "http://h/v1"),
@@ -146,12 +171,18 @@ mod tests {
         for (base, path, expected) in table {
             assert_eq!(join_url(base, path, ""), expected, "{base} + {path}");
         }
-        assert_eq!(join_url("http://h/v1", "/v1/models", "a=1"), "http://h/v1/models?a=1");
+        assert_eq!(
+            join_url("http://h/v1", "/v1/models", "a=1"),
+            "http://h/v1/models?a=1"
+        );
     }
 
     #[test]
     fn credentials_are_detected_in_any_case() {
-        assert!(has_credentials(&[("Authorization".into(), "Bearer x".into())]));
+        assert!(has_credentials(&[(
+            "Authorization".into(),
+            "Bearer x".into()
+        )]));
         assert!(has_credentials(&[("X-Api-Key".into(), "k".into())]));
         assert!(!has_credentials(&[("content-type".into(), "x".into())]));
     }

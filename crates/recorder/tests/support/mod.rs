@@ -1,0 +1,204 @@
+//! A fake upstream LLM server for recorder tests: it stands in for the vendor, answers with
+//! scripted replies (JSON, raw bytes, or a stream cut into irregular pieces) and counts the
+//! connections and requests it receives, so tests can prove replay never called it.
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use axum::serve::ListenerExt;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the fake answers on a path.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// A complete body with this status and content type.
+    Body {
+        status: u16,
+        content_type: String,
+        body: Bytes,
+    },
+    /// A streamed body, sent in pieces of the given sizes (cycled), with a short pause
+    /// between pieces so the client really sees them separately.
+    Stream {
+        content_type: String,
+        body: Bytes,
+        pieces: Vec<usize>,
+    },
+}
+
+impl Reply {
+    pub fn json(status: u16, value: serde_json::Value) -> Reply {
+        Reply::Body {
+            status,
+            content_type: "application/json".into(),
+            body: Bytes::from(value.to_string()),
+        }
+    }
+}
+
+/// A request the fake received.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: String,
+    pub uri: String,
+    pub headers: HashMap<String, String>,
+    pub body: Bytes,
+}
+
+#[derive(Default)]
+struct Shared {
+    replies: Mutex<HashMap<String, Reply>>,
+    seen: Mutex<Vec<Seen>>,
+    connections: AtomicU64,
+    requests: AtomicU64,
+}
+
+pub struct FakeUpstream {
+    pub url: String,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl FakeUpstream {
+    pub async fn start() -> FakeUpstream {
+        let shared = Arc::new(Shared::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let counter = shared.clone();
+        let listener = listener.tap_io(move |_| {
+            counter.connections.fetch_add(1, Ordering::SeqCst);
+        });
+        let app = axum::Router::new()
+            .fallback(answer)
+            .with_state(shared.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        FakeUpstream {
+            url,
+            shared,
+            stop: Some(stop),
+        }
+    }
+
+    /// Scripts the reply for a path (without query).
+    pub fn reply(&self, path: &str, reply: Reply) {
+        self.shared
+            .replies
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), reply);
+    }
+
+    pub fn connections(&self) -> u64 {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.shared.requests.load(Ordering::SeqCst)
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.shared.seen.lock().unwrap().clone()
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+async fn answer(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    shared.requests.fetch_add(1, Ordering::SeqCst);
+    shared.seen.lock().unwrap().push(Seen {
+        method: method.to_string(),
+        uri: uri.to_string(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("").to_owned()))
+            .collect(),
+        body,
+    });
+    let reply = shared.replies.lock().unwrap().get(uri.path()).cloned();
+    match reply {
+        None => Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .header("content-type", "application/json")
+            .body(Body::from(format!(
+                "{{\"error\":{{\"message\":\"fake upstream has no reply for {}\"}}}}",
+                uri.path()
+            )))
+            .unwrap(),
+        Some(Reply::Body {
+            status,
+            content_type,
+            body,
+        }) => Response::builder()
+            .status(status)
+            .header("content-type", content_type)
+            .header("set-cookie", "session=fake-upstream-cookie-secret")
+            .header("x-request-id", "req_fake_1")
+            .body(Body::from(body))
+            .unwrap(),
+        Some(Reply::Stream {
+            content_type,
+            body,
+            pieces,
+        }) => {
+            let chunks = cut(&body, &pieces);
+            let stream = futures::stream::iter(chunks).then(|chunk| async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                Ok::<_, std::io::Error>(chunk)
+            });
+            Response::builder()
+                .status(200)
+                .header("content-type", content_type)
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+    }
+}
+
+use futures::StreamExt;
+
+/// Cuts `body` into pieces of the given sizes, cycling through them.
+pub fn cut(body: &Bytes, sizes: &[usize]) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut i = 0;
+    while at < body.len() {
+        let size = sizes[i % sizes.len()].max(1);
+        let end = (at + size).min(body.len());
+        out.push(body.slice(at..end));
+        at = end;
+        i += 1;
+    }
+    out
+}
+
+/// Reads a file under the repository's tests/fixtures/streams folder.
+pub fn fixture(name: &str) -> Bytes {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/streams")
+        .join(name);
+    Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
