@@ -98,7 +98,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             ""
         };
         eprintln!(
-            "cassette exec: {mode} {}, store {store}{hint}",
+            "cassette exec ({mode}, store {store}): {}{hint}",
             summary(&stats)
         );
         Ok(if misses > 0 {

@@ -149,11 +149,11 @@ impl RecorderArgs {
     /// Opens the store (with the cache in front when one is set).
     pub fn open_store(&self) -> anyhow::Result<DynStore> {
         let url = self.store_url();
-        match &self.cache {
-            None => cassette_store::open(&url).with_context(|| format!("cannot open the store {url}")),
-            Some(cache) => cassette_store::open_tiered(&url, cache)
-                .with_context(|| format!("cannot open the store {url} with the cache {cache}")),
-        }
+        let cache = self.cache.as_deref().map(str::trim);
+        cassette_store::open_tiered(&url, cache).with_context(|| match cache {
+            None => format!("cannot open the store {url}"),
+            Some(cache) => format!("cannot open the store {url} with the cache {cache}"),
+        })
     }
 
     /// Builds the recorder from `config` (as returned by [`RecorderArgs::config`], possibly

@@ -419,7 +419,7 @@ async fn recording_one_key_twice_at_once_leaves_one_complete_cassette() {
     assert_eq!(keys.len(), 1);
     let document: Value = serde_json::from_slice(&store.get(&keys[0]).await.unwrap().unwrap()).unwrap();
     assert_eq!(document["key"], keys[0].as_str());
-    assert_eq!(document["response"]["body"]["choices"][0]["message"]["content"], "Hello");
+    assert_eq!(document["response"]["body"]["json"]["choices"][0]["message"]["content"], "Hello");
 }
 
 #[tokio::test]

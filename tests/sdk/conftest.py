@@ -1,0 +1,246 @@
+"""Fixtures for driving the official OpenAI and Anthropic Python SDKs through `cassette proxy`.
+
+A fake upstream (a threaded HTTP server) stands in for the vendors: it answers with the
+realistic provider bodies under tests/fixtures/streams/, sends streams in irregular chunks, and
+counts the connections it accepts. "Stopping" it closes the HTTP server and leaves a bare
+listener on the same port that only counts and drops connections, so a replay that tried to
+reach the upstream would be seen, not merely fail.
+
+The cassette binary comes from CASSETTE_BIN (scripts/test.sh sets it to target/debug/cassette).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STREAMS = ROOT / "tests" / "fixtures" / "streams"
+
+# Sizes the fake cuts streamed bodies into, cycled: single bytes split UTF-8 characters and
+# `data:` lines, larger pieces carry several events at once.
+PIECES = [1, 17, 5, 240, 3, 64, 1, 1024, 9]
+
+
+def fixture_bytes(name: str) -> bytes:
+    return (STREAMS / name).read_bytes()
+
+
+def fixture_json(name: str):
+    return json.loads(fixture_bytes(name))
+
+
+def cassette_bin() -> str:
+    path = os.environ.get("CASSETTE_BIN") or str(ROOT / "target" / "debug" / "cassette")
+    if not os.path.exists(path):
+        pytest.fail(f"cassette binary not found at {path}; build it or set CASSETTE_BIN")
+    return path
+
+
+def _answer_for(path: str, body: dict) -> tuple[str, bytes]:
+    """The content type and body the fake vendor answers `path` with."""
+    stream = bool(body.get("stream"))
+    if path == "/v1/chat/completions":
+        if stream:
+            return "text/event-stream", fixture_bytes("openai_chat_tool.sse")
+        return "application/json", fixture_bytes("openai_chat.response.json")
+    if path == "/v1/responses":
+        if stream:
+            return "text/event-stream", fixture_bytes("openai_responses.sse")
+        return "application/json", fixture_bytes("openai_responses.response.json")
+    if path == "/v1/messages":
+        if stream:
+            return "text/event-stream", fixture_bytes("anthropic_tool_use.sse")
+        return "application/json", fixture_bytes("anthropic.response.json")
+    return "", b""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "_FakeServer"
+
+    def log_message(self, *args):  # keep pytest output readable
+        pass
+
+    def do_POST(self):
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        self.server.owner.record(self.path, dict(self.headers.items()), body)
+        content_type, answer = _answer_for(self.path, body)
+        if not content_type:
+            self.send_response(404)
+            self.send_header("content-type", "application/json")
+            payload = json.dumps({"error": {"type": "not_found", "message": self.path}}).encode()
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        if content_type == "text/event-stream":
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            offset, i = 0, 0
+            while offset < len(answer):
+                piece = answer[offset : offset + PIECES[i % len(PIECES)]]
+                offset += len(piece)
+                i += 1
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        else:
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+
+class _FakeServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, owner: "FakeUpstream", port: int):
+        self.owner = owner
+        super().__init__(("127.0.0.1", port), _Handler)
+
+    def get_request(self):
+        conn = super().get_request()
+        self.owner.count_connection()
+        return conn
+
+
+class FakeUpstream:
+    """The stand-in vendor. `connections` counts every TCP connection accepted, served or not."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.connections = 0
+        self.requests: list[tuple[str, dict, dict]] = []
+        self._server = _FakeServer(self, 0)
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self._sink: socket.socket | None = None
+        self._sink_thread: threading.Thread | None = None
+
+    def count_connection(self):
+        with self._lock:
+            self.connections += 1
+
+    def record(self, path: str, headers: dict, body: dict):
+        with self._lock:
+            self.requests.append((path, headers, body))
+
+    def stop(self):
+        """Stops serving HTTP; keeps counting (and dropping) connections to the port."""
+        if self._sink is not None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+        sink = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sink.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sink.bind(("127.0.0.1", self.port))
+        sink.listen(64)
+        self._sink = sink
+
+        def drop():
+            while True:
+                try:
+                    conn, _ = sink.accept()
+                except OSError:
+                    return
+                self.count_connection()
+                conn.close()
+
+        self._sink_thread = threading.Thread(target=drop, daemon=True)
+        self._sink_thread.start()
+
+    def close(self):
+        if self._sink is not None:
+            self._sink.close()
+        else:
+            self._server.shutdown()
+            self._server.server_close()
+
+
+class Proxy:
+    """A `cassette proxy` process on a free loopback port."""
+
+    def __init__(self, args: list[str], env: dict | None = None):
+        self.args = args
+        full_env = dict(os.environ)
+        for name in ("CASSETTE_MODE", "CASSETTE_STORE", "CASSETTE_DIR", "CASSETTE_CACHE",
+                     "UPSTREAM_BASE", "UPSTREAM_API_KEY", "PORT"):
+            full_env.pop(name, None)
+        full_env.update(env or {})
+        self.process = subprocess.Popen(
+            [cassette_bin(), "proxy", "--listen", "127.0.0.1:0", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=full_env,
+            text=True,
+        )
+        self.stderr: list[str] = []
+        self.url = None
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            if "listening on " in line:
+                self.url = line.split("listening on ", 1)[1].split()[0]
+                break
+        if self.url is None:
+            self.process.wait(timeout=10)
+            raise RuntimeError(f"cassette proxy did not start: {''.join(self.stderr)}")
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
+
+    def _read_rest(self):
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+
+    def stats(self) -> dict:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/_cassette/stats", timeout=10) as response:
+            return json.loads(response.read())
+
+    def stop(self) -> str:
+        """SIGINT, wait for the graceful exit, return everything it wrote on stderr."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(timeout=30)
+            self._drain.join(timeout=10)
+        return "".join(self.stderr)
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    fake = FakeUpstream()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory) -> str:
+    return "file://" + str(tmp_path_factory.mktemp("cassettes"))
+
+
+@pytest.fixture(scope="session")
+def cassette():
+    return cassette_bin()

@@ -1,0 +1,137 @@
+"""`cassette exec` around a small Python program that uses the OpenAI SDK with no configuration
+of its own: record, then replay with the vendor stopped, and the exit statuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+APP = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    import openai
+
+    question, code = sys.argv[1], int(sys.argv[2])
+    client = openai.OpenAI()  # base URL and key come from the environment cassette exec sets
+    try:
+        r = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": question}]
+        )
+        print(json.dumps({"content": r.choices[0].message.content}))
+    except openai.ConflictError as e:
+        print(json.dumps({"miss": e.body["key"]}))
+    sys.stdout.flush()
+    if code < 0:
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+    """
+)
+
+ENV_PROBE = textwrap.dedent(
+    """
+    import json, os
+    names = ["CASSETTE_PROXY_URL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST",
+             "OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+    print(json.dumps({n: os.environ.get(n) for n in names}))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    path = tmp_path_factory.mktemp("app") / "app.py"
+    path.write_text(APP)
+    return str(path)
+
+
+def exec_(cassette, store_url, args, env=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_"))}
+    full.update(env or {})
+    return subprocess.run(
+        [cassette, "exec", "--store", store_url, *args],
+        capture_output=True, text=True, timeout=120, env=full,
+    )
+
+
+@pytest.fixture(scope="module")
+def recorded(cassette, store_url, upstream, app):
+    result = exec_(
+        cassette, store_url, ["--", sys.executable, app, "Where is my refund?", "0"],
+        env={"CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": "sk-test-exec"},
+    )
+    return result
+
+
+def test_record_runs_the_command_and_records(recorded, upstream):
+    assert recorded.returncode == 0, recorded.stderr
+    assert json.loads(recorded.stdout) == {"content": "I'll look that up: the refund takes 5–7 business days."}
+    assert "1 recorded" in recorded.stderr
+    assert len(upstream.requests) == 1
+    # The summary is one line.
+    summary = [line for line in recorded.stderr.splitlines() if line.startswith("cassette exec:")]
+    assert len(summary) == 1, recorded.stderr
+
+
+@pytest.fixture(scope="module")
+def stopped(recorded, upstream):
+    upstream.stop()
+    return upstream.connections
+
+
+def test_replay_answers_with_the_vendor_stopped_and_no_key(cassette, store_url, app, recorded, upstream, stopped):
+    result = exec_(cassette, store_url, ["--", sys.executable, app, "Where is my refund?", "0"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == recorded.stdout
+    assert "1 hits, 0 misses" in result.stderr
+    assert upstream.connections == stopped
+
+
+@pytest.mark.parametrize("code", [1, 3])
+def test_replay_passes_the_command_status_through(cassette, store_url, app, stopped, code):
+    result = exec_(cassette, store_url, ["--", sys.executable, app, "Where is my refund?", str(code)])
+    assert result.returncode == code, result.stderr
+
+
+def test_a_signal_ends_with_128_plus_n(cassette, store_url, app, stopped):
+    result = exec_(cassette, store_url, ["--", sys.executable, app, "Where is my refund?", "-15"])
+    assert result.returncode == 128 + 15, result.stderr
+
+
+def test_any_miss_exits_2_even_when_the_command_succeeds(cassette, store_url, app, upstream, stopped):
+    result = exec_(cassette, store_url, ["--", sys.executable, app, "Something never recorded", "0"])
+    assert result.returncode == 2, result.stderr
+    miss = json.loads(result.stdout)["miss"]
+    assert len(miss) == 64
+    assert "1 misses" in result.stderr
+    # The proxy's log names the key too, so the miss is visible whatever the app prints.
+    assert miss in result.stderr
+    assert upstream.connections == stopped
+
+
+def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_url, tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(ENV_PROBE)
+    result = exec_(cassette, store_url, ["--", sys.executable, str(probe)])
+    assert result.returncode == 0, result.stderr
+    env = json.loads(result.stdout)
+    url = env["CASSETTE_PROXY_URL"]
+    assert url.startswith("http://127.0.0.1:")
+    assert env["OPENAI_BASE_URL"] == f"{url}/v1"
+    assert env["ANTHROPIC_BASE_URL"] == f"{url}/anthropic"
+    assert env["OLLAMA_HOST"] == f"{url}/ollama"
+    assert env["OPENAI_API_KEY"] and env["ANTHROPIC_API_KEY"]
+
+    # A key the user set is kept.
+    result = exec_(cassette, store_url, ["--", sys.executable, str(probe)], env={"OPENAI_API_KEY": "mine"})
+    assert json.loads(result.stdout)["OPENAI_API_KEY"] == "mine"
+
+
+def test_a_command_that_cannot_start_is_an_error(cassette, store_url):
+    result = exec_(cassette, store_url, ["--", "/nonexistent/command"])
+    assert result.returncode == 2
+    assert "/nonexistent/command" in result.stderr
