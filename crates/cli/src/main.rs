@@ -1,7 +1,10 @@
 //! The `cassette` command line: parses arguments into typed commands and maps results to exit
 //! codes.
 
+mod exec;
 mod key;
+mod proxy;
+mod settings;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,12 +24,18 @@ struct Cli {
 enum Command {
     /// Print the key of a request.
     Key(key::KeyArgs),
+    /// Serve record/replay over HTTP: point any SDK's base URL at it.
+    Proxy(proxy::ProxyArgs),
+    /// Run a command with its SDKs pointed at an in-process proxy; exit 2 on any replay miss.
+    Exec(exec::ExecArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Key(args) => key::run(args),
+        Command::Proxy(args) => proxy::run(args),
+        Command::Exec(args) => exec::run(args),
     };
     match result {
         Ok(code) => code,
