@@ -4,6 +4,7 @@
 mod exec;
 mod key;
 mod proxy;
+mod request_file;
 mod settings;
 
 use clap::{Parser, Subcommand};
