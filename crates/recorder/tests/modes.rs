@@ -353,7 +353,7 @@ async fn binary_and_non_utf8_bodies_replay_byte_for_byte() {
             &expected[..]
         );
         let replayed = replayer.handle(request).await.unwrap();
-        assert_eq!(replayed.response.header("content-type").is_some(), true);
+        assert!(replayed.response.header("content-type").is_some());
         assert_eq!(
             &replayed.response.into_bytes().await.unwrap()[..],
             &expected[..]
