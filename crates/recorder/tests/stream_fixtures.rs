@@ -591,9 +591,22 @@ fn malformed_streams_name_the_place() {
 
     let err = error_of(
         StreamFormat::OpenaiResponses,
-        b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"x\"}\n\n",
+        b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":[]}\n\n",
     );
     assert!(matches!(err, StreamError::Malformed { .. }), "{err}");
+    assert!(err.to_string().contains("`response.completed`"), "{err}");
+
+    // A delta the assembler cannot place is no reason to refuse the recording: the terminal
+    // event carries the whole answer.
+    let body = String::from_utf8(bytes("openai_responses.sse"))
+        .unwrap()
+        .replace("event: response.content_part.added\n", "event: ignored\n")
+        .replace(
+            "\"type\":\"response.content_part.added\"",
+            "\"type\":\"ignored\"",
+        );
+    let got = assemble(StreamFormat::OpenaiResponses, &[body.as_bytes()]).unwrap();
+    assert_eq!(got, json_fixture("openai_responses.final.json"));
 
     let err = error_of(
         StreamFormat::OpenaiChat,

@@ -68,16 +68,21 @@ impl Assembly {
                 }
                 self.done_items.insert(output_index()?, item);
             }
+            // Deltas only matter when the terminal event leaves `output` out; the terminal
+            // event is authoritative, so a delta this code cannot place is skipped rather than
+            // failing a recording whose answer arrives whole at the end anyway.
             "response.content_part.added" => {
-                let index = output_index()?;
-                let item = self.item(index, format, &at)?;
                 let part = payload.get("part").cloned().unwrap_or(Value::Null);
-                if let Some(content) = item.get_mut("content").and_then(Value::as_array_mut) {
+                if let Some(content) = self
+                    .items
+                    .get_mut(&output_index()?)
+                    .and_then(|item| item.get_mut("content"))
+                    .and_then(Value::as_array_mut)
+                {
                     content.push(part);
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
-                let index = output_index()?;
                 let field = if kind == "response.output_text.delta" {
                     "text"
                 } else {
@@ -85,49 +90,26 @@ impl Assembly {
                 };
                 let content_index = payload.get("content_index").and_then(Value::as_u64);
                 let delta = payload.get("delta").and_then(Value::as_str).unwrap_or("");
-                let item = self.item(index, format, &at)?;
-                let part = content_index.and_then(|ci| {
-                    item.get_mut("content")
-                        .and_then(Value::as_array_mut)
-                        .and_then(|c| c.get_mut(ci as usize))
-                });
-                let Some(Value::Object(part)) = part else {
-                    return Err(malformed(
-                        format,
-                        at(),
-                        format!(
-                            "delta for a content part that output item {index} never announced"
-                        ),
-                    ));
-                };
-                super::merge_field(part, field, json!(delta));
+                let part = self
+                    .items
+                    .get_mut(&output_index()?)
+                    .and_then(|item| item.get_mut("content"))
+                    .and_then(Value::as_array_mut)
+                    .zip(content_index)
+                    .and_then(|(content, ci)| content.get_mut(usize::try_from(ci).ok()?));
+                if let Some(Value::Object(part)) = part {
+                    super::merge_field(part, field, json!(delta));
+                }
             }
             "response.function_call_arguments.delta" => {
-                let index = output_index()?;
                 let delta = payload.get("delta").and_then(Value::as_str).unwrap_or("");
-                let Value::Object(item) = self.item(index, format, &at)? else {
-                    return Err(malformed(format, at(), "output item is not an object"));
-                };
-                super::merge_field(item, "arguments", json!(delta));
+                if let Some(Value::Object(item)) = self.items.get_mut(&output_index()?) {
+                    super::merge_field(item, "arguments", json!(delta));
+                }
             }
             _ => {}
         }
         Ok(())
-    }
-
-    fn item(
-        &mut self,
-        index: u64,
-        format: &'static str,
-        at: &dyn Fn() -> String,
-    ) -> Result<&mut Value, StreamError> {
-        self.items.get_mut(&index).ok_or_else(|| {
-            malformed(
-                format,
-                at(),
-                format!("event for output item {index} before its `response.output_item.added`"),
-            )
-        })
     }
 
     pub fn finish(self) -> Result<Value, StreamError> {
