@@ -1,0 +1,103 @@
+//! A scratch folder to run `cassette` commands in, with the environment cleared of every
+//! cassette setting so a developer's shell cannot change what a test sees.
+
+#![allow(dead_code)] // Each test binary uses its own subset.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Variables the cassette commands read; removed from every child.
+const SETTINGS: &[&str] = &[
+    "CASSETTE_MODE",
+    "CASSETTE_STORE",
+    "CASSETTE_DIR",
+    "CASSETTE_CACHE",
+    "CASSETTE_USAGE_LOG",
+    "CASSETTE_JUDGE_MODEL",
+    "UPSTREAM_BASE",
+    "UPSTREAM_API_KEY",
+];
+
+/// A temporary working folder.
+pub struct Workdir {
+    dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    /// A fresh empty folder.
+    pub fn new() -> Workdir {
+        Workdir {
+            dir: tempfile::tempdir().expect("creating a temp folder"),
+        }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A path inside it.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes a file inside it and returns its path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("creating a folder");
+        }
+        std::fs::write(&path, text).expect("writing a file");
+        path
+    }
+
+    /// `file://` URL of a store folder inside it.
+    pub fn store(&self, name: &str) -> String {
+        format!("file://{}", self.join(name).display())
+    }
+
+    /// A `cassette` command run in this folder with a clean environment.
+    pub fn cassette(&self) -> Command {
+        let mut cmd = super::cassette();
+        cmd.current_dir(self.path());
+        for name in SETTINGS {
+            cmd.env_remove(name);
+        }
+        cmd
+    }
+
+    /// Runs `cassette ARGS` here and returns its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cassette().args(args).output().expect("running cassette")
+    }
+}
+
+/// The exit code, with both streams in the message when there is none.
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or_else(|| {
+        panic!(
+            "killed by a signal\nstdout:\n{}\nstderr:\n{}",
+            super::stdout(out),
+            super::stderr(out)
+        )
+    })
+}
+
+/// Both streams, for assertion messages.
+pub fn both(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        super::stdout(out),
+        super::stderr(out)
+    )
+}
+
+/// Standard output parsed as JSON Lines.
+pub fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    super::stdout(out)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is not JSON: {e}")))
+        .collect()
+}
