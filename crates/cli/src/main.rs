@@ -1,10 +1,13 @@
 //! The `cassette` command line: parses arguments into typed commands and maps results to exit
 //! codes.
 
+mod answer;
 mod exec;
 mod key;
+mod maint;
 mod proxy;
 mod request_file;
+mod run;
 mod settings;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +32,28 @@ enum Command {
     Proxy(proxy::ProxyArgs),
     /// Run a command with its SDKs pointed at an in-process proxy; exit 2 on any replay miss.
     Exec(exec::ExecArgs),
+    /// Run a JSONL prompt suite through the recorder and grade each answer.
+    Run(run::RunArgs),
+    /// Is a request recorded? If not, the nearest recording and what differs.
+    Explain(maint::explain::ExplainArgs),
+    /// List the recorded cassettes.
+    Ls(maint::ls::LsArgs),
+    /// Print one cassette readably (a unique key prefix is enough).
+    Show(maint::show::ShowArgs),
+    /// Check that cassettes parse, keys still match, and no credential is stored.
+    Verify(maint::verify::VerifyArgs),
+    /// Delete cassettes that no usage log names.
+    Gc(maint::gc::GcArgs),
+    /// Copy cassettes between stores (create-only and resumable by default).
+    Copy(maint::copy::CopyArgs),
+    /// Compare two stores: keys only in one, and changed answers.
+    Diff(maint::diff::DiffArgs),
+    /// Compare two saved runs: regressions, fixes, added and removed cases.
+    DiffRuns(maint::diff_runs::DiffRunsArgs),
+    /// Send a request live N times (never stored) and count distinct answers.
+    Probe(maint::probe::ProbeArgs),
+    /// Keep the cases whose score is near their threshold, for a canary suite.
+    Canary(maint::canary::CanaryArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +62,17 @@ fn main() -> ExitCode {
         Command::Key(args) => key::run(args),
         Command::Proxy(args) => proxy::run(args),
         Command::Exec(args) => exec::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Explain(args) => maint::explain::run(args),
+        Command::Ls(args) => maint::ls::run(args),
+        Command::Show(args) => maint::show::run(args),
+        Command::Verify(args) => maint::verify::run(args),
+        Command::Gc(args) => maint::gc::run(args),
+        Command::Copy(args) => maint::copy::run(args),
+        Command::Diff(args) => maint::diff::run(args),
+        Command::DiffRuns(args) => maint::diff_runs::run(args),
+        Command::Probe(args) => maint::probe::run(args),
+        Command::Canary(args) => maint::canary::run(args),
     };
     match result {
         Ok(code) => code,
