@@ -228,6 +228,23 @@ impl Recorder {
         Self::with_usage_log(config, store, None)
     }
 
+    /// Opens the store at `store_url`, with an optional local cache in front of it (`--cache`),
+    /// and builds a recorder over it. The configuration is validated before the store is
+    /// touched; in replay mode the store is wrapped read-only, so replay cannot write.
+    pub fn open(
+        config: RecorderConfig,
+        store_url: &str,
+        cache_url: Option<&str>,
+    ) -> Result<Recorder> {
+        config.validate().map_err(Error::Config)?;
+        let store = cassette_store::open_tiered(store_url, cache_url)?;
+        let store: DynStore = match config.mode {
+            Mode::Replay => Arc::new(cassette_store::readonly::ReadOnlyStore::new(store)),
+            _ => store,
+        };
+        Self::new(config, store)
+    }
+
     /// Like [`Recorder::new`], also appending the key of every cassette served or recorded to
     /// `usage_log` (one key a line), for `cassette gc --unused`.
     pub fn with_usage_log(
