@@ -684,3 +684,84 @@ fn events_after_the_end_are_ignored_and_missing_final_blank_line_is_tolerated() 
     let got = assemble(StreamFormat::AnthropicMessages, &[trimmed]).unwrap();
     assert_eq!(got, json_fixture("anthropic_tool_use.final.json"));
 }
+
+#[test]
+fn less_common_shapes_round_trip() {
+    let cases = [
+        (
+            StreamFormat::OpenaiChat,
+            json!({
+                "id": "chatcmpl-n2", "object": "chat.completion", "created": 1, "model": "deepseek-reasoner",
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "Four.", "reasoning_content": "2 + 2 is 4, said briefly."},
+                     "logprobs": {"content": [{"token": "Four", "logprob": -0.1, "bytes": [70, 111, 117, 114], "top_logprobs": []}], "refusal": null},
+                     "finish_reason": "stop"},
+                    {"index": 1, "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."},
+                     "logprobs": null, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12}
+            }),
+        ),
+        (
+            StreamFormat::OpenaiResponses,
+            json!({
+                "id": "resp_1", "object": "response", "created_at": 1, "status": "incomplete",
+                "incomplete_details": {"reason": "max_output_tokens"}, "model": "gpt-4.1",
+                "output": [
+                    {"id": "msg_1", "type": "message", "status": "incomplete", "role": "assistant", "content": [
+                        {"type": "refusal", "refusal": "No."},
+                        {"type": "output_text", "annotations": [{"type": "url_citation", "url": "https://example.com", "start_index": 0, "end_index": 4, "title": "Ex"}], "logprobs": [], "text": "Half an ans"}
+                    ]},
+                    {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}}
+                ],
+                "usage": {"input_tokens": 5, "output_tokens": 16, "total_tokens": 21}
+            }),
+        ),
+        (
+            StreamFormat::AnthropicMessages,
+            json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-opus-4-1",
+                "content": [
+                    {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"},
+                    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "weather Paris"}},
+                    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "title": "Météo", "url": "https://example.com", "encrypted_content": "abc", "page_age": null}]},
+                    {"type": "text", "text": "It is sunny.", "citations": [{"type": "web_search_result_location", "cited_text": "sunny", "url": "https://example.com", "title": "Météo", "encrypted_index": "x"}]},
+                    {"type": "tool_use", "id": "toolu_2", "name": "noop", "input": {}}
+                ],
+                "stop_reason": "max_tokens", "stop_sequence": null, "container": null,
+                "usage": {"input_tokens": 10, "output_tokens": 0, "server_tool_use": {"web_search_requests": 1}}
+            }),
+        ),
+        (
+            StreamFormat::OllamaNdjson,
+            json!({
+                "model": "qwen3", "created_at": "2025-01-01T00:00:00Z", "response": "", "thinking": "Nothing to say.",
+                "done": true, "done_reason": "length", "eval_count": 3
+            }),
+        ),
+    ];
+    for (format, final_response) in cases {
+        round_trip(format, &final_response, format.name());
+    }
+}
+
+#[test]
+fn compatible_servers_tool_calls_without_index() {
+    let body = concat!(
+        "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":\"}}]}}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"1}\"}}]}}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let got = assemble(StreamFormat::OpenaiChat, &[body.as_bytes()]).unwrap();
+    assert_eq!(
+        got["choices"][0]["message"]["tool_calls"],
+        json!([
+            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}},
+            {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}
+        ])
+    );
+    assert_eq!(got["choices"][0]["message"]["content"], Value::Null);
+    assert_eq!(got["choices"][0]["finish_reason"], "tool_calls");
+}
