@@ -187,9 +187,9 @@ pub async fn list_prefix(store: &dyn Store) {
         store.location()
     );
     assert_eq!(
-        list(store, &long[..40]).await,
+        list(store, &long[..63]).await,
         vec![long],
-        "{}: list(40 chars)",
+        "{}: list(63 chars)",
         store.location()
     );
     assert!(

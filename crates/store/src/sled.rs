@@ -64,12 +64,14 @@ impl SledStore {
 
     async fn flush(&self) -> Result<()> {
         // Flushing per write makes a recorded cassette survive the recorder being killed;
-        // sled would otherwise keep up to half a second of writes in memory.
-        self.db
-            .flush_async()
-            .await
-            .map(|_| ())
-            .map_err(|e| sled_error(&self.path, e))
+        // sled would otherwise keep up to half a second of writes in memory. The blocking
+        // `flush` runs off the executor: sled 0.34's `flush_async` can fail to wake its waiter
+        // when several flushes overlap.
+        let (db, path) = (self.db.clone(), self.path.clone());
+        crate::fs::blocking("sled", self.location(), move || {
+            db.flush().map(|_| ()).map_err(|e| sled_error(&path, e))
+        })
+        .await
     }
 }
 
