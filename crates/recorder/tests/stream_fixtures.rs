@@ -765,3 +765,20 @@ fn compatible_servers_tool_calls_without_index() {
     assert_eq!(got["choices"][0]["message"]["content"], Value::Null);
     assert_eq!(got["choices"][0]["finish_reason"], "tool_calls");
 }
+
+#[test]
+fn azure_style_prelude_and_empty_model_do_not_erase_the_model() {
+    let body = concat!(
+        "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{}}]}\n\n",
+        "data: {\"choices\":[{\"content_filter_results\":{},\"delta\":{\"content\":\"\",\"role\":\"assistant\"},\"finish_reason\":null,\"index\":0,\"logprobs\":null}],\"created\":1753961234,\"id\":\"chatcmpl-az\",\"model\":\"gpt-4o-2024-11-20\",\"object\":\"chat.completion.chunk\",\"system_fingerprint\":\"fp_ee1d74bde0\"}\n\n",
+        "data: {\"choices\":[{\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}},\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null,\"index\":0,\"logprobs\":null}],\"created\":1753961234,\"id\":\"chatcmpl-az\",\"model\":\"gpt-4o-2024-11-20\",\"object\":\"chat.completion.chunk\",\"system_fingerprint\":\"fp_ee1d74bde0\"}\n\n",
+        "data: {\"choices\":[{\"content_filter_results\":{},\"delta\":{},\"finish_reason\":\"stop\",\"index\":0,\"logprobs\":null}],\"created\":1753961234,\"id\":\"chatcmpl-az\",\"model\":\"\",\"object\":\"chat.completion.chunk\",\"system_fingerprint\":\"fp_ee1d74bde0\"}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let got = assemble(StreamFormat::OpenaiChat, &[body.as_bytes()]).unwrap();
+    assert_eq!(got["model"], "gpt-4o-2024-11-20");
+    assert_eq!(got["id"], "chatcmpl-az");
+    assert_eq!(got["choices"][0]["message"]["content"], "Hi");
+    assert_eq!(got["choices"][0]["finish_reason"], "stop");
+    assert_eq!(got["object"], "chat.completion");
+}

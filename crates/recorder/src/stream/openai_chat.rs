@@ -98,8 +98,10 @@ impl Assembly {
                 }
                 k if TRANSPORT_MEMBERS.contains(&k) => {}
                 _ => {
-                    // Ids and models repeat in every chunk; the latest non-null one wins.
-                    if !value.is_null() || !self.top.contains_key(&key) {
+                    // Ids and models repeat in every chunk; the latest one that says something
+                    // wins (Azure opens with a chunk whose model is "").
+                    let empty = value.is_null() || value.as_str() == Some("");
+                    if !empty || !self.top.contains_key(&key) {
                         self.top.insert(key, value);
                     }
                 }
