@@ -21,7 +21,11 @@ fn chat_body(target: usize) -> Vec<u8> {
     let mut size = 0;
     let mut turn = 0usize;
     while size < target {
-        let role = if turn % 2 == 0 { "user" } else { "assistant" };
+        let role = if turn.is_multiple_of(2) {
+            "user"
+        } else {
+            "assistant"
+        };
         let content = sentence.repeat(4);
         size += content.len() + 40;
         messages.push(json!({"role": role, "content": content}));

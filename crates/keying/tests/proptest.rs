@@ -132,7 +132,7 @@ impl Scrambler {
         out.push('"');
         for c in s.chars() {
             let must_escape = c == '"' || c == '\\' || (c as u32) < 0x20;
-            if must_escape || self.next() % 8 == 0 {
+            if must_escape || self.next().is_multiple_of(8) {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
                     out.push_str(&format!("\\u{unit:04X}"));
