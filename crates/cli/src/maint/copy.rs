@@ -57,7 +57,8 @@ pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let (copied, skipped, failed) =
         runtime()?.block_on(copy_all(&from, &to, write, usize::from(args.jobs)))?;
     eprintln!(
-        "copied {copied}, skipped {skipped} (already in {}), failed {failed}",
+        "copied {copied}, skipped {skipped}, failed {failed} ({} -> {}; skipped cassettes were already there)",
+        from.location(),
         to.location()
     );
     Ok(if failed > 0 {

@@ -1,0 +1,353 @@
+//! End-to-end tests of the maintenance commands through the built binary: explain, ls, show,
+//! verify, gc, copy, diff, diff-runs, probe and canary, on temp stores recorded from a fake
+//! upstream.
+
+mod common;
+
+use common::cli_env::{both, code, json_lines, Workdir};
+use common::fake_llm::FakeLlm;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn case(id: &str, prompt: &str, needle: &str) -> String {
+    format!(r#"{{"id":"{id}","prompt":"{prompt}","params":{{"model":"m","temperature":0}},"grader":"contains","expect":{{"needle":"{needle}"}}}}"#)
+}
+
+/// Records `suite` into `store` (mode record) and returns the run's output lines.
+fn record(dir: &Workdir, fake: &FakeLlm, suite: &str, store: &str) -> Vec<Value> {
+    let name = format!("suite-{}.jsonl", fake.requests());
+    dir.write(&name, suite);
+    let out = dir.run(&["run", &name, "--mode", "record", "--store", store, "--upstream", &fake.url]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    json_lines(&out)
+}
+
+/// The file of a cassette in a file store.
+fn cassette_file(store_dir: &Path, key: &str) -> PathBuf {
+    store_dir.join(&key[..2]).join(format!("{key}.json"))
+}
+
+fn edit(store_dir: &Path, key: &str, change: impl FnOnce(&mut Value)) {
+    let path = cassette_file(store_dir, key);
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    change(&mut doc);
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+}
+
+#[test]
+fn explain_ls_and_show() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    // 17 cassettes: by pigeonhole two keys share their first hex digit (for the ambiguity check).
+    let mut cases = vec![case("capital", "What is the capital of France?", "paris")];
+    cases.extend((0..16).map(|i| case(&format!("echo{i}"), &format!("Repeat {i}"), "said")));
+    let lines = record(&dir, &fake, &cases.join("\n"), &store);
+    let capital_key = lines[0]["key"].as_str().unwrap().to_owned();
+
+    let request = |temperature: &str| {
+        format!(r#"{{"path":"/v1/chat/completions","body":{{"model":"m","temperature":{temperature},"messages":[{{"role":"user","content":"What is the capital of France?"}}]}}}}"#)
+    };
+    dir.write("same.json", &request("0"));
+    let out = dir.run(&["explain", "same.json", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(common::stdout(&out).contains(&format!("recorded: {capital_key}")), "{}", both(&out));
+    dir.write("warmer.json", &request("0.7"));
+    let out = dir.run(&["explain", "warmer.json", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    assert!(common::stdout(&out).contains("not recorded"), "{}", both(&out));
+    let err = common::stderr(&out);
+    assert!(err.contains(&capital_key) && err.contains("body.temperature: 0 -> 0.7"), "{err}");
+
+    let out = dir.run(&["ls", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let listing = common::stdout(&out);
+    assert_eq!(listing.lines().count(), 18, "{listing}");
+    assert!(listing.contains(&capital_key[..16]) && listing.contains("/v1/chat/completions"));
+    let out = dir.run(&["ls", "--json", "--store", &store]);
+    let rows = json_lines(&out);
+    assert_eq!(rows.len(), 17);
+    let row = rows.iter().find(|r| r["key"] == capital_key.as_str()).unwrap();
+    assert_eq!(row["model"], "m");
+    assert_eq!(row["response_model"], "m-2024-01-01");
+    assert_eq!(row["status"], 200);
+    assert!(row["size"].as_u64().unwrap() > 100);
+
+    let out = dir.run(&["show", &capital_key[..10], "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let shown = common::stdout(&out);
+    for needle in [
+        capital_key.as_str(),
+        "m (answered by m-2024-01-01)",
+        "--- request: POST /v1/chat/completions",
+        "--- response: 200",
+        "The capital of France is Paris.",
+    ] {
+        assert!(shown.contains(needle), "{needle}\n{shown}");
+    }
+    let keys: Vec<&str> = lines.iter().map(|l| l["key"].as_str().unwrap()).collect();
+    let shared = (0..16)
+        .map(|d| format!("{d:x}"))
+        .find(|p| keys.iter().filter(|k| k.starts_with(p.as_str())).count() > 1)
+        .unwrap();
+    let out = dir.run(&["show", &shared, "--store", &store]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(common::stderr(&out).contains("ambiguous"), "{}", both(&out));
+    let out = dir.run(&["show", "nothex", "--store", &store]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("running git");
+    assert!(out.status.success(), "git {args:?}: {}", both(&out));
+}
+
+#[test]
+fn verify_flags_hand_edits_old_versions_credentials_and_uncommitted_tapes() {
+    let dir = Workdir::new();
+    let store_dir = dir.join("c");
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let suite = [
+        case("a", "What is the capital of France?", "paris"),
+        case("b", "Repeat b", "said"),
+        case("c", "Repeat c", "said"),
+        case("d", "Repeat d", "said"),
+    ];
+    let lines = record(&dir, &fake, &suite.join("\n"), &store);
+    let key = |i: usize| lines[i]["key"].as_str().unwrap().to_owned();
+
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "c"]);
+    git(
+        dir.path(),
+        &["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "tapes"],
+    );
+    let out = dir.run(&["verify", "--strict", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(common::stderr(&out).contains("verified 4 cassettes"), "{}", both(&out));
+
+    edit(&store_dir, &key(0), |doc| doc["request"]["body"]["json"]["temperature"] = 1.into());
+    edit(&store_dir, &key(1), |doc| doc["key_version"] = 0.into());
+    let token = format!("ghp_{}", "A1b2".repeat(9));
+    edit(&store_dir, &key(2), |doc| {
+        doc["response"]["body"]["json"]["choices"][0]["message"]["content"] =
+            format!("use {token}").into();
+    });
+    std::fs::write(cassette_file(&store_dir, &key(3)), "{ not json").unwrap();
+
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    assert!(report.contains(&format!("{}: its stored request keys to", key(0))), "{report}");
+    assert!(report.contains("edited by hand"), "{report}");
+    assert!(report.contains(&format!("{}: keyed under key version 0", key(1))), "{report}");
+    assert!(report.contains(&format!("{}: credential-shaped text (github_token)", key(2))), "{report}");
+    assert!(!report.contains(&token), "verify must not print the secret: {report}");
+    assert!(report.contains(&format!("{}: does not parse", key(3))), "{report}");
+
+    // Without --strict the uncommitted edits are not the point; with it they fail the run.
+    let out = dir.run(&["verify", "--strict", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    assert!(common::stdout(&out).contains("uncommitted"), "{}", both(&out));
+    let out = dir.run(&["verify", "--strict", "--store", "memory://"]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+}
+
+#[test]
+fn gc_copy_and_diff() {
+    let dir = Workdir::new();
+    let store_a = dir.store("a");
+    let fake = FakeLlm::start();
+    let suite = [
+        case("capital", "What is the capital of France?", "paris"),
+        case("b", "Repeat b", "said"),
+        case("c", "Repeat c", "said"),
+    ];
+    let lines = record(&dir, &fake, &suite.join("\n"), &store_a);
+    let unused_key = lines[2]["key"].as_str().unwrap().to_owned();
+
+    // A replay of two of the three cases logs the keys it used.
+    dir.write("two.jsonl", &suite[..2].join("\n"));
+    let out = dir.run(&["run", "two.jsonl", "--store", &store_a, "--usage-log", "used.log"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let out = dir.run(&["gc", "--unused", "--usage-log", "used.log", "--dry-run", "--store", &store_a]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(common::stdout(&out).trim(), format!("would delete {unused_key}"));
+    assert_eq!(json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(), 3);
+    let out = dir.run(&["gc", "--unused", "--usage-log", "used.log", "--store", &store_a]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(common::stdout(&out).trim(), format!("deleted {unused_key}"));
+    assert_eq!(json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(), 2);
+    dir.write("empty.log", "");
+    let out = dir.run(&["gc", "--unused", "--usage-log", "empty.log", "--store", &store_a]);
+    assert_eq!(code(&out), 2, "an empty log must not delete everything: {}", both(&out));
+    assert_eq!(json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(), 2);
+
+    // Copy to another backend: create-only, so a second copy skips everything.
+    let store_b = format!("jsonl://{}", dir.join("b.jsonl").display());
+    let out = dir.run(&["copy", &store_a, &store_b]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(common::stderr(&out).contains("copied 2, skipped 0"), "{}", both(&out));
+    let out = dir.run(&["copy", &store_a, &store_b]);
+    assert!(common::stderr(&out).contains("copied 0, skipped 2"), "{}", both(&out));
+    let out = dir.run(&["copy", &store_a, &store_b, "--overwrite"]);
+    assert!(common::stderr(&out).contains("copied 2, skipped 0, failed 0"), "{}", both(&out));
+    let out = dir.run(&["diff", &store_a, &store_b]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+
+    // A re-record whose answers drifted, plus a case only the new store has.
+    let drifted = FakeLlm::start_variant(" Indeed.");
+    let store_c = dir.store("c");
+    record(
+        &dir,
+        &drifted,
+        &[suite[0].clone(), case("new", "Repeat new", "said")].join("\n"),
+        &store_c,
+    );
+    let out = dir.run(&["diff", &store_a, &store_c]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    assert!(report.contains(&format!("changed: {}", lines[0]["key"].as_str().unwrap())), "{report}");
+    assert!(report.contains("- The capital of France is Paris.\n"), "{report}");
+    assert!(report.contains("+ The capital of France is Paris. Indeed."), "{report}");
+    assert!(report.contains(&format!("only in A: {}", lines[1]["key"].as_str().unwrap())), "{report}");
+    assert_eq!(report.matches("only in B:").count(), 1, "{report}");
+}
+
+#[test]
+fn diff_runs_reports_regressions_fixes_and_membership() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let run = |suite: &str, name: &str| {
+        dir.write("suite.jsonl", suite);
+        dir.run(&[
+            "run", "suite.jsonl", "--mode", "auto", "--store", &store, "--upstream", &fake.url,
+            "--save-run", name,
+        ])
+    };
+    let before = run(
+        &[
+            case("capital", "What is the capital of France?", "paris"),
+            case("echo", "Repeat x", "nope"),
+            case("gone", "Repeat gone", "said"),
+        ]
+        .join("\n"),
+        "before",
+    );
+    assert_eq!(code(&before), 1, "{}", both(&before));
+    assert!(dir.join(".cassette/runs/before.jsonl").is_file());
+    let after = run(
+        &[
+            case("capital", "What is the capital of France?", "lyon"),
+            case("echo", "Repeat x", "said"),
+            case("added", "Repeat added", "said"),
+        ]
+        .join("\n"),
+        "after",
+    );
+    assert_eq!(code(&after), 1, "{}", both(&after));
+
+    let out = dir.run(&["diff-runs", "before", "after"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let report = common::stdout(&out);
+    for needle in [
+        "regression: capital: text does not contain \"lyon\"",
+        "fixed: echo",
+        "added: added (pass)",
+        "removed: gone",
+    ] {
+        assert!(report.contains(needle), "{needle}\n{report}");
+    }
+    let out = dir.run(&["diff-runs", "before", "after", "--fail-on-regression"]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let out = dir.run(&["diff-runs", "after", ".cassette/runs/after.jsonl", "--fail-on-regression"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let out = dir.run(&["diff-runs", "before", "nope"]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+}
+
+#[test]
+fn probe_asks_live_and_stores_nothing() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let request = |prompt: &str| {
+        format!(r#"{{"path":"/v1/chat/completions","body":{{"model":"m","messages":[{{"role":"user","content":"{prompt}"}}]}}}}"#)
+    };
+    dir.write("noisy.json", &request("Tell me something [noisy]"));
+    dir.write("stable.json", &request("What is the capital of France?"));
+    // CASSETTE_MODE=replay in the environment must not turn a probe into a replay.
+    let probe = |file: &str| {
+        dir.cassette()
+            .env("CASSETTE_MODE", "replay")
+            .args(["probe", file, "--n", "4", "--store", &store, "--upstream", &fake.url])
+            .output()
+            .unwrap()
+    };
+    let out = probe("noisy.json");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(common::stdout(&out).starts_with("4 requests, 4 distinct answers"), "{}", both(&out));
+    let out = probe("stable.json");
+    assert!(common::stdout(&out).starts_with("4 requests, 1 distinct answers"), "{}", both(&out));
+    assert!(common::stdout(&out).contains("(4x)\nThe capital of France is Paris."));
+    assert_eq!(fake.requests(), 8);
+    assert!(json_lines(&dir.run(&["ls", "--json", "--store", &store])).is_empty());
+}
+
+#[test]
+fn canary_keeps_the_cases_near_their_threshold() {
+    let dir = Workdir::new();
+    dir.write(
+        "results.jsonl",
+        concat!(
+            r#"{"id":"far-above","score":0.95,"threshold":0.7}"#,
+            "\n",
+            r#"{"id":"just-above","score":0.75,"threshold":0.7,"note":"kept as is"}"#,
+            "\n",
+            r#"{"id":"just-below","score":0.62,"threshold":0.7}"#,
+            "\n",
+            r#"{"id":3,"score":0.1,"threshold":0.7}"#,
+            "\n",
+            r#"{"id":"edge","score":0.8,"threshold":0.7}"#,
+        ),
+    );
+    let out = dir.run(&["canary", "results.jsonl", "--band", "0.1"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let kept: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kept, ["just-above", "just-below", "edge"]);
+    assert!(common::stdout(&out).contains(r#""note":"kept as is""#));
+    assert!(common::stderr(&out).contains("kept 3 of 5"), "{}", both(&out));
+
+    dir.write(
+        "suite.jsonl",
+        &[
+            case("far-above", "a", "a"),
+            case("just-below", "b", "b"),
+            case("edge", "c", "c"),
+        ]
+        .join("\n"),
+    );
+    let out = dir.run(&["canary", "results.jsonl", "--band", "0.1", "--suite", "suite.jsonl"]);
+    let ids: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["just-below", "edge"]);
+    assert!(common::stderr(&out).contains("\"just-above\" is not in"), "{}", both(&out));
+
+    dir.write("bad.jsonl", "{\"id\":\"a\",\"score\":1,\"threshold\":1}\n{\"id\":\"b\",\"score\":\"high\",\"threshold\":1}\n");
+    let out = dir.run(&["canary", "bad.jsonl", "--band", "0.1"]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(common::stderr(&out).contains("bad.jsonl:2: \"score\" must be a number"), "{}", both(&out));
+    let out = dir.run(&["canary", "results.jsonl", "--band", "-1"]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+}
