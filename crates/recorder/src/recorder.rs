@@ -704,17 +704,13 @@ fn replay_response(
         // Generic streams are only ever replayed as they were recorded.
         (Some(f @ (StreamFormat::GenericSse | StreamFormat::GenericNdjson)), Some(_)) => Some(f),
         (recorded, Some(_)) if wants_stream && (200..300).contains(&stored.status) => {
-            recorded.or_else(|| StreamFormat::detect(profile, "text/event-stream"))
+            recorded.or_else(|| StreamFormat::for_profile(profile))
         }
         _ => None,
     };
     let body = match (synthesize_as, stored.body.as_json()) {
         (Some(format), Some(final_response)) => {
-            let include_usage = request_json
-                .as_ref()
-                .and_then(|b| b.pointer("/stream_options/include_usage"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let include_usage = request_json.as_ref().is_some_and(stream::include_usage);
             let options = SynthesisOptions {
                 chunk_size,
                 include_usage,

@@ -233,3 +233,22 @@ async fn generic_streams_replay_as_recorded() {
     assembler.push(&replayed);
     assert_eq!(assembler.finish().unwrap(), final_of("generic.final.json"));
 }
+
+#[tokio::test]
+async fn a_json_answer_on_a_non_llm_path_replays_as_json_even_when_stream_is_asked() {
+    let fake = FakeUpstream::start().await;
+    fake.reply("/v1/custom/run", Reply::json(200, json!({"ok": true})));
+    let store = cassette_store::open("memory://").unwrap();
+    let asks_stream = IncomingRequest::post_json("/v1/custom/run", &json!({"stream": true}));
+    recorder(Mode::Record, &fake.url, &store)
+        .handle(asks_stream.clone())
+        .await
+        .unwrap();
+    let replayed = recorder(Mode::Replay, &fake.url, &store)
+        .handle(asks_stream)
+        .await
+        .unwrap();
+    assert!(matches!(replayed.response.body, ResponseBody::Full(_)));
+    let bytes = replayed.response.into_bytes().await.unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), json!({"ok": true}));
+}
