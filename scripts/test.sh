@@ -14,7 +14,7 @@ eval "$(scripts/s3-server.sh start)"
 trap 'scripts/s3-server.sh stop >/dev/null 2>&1 || true' EXIT
 
 echo "== Rust tests"
-cargo test --workspace --all-targets
+cargo test --workspace
 
 if [ -d tests/sdk ]; then
   echo "== Python SDK tests"
