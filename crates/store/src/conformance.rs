@@ -7,8 +7,6 @@
 //! Documents are pretty-printed JSON with a trailing newline, the form the recorder writes, so
 //! every backend must hand them back byte for byte, including the ones that re-lay out JSON.
 
-#![allow(clippy::panic)]
-
 use crate::{Created, Error, Store, StoreExt};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};

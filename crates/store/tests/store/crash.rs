@@ -7,7 +7,7 @@ use cassette_store::fs::FileStore;
 use std::path::Path;
 use std::time::Duration;
 
-const KILLS: u64 = 12;
+const KILLS: u64 = 25;
 
 /// Kills a rewriting child `KILLS` times and checks the store after each kill.
 async fn kill_repeatedly(url: &str, work: &Path) -> u64 {
