@@ -225,3 +225,18 @@ fn judge_verdicts_are_recorded_then_replayed_with_the_judge_stopped() {
     let other_criterion = run(args("edited.jsonl", "judge-1", "replay"));
     assert_eq!(code(&other_criterion), 2, "{}", both(&other_criterion));
 }
+
+#[test]
+fn the_example_suite_replays_offline_from_its_committed_cassettes() {
+    // The README's first command; no upstream is configured, so any miss would exit 2.
+    let out = common::cassette()
+        .env_remove("CASSETTE_MODE")
+        .env_remove("UPSTREAM_BASE")
+        .args(["run", "examples/suite/suite.jsonl", "--store", "file://examples/suite/cassettes"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let lines = json_lines(&out);
+    assert!(lines.len() >= 6);
+    assert!(lines.iter().all(|l| l["hit"] == true && l["verdict"] == "pass"), "{}", both(&out));
+}
