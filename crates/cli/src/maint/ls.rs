@@ -3,6 +3,7 @@
 
 use super::{load_all, runtime, StoreArgs};
 use serde_json::json;
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Arguments of `cassette ls`.
@@ -20,14 +21,31 @@ pub struct LsArgs {
 /// Runs `cassette ls`. Unreadable cassettes are listed with their error and make the exit
 /// status 1, so a listing is also a cheap health check.
 pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
+    match list(args) {
+        // `cassette ls | head` closes the pipe early: that is a finished listing, not an error.
+        Err(err)
+            if err
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(ExitCode::SUCCESS)
+        }
+        other => other,
+    }
+}
+
+fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
     let store = args.store.open()?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
     let loaded = runtime()?.block_on(load_all(&store))?;
     let mut broken = 0;
     if !args.json && !loaded.is_empty() {
-        println!(
+        writeln!(
+            out,
             "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
             "KEY", "RECORDED_AT", "MODEL", "PATH", "STATUS", "SIZE"
-        );
+        )?;
     }
     for (key, bytes, parsed) in &loaded {
         let size = bytes.as_ref().map_or(0, |b| b.len());
@@ -47,14 +65,15 @@ pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
                         "recorded_at": c.recorded_at,
                         "key_version": c.key_version,
                     });
-                    println!("{line}");
+                    writeln!(out, "{line}")?;
                 } else {
                     let path = if c.target == "default" {
                         c.request.path.clone()
                     } else {
                         format!("{}:{}", c.target, c.request.path)
                     };
-                    println!(
+                    writeln!(
+                        out,
                         "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
                         &key[..16.min(key.len())],
                         c.recorded_at,
@@ -62,19 +81,28 @@ pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
                         path,
                         c.response.status,
                         size
-                    );
+                    )?;
                 }
             }
             Err(reason) => {
                 broken += 1;
                 if args.json {
-                    println!("{}", json!({"key": key, "size": size, "error": reason}));
+                    writeln!(
+                        out,
+                        "{}",
+                        json!({"key": key, "size": size, "error": reason})
+                    )?;
                 } else {
-                    println!("{:<16}  unreadable: {reason}", &key[..16.min(key.len())]);
+                    writeln!(
+                        out,
+                        "{:<16}  unreadable: {reason}",
+                        &key[..16.min(key.len())]
+                    )?;
                 }
             }
         }
     }
+    out.flush()?;
     eprintln!(
         "{} cassettes in {}{}",
         loaded.len(),
