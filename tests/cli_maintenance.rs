@@ -10,14 +10,25 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn case(id: &str, prompt: &str, needle: &str) -> String {
-    format!(r#"{{"id":"{id}","prompt":"{prompt}","params":{{"model":"m","temperature":0}},"grader":"contains","expect":{{"needle":"{needle}"}}}}"#)
+    format!(
+        r#"{{"id":"{id}","prompt":"{prompt}","params":{{"model":"m","temperature":0}},"grader":"contains","expect":{{"needle":"{needle}"}}}}"#
+    )
 }
 
 /// Records `suite` into `store` (mode record) and returns the run's output lines.
 fn record(dir: &Workdir, fake: &FakeLlm, suite: &str, store: &str) -> Vec<Value> {
     let name = format!("suite-{}.jsonl", fake.requests());
     dir.write(&name, suite);
-    let out = dir.run(&["run", &name, "--mode", "record", "--store", store, "--upstream", &fake.url]);
+    let out = dir.run(&[
+        "run",
+        &name,
+        "--mode",
+        "record",
+        "--store",
+        store,
+        "--upstream",
+        &fake.url,
+    ]);
     assert_eq!(code(&out), 0, "{}", both(&out));
     json_lines(&out)
 }
@@ -46,18 +57,31 @@ fn explain_ls_and_show() {
     let capital_key = lines[0]["key"].as_str().unwrap().to_owned();
 
     let request = |temperature: &str| {
-        format!(r#"{{"path":"/v1/chat/completions","body":{{"model":"m","temperature":{temperature},"messages":[{{"role":"user","content":"What is the capital of France?"}}]}}}}"#)
+        format!(
+            r#"{{"path":"/v1/chat/completions","body":{{"model":"m","temperature":{temperature},"messages":[{{"role":"user","content":"What is the capital of France?"}}]}}}}"#
+        )
     };
     dir.write("same.json", &request("0"));
     let out = dir.run(&["explain", "same.json", "--store", &store]);
     assert_eq!(code(&out), 0, "{}", both(&out));
-    assert!(common::stdout(&out).contains(&format!("recorded: {capital_key}")), "{}", both(&out));
+    assert!(
+        common::stdout(&out).contains(&format!("recorded: {capital_key}")),
+        "{}",
+        both(&out)
+    );
     dir.write("warmer.json", &request("0.7"));
     let out = dir.run(&["explain", "warmer.json", "--store", &store]);
     assert_eq!(code(&out), 1, "{}", both(&out));
-    assert!(common::stdout(&out).contains("not recorded"), "{}", both(&out));
+    assert!(
+        common::stdout(&out).contains("not recorded"),
+        "{}",
+        both(&out)
+    );
     let err = common::stderr(&out);
-    assert!(err.contains(&capital_key) && err.contains("body.temperature: 0 -> 0.7"), "{err}");
+    assert!(
+        err.contains(&capital_key) && err.contains("body.temperature: 0 -> 0.7"),
+        "{err}"
+    );
 
     let out = dir.run(&["ls", "--store", &store]);
     assert_eq!(code(&out), 0, "{}", both(&out));
@@ -67,7 +91,10 @@ fn explain_ls_and_show() {
     let out = dir.run(&["ls", "--json", "--store", &store]);
     let rows = json_lines(&out);
     assert_eq!(rows.len(), 17);
-    let row = rows.iter().find(|r| r["key"] == capital_key.as_str()).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r["key"] == capital_key.as_str())
+        .unwrap();
     assert_eq!(row["model"], "m");
     assert_eq!(row["response_model"], "m-2024-01-01");
     assert_eq!(row["status"], 200);
@@ -125,13 +152,28 @@ fn verify_flags_hand_edits_old_versions_credentials_and_uncommitted_tapes() {
     git(dir.path(), &["add", "c"]);
     git(
         dir.path(),
-        &["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "tapes"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "tapes",
+        ],
     );
     let out = dir.run(&["verify", "--strict", "--store", &store]);
     assert_eq!(code(&out), 0, "{}", both(&out));
-    assert!(common::stderr(&out).contains("verified 4 cassettes"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("verified 4 cassettes"),
+        "{}",
+        both(&out)
+    );
 
-    edit(&store_dir, &key(0), |doc| doc["request"]["body"]["json"]["temperature"] = 1.into());
+    edit(&store_dir, &key(0), |doc| {
+        doc["request"]["body"]["json"]["temperature"] = 1.into()
+    });
     edit(&store_dir, &key(1), |doc| doc["key_version"] = 0.into());
     let token = format!("ghp_{}", "A1b2".repeat(9));
     edit(&store_dir, &key(2), |doc| {
@@ -143,17 +185,39 @@ fn verify_flags_hand_edits_old_versions_credentials_and_uncommitted_tapes() {
     let out = dir.run(&["verify", "--store", &store]);
     assert_eq!(code(&out), 1, "{}", both(&out));
     let report = common::stdout(&out);
-    assert!(report.contains(&format!("{}: its stored request keys to", key(0))), "{report}");
+    assert!(
+        report.contains(&format!("{}: its stored request keys to", key(0))),
+        "{report}"
+    );
     assert!(report.contains("edited by hand"), "{report}");
-    assert!(report.contains(&format!("{}: keyed under key version 0", key(1))), "{report}");
-    assert!(report.contains(&format!("{}: credential-shaped text (github_token)", key(2))), "{report}");
-    assert!(!report.contains(&token), "verify must not print the secret: {report}");
-    assert!(report.contains(&format!("{}: does not parse", key(3))), "{report}");
+    assert!(
+        report.contains(&format!("{}: keyed under key version 0", key(1))),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "{}: credential-shaped text (github_token)",
+            key(2)
+        )),
+        "{report}"
+    );
+    assert!(
+        !report.contains(&token),
+        "verify must not print the secret: {report}"
+    );
+    assert!(
+        report.contains(&format!("{}: does not parse", key(3))),
+        "{report}"
+    );
 
     // Without --strict the uncommitted edits are not the point; with it they fail the run.
     let out = dir.run(&["verify", "--strict", "--store", &store]);
     assert_eq!(code(&out), 1, "{}", both(&out));
-    assert!(common::stdout(&out).contains("uncommitted"), "{}", both(&out));
+    assert!(
+        common::stdout(&out).contains("uncommitted"),
+        "{}",
+        both(&out)
+    );
     let out = dir.run(&["verify", "--strict", "--store", "memory://"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
 }
@@ -173,30 +237,88 @@ fn gc_copy_and_diff() {
 
     // A replay of two of the three cases logs the keys it used.
     dir.write("two.jsonl", &suite[..2].join("\n"));
-    let out = dir.run(&["run", "two.jsonl", "--store", &store_a, "--usage-log", "used.log"]);
+    let out = dir.run(&[
+        "run",
+        "two.jsonl",
+        "--store",
+        &store_a,
+        "--usage-log",
+        "used.log",
+    ]);
     assert_eq!(code(&out), 0, "{}", both(&out));
-    let out = dir.run(&["gc", "--unused", "--usage-log", "used.log", "--dry-run", "--store", &store_a]);
+    let out = dir.run(&[
+        "gc",
+        "--unused",
+        "--usage-log",
+        "used.log",
+        "--dry-run",
+        "--store",
+        &store_a,
+    ]);
     assert_eq!(code(&out), 0, "{}", both(&out));
-    assert_eq!(common::stdout(&out).trim(), format!("would delete {unused_key}"));
-    assert_eq!(json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(), 3);
-    let out = dir.run(&["gc", "--unused", "--usage-log", "used.log", "--store", &store_a]);
+    assert_eq!(
+        common::stdout(&out).trim(),
+        format!("would delete {unused_key}")
+    );
+    assert_eq!(
+        json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(),
+        3
+    );
+    let out = dir.run(&[
+        "gc",
+        "--unused",
+        "--usage-log",
+        "used.log",
+        "--store",
+        &store_a,
+    ]);
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(common::stdout(&out).trim(), format!("deleted {unused_key}"));
-    assert_eq!(json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(), 2);
+    assert_eq!(
+        json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(),
+        2
+    );
     dir.write("empty.log", "");
-    let out = dir.run(&["gc", "--unused", "--usage-log", "empty.log", "--store", &store_a]);
-    assert_eq!(code(&out), 2, "an empty log must not delete everything: {}", both(&out));
-    assert_eq!(json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(), 2);
+    let out = dir.run(&[
+        "gc",
+        "--unused",
+        "--usage-log",
+        "empty.log",
+        "--store",
+        &store_a,
+    ]);
+    assert_eq!(
+        code(&out),
+        2,
+        "an empty log must not delete everything: {}",
+        both(&out)
+    );
+    assert_eq!(
+        json_lines(&dir.run(&["ls", "--json", "--store", &store_a])).len(),
+        2
+    );
 
     // Copy to another backend: create-only, so a second copy skips everything.
     let store_b = format!("jsonl://{}", dir.join("b.jsonl").display());
     let out = dir.run(&["copy", &store_a, &store_b]);
     assert_eq!(code(&out), 0, "{}", both(&out));
-    assert!(common::stderr(&out).contains("copied 2, skipped 0"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("copied 2, skipped 0"),
+        "{}",
+        both(&out)
+    );
     let out = dir.run(&["copy", &store_a, &store_b]);
-    assert!(common::stderr(&out).contains("copied 0, skipped 2"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("copied 0, skipped 2"),
+        "{}",
+        both(&out)
+    );
     let out = dir.run(&["copy", &store_a, &store_b, "--overwrite"]);
-    assert!(common::stderr(&out).contains("copied 2, skipped 0, failed 0"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("copied 2, skipped 0, failed 0"),
+        "{}",
+        both(&out)
+    );
     let out = dir.run(&["diff", &store_a, &store_b]);
     assert_eq!(code(&out), 0, "{}", both(&out));
 
@@ -212,10 +334,22 @@ fn gc_copy_and_diff() {
     let out = dir.run(&["diff", &store_a, &store_c]);
     assert_eq!(code(&out), 1, "{}", both(&out));
     let report = common::stdout(&out);
-    assert!(report.contains(&format!("changed: {}", lines[0]["key"].as_str().unwrap())), "{report}");
-    assert!(report.contains("- The capital of France is Paris.\n"), "{report}");
-    assert!(report.contains("+ The capital of France is Paris. Indeed."), "{report}");
-    assert!(report.contains(&format!("only in A: {}", lines[1]["key"].as_str().unwrap())), "{report}");
+    assert!(
+        report.contains(&format!("changed: {}", lines[0]["key"].as_str().unwrap())),
+        "{report}"
+    );
+    assert!(
+        report.contains("- The capital of France is Paris.\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains("+ The capital of France is Paris. Indeed."),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!("only in A: {}", lines[1]["key"].as_str().unwrap())),
+        "{report}"
+    );
     assert_eq!(report.matches("only in B:").count(), 1, "{report}");
 }
 
@@ -227,8 +361,16 @@ fn diff_runs_reports_regressions_fixes_and_membership() {
     let run = |suite: &str, name: &str| {
         dir.write("suite.jsonl", suite);
         dir.run(&[
-            "run", "suite.jsonl", "--mode", "auto", "--store", &store, "--upstream", &fake.url,
-            "--save-run", name,
+            "run",
+            "suite.jsonl",
+            "--mode",
+            "auto",
+            "--store",
+            &store,
+            "--upstream",
+            &fake.url,
+            "--save-run",
+            name,
         ])
     };
     let before = run(
@@ -266,7 +408,12 @@ fn diff_runs_reports_regressions_fixes_and_membership() {
     }
     let out = dir.run(&["diff-runs", "before", "after", "--fail-on-regression"]);
     assert_eq!(code(&out), 1, "{}", both(&out));
-    let out = dir.run(&["diff-runs", "after", ".cassette/runs/after.jsonl", "--fail-on-regression"]);
+    let out = dir.run(&[
+        "diff-runs",
+        "after",
+        ".cassette/runs/after.jsonl",
+        "--fail-on-regression",
+    ]);
     assert_eq!(code(&out), 0, "{}", both(&out));
     let out = dir.run(&["diff-runs", "before", "nope"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
@@ -278,7 +425,9 @@ fn probe_asks_live_and_stores_nothing() {
     let store = dir.store("c");
     let fake = FakeLlm::start();
     let request = |prompt: &str| {
-        format!(r#"{{"path":"/v1/chat/completions","body":{{"model":"m","messages":[{{"role":"user","content":"{prompt}"}}]}}}}"#)
+        format!(
+            r#"{{"path":"/v1/chat/completions","body":{{"model":"m","messages":[{{"role":"user","content":"{prompt}"}}]}}}}"#
+        )
     };
     dir.write("noisy.json", &request("Tell me something [noisy]"));
     dir.write("stable.json", &request("What is the capital of France?"));
@@ -286,15 +435,32 @@ fn probe_asks_live_and_stores_nothing() {
     let probe = |file: &str| {
         dir.cassette()
             .env("CASSETTE_MODE", "replay")
-            .args(["probe", file, "--n", "4", "--store", &store, "--upstream", &fake.url])
+            .args([
+                "probe",
+                file,
+                "--n",
+                "4",
+                "--store",
+                &store,
+                "--upstream",
+                &fake.url,
+            ])
             .output()
             .unwrap()
     };
     let out = probe("noisy.json");
     assert_eq!(code(&out), 0, "{}", both(&out));
-    assert!(common::stdout(&out).starts_with("4 requests, 4 distinct answers"), "{}", both(&out));
+    assert!(
+        common::stdout(&out).starts_with("4 requests, 4 distinct answers"),
+        "{}",
+        both(&out)
+    );
     let out = probe("stable.json");
-    assert!(common::stdout(&out).starts_with("4 requests, 1 distinct answers"), "{}", both(&out));
+    assert!(
+        common::stdout(&out).starts_with("4 requests, 1 distinct answers"),
+        "{}",
+        both(&out)
+    );
     assert!(common::stdout(&out).contains("(4x)\nThe capital of France is Paris."));
     assert_eq!(fake.requests(), 8);
     assert!(json_lines(&dir.run(&["ls", "--json", "--store", &store])).is_empty());
@@ -325,7 +491,11 @@ fn canary_keeps_the_cases_near_their_threshold() {
         .collect();
     assert_eq!(kept, ["just-above", "just-below", "edge"]);
     assert!(common::stdout(&out).contains(r#""note":"kept as is""#));
-    assert!(common::stderr(&out).contains("kept 3 of 5"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("kept 3 of 5"),
+        "{}",
+        both(&out)
+    );
 
     dir.write(
         "suite.jsonl",
@@ -336,18 +506,33 @@ fn canary_keeps_the_cases_near_their_threshold() {
         ]
         .join("\n"),
     );
-    let out = dir.run(&["canary", "results.jsonl", "--band", "0.1", "--suite", "suite.jsonl"]);
+    let out = dir.run(&[
+        "canary",
+        "results.jsonl",
+        "--band",
+        "0.1",
+        "--suite",
+        "suite.jsonl",
+    ]);
     let ids: Vec<String> = json_lines(&out)
         .iter()
         .map(|l| l["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(ids, ["just-below", "edge"]);
-    assert!(common::stderr(&out).contains("\"just-above\" is not in"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("\"just-above\" is not in"),
+        "{}",
+        both(&out)
+    );
 
     dir.write("bad.jsonl", "{\"id\":\"a\",\"score\":1,\"threshold\":1}\n{\"id\":\"b\",\"score\":\"high\",\"threshold\":1}\n");
     let out = dir.run(&["canary", "bad.jsonl", "--band", "0.1"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
-    assert!(common::stderr(&out).contains("bad.jsonl:2: \"score\" must be a number"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("bad.jsonl:2: \"score\" must be a number"),
+        "{}",
+        both(&out)
+    );
     let out = dir.run(&["canary", "results.jsonl", "--band", "-1"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
 }

@@ -34,8 +34,16 @@ fn records_then_replays_offline_in_suite_order() {
     let anthropic = format!("anthropic={}", fake.url);
 
     let recorded = dir.run(&[
-        "run", "suite.jsonl", "--mode", "record", "--store", &store, "--upstream", &fake.url,
-        "--route", &anthropic,
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        &store,
+        "--upstream",
+        &fake.url,
+        "--route",
+        &anthropic,
     ]);
     assert_eq!(code(&recorded), 0, "{}", both(&recorded));
     assert_eq!(fake.requests(), 5);
@@ -44,7 +52,9 @@ fn records_then_replays_offline_in_suite_order() {
         ids(&recorded_lines),
         ["capital", "profile", "weather", "refuse", "anthropic-tool"]
     );
-    assert!(recorded_lines.iter().all(|l| l["hit"] == false && l["verdict"] == "pass"));
+    assert!(recorded_lines
+        .iter()
+        .all(|l| l["hit"] == false && l["verdict"] == "pass"));
     fake.stop();
 
     // The upstream is gone: replay must not need it, and must give the same keys and verdicts.
@@ -81,22 +91,44 @@ fn a_failed_verdict_exits_1_and_lands_in_junit() {
     );
     let fake = FakeLlm::start();
     let out = dir.run(&[
-        "run", "suite.jsonl", "--mode", "auto", "--store", &dir.store("c"), "--upstream",
-        &fake.url, "--junit", "report.xml",
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "auto",
+        "--store",
+        &dir.store("c"),
+        "--upstream",
+        &fake.url,
+        "--junit",
+        "report.xml",
     ]);
     assert_eq!(code(&out), 1, "{}", both(&out));
     let lines = json_lines(&out);
     assert_eq!(lines[0]["verdict"], "pass");
     assert_eq!(lines[1]["verdict"], "fail");
-    assert!(lines[1]["reason"].as_str().unwrap().contains("berlin"), "{}", lines[1]);
+    assert!(
+        lines[1]["reason"].as_str().unwrap().contains("berlin"),
+        "{}",
+        lines[1]
+    );
     assert_eq!(lines[2]["verdict"], "fail");
-    assert!(lines[2]["reason"].as_str().unwrap().contains("/age"), "{}", lines[2]);
+    assert!(
+        lines[2]["reason"].as_str().unwrap().contains("/age"),
+        "{}",
+        lines[2]
+    );
     // Same prompt, same key: the second case was served by the first one's recording.
     assert_eq!(lines[0]["key"], lines[1]["key"]);
     assert!(common::stderr(&out).contains("1 passed, 2 failed"));
     let junit = std::fs::read_to_string(dir.join("report.xml")).unwrap();
-    assert!(junit.contains(r#"tests="3" failures="2" errors="0""#), "{junit}");
-    assert!(junit.contains(r#"<testcase classname="suite" name="wrong""#), "{junit}");
+    assert!(
+        junit.contains(r#"tests="3" failures="2" errors="0""#),
+        "{junit}"
+    );
+    assert!(
+        junit.contains(r#"<testcase classname="suite" name="wrong""#),
+        "{junit}"
+    );
 }
 
 #[test]
@@ -104,11 +136,22 @@ fn a_replay_miss_exits_2_at_once_with_the_key_and_what_differs() {
     let dir = Workdir::new();
     let store = dir.store("c");
     let case = |id: &str, temperature: f64| {
-        format!(r#"{{"id":"{id}","prompt":"What is the capital of France?","params":{{"model":"m","temperature":{temperature}}},"grader":"contains","expect":{{"needle":"paris"}}}}"#)
+        format!(
+            r#"{{"id":"{id}","prompt":"What is the capital of France?","params":{{"model":"m","temperature":{temperature}}},"grader":"contains","expect":{{"needle":"paris"}}}}"#
+        )
     };
     dir.write("recorded.jsonl", &case("a", 0.0));
     let fake = FakeLlm::start();
-    let out = dir.run(&["run", "recorded.jsonl", "--mode", "record", "--store", &store, "--upstream", &fake.url]);
+    let out = dir.run(&[
+        "run",
+        "recorded.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        &store,
+        "--upstream",
+        &fake.url,
+    ]);
     assert_eq!(code(&out), 0, "{}", both(&out));
     let before = fake.requests();
 
@@ -116,7 +159,16 @@ fn a_replay_miss_exits_2_at_once_with_the_key_and_what_differs() {
         "changed.jsonl",
         &[case("a", 0.0), case("b", 0.7), case("c", 0.0)].join("\n"),
     );
-    let out = dir.run(&["run", "changed.jsonl", "--store", &store, "--upstream", &fake.url, "--jobs", "1"]);
+    let out = dir.run(&[
+        "run",
+        "changed.jsonl",
+        "--store",
+        &store,
+        "--upstream",
+        &fake.url,
+        "--jobs",
+        "1",
+    ]);
     assert_eq!(code(&out), 2, "{}", both(&out));
     assert_eq!(fake.requests(), before, "replay reached the upstream");
     let lines = json_lines(&out);
@@ -144,7 +196,16 @@ fn bad_suite_lines_are_reported_with_numbers_before_any_request() {
         ),
     );
     let fake = FakeLlm::start();
-    let out = dir.run(&["run", "suite.jsonl", "--mode", "record", "--store", &dir.store("c"), "--upstream", &fake.url]);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        &dir.store("c"),
+        "--upstream",
+        &fake.url,
+    ]);
     assert_eq!(code(&out), 2, "{}", both(&out));
     assert_eq!(fake.requests(), 0);
     assert!(common::stdout(&out).is_empty());
@@ -163,9 +224,22 @@ fn bad_suite_lines_are_reported_with_numbers_before_any_request() {
         "judge.jsonl",
         r#"{"id":"j","prompt":"hi","params":{"model":"m"},"grader":"judge","expect":{"criterion":"polite"}}"#,
     );
-    let out = dir.run(&["run", "judge.jsonl", "--mode", "record", "--store", &dir.store("c"), "--upstream", &fake.url]);
+    let out = dir.run(&[
+        "run",
+        "judge.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        &dir.store("c"),
+        "--upstream",
+        &fake.url,
+    ]);
     assert_eq!(code(&out), 2, "{}", both(&out));
-    assert!(common::stderr(&out).contains("judge.jsonl:1"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("judge.jsonl:1"),
+        "{}",
+        both(&out)
+    );
     assert_eq!(fake.requests(), 0);
 }
 
@@ -188,8 +262,20 @@ fn judge_verdicts_are_recorded_then_replayed_with_the_judge_stopped() {
     let app_url = app.url.clone();
     let args = |suite: &str, model: &str, mode: &str| -> Vec<String> {
         [
-            "run", suite, "--mode", mode, "--store", &store, "--upstream", &app_url, "--route",
-            &judge_route, "--judge-route", "judge", "--judge-model", model,
+            "run",
+            suite,
+            "--mode",
+            mode,
+            "--store",
+            &store,
+            "--upstream",
+            &app_url,
+            "--route",
+            &judge_route,
+            "--judge-route",
+            "judge",
+            "--judge-model",
+            model,
         ]
         .map(String::from)
         .to_vec()
@@ -201,7 +287,10 @@ fn judge_verdicts_are_recorded_then_replayed_with_the_judge_stopped() {
     assert_eq!(app.requests(), 3);
     assert_eq!(judge.requests(), 5, "1 + 3 votes + 1");
     let lines = json_lines(&recorded);
-    let verdicts: Vec<&str> = lines.iter().map(|l| l["verdict"].as_str().unwrap()).collect();
+    let verdicts: Vec<&str> = lines
+        .iter()
+        .map(|l| l["verdict"].as_str().unwrap())
+        .collect();
     assert_eq!(verdicts, ["pass", "pass", "fail"]);
     assert_eq!(lines[1]["judge"]["passed"], 2);
     assert_eq!(lines[1]["judge"]["disagreement"], 0.333);
@@ -215,12 +304,20 @@ fn judge_verdicts_are_recorded_then_replayed_with_the_judge_stopped() {
         assert_eq!((&a["verdict"], &a["key"]), (&b["verdict"], &b["key"]));
         assert_eq!(b["hit"], true, "{b}");
     }
-    assert!(common::stderr(&replayed).contains("hit_rate 1.00"), "{}", both(&replayed));
+    assert!(
+        common::stderr(&replayed).contains("hit_rate 1.00"),
+        "{}",
+        both(&replayed)
+    );
 
     // Another judge model or another criterion asks a new question: no old verdict answers.
     let other_model = run(args("suite.jsonl", "judge-2", "replay"));
     assert_eq!(code(&other_model), 2, "{}", both(&other_model));
-    assert!(common::stderr(&other_model).contains("judge-2"), "{}", both(&other_model));
+    assert!(
+        common::stderr(&other_model).contains("judge-2"),
+        "{}",
+        both(&other_model)
+    );
     dir.write("edited.jsonl", &suite("The reply is very polite"));
     let other_criterion = run(args("edited.jsonl", "judge-1", "replay"));
     assert_eq!(code(&other_criterion), 2, "{}", both(&other_criterion));
@@ -232,11 +329,22 @@ fn the_example_suite_replays_offline_from_its_committed_cassettes() {
     let out = common::cassette()
         .env_remove("CASSETTE_MODE")
         .env_remove("UPSTREAM_BASE")
-        .args(["run", "examples/suite/suite.jsonl", "--store", "file://examples/suite/cassettes"])
+        .args([
+            "run",
+            "examples/suite/suite.jsonl",
+            "--store",
+            "file://examples/suite/cassettes",
+        ])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", both(&out));
     let lines = json_lines(&out);
     assert!(lines.len() >= 6);
-    assert!(lines.iter().all(|l| l["hit"] == true && l["verdict"] == "pass"), "{}", both(&out));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["hit"] == true && l["verdict"] == "pass"),
+        "{}",
+        both(&out)
+    );
 }

@@ -68,7 +68,10 @@ impl Workdir {
 
     /// Runs `cassette ARGS` here and returns its output.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.cassette().args(args).output().expect("running cassette")
+        self.cassette()
+            .args(args)
+            .output()
+            .expect("running cassette")
     }
 }
 

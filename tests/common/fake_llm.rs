@@ -61,7 +61,9 @@ impl FakeLlm {
                 .build()
                 .expect("fake upstream runtime");
             runtime.block_on(async move {
-                let listener = TcpListener::bind(addr).await.expect("binding the fake upstream");
+                let listener = TcpListener::bind(addr)
+                    .await
+                    .expect("binding the fake upstream");
                 addr_tx
                     .send(listener.local_addr().expect("fake upstream address"))
                     .expect("reporting the fake upstream address");
@@ -218,7 +220,7 @@ fn decide(request: &Value, n: usize, variant: &str) -> Reply {
             .or_else(|| request.pointer("/options/seed"))
             .and_then(Value::as_u64)
             .unwrap_or(1);
-        let verdict = if graded.contains("rude") || (graded.contains("[split]") && vote % 2 == 0) {
+        let verdict = if graded.contains("rude") || (graded.contains("[split]") && vote & 1 == 0) {
             "FAIL. It does not meet the criterion."
         } else {
             "PASS. It meets the criterion."
