@@ -133,7 +133,6 @@ class FakeUpstream:
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
-        self._sink: socket.socket | None = None
         self._sink_thread: threading.Thread | None = None
 
     def count_connection(self):
@@ -145,22 +144,20 @@ class FakeUpstream:
             self.requests.append((path, headers, body))
 
     def stop(self):
-        """Stops serving HTTP; keeps counting (and dropping) connections to the port."""
-        if self._sink is not None:
+        """Stops serving HTTP; keeps counting (and dropping) connections to the port.
+
+        The listening socket itself is kept (no rebinding, so no race with connections still
+        closing): only the HTTP loop stops, and a bare accept loop takes over."""
+        if self._sink_thread is not None:
             return
         self._server.shutdown()
-        self._server.server_close()
         self._thread.join()
-        sink = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sink.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sink.bind(("127.0.0.1", self.port))
-        sink.listen(64)
-        self._sink = sink
+        listener = self._server.socket
 
         def drop():
             while True:
                 try:
-                    conn, _ = sink.accept()
+                    conn, _ = listener.accept()
                 except OSError:
                     return
                 self.count_connection()
@@ -170,11 +167,18 @@ class FakeUpstream:
         self._sink_thread.start()
 
     def close(self):
-        if self._sink is not None:
-            self._sink.close()
-        else:
+        if self._sink_thread is None:
             self._server.shutdown()
-            self._server.server_close()
+        else:
+            # Wake the blocked accept() before closing: a thread left blocked on a closed
+            # descriptor could later accept on whatever socket reuses that number (the next
+            # test module's server) and drop its connections.
+            try:
+                self._server.socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._sink_thread.join(timeout=10)
+        self._server.server_close()
 
 
 class Proxy:

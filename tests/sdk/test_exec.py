@@ -73,7 +73,7 @@ def test_record_runs_the_command_and_records(recorded, upstream):
     assert "1 recorded" in recorded.stderr
     assert len(upstream.requests) == 1
     # The summary is one line.
-    summary = [line for line in recorded.stderr.splitlines() if line.startswith("cassette exec:")]
+    summary = [line for line in recorded.stderr.splitlines() if line.startswith("cassette exec (")]
     assert len(summary) == 1, recorded.stderr
 
 

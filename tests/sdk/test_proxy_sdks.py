@@ -271,8 +271,8 @@ def test_record_gives_the_vendor_answers(recorded):
 
 def test_record_stores_one_cassette_per_request_and_stops_gracefully(recorded, upstream, store_url):
     stats = recorded["stats"]
-    assert stats["recorded"] == len(SCENARIOS)
-    assert stats["upstream_requests"] == len(SCENARIOS)
+    assert stats["recorded"] == len(SCENARIOS), (stats, recorded["stderr"])
+    assert stats["upstream_requests"] == len(SCENARIOS), (stats, recorded["stderr"])
     assert stats["hits"] == 0 and stats["misses"] == 0
     files = [p for p in Path(store_url.removeprefix("file://")).rglob("*") if p.is_file()]
     assert len(files) >= len(SCENARIOS)
