@@ -165,7 +165,10 @@ mod tests {
         let env = child_env("http://127.0.0.1:5", Mode::Record);
         let get = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
         assert_eq!(get("OPENAI_BASE_URL"), Some("http://127.0.0.1:5/v1"));
-        assert_eq!(get("ANTHROPIC_BASE_URL"), Some("http://127.0.0.1:5/anthropic"));
+        assert_eq!(
+            get("ANTHROPIC_BASE_URL"),
+            Some("http://127.0.0.1:5/anthropic")
+        );
         assert_eq!(get("OLLAMA_HOST"), Some("http://127.0.0.1:5/ollama"));
         assert_eq!(get("CASSETTE_PROXY_URL"), Some("http://127.0.0.1:5"));
         // Record mode never invents keys: the real upstream must get real ones.

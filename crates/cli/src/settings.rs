@@ -37,7 +37,12 @@ pub const BUILT_IN_ROUTES: &[(&str, &str)] = &[
 pub struct RecorderArgs {
     /// replay (answer from cassettes; a miss is an error), record (call the upstream and
     /// overwrite), auto (replay hits, record misses) or off (pass through, store nothing).
-    #[arg(long, env = "CASSETTE_MODE", default_value = "replay", value_name = "MODE")]
+    #[arg(
+        long,
+        env = "CASSETTE_MODE",
+        default_value = "replay",
+        value_name = "MODE"
+    )]
     pub mode: Mode,
 
     /// Store URL: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX or memory://
@@ -46,7 +51,12 @@ pub struct RecorderArgs {
     pub store: Option<String>,
 
     /// Older spelling of the store: a directory of cassette files.
-    #[arg(long = "cassette-dir", env = "CASSETTE_DIR", value_name = "DIR", hide = true)]
+    #[arg(
+        long = "cassette-dir",
+        env = "CASSETTE_DIR",
+        value_name = "DIR",
+        hide = true
+    )]
     pub dir: Option<PathBuf>,
 
     /// A local store put in front of --store as a read-through cache.
@@ -104,9 +114,11 @@ impl RecorderArgs {
         }
         let mut given: Vec<&str> = Vec::new();
         for spec in &self.routes {
-            let (name, url) = spec
-                .split_once('=')
-                .ok_or_else(|| anyhow!("--route `{spec}`: expected NAME=URL, e.g. anthropic=https://api.anthropic.com"))?;
+            let (name, url) = spec.split_once('=').ok_or_else(|| {
+                anyhow!(
+                    "--route `{spec}`: expected NAME=URL, e.g. anthropic=https://api.anthropic.com"
+                )
+            })?;
             let name = name.trim();
             if given.contains(&name) {
                 bail!("--route `{name}` is given twice");
@@ -187,7 +199,11 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit `{other}` in `{text}`: use KiB, MiB or GiB")),
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{text}`: use KiB, MiB or GiB"
+            ))
+        }
     };
     let size = number
         .checked_mul(factor)
@@ -217,9 +233,21 @@ mod tests {
 
     #[test]
     fn built_in_routes_and_overrides() {
-        let args = parse(&["--upstream", "http://up", "--route", "anthropic=http://a", "--route", "x=http://x"]);
+        let args = parse(&[
+            "--upstream",
+            "http://up",
+            "--route",
+            "anthropic=http://a",
+            "--route",
+            "x=http://x",
+        ]);
         let routes = args.routes().unwrap();
-        let url = |n: &str| routes.iter().find(|r| r.name == n).map(|r| r.base_url.clone());
+        let url = |n: &str| {
+            routes
+                .iter()
+                .find(|r| r.name == n)
+                .map(|r| r.base_url.clone())
+        };
         assert_eq!(url("default").as_deref(), Some("http://up"));
         assert_eq!(url("anthropic").as_deref(), Some("http://a"));
         assert_eq!(url("ollama").as_deref(), Some("http://127.0.0.1:11434"));
@@ -228,13 +256,24 @@ mod tests {
 
     #[test]
     fn bad_settings_are_named_before_any_io() {
-        let err = parse(&["--route", "nourl"]).config().unwrap_err().to_string();
+        let err = parse(&["--route", "nourl"])
+            .config()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("NAME=URL"), "{err}");
-        let err = parse(&["--route", "a=ftp://x"]).config().unwrap_err().to_string();
+        let err = parse(&["--route", "a=ftp://x"])
+            .config()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("http"), "{err}");
-        let err = parse(&["--route", "a=http://x", "--route", "a=http://y"]).config().unwrap_err().to_string();
+        let err = parse(&["--route", "a=http://x", "--route", "a=http://y"])
+            .config()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("twice"), "{err}");
-        let err = Cli::try_parse_from(["cassette", "--mode", "replays"]).unwrap_err().to_string();
+        let err = Cli::try_parse_from(["cassette", "--mode", "replays"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("replays"), "{err}");
     }
 

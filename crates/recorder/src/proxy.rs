@@ -429,7 +429,12 @@ fn route(mounts: &[String], raw_path: &str) -> (String, String) {
 fn is_json(headers: &[(String, String)]) -> bool {
     headers.iter().any(|(name, value)| {
         name.eq_ignore_ascii_case("content-type") && {
-            let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+            let essence = value
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
             essence == "application/json" || essence.ends_with("+json")
         }
     })
@@ -439,12 +444,16 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
     let mut body = body;
     let mut buffer: Vec<u8> = Vec::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| bad_request(&format!("cannot read the request body: {e}")))?;
+        let frame =
+            frame.map_err(|e| bad_request(&format!("cannot read the request body: {e}")))?;
         if let Ok(data) = frame.into_data() {
             if buffer.len() + data.len() > limit {
                 let size = buffer.len() + data.len();
                 drain(body, DRAIN_AFTER_LIMIT).await;
-                return Err(recorder_error_response(&Error::BodyTooLarge { size, limit }));
+                return Err(recorder_error_response(&Error::BodyTooLarge {
+                    size,
+                    limit,
+                }));
             }
             buffer.extend_from_slice(&data);
         }
@@ -599,7 +608,11 @@ mod tests {
             ("/", "default", "/"),
         ];
         for (raw, target, path) in table {
-            assert_eq!(route(&mounts, raw), (target.to_owned(), path.to_owned()), "{raw}");
+            assert_eq!(
+                route(&mounts, raw),
+                (target.to_owned(), path.to_owned()),
+                "{raw}"
+            );
         }
     }
 

@@ -45,7 +45,9 @@ impl Upstream {
         let listener = listener.tap_io(move |_| {
             counter.connections.fetch_add(1, Ordering::SeqCst);
         });
-        let app = axum::Router::new().fallback(answer).with_state(fake.clone());
+        let app = axum::Router::new()
+            .fallback(answer)
+            .with_state(fake.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Upstream { url, fake }
     }
@@ -186,15 +188,28 @@ async fn v1_is_never_doubled_and_routes_strip_their_prefix() {
     let client = reqwest::Client::new();
 
     // OPENAI_BASE_URL=<proxy>/v1 against UPSTREAM_BASE=<upstream>/v1.
-    let chat = post(&client, format!("{}/v1/chat/completions", proxy.url()), &chat_body("a")).await;
+    let chat = post(
+        &client,
+        format!("{}/v1/chat/completions", proxy.url()),
+        &chat_body("a"),
+    )
+    .await;
     assert_eq!(chat.status(), 200);
     assert_eq!(chat.headers()["x-cassette"], "recorded");
     // ANTHROPIC_BASE_URL=<proxy>/anthropic against --route anthropic=<upstream>.
     let body = json!({"model": "claude-3-5-haiku-latest", "max_tokens": 10,
                       "messages": [{"role": "user", "content": "hi"}]});
-    let msg = post(&client, format!("{}/anthropic/v1/messages", proxy.url()), &body).await;
+    let msg = post(
+        &client,
+        format!("{}/anthropic/v1/messages", proxy.url()),
+        &body,
+    )
+    .await;
     assert_eq!(msg.status(), 200);
-    assert_eq!(msg.json::<Value>().await.unwrap()["content"][0]["text"], "Hi");
+    assert_eq!(
+        msg.json::<Value>().await.unwrap()["content"][0]["text"],
+        "Hi"
+    );
 
     let paths = upstream.fake.paths.lock().unwrap().clone();
     assert_eq!(paths, ["/v1/chat/completions", "/v1/messages"]);
@@ -209,11 +224,15 @@ async fn replay_never_connects_upstream_hits_and_misses_alike() {
     let store = memory();
     let recording = proxy(Mode::Record, &upstream.url, &store).await;
     let client = reqwest::Client::new();
-    let recorded = post(&client, format!("{}/v1/chat/completions", recording.url()), &chat_body("q"))
-        .await
-        .json::<Value>()
-        .await
-        .unwrap();
+    let recorded = post(
+        &client,
+        format!("{}/v1/chat/completions", recording.url()),
+        &chat_body("q"),
+    )
+    .await
+    .json::<Value>()
+    .await
+    .unwrap();
     recording.stop().await.unwrap();
     let connections_before = upstream.connections();
     assert!(connections_before >= 1);
@@ -299,7 +318,11 @@ async fn bodies_over_the_limit_get_413_and_the_proxy_keeps_serving() {
         .unwrap();
     assert_eq!(response.status(), 413);
 
-    let health = client.get(format!("{}/healthz", proxy.url())).send().await.unwrap();
+    let health = client
+        .get(format!("{}/healthz", proxy.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
     proxy.stop().await.unwrap();
 }
@@ -320,14 +343,18 @@ async fn malformed_requests_get_400_with_a_reason() {
     assert_eq!(response.headers()["x-should-retry"], "false");
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["type"], "invalid_request_error");
-    assert!(body["error"]["message"].as_str().unwrap().contains("JSON"), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("JSON"),
+        "{body}"
+    );
     proxy.stop().await.unwrap();
 }
 
 #[tokio::test]
 async fn healthz_and_stats_report_mode_store_and_counters() {
     let store = memory();
-    let recorder = Recorder::new(config(Mode::Replay, "http://127.0.0.1:9"), store.clone()).unwrap();
+    let recorder =
+        Recorder::new(config(Mode::Replay, "http://127.0.0.1:9"), store.clone()).unwrap();
     let proxy = spawn(recorder, &ProxyConfig::ephemeral()).await.unwrap();
     let client = reqwest::Client::new();
     let health: Value = client
@@ -341,7 +368,12 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
     assert_eq!(health["mode"], "replay");
     assert_eq!(health["store"], store.location());
 
-    post(&client, format!("{}/v1/chat/completions", proxy.url()), &chat_body("q")).await;
+    post(
+        &client,
+        format!("{}/v1/chat/completions", proxy.url()),
+        &chat_body("q"),
+    )
+    .await;
     let stats: Value = client
         .get(format!("{}/_cassette/stats", proxy.url()))
         .send()
@@ -365,7 +397,12 @@ async fn concurrent_replay_hits_are_all_served() {
     let recording = proxy(Mode::Record, &upstream.url, &store).await;
     let client = reqwest::Client::new();
     for i in 0..4 {
-        post(&client, format!("{}/v1/chat/completions", recording.url()), &chat_body(&format!("q{i}"))).await;
+        post(
+            &client,
+            format!("{}/v1/chat/completions", recording.url()),
+            &chat_body(&format!("q{i}")),
+        )
+        .await;
     }
     recording.stop().await.unwrap();
     let connections = upstream.connections();
@@ -378,7 +415,10 @@ async fn concurrent_replay_hits_are_all_served() {
             let url = url.clone();
             tokio::spawn(async move {
                 let response = post(&client, url, &chat_body(&format!("q{}", i % 4))).await;
-                (response.status().as_u16(), response.json::<Value>().await.unwrap())
+                (
+                    response.status().as_u16(),
+                    response.json::<Value>().await.unwrap(),
+                )
             })
         })
         .collect();
@@ -417,9 +457,13 @@ async fn recording_one_key_twice_at_once_leaves_one_complete_cassette() {
 
     let keys = store.list("").await.unwrap();
     assert_eq!(keys.len(), 1);
-    let document: Value = serde_json::from_slice(&store.get(&keys[0]).await.unwrap().unwrap()).unwrap();
+    let document: Value =
+        serde_json::from_slice(&store.get(&keys[0]).await.unwrap().unwrap()).unwrap();
     assert_eq!(document["key"], keys[0].as_str());
-    assert_eq!(document["response"]["body"]["json"]["choices"][0]["message"]["content"], "Hello");
+    assert_eq!(
+        document["response"]["body"]["json"]["choices"][0]["message"]["content"],
+        "Hello"
+    );
 }
 
 #[tokio::test]
@@ -433,13 +477,27 @@ async fn an_unreachable_upstream_is_a_502_naming_it() {
     let store = memory();
     let proxy = proxy(Mode::Record, &upstream, &store).await;
     let client = reqwest::Client::new();
-    let response = post(&client, format!("{}/v1/chat/completions", proxy.url()), &chat_body("q")).await;
+    let response = post(
+        &client,
+        format!("{}/v1/chat/completions", proxy.url()),
+        &chat_body("q"),
+    )
+    .await;
     assert_eq!(response.status(), 502);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["type"], "cassette_upstream_error");
     let needle = format!("127.0.0.1:{port}");
-    assert!(body["error"]["message"].as_str().unwrap().contains(&needle), "{body}");
-    assert!(body["error"]["upstream"].as_str().unwrap().contains(&needle), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains(&needle),
+        "{body}"
+    );
+    assert!(
+        body["error"]["upstream"]
+            .as_str()
+            .unwrap()
+            .contains(&needle),
+        "{body}"
+    );
     let stats = proxy.stop().await.unwrap();
     assert_eq!(stats.recorder.upstream_errors, 1);
     assert!(store.list("").await.unwrap().is_empty());
@@ -456,12 +514,20 @@ async fn streams_are_forwarded_as_they_arrive_and_shutdown_waits_for_them() {
     let proxy = proxy(Mode::Record, &upstream.url, &store).await;
     let mut body = chat_body("stream please");
     body["stream"] = json!(true);
-    let response = post(&reqwest::Client::new(), format!("{}/v1/chat/completions", proxy.url()), &body).await;
+    let response = post(
+        &reqwest::Client::new(),
+        format!("{}/v1/chat/completions", proxy.url()),
+        &body,
+    )
+    .await;
     assert_eq!(response.status(), 200);
     let mut stream = response.bytes_stream();
     // The upstream has sent two events and is holding the rest back: the client must already
     // have the first one.
-    let first = futures::StreamExt::next(&mut stream).await.unwrap().unwrap();
+    let first = futures::StreamExt::next(&mut stream)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(String::from_utf8_lossy(&first).contains("chat.completion.chunk"));
 
     // Stopping now must let this stream finish rather than cut it.
