@@ -156,12 +156,22 @@ impl S3Store {
             builder = builder.with_virtual_hosted_style_request(!path_style);
         }
         let region = builder.get_config_value(&AmazonS3ConfigKey::Region);
-        let endpoint = endpoint.unwrap_or_else(|| {
+        let mut endpoint = endpoint.unwrap_or_else(|| {
             format!(
                 "AWS default endpoint (region {})",
                 region.as_deref().unwrap_or("us-east-1")
             )
         });
+        if builder
+            .get_config_value(&AmazonS3ConfigKey::AccessKeyId)
+            .is_none()
+        {
+            // Without keys object_store asks the instance metadata service, whose failure
+            // message (a request to 169.254.169.254) would not tell a developer what is missing.
+            endpoint.push_str(
+                ", no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY set so using instance credentials",
+            );
+        }
         let store = builder.build().map_err(|e| Error::Remote {
             store: "s3",
             endpoint: endpoint.clone(),

@@ -187,6 +187,7 @@ async fn assert_unreachable_fails_fast(endpoint: &str) {
     let err = result
         .expect("no answer within 60 s: the S3 client hangs")
         .unwrap_err();
+    eprintln!("{endpoint}: failed after {elapsed:?}: {err}");
     assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
     let message = err.to_string();
     assert!(message.contains(endpoint), "names the endpoint: {message}");
