@@ -348,3 +348,70 @@ fn the_example_suite_replays_offline_from_its_committed_cassettes() {
         both(&out)
     );
 }
+
+#[test]
+fn a_judge_behind_an_ollama_endpoint_is_asked_in_ollama_form() {
+    let dir = Workdir::new();
+    dir.write(
+        "suite.jsonl",
+        r#"{"id":"polite","prompt":"Say hello nicely","params":{"model":"m"},"grader":"judge","expect":{"criterion":"The reply is polite","votes":1}}"#,
+    );
+    let app = FakeLlm::start();
+    let ollama = FakeLlm::start();
+    let route = format!("ollama={}", ollama.url);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "auto",
+        "--store",
+        &dir.store("c"),
+        "--upstream",
+        &app.url,
+        "--route",
+        &route,
+        "--judge-route",
+        "ollama",
+        "--judge-api",
+        "ollama",
+        "--judge-model",
+        "llama3.2",
+    ]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!((app.requests(), ollama.requests()), (1, 1));
+    let judged = dir.run(&["ls", "--json", "--store", &dir.store("c")]);
+    let paths: Vec<String> = json_lines(&judged)
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["target"].as_str().unwrap(),
+                r["path"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(paths.contains(&"ollama /api/chat".to_owned()), "{paths:?}");
+
+    // A judge route that does not exist is a usage error before anything is sent.
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        &dir.store("c"),
+        "--upstream",
+        &app.url,
+        "--judge-route",
+        "nowhere",
+        "--judge-model",
+        "x",
+    ]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("--judge-route \"nowhere\""),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(app.requests(), 1);
+}
