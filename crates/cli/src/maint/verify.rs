@@ -21,6 +21,15 @@ pub struct VerifyArgs {
     /// Also fail when the cassette folder (a file:// store) has changes git has not committed.
     #[arg(long)]
     strict: bool,
+
+    /// A body member the recorder was told to treat as volatile (its `--volatile`), so keys
+    /// are recomputed the way they were computed. Repeatable.
+    #[arg(long = "volatile", value_name = "NAME")]
+    volatile: Vec<String>,
+
+    /// A default-volatile member the recorder kept in the key (its `--keep-volatile`).
+    #[arg(long = "keep-volatile", value_name = "NAME")]
+    keep_volatile: Vec<String>,
 }
 
 /// Whether uncommitted changes fail the run.
@@ -45,7 +54,10 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     };
     let store = args.store.open()?;
     let loaded = runtime()?.block_on(load_all(&store))?;
-    let config = KeyConfig::default();
+    let config = KeyConfig {
+        extra_volatile: args.volatile.clone(),
+        keep_volatile: args.keep_volatile.clone(),
+    };
     let mut problems = 0usize;
     let mut unverifiable = 0usize;
     for (key, bytes, parsed) in &loaded {
@@ -92,7 +104,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         let recomputed = keyed_stored_request(cassette, &config).key;
         if recomputed.as_str() != key {
             report(format!(
-                "its stored request keys to {recomputed}: the request was edited by hand (or the keying changed without a key version bump)"
+                "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other --volatile settings, or the keying changed without a key version bump)"
             ));
         }
     }
