@@ -15,8 +15,11 @@
 //! `--route NAME=URL` replaces a built-in upstream or mounts a new route.
 
 use anyhow::{anyhow, bail, Context};
+use cassette_keying::KeyConfig;
 use cassette_recorder::config::DEFAULT_TARGET;
+use cassette_recorder::redact::RedactionRules;
 use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Route};
+use cassette_store::readonly::ReadOnlyStore;
 use cassette_store::DynStore;
 use std::path::PathBuf;
 
@@ -80,6 +83,40 @@ pub struct RecorderArgs {
     /// to the client and not stored.
     #[arg(long)]
     pub record_errors: bool,
+
+    /// Replace the value at this JSON path in stored request and response bodies with
+    /// "[REDACTED]" (e.g. `$.messages[*].content`, `$..email`). Repeatable. Redaction never
+    /// changes the key.
+    #[arg(long = "redact-path", value_name = "JSONPATH")]
+    pub redact_paths: Vec<String>,
+
+    /// Replace matches of this regex in stored strings and text bodies with "[REDACTED]".
+    /// Repeatable.
+    #[arg(long = "redact-pattern", value_name = "REGEX")]
+    pub redact_patterns: Vec<String>,
+
+    /// Also treat this top-level body member as volatile (left out of the key). Repeatable.
+    /// Changes keys: use the same list when recording and replaying.
+    #[arg(long = "volatile", value_name = "NAME")]
+    pub volatile: Vec<String>,
+
+    /// Keep this member of the default volatile list in the key after all. Repeatable.
+    #[arg(long = "keep-volatile", value_name = "NAME")]
+    pub keep_volatile: Vec<String>,
+
+    /// Size of the pieces a replayed stream is cut into, so clients' parsers run over
+    /// partial chunks.
+    #[arg(long, env = "CASSETTE_STREAM_CHUNK", value_name = "SIZE", default_value = "64", value_parser = parse_size)]
+    pub stream_chunk_size: usize,
+
+    /// Seconds an upstream may take to answer before the request fails with 504.
+    #[arg(
+        long,
+        env = "CASSETTE_UPSTREAM_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 600
+    )]
+    pub upstream_timeout: u64,
 }
 
 impl RecorderArgs {
@@ -147,6 +184,16 @@ impl RecorderArgs {
             } else {
                 ErrorRecording::PassThrough
             },
+            key: KeyConfig {
+                extra_volatile: self.volatile.clone(),
+                keep_volatile: self.keep_volatile.clone(),
+            },
+            redaction: RedactionRules {
+                json_paths: self.redact_paths.clone(),
+                patterns: self.redact_patterns.clone(),
+            },
+            stream_chunk_size: self.stream_chunk_size,
+            upstream_timeout: std::time::Duration::from_secs(self.upstream_timeout.max(1)),
             ..RecorderConfig::default()
         };
         config.validate().map_err(|e| anyhow!("{e}"))?;
@@ -173,6 +220,11 @@ impl RecorderArgs {
     pub fn build(&self, config: RecorderConfig) -> anyhow::Result<Recorder> {
         config.validate().map_err(|e| anyhow!("{e}"))?;
         let store = self.open_store()?;
+        // Replay cannot write: the wrapper turns any attempt into a clear error.
+        let store: DynStore = match config.mode {
+            Mode::Replay => std::sync::Arc::new(ReadOnlyStore::new(store)),
+            _ => store,
+        };
         Recorder::with_usage_log(config, store, self.usage_log.clone())
             .context("cannot build the recorder")
     }
@@ -252,6 +304,42 @@ mod tests {
         assert_eq!(url("anthropic").as_deref(), Some("http://a"));
         assert_eq!(url("ollama").as_deref(), Some("http://127.0.0.1:11434"));
         assert_eq!(url("x").as_deref(), Some("http://x"));
+    }
+
+    #[test]
+    fn redaction_keying_and_stream_settings_reach_the_config() {
+        let config = parse(&[
+            "--redact-path",
+            "$..email",
+            "--redact-pattern",
+            "\\d{3}-\\d{4}",
+            "--volatile",
+            "seed",
+            "--keep-volatile",
+            "user",
+            "--stream-chunk-size",
+            "1KiB",
+        ])
+        .config()
+        .unwrap();
+        assert_eq!(config.redaction.json_paths, ["$..email"]);
+        assert_eq!(config.redaction.patterns, ["\\d{3}-\\d{4}"]);
+        assert_eq!(config.key.extra_volatile, ["seed"]);
+        assert_eq!(config.key.keep_volatile, ["user"]);
+        assert_eq!(config.stream_chunk_size, 1024);
+    }
+
+    #[test]
+    fn an_invalid_redaction_pattern_is_refused_before_any_io() {
+        let args = parse(&[
+            "--redact-pattern",
+            "(unclosed",
+            "--store",
+            "file:///nonexistent/x",
+        ]);
+        let err = args.build_recorder().unwrap_err();
+        assert!(format!("{err:#}").contains("(unclosed"), "{err:#}");
+        assert!(!std::path::Path::new("/nonexistent/x").exists());
     }
 
     #[test]

@@ -105,6 +105,7 @@ impl RecorderConfig {
                 ));
             }
         }
+        crate::redact::Redactor::new(&self.redaction).map_err(|e| e.to_string())?;
         if self.stream_chunk_size == 0 {
             return Err("stream chunk size must be at least 1 byte".to_owned());
         }
