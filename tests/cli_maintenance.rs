@@ -536,3 +536,24 @@ fn canary_keeps_the_cases_near_their_threshold() {
     let out = dir.run(&["canary", "results.jsonl", "--band", "-1"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
 }
+
+/// A printing command whose reader goes away ends quietly instead of panicking.
+#[test]
+fn a_closed_pipe_ends_a_printing_command_quietly() {
+    let dir = common::cli_env::Workdir::new();
+    let examples = common::workspace_root().join("examples/suite/cassettes");
+    let store = format!("file://{}", examples.display());
+    let mut child = dir
+        .cassette()
+        .args(["show", "d49c7636", "--store", &store])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end before the child writes.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}

@@ -18,7 +18,11 @@ use std::process::ExitCode;
 pub const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, Parser)]
-#[command(name = "cassette", version, about = "Record real LLM API calls once, replay them offline.")]
+#[command(
+    name = "cassette",
+    version,
+    about = "Record real LLM API calls once, replay them offline."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -58,6 +62,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.only_prints() {
+        restore_default_sigpipe();
+    }
     let result = match cli.command {
         Command::Key(args) => key::run(args),
         Command::Proxy(args) => proxy::run(args),
@@ -80,5 +87,32 @@ fn main() -> ExitCode {
             eprintln!("cassette: {err:#}");
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+impl Command {
+    /// Commands that only print to stdout (no sockets, no children).
+    fn only_prints(&self) -> bool {
+        matches!(
+            self,
+            Command::Key(_)
+                | Command::Ls(_)
+                | Command::Show(_)
+                | Command::Verify(_)
+                | Command::Diff(_)
+                | Command::DiffRuns(_)
+                | Command::Canary(_)
+                | Command::Explain(_)
+        )
+    }
+}
+
+/// Lets a printing command end quietly when its reader goes away (`cassette show KEY | head`),
+/// as Unix tools do. Rust ignores SIGPIPE, which turns a closed pipe into a panic inside
+/// `println!`. Commands that serve sockets or run children keep ignoring it.
+fn restore_default_sigpipe() {
+    // SAFETY: called before any thread is started; SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
