@@ -8,6 +8,8 @@ root=$(pwd)
 
 echo "== building"
 cargo build --workspace --all-targets
+# End-to-end tests drive this binary instead of building their own copy.
+export CASSETTE_BIN="$root/target/debug/cassette"
 
 echo "== starting the S3-compatible server (SeaweedFS)"
 eval "$(scripts/s3-server.sh start)"
@@ -23,6 +25,6 @@ if [ -d tests/sdk ]; then
     python3 -m venv "$venv"
   fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
-  CASSETTE_BIN="$root/target/debug/cassette" "$venv/bin/python" -m pytest -q tests/sdk
+  "$venv/bin/python" -m pytest -q tests/sdk
 fi
 echo "== all tests passed"
