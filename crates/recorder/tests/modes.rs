@@ -433,3 +433,52 @@ async fn an_undamaged_request_is_not_marked_redacted() {
     let stored = store.get_json(key.as_str()).await.unwrap().unwrap();
     assert!(stored["meta"].get("request_redacted").is_none(), "{stored}");
 }
+
+#[tokio::test]
+async fn a_silent_upstream_times_out_as_a_gateway_timeout() {
+    let fake = FakeUpstream::start().await;
+    fake.reply(CHAT, Reply::Silent);
+    let store = memory();
+    let impatient = RecorderConfig {
+        upstream_timeout: std::time::Duration::from_millis(300),
+        ..config(Mode::Record, &fake.url)
+    };
+    let recorder = Recorder::new(impatient, store.clone()).unwrap();
+    let err = recorder.handle(chat("Hi", 1.0)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Upstream {
+                timed_out: true,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.http_status(), 504);
+    assert!(err.to_string().contains(&fake.url), "{err}");
+    assert!(store.list("").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_corrupt_cassette_is_an_error_naming_the_key_and_store() {
+    let store = memory();
+    let request = chat("Hi", 1.0);
+    let key = request.key(&Default::default()).key;
+    store
+        .put(
+            key.as_str(),
+            Bytes::from_static(b"{\"format\": 1, \"key\": \"trunc"),
+        )
+        .await
+        .unwrap();
+    let recorder = Recorder::new(config(Mode::Replay, "http://127.0.0.1:9"), store).unwrap();
+    let err = recorder.handle(request).await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(key.as_str()) && message.contains("memory://"),
+        "{message}"
+    );
+    assert!(message.contains("re-record"), "{message}");
+}

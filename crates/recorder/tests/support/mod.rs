@@ -30,6 +30,8 @@ pub enum Reply {
         body: Bytes,
         pieces: Vec<usize>,
     },
+    /// Accepts the request and never answers (well, not for a minute).
+    Silent,
 }
 
 impl Reply {
@@ -159,6 +161,10 @@ async fn answer(
             .header("x-request-id", "req_fake_1")
             .body(Body::from(body))
             .unwrap(),
+        Some(Reply::Silent) => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Response::new(Body::empty())
+        }
         Some(Reply::Stream {
             content_type,
             body,
