@@ -45,9 +45,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let recorder = Recorder::open(recording, &store_url, None)?;
     let outcome = recorder
-        .handle(IncomingRequest::post_json("/v1/chat/completions", &question))
+        .handle(IncomingRequest::post_json(
+            "/v1/chat/completions",
+            &question,
+        ))
         .await?;
-    println!("recorded cassette {} ({:?})", outcome.key.short(), outcome.source);
+    println!(
+        "recorded cassette {} ({:?})",
+        outcome.key.short(),
+        outcome.source
+    );
     outcome.response.into_bytes().await?;
     server.abort();
 

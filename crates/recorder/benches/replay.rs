@@ -79,7 +79,9 @@ fn replay(c: &mut Criterion) {
     let miss = request(CASSETTES + 1);
 
     let mut group = c.benchmark_group("replay_10k");
-    group.sample_size(20).measurement_time(Duration::from_secs(5));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(5));
     group.bench_function("baseline_store_get", |b| {
         b.to_async(&runtime)
             .iter(|| async { store.get(&hit_key).await.unwrap().unwrap() })

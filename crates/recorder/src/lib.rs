@@ -35,4 +35,6 @@ pub use config::{ErrorRecording, RecorderConfig, Route};
 pub use error::{Error, Result};
 pub use miss::Miss;
 pub use mode::Mode;
-pub use recorder::{BodyStream, IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source, Stats};
+pub use recorder::{
+    BodyStream, IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source, Stats,
+};

@@ -250,5 +250,8 @@ async fn a_json_answer_on_a_non_llm_path_replays_as_json_even_when_stream_is_ask
         .unwrap();
     assert!(matches!(replayed.response.body, ResponseBody::Full(_)));
     let bytes = replayed.response.into_bytes().await.unwrap();
-    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), json!({"ok": true}));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&bytes).unwrap(),
+        json!({"ok": true})
+    );
 }
