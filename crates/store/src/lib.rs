@@ -10,6 +10,19 @@
 //! `sled://PATH`, `s3://BUCKET/PREFIX`, `memory://`. [`open_tiered`] puts a local cache in front
 //! of a remote store. `docs/stores.md` describes the URLs, their options and the on-disk layouts.
 //!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use cassette_store::{Created, StoreExt};
+//! let store = cassette_store::open("memory://")?;
+//! let key = "3fa2".repeat(16);
+//! assert_eq!(store.put_if_absent(&key, "{}\n".into()).await?, Created::Won);
+//! assert_eq!(store.put_if_absent(&key, "[]\n".into()).await?, Created::AlreadyExists);
+//! assert!(store.get_json(&key).await?.is_some());
+//! assert!(store.get(&"00".repeat(32)).await?.is_none()); // a miss is not an error
+//! # Ok::<(), cassette_store::Error>(())
+//! # }).unwrap();
+//! ```
+//!
 //! Architecture invariant: every backend validates keys with the same rule (non-empty lowercase
 //! hex), so a key can never name a path outside the store, whatever the backend.
 

@@ -13,6 +13,10 @@ use bytes::Bytes;
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long to wait for a lock held by a handle that is being closed.
+const LOCK_GRACE: Duration = Duration::from_secs(1);
 
 /// Written beside sled's own files by the process holding the database.
 const PID_FILE: &str = "cassette-holder.pid";
@@ -42,15 +46,23 @@ impl SledStore {
             path: path.clone(),
             source,
         })?;
-        let db = match sled::open(&path) {
-            Ok(db) => db,
-            Err(sled::Error::Io(e)) if is_lock_error(&e) => {
-                return Err(Error::Locked {
-                    location: format!("sled://{}", path.display()),
-                    holder: find_holder(&path),
-                })
+        // sled releases its lock from background threads shortly after the last handle is
+        // dropped, so a holder that just closed (or exited) gets a moment before we give up.
+        let deadline = Instant::now() + LOCK_GRACE;
+        let db = loop {
+            match sled::open(&path) {
+                Ok(db) => break db,
+                Err(sled::Error::Io(e)) if is_lock_error(&e) => {
+                    if Instant::now() >= deadline {
+                        return Err(Error::Locked {
+                            location: format!("sled://{}", path.display()),
+                            holder: find_holder(&path),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(25));
+                }
+                Err(e) => return Err(sled_error(&path, e)),
             }
-            Err(e) => return Err(sled_error(&path, e)),
         };
         // Best effort: the PID only improves the message a second opener gets.
         let _ = fs::write(path.join(PID_FILE), format!("{}\n", std::process::id()));
