@@ -60,6 +60,19 @@ impl OwnedRequest {
     }
 }
 
+impl From<OwnedRequest> for cassette_recorder::IncomingRequest {
+    fn from(owned: OwnedRequest) -> Self {
+        cassette_recorder::IncomingRequest {
+            target: owned.target,
+            method: owned.method,
+            path: owned.path,
+            query: owned.query,
+            headers: owned.headers,
+            body: owned.body.into(),
+        }
+    }
+}
+
 /// Reads and parses the request file at `path`. Errors name the file.
 pub fn load(path: &Path) -> anyhow::Result<OwnedRequest> {
     let text = std::fs::read_to_string(path)

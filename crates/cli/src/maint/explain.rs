@@ -27,14 +27,7 @@ pub struct ExplainArgs {
 /// Runs `cassette explain`.
 pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let owned = request_file::load(&args.request)?;
-    let request = IncomingRequest {
-        target: owned.target,
-        method: owned.method,
-        path: owned.path,
-        query: owned.query,
-        headers: owned.headers,
-        body: owned.body.into(),
-    };
+    let request = IncomingRequest::from(owned);
     let mut config = args.recorder.config()?;
     // Explaining must never reach an upstream, whatever CASSETTE_MODE says.
     config.mode = Mode::Replay;

@@ -28,14 +28,7 @@ pub struct ProbeArgs {
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let owned = request_file::load(&args.request)?;
     let profile = Profile::from_path(&owned.path);
-    let request = IncomingRequest {
-        target: owned.target,
-        method: owned.method,
-        path: owned.path,
-        query: owned.query,
-        headers: owned.headers,
-        body: owned.body.into(),
-    };
+    let request = IncomingRequest::from(owned);
     let mut config = args.recorder.config()?;
     // A probe measures the live model: it never reads a cassette and never writes one.
     config.mode = Mode::Off;

@@ -162,14 +162,7 @@ fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
             }
             let owned = request_file::parse(&request.to_string())
                 .map_err(|e| e.context("in \"request\""))?;
-            Ok(IncomingRequest {
-                target: owned.target,
-                method: owned.method,
-                path: owned.path,
-                query: owned.query,
-                headers: owned.headers,
-                body: owned.body.into(),
-            })
+            Ok(IncomingRequest::from(owned))
         }
     }
 }
