@@ -35,19 +35,9 @@ pub const BUILT_IN_ROUTES: &[(&str, &str)] = &[
     ("ollama", "http://127.0.0.1:11434"),
 ];
 
-/// Where the recorder reads and writes, and what it calls.
+/// Which store a command uses: `--store`/`CASSETTE_STORE`, or the older `CASSETTE_DIR`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RecorderArgs {
-    /// replay (answer from cassettes; a miss is an error), record (call the upstream and
-    /// overwrite), auto (replay hits, record misses) or off (pass through, store nothing).
-    #[arg(
-        long,
-        env = "CASSETTE_MODE",
-        default_value = "replay",
-        value_name = "MODE"
-    )]
-    pub mode: Mode,
-
+pub struct StoreArgs {
     /// Store URL: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX or memory://
     /// [default: file://cassettes, or file://$CASSETTE_DIR].
     #[arg(long, env = "CASSETTE_STORE", value_name = "URL")]
@@ -61,6 +51,45 @@ pub struct RecorderArgs {
         hide = true
     )]
     pub dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The store URL.
+    pub fn url(&self) -> String {
+        match (&self.store, &self.dir) {
+            (Some(url), _) => url.clone(),
+            (None, Some(dir)) => format!("file://{}", dir.display()),
+            (None, None) => DEFAULT_STORE.to_owned(),
+        }
+    }
+
+    /// Opens the store, naming it on failure.
+    pub fn open(&self) -> anyhow::Result<DynStore> {
+        open_store(&self.url())
+    }
+}
+
+/// Opens a store by URL, naming it on failure.
+pub fn open_store(url: &str) -> anyhow::Result<DynStore> {
+    cassette_store::open(url).with_context(|| format!("cannot open the store {url}"))
+}
+
+/// Where the recorder reads and writes, and what it calls.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecorderArgs {
+    /// replay (answer from cassettes; a miss is an error), record (call the upstream and
+    /// overwrite), auto (replay hits, record misses) or off (pass through, store nothing).
+    #[arg(
+        long,
+        env = "CASSETTE_MODE",
+        default_value = "replay",
+        value_name = "MODE"
+    )]
+    pub mode: Mode,
+
+    /// Where cassettes are read and written.
+    #[command(flatten)]
+    pub store: StoreArgs,
 
     /// A local store put in front of --store as a read-through cache.
     #[arg(long, env = "CASSETTE_CACHE", value_name = "URL")]
@@ -122,11 +151,7 @@ pub struct RecorderArgs {
 impl RecorderArgs {
     /// The store URL these settings name.
     pub fn store_url(&self) -> String {
-        match (&self.store, &self.dir) {
-            (Some(url), _) => url.clone(),
-            (None, Some(dir)) => format!("file://{}", dir.display()),
-            (None, None) => DEFAULT_STORE.to_owned(),
-        }
+        self.store.url()
     }
 
     /// The routes: built-ins, the default route, then `--route` overrides.

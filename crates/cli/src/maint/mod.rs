@@ -13,52 +13,14 @@ pub mod show;
 pub mod verify;
 
 use crate::answer::{self, Answer};
-use crate::settings::DEFAULT_STORE;
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::Profile;
 use cassette_recorder::Cassette;
 use cassette_store::DynStore;
-use std::path::PathBuf;
 
-/// Which store a maintenance command reads: the same flags and variables as the proxy.
-#[derive(Debug, Clone, clap::Args)]
-pub struct StoreArgs {
-    /// Store URL: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX or memory://
-    /// [default: file://cassettes, or file://$CASSETTE_DIR].
-    #[arg(long, env = "CASSETTE_STORE", value_name = "URL")]
-    pub store: Option<String>,
-
-    /// Older spelling of the store: a directory of cassette files.
-    #[arg(
-        long = "cassette-dir",
-        env = "CASSETTE_DIR",
-        value_name = "DIR",
-        hide = true
-    )]
-    pub dir: Option<PathBuf>,
-}
-
-impl StoreArgs {
-    /// The store URL.
-    pub fn url(&self) -> String {
-        match (&self.store, &self.dir) {
-            (Some(url), _) => url.clone(),
-            (None, Some(dir)) => format!("file://{}", dir.display()),
-            (None, None) => DEFAULT_STORE.to_owned(),
-        }
-    }
-
-    /// Opens the store.
-    pub fn open(&self) -> anyhow::Result<DynStore> {
-        open(&self.url())
-    }
-}
-
-/// Opens a store by URL, naming it on failure.
-pub fn open(url: &str) -> anyhow::Result<DynStore> {
-    cassette_store::open(url).with_context(|| format!("cannot open the store {url}"))
-}
+/// Maintenance commands read the store named by the same flags and variables as the proxy.
+pub use crate::settings::{open_store as open, StoreArgs};
 
 /// A small runtime for commands that only talk to stores.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
