@@ -1,6 +1,6 @@
 //! Anthropic Messages streams: `message_start`, content blocks, `message_delta`, `message_stop`.
 
-use super::framing::SseEvent;
+use super::framing::{members, SseEvent};
 use super::{error_message, fragments, malformed, merge_field, parse_json, synthesis_error};
 use super::{write_sse, StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
@@ -221,13 +221,6 @@ fn event(out: &mut Vec<u8>, kind: &str, mut fields: Map<String, Value>) {
     write_sse(out, Some(kind), &Value::Object(fields).to_string());
 }
 
-fn obj(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
-}
-
 /// A Message object as the stream a client would have received.
 pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError> {
     let Some(message) = final_response.as_object() else {
@@ -254,7 +247,11 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
             usage.insert("output_tokens".into(), json!(output.min(1)));
         }
     }
-    event(&mut out, "message_start", obj(json!({ "message": start })));
+    event(
+        &mut out,
+        "message_start",
+        members(json!({ "message": start })),
+    );
 
     for (index, block) in blocks.iter().enumerate() {
         let Some(block) = block.as_object() else {
@@ -278,7 +275,7 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
         "stop_sequence".into(),
         message.get("stop_sequence").cloned().unwrap_or(Value::Null),
     );
-    let mut fields = obj(json!({ "delta": delta }));
+    let mut fields = members(json!({ "delta": delta }));
     fields.insert("usage".into(), usage.unwrap_or_else(|| json!({})));
     event(&mut out, "message_delta", fields);
     event(&mut out, "message_stop", Map::new());
@@ -332,15 +329,19 @@ fn block_events(
     event(
         out,
         "content_block_start",
-        obj(json!({ "index": index, "content_block": start })),
+        members(json!({ "index": index, "content_block": start })),
     );
     for delta in deltas {
         event(
             out,
             "content_block_delta",
-            obj(json!({ "index": index, "delta": delta })),
+            members(json!({ "index": index, "delta": delta })),
         );
     }
-    event(out, "content_block_stop", obj(json!({ "index": index })));
+    event(
+        out,
+        "content_block_stop",
+        members(json!({ "index": index })),
+    );
     Ok(())
 }

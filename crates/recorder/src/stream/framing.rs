@@ -184,6 +184,15 @@ impl SseParser {
     }
 }
 
+/// The members of a JSON object built with `json!` (anything else gives no members), for
+/// writing synthesized events member by member.
+pub(crate) fn members(value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    match value {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

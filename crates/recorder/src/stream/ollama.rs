@@ -1,7 +1,7 @@
 //! Ollama streams: one JSON object per line (`message` fragments for chat, `response`
 //! fragments for generate), the last one `done: true` with the reason, counts and durations.
 
-use super::framing::Line;
+use super::framing::{members, Line};
 use super::{error_message, fragments, malformed, merge_field, parse_json, synthesis_error};
 use super::{StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
@@ -117,7 +117,7 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
                     msg.insert("role".into(), role.clone());
                     msg.insert("content".into(), json!(""));
                     msg.insert(key.into(), json!(piece));
-                    line(obj(json!({ "message": msg })));
+                    line(members(json!({ "message": msg })));
                 }
                 if key == "content" {
                     rest.insert(key.into(), json!(""));
@@ -127,7 +127,7 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
             }
             if let Some(calls @ Value::Array(list)) = message.get("tool_calls") {
                 if !list.is_empty() {
-                    line(obj(json!({
+                    line(members(json!({
                         "message": { "role": role, "content": "", "tool_calls": calls }
                     })));
                     rest.remove("tool_calls");
@@ -166,11 +166,4 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
     out.extend_from_slice(Value::Object(last).to_string().as_bytes());
     out.push(b'\n');
     Ok(out)
-}
-
-fn obj(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
 }

@@ -1,6 +1,6 @@
 //! OpenAI Responses streams: named `response.*` events carrying `type` and `sequence_number`.
 
-use super::framing::SseEvent;
+use super::framing::{members, SseEvent};
 use super::{error_message, fragments, malformed, parse_json, synthesis_error, write_sse};
 use super::{StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
@@ -170,13 +170,6 @@ impl Writer {
     }
 }
 
-fn fields(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
-}
-
 /// A Response object as the stream a client would have received.
 pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError> {
     let Some(response) = final_response.as_object() else {
@@ -203,10 +196,10 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
         }
     }
     let pending = Value::Object(pending);
-    w.event("response.created", fields(json!({ "response": pending })));
+    w.event("response.created", members(json!({ "response": pending })));
     w.event(
         "response.in_progress",
-        fields(json!({ "response": pending })),
+        members(json!({ "response": pending })),
     );
 
     for (index, item) in output.iter().enumerate() {
@@ -224,7 +217,7 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
         Some("failed") => "response.failed",
         _ => "response.completed",
     };
-    w.event(terminal, fields(json!({ "response": final_response })));
+    w.event(terminal, members(json!({ "response": final_response })));
     Ok(w.out)
 }
 
@@ -240,7 +233,7 @@ fn item_events(w: &mut Writer, index: usize, item: &Map<String, Value>) -> Resul
             added.insert("content".into(), json!([]));
             w.event(
                 "response.output_item.added",
-                fields(json!({ "output_index": index, "item": added })),
+                members(json!({ "output_index": index, "item": added })),
             );
             let parts = item
                 .get("content")
@@ -261,15 +254,15 @@ fn item_events(w: &mut Writer, index: usize, item: &Map<String, Value>) -> Resul
             added.insert("arguments".into(), json!(""));
             w.event(
                 "response.output_item.added",
-                fields(json!({ "output_index": index, "item": added })),
+                members(json!({ "output_index": index, "item": added })),
             );
             for piece in fragments(arguments) {
                 w.event(
                     "response.function_call_arguments.delta",
-                    fields(json!({ "item_id": item_id, "output_index": index, "delta": piece })),
+                    members(json!({ "item_id": item_id, "output_index": index, "delta": piece })),
                 );
             }
-            let mut done = fields(json!({
+            let mut done = members(json!({
                 "item_id": item_id,
                 "output_index": index,
                 "arguments": arguments,
@@ -288,7 +281,7 @@ fn item_events(w: &mut Writer, index: usize, item: &Map<String, Value>) -> Resul
             added.insert("summary".into(), json!([]));
             w.event(
                 "response.output_item.added",
-                fields(json!({ "output_index": index, "item": added })),
+                members(json!({ "output_index": index, "item": added })),
             );
             for (summary_index, part) in summary.iter().enumerate() {
                 let text = part.get("text").and_then(Value::as_str).unwrap_or("");
@@ -324,19 +317,19 @@ fn item_events(w: &mut Writer, index: usize, item: &Map<String, Value>) -> Resul
         _ => {
             w.event(
                 "response.output_item.added",
-                fields(json!({ "output_index": index, "item": added })),
+                members(json!({ "output_index": index, "item": added })),
             );
         }
     }
     w.event(
         "response.output_item.done",
-        fields(json!({ "output_index": index, "item": item })),
+        members(json!({ "output_index": index, "item": item })),
     );
     Ok(())
 }
 
 fn with(at: &Value, key: &str, value: Value) -> Map<String, Value> {
-    let mut map = fields(at.clone());
+    let mut map = members(at.clone());
     map.insert(key.into(), value);
     map
 }

@@ -106,19 +106,7 @@ fn openai_chat(response: &Value, summary: &mut ResponseSummary) {
         return;
     };
     text_of(message.get("content"), &mut summary.text);
-    for call in message
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let function = call.get("function");
-        summary.tool_calls.push(ToolCall {
-            id: string(call.get("id")),
-            name: string(function.and_then(|f| f.get("name"))).unwrap_or_default(),
-            arguments: arguments(function.and_then(|f| f.get("arguments"))),
-        });
-    }
+    function_calls(message, summary);
 }
 
 fn openai_responses(response: &Value, summary: &mut ResponseSummary) {
@@ -199,6 +187,12 @@ fn ollama(response: &Value, summary: &mut ResponseSummary) {
         return;
     };
     text_of(message.get("content"), &mut summary.text);
+    function_calls(message, summary);
+}
+
+/// Tool calls in the `{"function": {"name", "arguments"}}` shape that OpenAI chat and Ollama
+/// messages share.
+fn function_calls(message: &Value, summary: &mut ResponseSummary) {
     for call in message
         .get("tool_calls")
         .and_then(Value::as_array)
