@@ -243,3 +243,34 @@ fn request_file_and_flags_conflict() {
     assert!(!out.status.success());
     assert!(stdout(&out).is_empty());
 }
+
+#[test]
+fn volatile_flags_match_the_recorder_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_seed = write_file(&dir, "a.json", br#"{"model":"m","messages":[],"seed":1}"#);
+    let other_seed = write_file(&dir, "b.json", br#"{"model":"m","messages":[],"seed":2}"#);
+    let chat = ["key", "--path", "/v1/chat/completions"];
+    let key = |file: &str, extra: &[&str]| {
+        let mut args = chat.to_vec();
+        args.extend_from_slice(extra);
+        args.push(file);
+        ok(&args)
+    };
+    assert_ne!(key(&with_seed, &[]), key(&other_seed, &[]));
+    assert_eq!(
+        key(&with_seed, &["--volatile", "seed"]),
+        key(&other_seed, &["--volatile", "seed"])
+    );
+    // `stream` is volatile by default; keeping it puts it back in the key.
+    let streamed = write_file(
+        &dir,
+        "c.json",
+        br#"{"model":"m","messages":[],"stream":true}"#,
+    );
+    let plain = write_file(&dir, "d.json", br#"{"model":"m","messages":[]}"#);
+    assert_eq!(key(&streamed, &[]), key(&plain, &[]));
+    assert_ne!(
+        key(&streamed, &["--keep-volatile", "stream"]),
+        key(&plain, &["--keep-volatile", "stream"])
+    );
+}

@@ -51,6 +51,15 @@ pub struct KeyArgs {
     #[arg(long)]
     json: bool,
 
+    /// Also treat this top-level body member as volatile, as `--volatile` does for the proxy
+    /// and the runner. Repeatable.
+    #[arg(long = "volatile", value_name = "NAME")]
+    volatile: Vec<String>,
+
+    /// Keep this member of the default volatile list in the key after all. Repeatable.
+    #[arg(long = "keep-volatile", value_name = "NAME")]
+    keep_volatile: Vec<String>,
+
     /// The body: a file, or '-' for standard input. No body when omitted.
     #[arg(value_name = "BODY_FILE|-")]
     body: Option<PathBuf>,
@@ -62,7 +71,11 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
         Some(file) => request_file::load(file)?,
         None => from_flags(&args)?,
     };
-    let keyed = request.as_request().key(&KeyConfig::default());
+    let config = KeyConfig {
+        extra_volatile: args.volatile.clone(),
+        keep_volatile: args.keep_volatile.clone(),
+    };
+    let keyed = request.as_request().key(&config);
     if args.json {
         let out = json!({
             "key": keyed.key.as_str(),
