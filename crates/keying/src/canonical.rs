@@ -261,8 +261,9 @@ pub(crate) fn canonical_query(query: &str) -> Value {
 }
 
 /// `application/x-www-form-urlencoded` decoding: `+` is a space, `%XX` a byte; invalid UTF-8
-/// is replaced rather than rejected, because keying never fails.
-fn form_decode(s: &str) -> String {
+/// is replaced rather than rejected, because keying never fails. Public so that other code
+/// comparing query names (redaction) decodes them exactly as the key does.
+pub fn form_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -32,7 +32,7 @@ mod diff;
 mod jcs;
 mod profile;
 
-pub use canonical::{canonical_body, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
+pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
 pub use diff::{diff, Change, Difference};
 pub use jcs::to_canonical_string;
 pub use profile::{normalize_path, Profile};

@@ -411,32 +411,8 @@ fn is_body_credential_name(name: &str) -> bool {
 }
 
 fn is_query_credential_name(raw_name: &str) -> bool {
-    QUERY_CREDENTIALS.contains(&normalize_name(&percent_decode(raw_name)))
-}
-
-/// Decodes `%XX` and `+` for name comparison only; stored bytes are never re-encoded.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = |b: u8| (b as char).to_digit(16);
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    // Decoded for comparison only; stored bytes are never re-encoded.
+    QUERY_CREDENTIALS.contains(&normalize_name(&cassette_keying::form_decode(raw_name)))
 }
 
 // ---------------------------------------------------------------------------------------------
