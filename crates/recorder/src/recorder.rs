@@ -7,7 +7,7 @@ use crate::miss::{Miss, NearestIndex};
 use crate::mode::Mode;
 use crate::redact::Redactor;
 use crate::stream::{self, Assembler, StreamFormat, SynthesisOptions};
-use crate::upstream::Upstream;
+use crate::upstream::{Upstream, HOP_BY_HOP};
 use bytes::Bytes;
 use cassette_keying::{Key, Keyed, Profile};
 use cassette_store::{Created, DynStore};
@@ -751,19 +751,9 @@ fn header_value(headers: &[(String, String)], name: &str) -> Option<String> {
 
 /// Upstream headers fit to pass on: the server frames the body itself.
 fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
-    const FRAMING: &[&str] = &[
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "content-length",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-connection",
-    ];
     headers
         .iter()
-        .filter(|(n, _)| !FRAMING.contains(&n.to_ascii_lowercase().as_str()))
+        .filter(|(n, _)| !HOP_BY_HOP.contains(&n.to_ascii_lowercase().as_str()))
         .cloned()
         .collect()
 }

@@ -8,20 +8,24 @@ use crate::IncomingRequest;
 use cassette_keying::Profile;
 use std::time::Duration;
 
-/// Headers that belong to one connection (RFC 9110 section 7.6.1) or that we must set
-/// ourselves; they are never forwarded.
-const NOT_FORWARDED: &[&str] = &[
-    "host",
+/// Headers that belong to one connection (RFC 9110 section 7.6.1) or to the framing of one
+/// message: never passed from one hop to the next, in either direction.
+pub(crate) const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",
-    "proxy-authorization",
-    "proxy-authenticate",
     "te",
     "trailer",
     "transfer-encoding",
     "upgrade",
     "content-length",
+];
+
+/// Request headers we set ourselves or must not pass on, besides [`HOP_BY_HOP`].
+const NOT_FORWARDED: &[&str] = &[
+    "host",
+    "proxy-authorization",
+    "proxy-authenticate",
     // Asking for identity encoding keeps stored bodies decoded and readable.
     "accept-encoding",
 ];
@@ -107,7 +111,8 @@ impl Upstream {
             .map_err(|_| Error::InvalidRequest(format!("invalid method `{}`", request.method)))?;
         let mut builder = self.client.request(method, &url);
         for (name, value) in &request.headers {
-            if !NOT_FORWARDED.contains(&name.to_ascii_lowercase().as_str()) {
+            let lower = name.to_ascii_lowercase();
+            if !HOP_BY_HOP.contains(&lower.as_str()) && !NOT_FORWARDED.contains(&lower.as_str()) {
                 builder = builder.header(name.as_str(), value.as_str());
             }
         }
