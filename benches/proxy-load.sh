@@ -21,7 +21,7 @@ for tool in wrk nginx curl; do
 done
 
 echo "== building the release binary" >&2
-cargo build --release -p cassette-cli >&2
+cargo build --release --bin cassette >&2
 cassette="$root/target/release/cassette"
 
 rm -rf "$work"

@@ -14,7 +14,7 @@ cases=${1:-1000}
 command -v hyperfine >/dev/null || { echo "hyperfine is not installed: apt-get install -y hyperfine" >&2; exit 2; }
 
 echo "== building (release)" >&2
-cargo build -q --release -p cassette-cli --bin cassette
+cargo build -q --release --bin cassette
 cargo build -q --release --example fake_upstream
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 bin="$target_dir/release/cassette"

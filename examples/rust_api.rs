@@ -4,8 +4,8 @@
 //!
 //! Run with `cargo run --example rust_api`.
 
-use cassette::recorder::proxy::{self, ProxyConfig};
-use cassette::recorder::{IncomingRequest, Mode, Recorder, RecorderConfig, Route};
+use cassette_recorder::proxy::{self, ProxyConfig};
+use cassette_recorder::{IncomingRequest, Mode, Recorder, RecorderConfig, Route};
 use serde_json::{json, Value};
 
 #[tokio::main]

@@ -20,6 +20,9 @@ WAIT_SECONDS="${CASSETTE_S3_WAIT_SECONDS:-60}"
 log() { echo "s3-server: $*" >&2; }
 
 print_exports() {
+  # Whether this call started the server: a caller stops only a server it started, so a test
+  # run never stops one that another run (or a developer) is still using.
+  echo "export CASSETTE_S3_STARTED=${1:-0}"
   cat <<EXPORTS
 export AWS_ENDPOINT_URL=http://$S3_HOST:$S3_PORT
 export AWS_ACCESS_KEY_ID=testkey
@@ -117,7 +120,7 @@ start() {
     sleep 0.2
   done
   log "SeaweedFS S3 ready on http://$S3_HOST:$S3_PORT (pid $pid, data $data_dir, log $LOG_FILE)"
-  print_exports
+  print_exports 1
 }
 
 stop() {

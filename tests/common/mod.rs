@@ -1,15 +1,8 @@
-//! Helpers shared by the end-to-end tests: finding (and if need be building) the `cassette`
-//! binary, and running it.
+//! Helpers shared by the end-to-end tests: the `cassette` binary and running it.
 //!
-//! The root package cannot use `env!("CARGO_BIN_EXE_cassette")`: that only exists for binaries
-//! of the package under test, and `cassette` belongs to `cassette-cli`. So the first call builds
-//! it with the same cargo that runs the tests (`cargo build -p cassette-cli --bin cassette
-//! --message-format=json`) and takes the executable's path from cargo's own report, which
-//! stays right under any `CARGO_TARGET_DIR`, `build.target-dir` or target triple. The build
-//! happens once per test binary (`OnceLock`); later calls are free.
-//!
-//! Set `CASSETTE_BIN=/path/to/cassette` to test a binary built elsewhere (a release build, an
-//! installed copy) instead.
+//! The root package owns the `cassette` binary, so cargo builds it before these tests and hands
+//! its path over as `CARGO_BIN_EXE_cassette`. Set `CASSETTE_BIN=/path/to/cassette` to test a
+//! binary built elsewhere (a release build, an installed copy) instead.
 //!
 //! Use from a test file:
 //!
@@ -34,13 +27,12 @@ pub fn workspace_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Path of the `cassette` binary, built on first use. Panics with cargo's output when the
-/// build fails, since no end-to-end test can run without it.
+/// Path of the `cassette` binary under test.
 pub fn cassette_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| match std::env::var_os("CASSETTE_BIN") {
         Some(bin) => PathBuf::from(bin),
-        None => build_cassette(),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_cassette")),
     })
 }
 
@@ -60,32 +52,4 @@ pub fn stdout(out: &Output) -> String {
 /// Standard error as text (lossy), for assertions and failure messages.
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn build_cassette() -> PathBuf {
-    let out = Command::new(env!("CARGO"))
-        .current_dir(workspace_root())
-        .args([
-            "build",
-            "-p",
-            "cassette-cli",
-            "--bin",
-            "cassette",
-            "--message-format=json-render-diagnostics",
-        ])
-        .output()
-        .expect("running cargo to build the cassette binary");
-    assert!(
-        out.status.success(),
-        "building the cassette binary failed:\n{}",
-        stderr(&out)
-    );
-    // Cargo prints one JSON message per line; the artifact message of the `cassette` binary
-    // carries its path.
-    stdout(&out)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|msg| msg["reason"] == "compiler-artifact" && msg["target"]["name"] == "cassette")
-        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reported no executable for the cassette binary")
 }

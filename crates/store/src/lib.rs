@@ -35,7 +35,9 @@ pub mod jsonl;
 mod key;
 pub mod memory;
 pub mod readonly;
+#[cfg(feature = "s3")]
 pub mod s3;
+#[cfg(feature = "sled")]
 pub mod sled;
 pub mod tiered;
 mod url;

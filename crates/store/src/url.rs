@@ -3,7 +3,9 @@
 use crate::fs::FileStore;
 use crate::jsonl::JsonlStore;
 use crate::memory::MemoryStore;
+#[cfg(feature = "s3")]
 use crate::s3::{S3Options, S3Store};
+#[cfg(feature = "sled")]
 use crate::sled::SledStore;
 use crate::tiered::TieredStore;
 use crate::{DynStore, Error, Result};
@@ -19,8 +21,10 @@ pub enum StoreUrl {
     /// `jsonl://PATH`: an append-only JSON Lines log.
     Jsonl(PathBuf),
     /// `sled://PATH`: a sled database folder.
+    #[cfg(feature = "sled")]
     Sled(PathBuf),
     /// `s3://BUCKET/PREFIX?options`: an S3-compatible bucket.
+    #[cfg(feature = "s3")]
     S3(S3Options),
     /// `memory://`: nothing survives the process.
     Memory,
@@ -52,8 +56,14 @@ impl StoreUrl {
         match scheme {
             "file" => path("folder").map(Self::File),
             "jsonl" => path("log file").map(Self::Jsonl),
+            #[cfg(feature = "sled")]
             "sled" => path("database folder").map(Self::Sled),
+            #[cfg(feature = "s3")]
             "s3" => S3Options::from_url(url).map(Self::S3),
+            #[cfg(not(feature = "sled"))]
+            "sled" => Err(invalid(not_built("sled"))),
+            #[cfg(not(feature = "s3"))]
+            "s3" => Err(invalid(not_built("s3"))),
             "memory" if rest.is_empty() => Ok(Self::Memory),
             "memory" => Err(invalid("memory:// takes no path".into())),
             other => Err(invalid(format!(
@@ -67,11 +77,19 @@ impl StoreUrl {
         Ok(match self {
             Self::File(path) => Arc::new(FileStore::open(path)?),
             Self::Jsonl(path) => Arc::new(JsonlStore::open(path)?),
+            #[cfg(feature = "sled")]
             Self::Sled(path) => Arc::new(SledStore::open(path)?),
+            #[cfg(feature = "s3")]
             Self::S3(options) => Arc::new(S3Store::open(options)?),
             Self::Memory => Arc::new(MemoryStore::new()),
         })
     }
+}
+
+/// Why a scheme whose backend was left out of this build cannot be opened.
+#[cfg(not(all(feature = "s3", feature = "sled")))]
+fn not_built(scheme: &str) -> String {
+    format!("this build has no {scheme}:// backend: enable the `{scheme}` cargo feature of cassette-store")
 }
 
 /// Opens the store a URL names (see [`StoreUrl::parse`]).
@@ -98,7 +116,7 @@ pub fn open_tiered(store_url: &str, cache_url: Option<&str>) -> Result<DynStore>
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "s3", feature = "sled"))]
 mod tests {
     use super::*;
 
