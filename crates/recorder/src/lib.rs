@@ -21,20 +21,20 @@
 
 pub mod cassette;
 pub mod config;
+mod engine;
 mod error;
 pub mod miss;
 pub mod mode;
 pub mod proxy;
-mod recorder;
 pub mod redact;
 pub mod stream;
 pub mod upstream;
 
 pub use cassette::Cassette;
 pub use config::{ErrorRecording, RecorderConfig, Route};
+pub use engine::{
+    BodyStream, IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source, Stats,
+};
 pub use error::{Error, Result};
 pub use miss::Miss;
 pub use mode::Mode;
-pub use recorder::{
-    BodyStream, IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source, Stats,
-};

@@ -1,4 +1,4 @@
-//! The recorder: answers a request from the store or the upstream, according to the mode.
+//! The engine: answers a request from the store or the upstream, according to the mode.
 
 use crate::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION};
 use crate::config::{ErrorRecording, RecorderConfig};
