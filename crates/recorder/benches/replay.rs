@@ -31,7 +31,7 @@ fn cassette(i: usize) -> Cassette {
     let keyed = incoming.key(&Default::default());
     Cassette {
         format: cassette_recorder::cassette::FORMAT_VERSION,
-        key: keyed.key.to_string(),
+        key: keyed.key.clone(),
         key_version: cassette_keying::KEY_VERSION,
         recorded_at: "2026-11-29T09:00:00Z".into(),
         tool: "bench".into(),
@@ -75,7 +75,7 @@ fn replay(c: &mut Criterion) {
     };
     let recorder = Recorder::new(config.clone(), store.clone()).unwrap();
     let hit = request(42);
-    let hit_key = hit.key(&Default::default()).key.to_string();
+    let hit_key = hit.key(&Default::default()).key;
     let miss = request(CASSETTES + 1);
 
     let mut group = c.benchmark_group("replay_10k");

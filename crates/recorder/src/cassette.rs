@@ -3,6 +3,7 @@
 
 use base64::Engine;
 use bytes::Bytes;
+use cassette_keying::Key;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -16,8 +17,9 @@ pub const FORMAT_VERSION: u32 = 1;
 pub struct Cassette {
     /// Document layout version ([`FORMAT_VERSION`]).
     pub format: u32,
-    /// The key of the original (unredacted) request.
-    pub key: String,
+    /// The key of the original (unredacted) request. Read back validated: a hand-edited key
+    /// that is not 64 lowercase hex characters makes the whole document unreadable.
+    pub key: Key,
     /// The key contract version the key was computed under.
     pub key_version: u32,
     /// When it was recorded, RFC 3339 in UTC.
@@ -212,7 +214,7 @@ mod tests {
     fn sample() -> Cassette {
         Cassette {
             format: FORMAT_VERSION,
-            key: "ab".repeat(32),
+            key: Key::parse(&"ab".repeat(32)).expect("64 hex characters"),
             key_version: 1,
             recorded_at: "2026-11-29T09:00:00Z".into(),
             tool: "cassette 0.1.0".into(),
@@ -242,6 +244,16 @@ mod tests {
         assert!(doc.ends_with(b"}\n"));
         assert_eq!(Cassette::from_document(&doc).unwrap(), cassette);
         assert_eq!(cassette.requested_model(), Some("m"));
+    }
+
+    #[test]
+    fn a_hand_edited_key_is_refused_with_a_reason() {
+        let doc = String::from_utf8_lossy(&sample().to_document()).into_owned();
+        for bad in ["abab", "ABABABAB", "../../etc/passwd", "é"] {
+            let edited = doc.replace(&"ab".repeat(32), bad);
+            let err = Cassette::from_document(edited.as_bytes()).unwrap_err();
+            assert!(err.contains("64 lowercase hex"), "{bad}: {err}");
+        }
     }
 
     #[test]

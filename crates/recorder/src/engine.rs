@@ -339,21 +339,21 @@ impl Recorder {
     /// the same target and path and what differs. Reads the store only.
     pub async fn explain(&self, request: &IncomingRequest) -> Result<Option<Miss>> {
         let keyed = request.key(&self.inner.config.key);
-        if self.inner.store.get(keyed.key.as_str()).await?.is_some() {
+        if self.inner.store.get(&keyed.key).await?.is_some() {
             return Ok(None);
         }
         Ok(Some(self.build_miss(request, &keyed).await))
     }
 
     async fn lookup(&self, keyed: &Keyed) -> Result<Option<Cassette>> {
-        let key = keyed.key.as_str();
+        let key = &keyed.key;
         let Some(bytes) = self.inner.store.get(key).await? else {
             return Ok(None);
         };
         Cassette::from_document(&bytes)
             .map(Some)
             .map_err(|reason| Error::Corrupt {
-                key: key.to_owned(),
+                key: key.clone(),
                 location: self.inner.store.location(),
                 reason,
             })
@@ -373,7 +373,7 @@ impl Recorder {
             index.explain(&request.target, &request.path, &keyed.material)
         };
         Miss {
-            key: keyed.key.to_string(),
+            key: keyed.key.clone(),
             profile: keyed.profile.to_string(),
             target: request.target.clone(),
             method: request.method.to_ascii_uppercase(),
@@ -409,7 +409,7 @@ impl Recorder {
             self.inner.config.stream_chunk_size,
         )
         .map_err(|reason| Error::Corrupt {
-            key: keyed.key.to_string(),
+            key: keyed.key.clone(),
             location: self.inner.store.location(),
             reason,
         })?;
@@ -603,7 +603,7 @@ impl Draft {
         }
         let inner = &self.recorder.inner;
         let cassette = self.cassette(body, stream);
-        let key = self.keyed_key.as_str();
+        let key = &self.keyed_key;
         let document = cassette.to_document();
         match self.persist {
             Persist::Overwrite => inner.store.put(key, document).await?,
@@ -644,7 +644,7 @@ impl Draft {
             .map(|v| stream::response_summary(self.profile, v));
         let mut cassette = Cassette {
             format: FORMAT_VERSION,
-            key: self.keyed_key.to_string(),
+            key: self.keyed_key.clone(),
             key_version: cassette_keying::KEY_VERSION,
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),

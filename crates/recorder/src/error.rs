@@ -1,6 +1,7 @@
 //! The one public error type of the recorder crate.
 
 use crate::miss::Miss;
+use cassette_keying::Key;
 use std::time::Duration;
 
 /// A recorder result.
@@ -50,7 +51,7 @@ pub enum Error {
     #[error("corrupt cassette {key} in {location}: {reason}; re-record it (CASSETTE_MODE=record) or delete it")]
     Corrupt {
         /// The key.
-        key: String,
+        key: Key,
         /// The store location.
         location: String,
         /// What is wrong.

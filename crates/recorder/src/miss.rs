@@ -4,7 +4,7 @@
 //! an in-memory index between misses; a hit never pays for it.
 
 use crate::cassette::Cassette;
-use cassette_keying::{diff, normalize_path, Change, Difference, KeyConfig, Request};
+use cassette_keying::{diff, normalize_path, Change, Difference, Key, KeyConfig, Request};
 use cassette_store::DynStore;
 use futures::StreamExt;
 use serde::Serialize;
@@ -21,8 +21,8 @@ const INDEX_CONCURRENCY: usize = 32;
 /// A request that replay could not answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Miss {
-    /// The request's key (64 hex).
-    pub key: String,
+    /// The request's key.
+    pub key: Key,
     /// Keying profile.
     pub profile: String,
     /// Route name.
@@ -52,7 +52,7 @@ pub struct Explanation {
 #[derive(Debug, Clone, Serialize)]
 pub struct Nearest {
     /// Its key.
-    pub key: String,
+    pub key: Key,
     /// When it was recorded.
     pub recorded_at: String,
     /// The components that differ, recorded value first (`body.temperature: 0 -> 0.7`).
@@ -89,7 +89,7 @@ impl fmt::Display for Miss {
 
 #[derive(Debug, Clone)]
 struct IndexEntry {
-    key: String,
+    key: Key,
     target: String,
     path: String,
     recorded_at: String,
@@ -99,8 +99,8 @@ struct IndexEntry {
 /// Materials of stored cassettes, loaded lazily and refreshed incrementally on each miss.
 #[derive(Debug, Default)]
 pub(crate) struct NearestIndex {
-    entries: HashMap<String, IndexEntry>,
-    unreadable: HashSet<String>,
+    entries: HashMap<Key, IndexEntry>,
+    unreadable: HashSet<Key>,
 }
 
 impl NearestIndex {
@@ -111,14 +111,14 @@ impl NearestIndex {
         let Ok(keys) = store.list("").await else {
             return self.entries.len();
         };
-        let present: HashSet<&String> = keys.iter().collect();
+        let present: HashSet<&Key> = keys.iter().collect();
         self.entries.retain(|k, _| present.contains(k));
-        let new_keys: Vec<String> = keys
+        let new_keys: Vec<Key> = keys
             .iter()
             .filter(|k| !self.entries.contains_key(*k) && !self.unreadable.contains(*k))
             .cloned()
             .collect();
-        let loaded: Vec<(String, Option<IndexEntry>)> = futures::stream::iter(new_keys)
+        let loaded: Vec<(Key, Option<IndexEntry>)> = futures::stream::iter(new_keys)
             .map(|key| async move {
                 let entry = match store.get(&key).await {
                     Ok(Some(bytes)) => Cassette::from_document(&bytes)
@@ -170,7 +170,7 @@ impl NearestIndex {
                 Explanation {
                     summary: format!(
                         "The nearest recording, {}, differs in: {}.",
-                        &entry.key[..16.min(entry.key.len())],
+                        entry.key.short(),
                         shown.join("; ")
                     ),
                     nearest: Some(Nearest {

@@ -128,7 +128,7 @@ async fn each_stream_format_records_once_and_replays_both_ways() {
         assert_eq!(forwarded.concat(), raw.to_vec(), "{}", case.fixture);
 
         // Stored: one final response, not the transport's chunks.
-        let document = store.get(outcome.key.as_str()).await.unwrap().unwrap();
+        let document = store.get(&outcome.key).await.unwrap().unwrap();
         let cassette = Cassette::from_document(&document).unwrap();
         assert_eq!(
             cassette.response.stream.as_deref(),

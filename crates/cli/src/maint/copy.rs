@@ -3,7 +3,7 @@
 //! `--overwrite` replaces instead.
 
 use super::{open, runtime};
-use cassette_store::{Created, DynStore};
+use cassette_store::{Created, DynStore, Key};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
@@ -106,7 +106,7 @@ async fn copy_all(
 async fn copy_one(
     from: &DynStore,
     to: &DynStore,
-    key: &str,
+    key: &Key,
     write: Write,
 ) -> anyhow::Result<Copied> {
     if write == Write::CreateOnly && to.get(key).await?.is_some() {

@@ -3,6 +3,7 @@
 
 use super::{cassette_answer, load_all, open, runtime};
 use cassette_recorder::Cassette;
+use cassette_store::Key;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
@@ -21,14 +22,14 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let a = open(&args.a)?;
     let b = open(&args.b)?;
     let rt = runtime()?;
-    let read = |loaded: Vec<super::Loaded>| -> BTreeMap<String, Result<Cassette, String>> {
+    let read = |loaded: Vec<super::Loaded>| -> BTreeMap<Key, Result<Cassette, String>> {
         loaded.into_iter().map(|(k, _, c)| (k, c)).collect()
     };
     let left = read(rt.block_on(load_all(&a))?);
     let right = read(rt.block_on(load_all(&b))?);
 
-    let only_a: Vec<&String> = left.keys().filter(|k| !right.contains_key(*k)).collect();
-    let only_b: Vec<&String> = right.keys().filter(|k| !left.contains_key(*k)).collect();
+    let only_a: Vec<&Key> = left.keys().filter(|k| !right.contains_key(*k)).collect();
+    let only_b: Vec<&Key> = right.keys().filter(|k| !left.contains_key(*k)).collect();
     for key in &only_a {
         println!("only in A: {key}{}", describe(&left[*key]));
     }

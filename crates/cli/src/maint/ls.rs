@@ -75,7 +75,7 @@ fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
                     writeln!(
                         out,
                         "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
-                        &key[..16.min(key.len())],
+                        key.short(),
                         c.recorded_at,
                         model,
                         path,
@@ -93,11 +93,7 @@ fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
                         json!({"key": key, "size": size, "error": reason})
                     )?;
                 } else {
-                    writeln!(
-                        out,
-                        "{:<16}  unreadable: {reason}",
-                        &key[..16.min(key.len())]
-                    )?;
+                    writeln!(out, "{:<16}  unreadable: {reason}", key.short())?;
                 }
             }
         }

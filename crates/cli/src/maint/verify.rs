@@ -102,7 +102,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             continue;
         }
         let recomputed = keyed_stored_request(cassette, &config).key;
-        if recomputed.as_str() != key {
+        if recomputed != *key {
             report(format!(
                 "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other --volatile settings, or the keying changed without a key version bump)"
             ));

@@ -1,7 +1,7 @@
 //! Shared helpers: S3 settings from the environment, child processes, documents.
 
 use cassette_store::conformance::document;
-use cassette_store::{Created, DynStore};
+use cassette_store::{Created, DynStore, Key};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,7 +129,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// The keys the concurrency test races on.
-pub fn race_keys() -> Vec<String> {
+pub fn race_keys() -> Vec<Key> {
     (0..200)
         .map(|n| cassette_store::conformance::key(&format!("{:02x}", n % 256), n))
         .collect()
@@ -140,7 +140,7 @@ pub fn race_keys() -> Vec<String> {
 pub const CRASH_DOC_SIZE: usize = 256 * 1024;
 
 /// The keys the crash test rewrites.
-pub fn crash_keys() -> Vec<String> {
+pub fn crash_keys() -> Vec<Key> {
     (0..4)
         .map(|n| cassette_store::conformance::key("c0", n))
         .collect()
