@@ -4,9 +4,10 @@
 //! (`--request`, see [`crate::request_file`]). A body that is not UTF-8 or not JSON is keyed
 //! raw, exactly as the proxy would key it; only a file that cannot be read is an error.
 
-use crate::request_file::{self, OwnedRequest};
+use crate::request_file;
 use anyhow::{anyhow, Context};
 use cassette_keying::{KeyConfig, KEY_VERSION};
+use cassette_recorder::Request;
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -75,7 +76,7 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
         extra_volatile: args.volatile.clone(),
         keep_volatile: args.keep_volatile.clone(),
     };
-    let keyed = request.as_request().key(&config);
+    let keyed = request.key(&config);
     if args.json {
         let out = json!({
             "key": keyed.key.as_str(),
@@ -90,7 +91,7 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
+fn from_flags(args: &KeyArgs) -> anyhow::Result<Request> {
     let path = args
         .path
         .clone()
@@ -100,7 +101,7 @@ fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
         .iter()
         .map(|h| parse_header(h))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(OwnedRequest {
+    Ok(Request {
         target: args.target.clone().unwrap_or_else(|| "default".into()),
         method: args.method.clone().unwrap_or_else(|| "POST".into()),
         path,
@@ -112,8 +113,8 @@ fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
             .to_owned(),
         headers,
         body: match &args.body {
-            Some(file) => read_body(file)?,
-            None => Vec::new(),
+            Some(file) => read_body(file)?.into(),
+            None => Default::default(),
         },
     })
 }

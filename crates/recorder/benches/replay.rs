@@ -3,7 +3,7 @@
 //! of reading the same cassette straight from the store.
 
 use cassette_recorder::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse};
-use cassette_recorder::{IncomingRequest, Mode, Recorder, RecorderConfig};
+use cassette_recorder::{Mode, Recorder, RecorderConfig, Request};
 use cassette_store::DynStore;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
@@ -12,8 +12,8 @@ use std::time::Duration;
 
 const CASSETTES: usize = 10_000;
 
-fn request(i: usize) -> IncomingRequest {
-    IncomingRequest::post_json(
+fn request(i: usize) -> Request {
+    Request::post_json(
         "/v1/chat/completions",
         &json!({
             "model": "gpt-4o-mini",

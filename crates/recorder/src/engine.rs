@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::miss::{Miss, NearestIndex};
 use crate::mode::Mode;
 use crate::redact::Redactor;
+use crate::request::Request;
 use crate::stream::{self, Assembler, StreamFormat, SynthesisOptions};
 use crate::upstream::{Upstream, HOP_BY_HOP};
 use bytes::Bytes;
@@ -26,49 +27,6 @@ use tokio::sync::mpsc;
 
 /// The version string recorded in cassettes.
 const TOOL: &str = concat!("cassette ", env!("CARGO_PKG_VERSION"));
-
-/// A request as the recorder sees it: already routed (the route prefix stripped from `path`).
-#[derive(Debug, Clone)]
-pub struct IncomingRequest {
-    /// Route name; `default` for the unnamed route.
-    pub target: String,
-    /// HTTP method.
-    pub method: String,
-    /// Path as the upstream will see it, without the query.
-    pub path: String,
-    /// Raw query string without `?`.
-    pub query: String,
-    /// Headers as received, repeats allowed.
-    pub headers: Vec<(String, String)>,
-    /// The body.
-    pub body: Bytes,
-}
-
-impl IncomingRequest {
-    /// A POST of a JSON body to the default target.
-    pub fn post_json(path: &str, body: &Value) -> IncomingRequest {
-        IncomingRequest {
-            target: crate::config::DEFAULT_TARGET.to_owned(),
-            method: "POST".to_owned(),
-            path: path.to_owned(),
-            query: String::new(),
-            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
-            body: Bytes::from(body.to_string()),
-        }
-    }
-
-    /// The key of this request under `config`.
-    pub fn key(&self, config: &cassette_keying::KeyConfig) -> Keyed {
-        let mut request = cassette_keying::Request::new(&self.method, &self.path)
-            .target(&self.target)
-            .query(&self.query)
-            .body(&self.body);
-        for (name, value) in &self.headers {
-            request = request.header(name, value);
-        }
-        request.key(config)
-    }
-}
 
 /// A body stream handed to the client.
 pub type BodyStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
@@ -312,7 +270,7 @@ impl Recorder {
     }
 
     /// Answers `request` according to the mode.
-    pub async fn handle(&self, request: IncomingRequest) -> Result<Outcome> {
+    pub async fn handle(&self, request: Request) -> Result<Outcome> {
         let limit = self.inner.config.max_body;
         if request.body.len() > limit {
             return Err(Error::BodyTooLarge {
@@ -337,7 +295,7 @@ impl Recorder {
 
     /// Explains why `request` has no recording (or says it has one): the nearest recording at
     /// the same target and path and what differs. Reads the store only.
-    pub async fn explain(&self, request: &IncomingRequest) -> Result<Option<Miss>> {
+    pub async fn explain(&self, request: &Request) -> Result<Option<Miss>> {
         let keyed = request.key(&self.inner.config.key);
         if self.inner.store.get(&keyed.key).await?.is_some() {
             return Ok(None);
@@ -359,12 +317,12 @@ impl Recorder {
             })
     }
 
-    async fn miss(&self, request: &IncomingRequest, keyed: &Keyed) -> Error {
+    async fn miss(&self, request: &Request, keyed: &Keyed) -> Error {
         self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
         Error::Miss(Box::new(self.build_miss(request, keyed).await))
     }
 
-    async fn build_miss(&self, request: &IncomingRequest, keyed: &Keyed) -> Miss {
+    async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
         let explanation = {
             let mut index = self.inner.index.lock().await;
             index
@@ -394,12 +352,7 @@ impl Recorder {
         }
     }
 
-    fn replay(
-        &self,
-        request: &IncomingRequest,
-        keyed: Keyed,
-        cassette: Cassette,
-    ) -> Result<Outcome> {
+    fn replay(&self, request: &Request, keyed: Keyed, cassette: Cassette) -> Result<Outcome> {
         self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
         self.log_usage(&keyed.key);
         let response = replay_response(
@@ -420,12 +373,7 @@ impl Recorder {
         })
     }
 
-    async fn forward(
-        &self,
-        request: IncomingRequest,
-        keyed: Keyed,
-        persist: Persist,
-    ) -> Result<Outcome> {
+    async fn forward(&self, request: Request, keyed: Keyed, persist: Persist) -> Result<Outcome> {
         let inner = &self.inner;
         let route = inner
             .config
@@ -524,7 +472,7 @@ impl Recorder {
 #[derive(Clone)]
 struct Draft {
     recorder: Recorder,
-    request: IncomingRequest,
+    request: Request,
     keyed_key: Key,
     profile: Profile,
     upstream: String,
@@ -671,7 +619,7 @@ impl Draft {
             },
         };
         cassette.meta.request_redacted =
-            crate::miss::keyed_stored_request(&cassette, key_config).key != self.keyed_key;
+            Request::from(&cassette).key(key_config).key != self.keyed_key;
         cassette
     }
 }

@@ -27,14 +27,14 @@ pub mod miss;
 pub mod mode;
 pub mod proxy;
 pub mod redact;
+mod request;
 pub mod stream;
 pub mod upstream;
 
 pub use cassette::Cassette;
 pub use config::{ErrorRecording, RecorderConfig, Route};
-pub use engine::{
-    BodyStream, IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source, Stats,
-};
+pub use engine::{BodyStream, Outcome, Recorder, Response, ResponseBody, Source, Stats};
 pub use error::{Error, Result};
 pub use miss::Miss;
 pub use mode::Mode;
+pub use request::Request;

@@ -4,7 +4,8 @@
 //! an in-memory index between misses; a hit never pays for it.
 
 use crate::cassette::Cassette;
-use cassette_keying::{diff, normalize_path, Change, Difference, Key, KeyConfig, Request};
+use crate::request::Request;
+use cassette_keying::{diff, normalize_path, Change, Difference, Key, KeyConfig};
 use cassette_store::DynStore;
 use futures::StreamExt;
 use serde::Serialize;
@@ -236,7 +237,9 @@ fn render(differences: &[Difference]) -> Vec<String> {
 }
 
 fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
-    let material = stored_request_material(cassette, config);
+    // The stored request, redacted: it may key differently from the original where redaction
+    // removed something, which only makes such a tape look a little farther away.
+    let material = Request::from(cassette).key(config).material;
     IndexEntry {
         key: cassette.key.clone(),
         target: cassette.target.clone(),
@@ -244,26 +247,6 @@ fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
         recorded_at: cassette.recorded_at.clone(),
         material,
     }
-}
-
-/// The key material of a cassette's stored request (which may differ from the original where
-/// redaction removed something).
-pub fn stored_request_material(cassette: &Cassette, config: &KeyConfig) -> Value {
-    keyed_stored_request(cassette, config).material
-}
-
-/// Keys a cassette's stored request under the current contract.
-pub fn keyed_stored_request(cassette: &Cassette, config: &KeyConfig) -> cassette_keying::Keyed {
-    let body = cassette.request.body.to_bytes().unwrap_or_default();
-    let request = &cassette.request;
-    let mut keyed = Request::new(&request.method, &request.path)
-        .target(&cassette.target)
-        .query(&request.query)
-        .body(&body);
-    for (name, value) in &request.headers {
-        keyed = keyed.header(name, value);
-    }
-    keyed.key(config)
 }
 
 #[cfg(test)]

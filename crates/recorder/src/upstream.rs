@@ -4,7 +4,7 @@
 
 use crate::error::{upstream_error, Error};
 use crate::redact::Redactor;
-use crate::IncomingRequest;
+use crate::request::Request;
 use cassette_keying::Profile;
 use std::time::Duration;
 
@@ -102,7 +102,7 @@ impl Upstream {
         &self,
         base_url: &str,
         profile: Profile,
-        request: &IncomingRequest,
+        request: &Request,
         api_key: Option<&str>,
         redactor: &Redactor,
     ) -> Result<(String, reqwest::Response), Error> {

@@ -4,7 +4,7 @@ mod support;
 
 use bytes::Bytes;
 use cassette_recorder::{
-    Cassette, Error, ErrorRecording, IncomingRequest, Mode, Recorder, RecorderConfig, Route, Source,
+    Cassette, Error, ErrorRecording, Mode, Recorder, RecorderConfig, Request, Route, Source,
 };
 use cassette_store::{DynStore, StoreExt};
 use serde_json::{json, Value};
@@ -28,8 +28,8 @@ fn memory() -> DynStore {
     cassette_store::open("memory://").unwrap()
 }
 
-fn chat(content: &str, temperature: f64) -> IncomingRequest {
-    IncomingRequest::post_json(
+fn chat(content: &str, temperature: f64) -> Request {
+    Request::post_json(
         CHAT,
         &json!({
             "model": "gpt-4o-mini",
@@ -373,9 +373,9 @@ async fn binary_and_non_utf8_bodies_replay_byte_for_byte() {
     let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
     let replayer = Recorder::new(config(Mode::Replay, &fake.url), store).unwrap();
     for (path, expected) in [("/v1/audio/speech", &audio), ("/v1/files/content", &latin1)] {
-        let request = IncomingRequest {
+        let request = Request {
             body: Bytes::from_static(b"\x00\x01raw request"),
-            ..IncomingRequest::post_json(path, &json!({}))
+            ..Request::post_json(path, &json!({}))
         };
         let recorded = recorder.handle(request.clone()).await.unwrap();
         assert_eq!(
@@ -415,7 +415,7 @@ async fn planted_secrets_never_reach_the_store_and_max_tokens_survives() {
     ];
     let store = memory();
     let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
-    let request = IncomingRequest {
+    let request = Request {
         query: format!("api-version=1&key={}", secrets[2]),
         headers: vec![
             ("content-type".into(), "application/json".into()),
@@ -423,7 +423,7 @@ async fn planted_secrets_never_reach_the_store_and_max_tokens_survives() {
             ("x-api-key".into(), secrets[1].into()),
             ("cookie".into(), "session=abc".into()),
         ],
-        ..IncomingRequest::post_json(
+        ..Request::post_json(
             CHAT,
             &json!({
                 "model": "gpt-4o-mini",

@@ -6,8 +6,8 @@
 use super::{load_all, runtime, StoreArgs};
 use anyhow::{bail, Context};
 use cassette_keying::{KeyConfig, KEY_VERSION};
-use cassette_recorder::miss::keyed_stored_request;
 use cassette_recorder::redact::find_credentials;
+use cassette_recorder::Request;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -101,7 +101,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             unverifiable += 1;
             continue;
         }
-        let recomputed = keyed_stored_request(cassette, &config).key;
+        let recomputed = Request::from(cassette).key(&config).key;
         if recomputed != *key {
             report(format!(
                 "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other --volatile settings, or the keying changed without a key version bump)"

@@ -7,7 +7,7 @@
 //! never answer it.
 
 use super::{call, Stop};
-use cassette_recorder::{IncomingRequest, Recorder};
+use cassette_recorder::{Recorder, Request};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -108,7 +108,7 @@ impl JudgeConfig {
     }
 
     /// The request for one vote.
-    pub fn request(&self, spec: &JudgeSpec, text: &str, vote: u32) -> IncomingRequest {
+    pub fn request(&self, spec: &JudgeSpec, text: &str, vote: u32) -> Request {
         let context = match &spec.context {
             Some(context) => format!("Context:\n<<<\n{context}\n>>>\n\n"),
             None => String::new(),
@@ -141,7 +141,7 @@ impl JudgeConfig {
                 "options": {"temperature": temperature, "seed": vote},
             }),
         };
-        let mut request = IncomingRequest::post_json(&self.path, &body);
+        let mut request = Request::post_json(&self.path, &body);
         request.target = self.route.clone();
         request
     }

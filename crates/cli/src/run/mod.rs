@@ -14,7 +14,7 @@ use crate::answer::{self, Answer, ToolCall};
 use crate::settings::RecorderArgs;
 use anyhow::{anyhow, bail, Context};
 use cassette_keying::Profile;
-use cassette_recorder::{Error, IncomingRequest, Miss, Recorder, Source};
+use cassette_recorder::{Error, Miss, Recorder, Request, Source};
 use futures::StreamExt;
 use graders::Check;
 use judge::{JudgeApi, JudgeConfig, Judgement};
@@ -155,7 +155,7 @@ pub struct Called {
 }
 
 /// Sends one request through the recorder and reads the answer.
-pub async fn call(recorder: &Recorder, request: IncomingRequest) -> Result<Called, Stop> {
+pub async fn call(recorder: &Recorder, request: Request) -> Result<Called, Stop> {
     let profile = Profile::from_path(&request.path);
     match recorder.handle(request).await {
         Ok(outcome) => {

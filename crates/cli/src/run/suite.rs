@@ -8,7 +8,7 @@
 
 use super::graders::{self, Check};
 use crate::request_file;
-use cassette_recorder::IncomingRequest;
+use cassette_recorder::Request;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -28,7 +28,7 @@ pub struct Case {
     /// 1-based line in the suite file.
     pub line: usize,
     /// The request to send.
-    pub request: IncomingRequest,
+    pub request: Request,
     /// What to check.
     pub check: Check,
 }
@@ -133,7 +133,7 @@ fn case(text: &str, line: usize) -> anyhow::Result<Case> {
     })
 }
 
-fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
+fn request(obj: &Map<String, Value>) -> anyhow::Result<Request> {
     match (obj.get("prompt"), obj.get("request")) {
         (Some(_), Some(_)) => anyhow::bail!("give either \"prompt\" or \"request\", not both"),
         (None, None) => anyhow::bail!("missing member \"prompt\" (or a full \"request\")"),
@@ -146,10 +146,7 @@ fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
                 Some(Value::Object(params)) => params.clone(),
                 Some(other) => anyhow::bail!("\"params\" must be an object, found {other}"),
             };
-            Ok(IncomingRequest::post_json(
-                CHAT_PATH,
-                &chat_body(prompt, params)?,
-            ))
+            Ok(Request::post_json(CHAT_PATH, &chat_body(prompt, params)?))
         }
         (None, Some(request)) => {
             if obj.contains_key("params") {
@@ -160,9 +157,7 @@ fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
             if !request.is_object() {
                 anyhow::bail!("\"request\" must be an object, found {request}");
             }
-            let owned = request_file::parse(&request.to_string())
-                .map_err(|e| e.context("in \"request\""))?;
-            Ok(IncomingRequest::from(owned))
+            request_file::parse(&request.to_string()).map_err(|e| e.context("in \"request\""))
         }
     }
 }

@@ -3,10 +3,11 @@
 
 use super::{ProxyStats, StatsHandle};
 use crate::config::DEFAULT_TARGET;
-use crate::engine::{IncomingRequest, Outcome, Recorder, ResponseBody, Source};
+use crate::engine::{Outcome, Recorder, ResponseBody, Source};
 use crate::error::Error;
+use crate::request::Request;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Request as HttpRequest, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -95,7 +96,7 @@ async fn stats(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn proxy_request(State(state): State<Arc<AppState>>, request: Request) -> Response {
+async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     state.requests.fetch_add(1, Ordering::Relaxed);
     let incoming = match read_request(&state, request).await {
         Ok(incoming) => incoming,
@@ -114,7 +115,7 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: Request) -> 
 
 /// Turns an HTTP request into the recorder's request: routes it, checks the body limit and the
 /// headers, reads the body.
-async fn read_request(state: &AppState, request: Request) -> Result<IncomingRequest, Response> {
+async fn read_request(state: &AppState, request: HttpRequest) -> Result<Request, Response> {
     let (parts, body) = request.into_parts();
     let limit = state.max_body;
 
@@ -159,7 +160,7 @@ async fn read_request(state: &AppState, request: Request) -> Result<IncomingRequ
         }
     }
 
-    Ok(IncomingRequest {
+    Ok(Request {
         target,
         method: parts.method.as_str().to_owned(),
         path,
