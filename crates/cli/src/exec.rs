@@ -78,9 +78,11 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         let recorder = args.recorder.build_recorder()?;
         let mode = recorder.mode();
         let store = recorder.store().location();
-        let proxy = spawn(recorder, &ProxyConfig::ephemeral())
-            .await
-            .map_err(|e| anyhow!("{e}"))?;
+        let config = ProxyConfig {
+            advice: Some(crate::advice::for_recorder),
+            ..ProxyConfig::ephemeral()
+        };
+        let proxy = spawn(recorder, &config).await?;
         let url = proxy.url();
 
         let mut command = tokio::process::Command::new(program);
@@ -90,7 +92,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot run `{}`", program.to_string_lossy()))?;
         let status = wait_forwarding_signals(&mut child).await?;
 
-        let stats = proxy.stop().await.map_err(|e| anyhow!("{e}"))?;
+        let stats = proxy.stop().await?;
         let misses = stats.recorder.misses;
         let hint = if misses > 0 {
             " (replay misses: exit 2; record them with CASSETTE_MODE=record or auto)"

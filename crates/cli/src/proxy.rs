@@ -2,7 +2,7 @@
 //! changing its base URL. See docs/proxy.md.
 
 use crate::settings::{parse_size, RecorderArgs};
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use cassette_recorder::proxy::{Exposure, Proxy, ProxyConfig, ProxyStats};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -54,6 +54,7 @@ impl ProxyArgs {
             } else {
                 Exposure::LoopbackOnly
             },
+            advice: Some(crate::advice::for_recorder),
         }
     }
 }
@@ -62,7 +63,7 @@ impl ProxyArgs {
 pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     init_logging();
     let proxy_config = args.proxy_config();
-    proxy_config.validate().map_err(|e| anyhow!("{e}"))?;
+    proxy_config.validate()?;
     let mut config = args.recorder.config()?;
     config.max_body = args.max_body;
 
@@ -74,9 +75,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let recorder = args.recorder.build(config)?;
         let mode = recorder.mode();
         let store = recorder.store().location();
-        let proxy = Proxy::bind(recorder, &proxy_config)
-            .await
-            .map_err(|e| anyhow!("{e}"))?;
+        let proxy = Proxy::bind(recorder, &proxy_config).await?;
         if !proxy_config.listen.ip().is_loopback() {
             eprintln!(
                 "cassette proxy: WARNING: listening on {}, reachable from other machines; \
@@ -89,10 +88,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             "cassette proxy: listening on {} (mode {mode}, store {store})",
             proxy.url()
         );
-        proxy
-            .serve(shutdown_signal())
-            .await
-            .map_err(|e| anyhow!("{e}"))
+        anyhow::Ok(proxy.serve(shutdown_signal()).await?)
     })?;
     eprintln!("cassette proxy: stopped; {}", summary(&stats));
     Ok(ExitCode::SUCCESS)

@@ -221,7 +221,7 @@ impl RecorderArgs {
             upstream_timeout: std::time::Duration::from_secs(self.upstream_timeout.max(1)),
             ..RecorderConfig::default()
         };
-        config.validate().map_err(|e| anyhow!("{e}"))?;
+        config.validate()?;
         if let Some(cache) = &self.cache {
             if cache.trim().is_empty() {
                 bail!("--cache/CASSETTE_CACHE is empty; give a store URL such as file://.cassette-cache");
@@ -243,7 +243,7 @@ impl RecorderArgs {
     /// Builds the recorder from `config` (as returned by [`RecorderArgs::config`], possibly
     /// adjusted by the command).
     pub fn build(&self, config: RecorderConfig) -> anyhow::Result<Recorder> {
-        config.validate().map_err(|e| anyhow!("{e}"))?;
+        config.validate()?;
         let store = self.open_store()?;
         // Replay cannot write: the wrapper turns any attempt into a clear error.
         let store: DynStore = match config.mode {

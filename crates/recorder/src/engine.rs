@@ -153,10 +153,19 @@ enum Persist {
     Nothing,
 }
 
+/// What the mode asks of a request, with the upstream client for the modes that call one: a
+/// replay-mode recorder owns no HTTP client at all.
+enum Plan {
+    Replay,
+    Auto(Upstream),
+    Record(Upstream),
+    Off(Upstream),
+}
+
 struct Inner {
     config: RecorderConfig,
     store: DynStore,
-    upstream: Option<Upstream>,
+    plan: Plan,
     redactor: Redactor,
     counters: Counters,
     index: tokio::sync::Mutex<NearestIndex>,
@@ -186,7 +195,7 @@ impl Recorder {
         Self::with_usage_log(config, store, None)
     }
 
-    /// Opens the store at `store_url`, with an optional local cache in front of it (`--cache`),
+    /// Opens the store at `store_url`, with an optional local cache in front of it,
     /// and builds a recorder over it. The configuration is validated before the store is
     /// touched; in replay mode the store is wrapped read-only, so replay cannot write.
     pub fn open(
@@ -194,7 +203,7 @@ impl Recorder {
         store_url: &str,
         cache_url: Option<&str>,
     ) -> Result<Recorder> {
-        config.validate().map_err(Error::Config)?;
+        config.validate()?;
         let store = cassette_store::open_tiered(store_url, cache_url)?;
         let store: DynStore = match config.mode {
             Mode::Replay => Arc::new(cassette_store::readonly::ReadOnlyStore::new(store)),
@@ -204,18 +213,19 @@ impl Recorder {
     }
 
     /// Like [`Recorder::new`], also appending the key of every cassette served or recorded to
-    /// `usage_log` (one key a line), for `cassette gc --unused`.
+    /// `usage_log` (one key a line), so that cassettes no run used can be found and removed.
     pub fn with_usage_log(
         config: RecorderConfig,
         store: DynStore,
         usage_log: Option<PathBuf>,
     ) -> Result<Recorder> {
-        config.validate().map_err(Error::Config)?;
+        config.validate()?;
         let redactor = Redactor::new(&config.redaction)?;
-        let upstream = if config.mode.may_call_upstream() {
-            Some(Upstream::new(config.upstream_timeout)?)
-        } else {
-            None
+        let plan = match config.mode {
+            Mode::Replay => Plan::Replay,
+            Mode::Auto => Plan::Auto(Upstream::new(config.upstream_timeout)?),
+            Mode::Record => Plan::Record(Upstream::new(config.upstream_timeout)?),
+            Mode::Off => Plan::Off(Upstream::new(config.upstream_timeout)?),
         };
         let usage_log = match usage_log {
             None => None,
@@ -224,16 +234,14 @@ impl Recorder {
                     .create(true)
                     .append(true)
                     .open(&path)
-                    .map_err(|e| {
-                        Error::Config(format!("cannot open usage log {}: {e}", path.display()))
-                    })?,
+                    .map_err(|source| Error::UsageLog { path, source })?,
             )),
         };
         Ok(Recorder {
             inner: Arc::new(Inner {
                 config,
                 store,
-                upstream,
+                plan,
                 redactor,
                 counters: Counters::default(),
                 index: tokio::sync::Mutex::new(NearestIndex::default()),
@@ -279,17 +287,26 @@ impl Recorder {
             });
         }
         let keyed = request.key(&self.inner.config.key);
-        match self.inner.config.mode {
-            Mode::Replay => match self.lookup(&keyed).await? {
+        match &self.inner.plan {
+            Plan::Replay => match self.lookup(&keyed).await? {
                 Some(cassette) => self.replay(&request, keyed, cassette),
                 None => Err(self.miss(&request, &keyed).await),
             },
-            Mode::Auto => match self.lookup(&keyed).await? {
+            Plan::Auto(upstream) => match self.lookup(&keyed).await? {
                 Some(cassette) => self.replay(&request, keyed, cassette),
-                None => self.forward(request, keyed, Persist::CreateOnly).await,
+                None => {
+                    self.forward(upstream, request, keyed, Persist::CreateOnly)
+                        .await
+                }
             },
-            Mode::Record => self.forward(request, keyed, Persist::Overwrite).await,
-            Mode::Off => self.forward(request, keyed, Persist::Nothing).await,
+            Plan::Record(upstream) => {
+                self.forward(upstream, request, keyed, Persist::Overwrite)
+                    .await
+            }
+            Plan::Off(upstream) => {
+                self.forward(upstream, request, keyed, Persist::Nothing)
+                    .await
+            }
         }
     }
 
@@ -373,7 +390,13 @@ impl Recorder {
         })
     }
 
-    async fn forward(&self, request: Request, keyed: Keyed, persist: Persist) -> Result<Outcome> {
+    async fn forward(
+        &self,
+        upstream: &Upstream,
+        request: Request,
+        keyed: Keyed,
+        persist: Persist,
+    ) -> Result<Outcome> {
         let inner = &self.inner;
         let route = inner
             .config
@@ -382,10 +405,6 @@ impl Recorder {
                 target: request.target.clone(),
             })?
             .clone();
-        let upstream = inner
-            .upstream
-            .as_ref()
-            .ok_or_else(|| Error::Config("this recorder has no upstream client".to_owned()))?;
         inner
             .counters
             .upstream_requests
@@ -534,7 +553,7 @@ impl Draft {
             };
             if let Some(stored) = stored {
                 if let Err(err) = self.store(stored, Some(format)).await {
-                    tracing::error!("{err}");
+                    tracing::error!("{}", crate::error::report(&err));
                 }
             }
             if let (Some(last), false) = (held, client_gone) {

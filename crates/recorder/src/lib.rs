@@ -34,7 +34,7 @@ pub mod upstream;
 pub use cassette::Cassette;
 pub use config::{ErrorRecording, RecorderConfig, Route};
 pub use engine::{BodyStream, Outcome, Recorder, Response, ResponseBody, Source, Stats};
-pub use error::{Error, Result};
+pub use error::{BoxError, Error, Result, Setting};
 pub use miss::Miss;
 pub use mode::Mode;
 pub use request::Request;

@@ -82,7 +82,7 @@ impl fmt::Display for Miss {
         }
         write!(
             f,
-            ") with key {} in {}. {} Record it with CASSETTE_MODE=record or auto.",
+            ") with key {} in {}. {} Record it in record or auto mode.",
             self.key, self.store, self.explanation.summary
         )
     }

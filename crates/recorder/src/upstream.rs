@@ -92,7 +92,9 @@ impl Upstream {
             .read_timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| Error::HttpClient {
+                source: Box::new(e),
+            })?;
         Ok(Upstream { client, timeout })
     }
 

@@ -61,8 +61,9 @@ impl Store for TieredStore {
         // cassette, so the failure is reported but not returned.
         if let Err(e) = self.local.put(key, document.clone()).await {
             tracing::warn!(
-                "could not cache cassette {key} in {}: {e}",
-                self.local.location()
+                "could not cache cassette {key} in {}: {}",
+                self.local.location(),
+                report(&e)
             );
         }
         Ok(Some(document))
@@ -106,4 +107,12 @@ impl Store for TieredStore {
     fn location(&self) -> String {
         self.to_string()
     }
+}
+
+/// An error and its causes on one line, for the log.
+fn report(err: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::successors(Some(err), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }

@@ -79,7 +79,7 @@ pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
                     Ok(()) => println!("deleted {key}"),
                     Err(err) => {
                         failed += 1;
-                        eprintln!("cannot delete {key}: {err}");
+                        eprintln!("cannot delete {key}: {:#}", anyhow::Error::from(err));
                     }
                 },
             }

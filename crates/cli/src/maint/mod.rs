@@ -84,7 +84,11 @@ pub async fn load_all(store: &DynStore) -> anyhow::Result<Vec<Loaded>> {
                     (key, Some(bytes), parsed)
                 }
                 Ok(None) => (key, None, Err("deleted while reading".to_owned())),
-                Err(err) => (key, None, Err(format!("cannot read: {err}"))),
+                Err(err) => (
+                    key,
+                    None,
+                    Err(format!("cannot read: {:#}", anyhow::Error::from(err))),
+                ),
             }
         })
         .buffered(32)

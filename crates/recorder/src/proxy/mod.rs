@@ -21,7 +21,7 @@
 mod server;
 
 use crate::engine::{Recorder, Stats};
-use crate::error::Error;
+use crate::error::{Error, Setting};
 use serde::Serialize;
 use server::AppState;
 use std::future::Future;
@@ -46,8 +46,13 @@ pub enum Exposure {
     AllowRemote,
 }
 
+/// Advice appended to the message of an error the proxy answers with or logs: how to change
+/// the setting at fault in the program that embeds the proxy (a flag, a variable), which the
+/// recorder's own messages cannot name.
+pub type Advice = fn(&Error) -> Option<String>;
+
 /// Proxy settings, validated before a socket is opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ProxyConfig {
     /// Address to listen on; port 0 picks a free one.
     pub listen: SocketAddr,
@@ -55,6 +60,8 @@ pub struct ProxyConfig {
     pub max_body: usize,
     /// Whether a non-loopback `listen` is allowed.
     pub exposure: Exposure,
+    /// Advice added to error messages; none by default.
+    pub advice: Option<Advice>,
 }
 
 impl Default for ProxyConfig {
@@ -63,6 +70,7 @@ impl Default for ProxyConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8089)),
             max_body: crate::config::DEFAULT_MAX_BODY,
             exposure: Exposure::LoopbackOnly,
+            advice: None,
         }
     }
 }
@@ -79,16 +87,13 @@ impl ProxyConfig {
     /// Checks the settings without opening anything.
     pub fn validate(&self) -> Result<(), Error> {
         if self.max_body == 0 {
-            return Err(Error::Config(
-                "the body limit must be at least 1 byte".to_owned(),
-            ));
+            return Err(Error::InvalidSetting {
+                setting: Setting::BodyLimit,
+                reason: "it must be at least 1 byte",
+            });
         }
         if !self.listen.ip().is_loopback() && self.exposure == Exposure::LoopbackOnly {
-            return Err(Error::Config(format!(
-                "{} is not a loopback address; anyone who can reach it can use the proxy (and \
-                 its upstream API key). Pass --allow-remote to listen there anyway",
-                self.listen
-            )));
+            return Err(Error::NotLoopback { addr: self.listen });
         }
         Ok(())
     }
@@ -123,21 +128,26 @@ impl Proxy {
         config.validate()?;
         let listener = TcpListener::bind(config.listen)
             .await
-            .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", config.listen)))?;
-        Proxy::from_listener(recorder, listener, config.max_body)
+            .map_err(|source| Error::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        Proxy::from_listener(recorder, listener, config)
     }
 
-    /// Wraps an already bound listener.
+    /// Wraps an already bound listener, with the body limit and advice of `config` (its address
+    /// and exposure are the caller's business: the listener is bound already).
     pub fn from_listener(
         recorder: Recorder,
         listener: TcpListener,
-        max_body: usize,
+        config: &ProxyConfig,
     ) -> Result<Proxy, Error> {
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::Config(format!("cannot read the listening address: {e}")))?;
+        let addr = listener.local_addr().map_err(|e| Error::Server {
+            action: "reading its listening address",
+            source: Box::new(e),
+        })?;
         Ok(Proxy {
-            state: Arc::new(AppState::new(recorder, max_body)),
+            state: Arc::new(AppState::new(recorder, config)),
             listener,
             addr,
         })
@@ -167,7 +177,10 @@ impl Proxy {
         let state = self.state.clone();
         server::serve(self.listener, self.state, shutdown)
             .await
-            .map_err(|e| Error::Config(format!("the proxy server failed: {e}")))?;
+            .map_err(|e| Error::Server {
+                action: "serving",
+                source: Box::new(e),
+            })?;
         Ok(StatsHandle(state).get())
     }
 }
@@ -190,18 +203,6 @@ impl StatsHandle {
             recorder: self.0.recorder.stats(),
         }
     }
-}
-
-/// Serves `recorder` on `listener` until `shutdown` completes; requests in flight finish first.
-pub async fn serve(
-    recorder: Recorder,
-    listener: TcpListener,
-    max_body: usize,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<ProxyStats, Error> {
-    Proxy::from_listener(recorder, listener, max_body)?
-        .serve(shutdown)
-        .await
 }
 
 /// Starts the proxy in the background of the current Tokio runtime, for the Rust API and
@@ -254,9 +255,10 @@ impl RunningProxy {
             let _ = tx.send(());
         }
         match self.task.take() {
-            Some(task) => task
-                .await
-                .map_err(|e| Error::Config(format!("the proxy task failed: {e}")))?,
+            Some(task) => task.await.map_err(|e| Error::Server {
+                action: "running in the background",
+                source: Box::new(e),
+            })?,
             None => Ok(self.stats.get()),
         }
     }
@@ -280,11 +282,10 @@ mod tests {
             listen: SocketAddr::from(([0, 0, 0, 0], 8089)),
             ..ProxyConfig::default()
         };
-        assert!(remote
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("--allow-remote"));
+        assert!(matches!(
+            remote.validate(),
+            Err(Error::NotLoopback { addr }) if addr == remote.listen
+        ));
         let allowed = ProxyConfig {
             exposure: Exposure::AllowRemote,
             ..remote

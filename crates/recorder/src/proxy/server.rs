@@ -1,10 +1,10 @@
 //! The proxy's HTTP server (axum): turns HTTP requests into recorder requests and outcomes and
 //! errors back into HTTP answers. Nothing outside this module sees an axum type.
 
-use super::{ProxyStats, StatsHandle};
+use super::{Advice, ProxyConfig, ProxyStats, StatsHandle};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::{Outcome, Recorder, ResponseBody, Source};
-use crate::error::Error;
+use crate::error::{report, Error};
 use crate::request::Request;
 use axum::body::Body;
 use axum::extract::{Request as HttpRequest, State};
@@ -28,13 +28,14 @@ const DRAIN_AFTER_LIMIT: usize = 16 * 1024 * 1024;
 pub(super) struct AppState {
     pub(super) recorder: Recorder,
     max_body: usize,
+    advice: Option<Advice>,
     /// Mounted route names (every configured route except `default`).
     mounts: Vec<String>,
     pub(super) requests: AtomicU64,
 }
 
 impl AppState {
-    pub(super) fn new(recorder: Recorder, max_body: usize) -> AppState {
+    pub(super) fn new(recorder: Recorder, config: &ProxyConfig) -> AppState {
         let mounts = recorder
             .config()
             .routes
@@ -44,10 +45,30 @@ impl AppState {
             .collect();
         AppState {
             recorder,
-            max_body,
+            max_body: config.max_body,
+            advice: config.advice,
             mounts,
             requests: AtomicU64::new(0),
         }
+    }
+}
+
+impl AppState {
+    /// The text of an error answer: the error with its causes, and the embedder's advice.
+    fn message(&self, err: &Error) -> String {
+        let message = report(err);
+        match self.advice.and_then(|advice| advice(err)) {
+            Some(advice) => format!("{message} ({advice})"),
+            None => message,
+        }
+    }
+
+    /// Answers a recorder error. The client gets the details, but a 409 is easy to lose inside
+    /// a test framework's output, so the proxy's own log keeps every error visible too.
+    fn error_response(&self, err: &Error) -> Response {
+        let message = self.message(err);
+        tracing::warn!("{message}");
+        recorder_error_response(err, &message)
     }
 }
 
@@ -104,12 +125,7 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
     };
     match state.recorder.handle(incoming).await {
         Ok(outcome) => outcome_response(outcome),
-        Err(err) => {
-            // The client gets the details too, but a 409 is easy to lose inside a test
-            // framework's output; the proxy's own log keeps every miss visible.
-            tracing::warn!("{err}");
-            recorder_error_response(&err)
-        }
+        Err(err) => state.error_response(&err),
     }
 }
 
@@ -127,7 +143,7 @@ async fn read_request(state: &AppState, request: HttpRequest) -> Result<Request,
     {
         if length > limit as u64 {
             drain(body, DRAIN_AFTER_LIMIT).await;
-            return Err(recorder_error_response(&Error::BodyTooLarge {
+            return Err(state.error_response(&Error::BodyTooLarge {
                 size: usize::try_from(length).unwrap_or(usize::MAX),
                 limit,
             }));
@@ -150,7 +166,7 @@ async fn read_request(state: &AppState, request: HttpRequest) -> Result<Request,
     let (target, path) = route(&state.mounts, raw_path);
     let query = parts.uri.query().unwrap_or("").to_owned();
 
-    let body = read_body(body, limit).await?;
+    let body = read_body(state, body).await?;
 
     if parts.method == http::Method::POST && is_json(&headers) && !body.is_empty() {
         if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&body) {
@@ -200,7 +216,8 @@ fn is_json(headers: &[(String, String)]) -> bool {
     })
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
+async fn read_body(state: &AppState, body: Body) -> Result<Bytes, Response> {
+    let limit = state.max_body;
     let mut body = body;
     let mut buffer: Vec<u8> = Vec::new();
     while let Some(frame) = body.frame().await {
@@ -210,10 +227,7 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
             if buffer.len() + data.len() > limit {
                 let size = buffer.len() + data.len();
                 drain(body, DRAIN_AFTER_LIMIT).await;
-                return Err(recorder_error_response(&Error::BodyTooLarge {
-                    size,
-                    limit,
-                }));
+                return Err(state.error_response(&Error::BodyTooLarge { size, limit }));
             }
             buffer.extend_from_slice(&data);
         }
@@ -271,11 +285,10 @@ fn outcome_response(outcome: Outcome) -> Response {
     out
 }
 
-/// The JSON error answer for a recorder error.
-fn recorder_error_response(err: &Error) -> Response {
+/// The JSON error answer for a recorder error, with `message` as its text.
+fn recorder_error_response(err: &Error, message: &str) -> Response {
     let status =
         StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let message = err.to_string();
     let mut detail = serde_json::Map::new();
     match err {
         Error::Miss(miss) => {
@@ -302,7 +315,7 @@ fn recorder_error_response(err: &Error) -> Response {
         }
         _ => {}
     }
-    let mut response = error_response(status, err.kind(), &message, Some(detail));
+    let mut response = error_response(status, err.kind(), message, Some(detail));
     // Only an unreachable upstream is worth retrying; a miss, a bad request or a broken
     // configuration answers the same way every time.
     if !matches!(err, Error::Upstream { .. }) {

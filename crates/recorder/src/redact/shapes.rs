@@ -246,7 +246,7 @@ pub fn find_credentials(bytes: &[u8]) -> Vec<CredentialMatch> {
     out
 }
 
-/// The names of the built-in credential shapes, in priority order (for docs and `--help`).
+/// The names of the built-in credential shapes, in priority order (for docs and help texts).
 pub fn credential_shape_names() -> impl Iterator<Item = &'static str> {
     SHAPES.iter().map(|s| s.name)
 }
