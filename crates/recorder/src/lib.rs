@@ -28,13 +28,15 @@ pub mod mode;
 pub mod proxy;
 pub mod redact;
 mod request;
+mod response;
 pub mod stream;
 pub mod upstream;
 
 pub use cassette::Cassette;
 pub use config::{ErrorRecording, RecorderConfig, Route};
-pub use engine::{BodyStream, Outcome, Recorder, Response, ResponseBody, Source, Stats};
+pub use engine::{Recorder, Stats};
 pub use error::{BoxError, Error, Result, Setting};
 pub use miss::Miss;
 pub use mode::Mode;
 pub use request::Request;
+pub use response::{BodyStream, Outcome, Response, ResponseBody, Source};

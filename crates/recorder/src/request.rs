@@ -65,6 +65,12 @@ impl Request {
         }
     }
 
+    /// The `model` the body names, when the body is JSON and names one.
+    pub(crate) fn model(&self) -> Option<String> {
+        let value: Value = serde_json::from_slice(&self.body).ok()?;
+        value.get("model")?.as_str().map(str::to_owned)
+    }
+
     /// The key of this request under `config` (shorthand for `as_keying().key(config)`).
     pub fn key(&self, config: &KeyConfig) -> Keyed {
         self.as_keying().key(config)

@@ -3,9 +3,10 @@
 
 use super::{Advice, ProxyConfig, ProxyStats, StatsHandle};
 use crate::config::DEFAULT_TARGET;
-use crate::engine::{Outcome, Recorder, ResponseBody, Source};
+use crate::engine::Recorder;
 use crate::error::{report, Error};
 use crate::request::Request;
+use crate::response::{Outcome, ResponseBody, Source};
 use axum::body::Body;
 use axum::extract::{Request as HttpRequest, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
