@@ -16,6 +16,17 @@
 //! The recorder is the only code path that may open a connection to an upstream (the
 //! `upstream` module), and it does so only in `record`, `auto` (on a miss) and `off` modes. A
 //! replay-mode recorder does not even own an HTTP client.
+//!
+//! The recorder knows no command line: its messages name no flag or environment variable (the
+//! CLI adds that advice), and its errors say what to change in the recorder's own terms.
+//!
+//! # Where things are
+//!
+//! [`Request`] (`request`) is the one owned request type; the engine (`engine/`) answers it
+//! through [`Recorder`] with a [`Response`] (`response`), replaying a [`Cassette`]
+//! (`cassette`) or recording one (`engine/recording.rs`) with [`redact`] and [`stream`]
+//! applied; [`miss`] explains what replay could not answer; [`proxy`] serves all of it over
+//! HTTP.
 
 #![deny(missing_docs)]
 
@@ -24,13 +35,13 @@ pub mod config;
 mod engine;
 mod error;
 pub mod miss;
-pub mod mode;
+mod mode;
 pub mod proxy;
 pub mod redact;
 mod request;
 mod response;
 pub mod stream;
-pub mod upstream;
+mod upstream;
 
 pub use cassette::Cassette;
 pub use config::{ErrorRecording, RecorderConfig, Route};

@@ -33,7 +33,7 @@ const NOT_FORWARDED: &[&str] = &[
 /// Joins an upstream base URL and a request path without doubling a shared segment run:
 /// base `https://api.openai.com/v1` and path `/v1/chat/completions` give
 /// `https://api.openai.com/v1/chat/completions`, never `/v1/v1/...`.
-pub fn join_url(base: &str, path: &str, query: &str) -> String {
+pub(crate) fn join_url(base: &str, path: &str, query: &str) -> String {
     let base = base.trim_end_matches('/');
     let (origin, base_path) = split_origin(base);
     let base_segments: Vec<&str> = base_path.split('/').filter(|s| !s.is_empty()).collect();

@@ -6,8 +6,10 @@
 //! a route `anthropic`) goes to that route: the segment is stripped before keying and before
 //! forwarding, and the route name becomes the key's target. Everything else goes to the
 //! `default` route with its path unchanged. The upstream URL is the route's base URL joined
-//! with the remaining path by [`crate::upstream::join_url`], which never doubles a shared run
-//! such as `/v1`.
+//! with the remaining path without doubling a shared run such as `/v1`.
+//!
+//! The server itself (axum) lives in the private `server` module: no axum type appears in
+//! this module's API.
 //!
 //! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
 //!

@@ -109,8 +109,9 @@ impl Redactor {
     }
 
     /// The query string (with or without its leading `?`) without credential parameters
-    /// ([`QUERY_CREDENTIAL_NAMES`], case-insensitive, percent-decoded names); the other
-    /// parameters are kept byte for byte and in order, except credential-shaped values.
+    /// ([`QUERY_CREDENTIAL_NAMES`](super::QUERY_CREDENTIAL_NAMES), case-insensitive,
+    /// percent-decoded names); the other parameters are kept byte for byte and in order, except
+    /// credential-shaped values.
     pub fn query(&self, query: &str) -> String {
         let (prefix, body) = match query.strip_prefix('?') {
             Some(b) => ("?", b),
@@ -177,9 +178,10 @@ impl Redactor {
     /// Redacts a JSON body in place: user JSON paths, then credential-named members, then
     /// credential shapes and user patterns in every string (values and member names).
     ///
-    /// A member named like a credential ([`BODY_CREDENTIAL_NAMES`], not on
-    /// [`BODY_SAFE_NAMES`], not under `logprobs`, `top_logprobs` or `logit_bias`) loses a string
-    /// or number value; an array value has its scalars redacted the same way; an object value is
+    /// A member named like a credential
+    /// ([`BODY_CREDENTIAL_NAMES`](super::BODY_CREDENTIAL_NAMES), not on
+    /// [`BODY_SAFE_NAMES`](super::BODY_SAFE_NAMES), not under `logprobs`, `top_logprobs` or
+    /// `logit_bias`) loses a string or number value; an array value has its scalars redacted the same way; an object value is
     /// walked like any other (a tool's JSON schema may well have a `password` property), and
     /// empty strings, `null` and booleans are kept as they carry no secret.
     pub fn json(&self, value: &mut Value) {

@@ -43,7 +43,7 @@ impl Block {
 }
 
 impl Assembly {
-    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+    pub(super) fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
         let format = FORMAT.name();
         let data = event.data.trim();
         if self.stopped || data.is_empty() {
@@ -111,7 +111,7 @@ impl Assembly {
         }
     }
 
-    pub fn finish(self) -> Result<Value, StreamError> {
+    pub(super) fn finish(self) -> Result<Value, StreamError> {
         let format = FORMAT.name();
         let Some(mut message) = self.message else {
             return Err(StreamError::Incomplete {

@@ -22,7 +22,7 @@ pub(crate) struct Assembly {
 }
 
 impl Assembly {
-    pub fn line(&mut self, line: &Line) -> Result<(), StreamError> {
+    pub(super) fn line(&mut self, line: &Line) -> Result<(), StreamError> {
         let format = FORMAT.name();
         let text = line.text.trim();
         if self.done || text.is_empty() {
@@ -63,7 +63,7 @@ impl Assembly {
         Ok(())
     }
 
-    pub fn finish(self) -> Result<Value, StreamError> {
+    pub(super) fn finish(self) -> Result<Value, StreamError> {
         let (Some(mut last), true) = (self.last, self.done) else {
             return Err(StreamError::Incomplete {
                 format: FORMAT.name(),

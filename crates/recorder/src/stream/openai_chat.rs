@@ -30,7 +30,7 @@ struct Choice {
 }
 
 impl Assembly {
-    pub fn new(legacy: bool) -> Self {
+    pub(super) fn new(legacy: bool) -> Self {
         Assembly {
             legacy,
             top: Map::new(),
@@ -49,7 +49,7 @@ impl Assembly {
         }
     }
 
-    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+    pub(super) fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
         let format = self.format();
         let data = event.data.trim();
         if self.done || data.is_empty() {
@@ -165,7 +165,7 @@ impl Assembly {
         Ok(())
     }
 
-    pub fn finish(self) -> Result<Value, StreamError> {
+    pub(super) fn finish(self) -> Result<Value, StreamError> {
         let format = self.format();
         if self.chunks == 0 {
             return Err(StreamError::Incomplete {

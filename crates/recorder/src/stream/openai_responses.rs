@@ -19,7 +19,7 @@ pub(crate) struct Assembly {
 }
 
 impl Assembly {
-    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+    pub(super) fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
         let format = FORMAT.name();
         let data = event.data.trim();
         if self.terminal.is_some() || data.is_empty() || data == "[DONE]" {
@@ -75,7 +75,7 @@ impl Assembly {
         Ok(())
     }
 
-    pub fn finish(self) -> Result<Value, StreamError> {
+    pub(super) fn finish(self) -> Result<Value, StreamError> {
         let Some(mut response) = self.terminal else {
             return Err(StreamError::Incomplete {
                 format: FORMAT.name(),
