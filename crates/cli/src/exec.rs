@@ -16,7 +16,7 @@ use std::process::{ExitCode, ExitStatus};
 
 /// The API key given to SDKs in replay mode when none is set: SDKs refuse to construct without
 /// one, and replay never sends it anywhere.
-pub const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
+pub(crate) const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
 
 /// Arguments of `cassette exec`.
 #[derive(Debug, clap::Args)]
@@ -30,9 +30,9 @@ pub const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
     Examples:\n  \
     CASSETTE_MODE=record cassette exec -- pytest\n  \
     cassette exec -- pytest        # replay in CI: no key, no network")]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     #[command(flatten)]
-    pub recorder: RecorderArgs,
+    pub(crate) recorder: RecorderArgs,
 
     /// The command and its arguments (after `--`).
     #[arg(
@@ -41,11 +41,11 @@ pub struct ExecArgs {
         allow_hyphen_values = true,
         value_name = "COMMAND"
     )]
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 /// The environment the child gets, given the proxy's base URL.
-pub fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
+pub(crate) fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
     let mut env = vec![
         ("CASSETTE_PROXY_URL".to_owned(), url.to_owned()),
         ("OPENAI_BASE_URL".to_owned(), format!("{url}/v1")),
@@ -64,7 +64,7 @@ pub fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
 }
 
 /// Runs the command behind the proxy.
-pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     init_logging();
     let (program, rest) = args
         .command

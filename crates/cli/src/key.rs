@@ -18,7 +18,7 @@ use std::process::ExitCode;
     cassette key --path /v1/chat/completions body.json\n  \
     cassette key --path /v1/messages --target anthropic --header 'anthropic-version: 2023-06-01' - < body.json\n  \
     cassette key --request examples/requests/chat.json --json")]
-pub struct KeyArgs {
+pub(crate) struct KeyArgs {
     /// Request path, e.g. /v1/chat/completions (selects the profile).
     #[arg(long, required_unless_present = "request")]
     path: Option<String>,
@@ -66,7 +66,7 @@ pub struct KeyArgs {
 }
 
 /// Runs `cassette key`.
-pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
     let request = match &args.request {
         Some(file) => request_file::load(file)?,
         None => from_flags(&args)?,

@@ -16,27 +16,27 @@ use std::process::ExitCode;
     Examples:\n  \
     CASSETTE_MODE=record UPSTREAM_API_KEY=sk-... cassette proxy\n  \
     cassette proxy --store file://tests/cassettes --listen 127.0.0.1:9000")]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     #[command(flatten)]
-    pub recorder: RecorderArgs,
+    pub(crate) recorder: RecorderArgs,
 
     /// Address to listen on [default: 127.0.0.1:8089; 127.0.0.1:$PORT when PORT is set]. Port 0
     /// picks a free port; the URL is printed on stderr.
     #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
 
     /// Port on 127.0.0.1 when --listen is not given.
     #[arg(long, env = "PORT", value_name = "PORT")]
-    pub port: Option<u16>,
+    pub(crate) port: Option<u16>,
 
     /// Allow listening on a non-loopback address (anyone who reaches it can use the upstream
     /// API key).
     #[arg(long)]
-    pub allow_remote: bool,
+    pub(crate) allow_remote: bool,
 
     /// Largest request body accepted; larger ones get 413.
     #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = parse_size)]
-    pub max_body: usize,
+    pub(crate) max_body: usize,
 }
 
 impl ProxyArgs {
@@ -59,7 +59,7 @@ impl ProxyArgs {
 }
 
 /// Runs the proxy until SIGINT or SIGTERM, then prints the counters.
-pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     init_logging();
     let proxy_config = args.proxy_config();
     proxy_config.validate().map_err(|e| anyhow!("{e}"))?;
@@ -99,7 +99,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// One line of counters, as printed on shutdown and by `cassette exec`.
-pub fn summary(stats: &ProxyStats) -> String {
+pub(crate) fn summary(stats: &ProxyStats) -> String {
     let s = &stats.recorder;
     format!(
         "{} requests: {} hits, {} misses, {} recorded, {} upstream requests, {} upstream errors",
@@ -108,7 +108,7 @@ pub fn summary(stats: &ProxyStats) -> String {
 }
 
 /// Completes on the first SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -134,7 +134,7 @@ pub async fn shutdown_signal() {
 }
 
 /// Warnings (misses with their explanation, upstream failures) on stderr; `RUST_LOG` overrides.
-pub fn init_logging() {
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Another command may have installed a subscriber already; keeping it is fine.

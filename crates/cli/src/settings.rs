@@ -24,24 +24,24 @@ use cassette_store::DynStore;
 use std::path::PathBuf;
 
 /// The store used when neither `--store`, `CASSETTE_STORE` nor `CASSETTE_DIR` is set.
-pub const DEFAULT_STORE: &str = "file://cassettes";
+pub(crate) const DEFAULT_STORE: &str = "file://cassettes";
 
 /// The default route's upstream when `UPSTREAM_BASE` is not set.
-pub const DEFAULT_UPSTREAM: &str = "https://api.openai.com";
+pub(crate) const DEFAULT_UPSTREAM: &str = "https://api.openai.com";
 
 /// Routes mounted even without flags: name and default upstream.
-pub const BUILT_IN_ROUTES: &[(&str, &str)] = &[
+pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
     ("anthropic", "https://api.anthropic.com"),
     ("ollama", "http://127.0.0.1:11434"),
 ];
 
 /// Which store a command uses: `--store`/`CASSETTE_STORE`, or the older `CASSETTE_DIR`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// Store URL: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX or memory://
     /// [default: file://cassettes, or file://$CASSETTE_DIR].
     #[arg(long, env = "CASSETTE_STORE", value_name = "URL")]
-    pub store: Option<String>,
+    pub(crate) store: Option<String>,
 
     /// Older spelling of the store: a directory of cassette files.
     #[arg(
@@ -50,12 +50,12 @@ pub struct StoreArgs {
         value_name = "DIR",
         hide = true
     )]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
 }
 
 impl StoreArgs {
     /// The store URL.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         match (&self.store, &self.dir) {
             (Some(url), _) => url.clone(),
             (None, Some(dir)) => format!("file://{}", dir.display()),
@@ -64,19 +64,19 @@ impl StoreArgs {
     }
 
     /// Opens the store, naming it on failure.
-    pub fn open(&self) -> anyhow::Result<DynStore> {
+    pub(crate) fn open(&self) -> anyhow::Result<DynStore> {
         open_store(&self.url())
     }
 }
 
 /// Opens a store by URL, naming it on failure.
-pub fn open_store(url: &str) -> anyhow::Result<DynStore> {
+pub(crate) fn open_store(url: &str) -> anyhow::Result<DynStore> {
     cassette_store::open(url).with_context(|| format!("cannot open the store {url}"))
 }
 
 /// Where the recorder reads and writes, and what it calls.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RecorderArgs {
+pub(crate) struct RecorderArgs {
     /// replay (answer from cassettes; a miss is an error), record (call the upstream and
     /// overwrite), auto (replay hits, record misses) or off (pass through, store nothing).
     #[arg(
@@ -85,58 +85,58 @@ pub struct RecorderArgs {
         default_value = "replay",
         value_name = "MODE"
     )]
-    pub mode: Mode,
+    pub(crate) mode: Mode,
 
     /// Where cassettes are read and written.
     #[command(flatten)]
-    pub store: StoreArgs,
+    pub(crate) store: StoreArgs,
 
     /// A local store put in front of --store as a read-through cache.
     #[arg(long, env = "CASSETTE_CACHE", value_name = "URL")]
-    pub cache: Option<String>,
+    pub(crate) cache: Option<String>,
 
     /// Upstream of the default route [default: https://api.openai.com].
     #[arg(long, env = "UPSTREAM_BASE", value_name = "URL")]
-    pub upstream: Option<String>,
+    pub(crate) upstream: Option<String>,
 
     /// Mount a route: requests to /NAME/... go to URL with the /NAME prefix stripped, and NAME
     /// is the key's target. Repeatable; replaces the built-in anthropic and ollama upstreams.
     #[arg(long = "route", value_name = "NAME=URL")]
-    pub routes: Vec<String>,
+    pub(crate) routes: Vec<String>,
 
     /// Append the key of every cassette served or recorded to FILE (for `cassette gc --unused`).
     #[arg(long, env = "CASSETTE_USAGE_LOG", value_name = "FILE")]
-    pub usage_log: Option<PathBuf>,
+    pub(crate) usage_log: Option<PathBuf>,
 
     /// Store upstream 4xx/5xx answers too (to test error handling); by default they are passed
     /// to the client and not stored.
     #[arg(long)]
-    pub record_errors: bool,
+    pub(crate) record_errors: bool,
 
     /// Replace the value at this JSON path in stored request and response bodies with
     /// "[REDACTED]" (e.g. `$.messages[*].content`, `$..email`). Repeatable. Redaction never
     /// changes the key.
     #[arg(long = "redact-path", value_name = "JSONPATH")]
-    pub redact_paths: Vec<String>,
+    pub(crate) redact_paths: Vec<String>,
 
     /// Replace matches of this regex in stored strings and text bodies with "[REDACTED]".
     /// Repeatable.
     #[arg(long = "redact-pattern", value_name = "REGEX")]
-    pub redact_patterns: Vec<String>,
+    pub(crate) redact_patterns: Vec<String>,
 
     /// Also treat this top-level body member as volatile (left out of the key). Repeatable.
     /// Changes keys: use the same list when recording and replaying.
     #[arg(long = "volatile", value_name = "NAME")]
-    pub volatile: Vec<String>,
+    pub(crate) volatile: Vec<String>,
 
     /// Keep this member of the default volatile list in the key after all. Repeatable.
     #[arg(long = "keep-volatile", value_name = "NAME")]
-    pub keep_volatile: Vec<String>,
+    pub(crate) keep_volatile: Vec<String>,
 
     /// Size of the pieces a replayed stream is cut into, so clients' parsers run over
     /// partial chunks.
     #[arg(long, env = "CASSETTE_STREAM_CHUNK", value_name = "SIZE", default_value = "64", value_parser = parse_size)]
-    pub stream_chunk_size: usize,
+    pub(crate) stream_chunk_size: usize,
 
     /// Seconds an upstream may take to answer before the request fails with 504.
     #[arg(
@@ -145,17 +145,17 @@ pub struct RecorderArgs {
         value_name = "SECONDS",
         default_value_t = 600
     )]
-    pub upstream_timeout: u64,
+    pub(crate) upstream_timeout: u64,
 }
 
 impl RecorderArgs {
     /// The store URL these settings name.
-    pub fn store_url(&self) -> String {
+    pub(crate) fn store_url(&self) -> String {
         self.store.url()
     }
 
     /// The routes: built-ins, the default route, then `--route` overrides.
-    pub fn routes(&self) -> anyhow::Result<Vec<Route>> {
+    pub(crate) fn routes(&self) -> anyhow::Result<Vec<Route>> {
         let mut routes: Vec<Route> = Vec::new();
         let mut set = |name: &str, url: &str| {
             let url = url.trim().to_owned();
@@ -195,7 +195,7 @@ impl RecorderArgs {
     }
 
     /// The typed recorder configuration, validated; no IO.
-    pub fn config(&self) -> anyhow::Result<RecorderConfig> {
+    pub(crate) fn config(&self) -> anyhow::Result<RecorderConfig> {
         let upstream_api_key = std::env::var("UPSTREAM_API_KEY")
             .ok()
             .map(|k| k.trim().to_owned())
@@ -231,7 +231,7 @@ impl RecorderArgs {
     }
 
     /// Opens the store (with the cache in front when one is set).
-    pub fn open_store(&self) -> anyhow::Result<DynStore> {
+    pub(crate) fn open_store(&self) -> anyhow::Result<DynStore> {
         let url = self.store_url();
         let cache = self.cache.as_deref().map(str::trim);
         cassette_store::open_tiered(&url, cache).with_context(|| match cache {
@@ -242,7 +242,7 @@ impl RecorderArgs {
 
     /// Builds the recorder from `config` (as returned by [`RecorderArgs::config`], possibly
     /// adjusted by the command).
-    pub fn build(&self, config: RecorderConfig) -> anyhow::Result<Recorder> {
+    pub(crate) fn build(&self, config: RecorderConfig) -> anyhow::Result<Recorder> {
         config.validate().map_err(|e| anyhow!("{e}"))?;
         let store = self.open_store()?;
         // Replay cannot write: the wrapper turns any attempt into a clear error.
@@ -255,14 +255,14 @@ impl RecorderArgs {
     }
 
     /// Validates the settings, opens the store and builds the recorder.
-    pub fn build_recorder(&self) -> anyhow::Result<Recorder> {
+    pub(crate) fn build_recorder(&self) -> anyhow::Result<Recorder> {
         let config = self.config()?;
         self.build(config)
     }
 }
 
 /// Parses a byte size: `1048576`, `512KiB`, `32MiB`, `1GiB` (also `k`, `m`, `g`, `KB`, `MB`).
-pub fn parse_size(text: &str) -> Result<usize, String> {
+pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())

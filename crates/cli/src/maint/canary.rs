@@ -17,7 +17,7 @@ use std::process::ExitCode;
 #[command(
     after_help = "Example:\n  cassette canary results.jsonl --band 0.05 --suite suite.jsonl > canary.jsonl"
 )]
-pub struct CanaryArgs {
+pub(crate) struct CanaryArgs {
     /// Scored results: one {"id", "score", "threshold"} object a line.
     #[arg(value_name = "RESULTS.jsonl")]
     results: PathBuf,
@@ -32,7 +32,7 @@ pub struct CanaryArgs {
 }
 
 /// Runs `cassette canary`.
-pub fn run(args: CanaryArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: CanaryArgs) -> anyhow::Result<ExitCode> {
     if !args.band.is_finite() || args.band < 0.0 {
         bail!("--band must be a number of at least 0, found {}", args.band);
     }

@@ -14,7 +14,7 @@ use std::process::ExitCode;
     after_help = "Exit status: 0 every cassette copied or skipped, 2 some failed.\n\n\
 Example:\n  cassette copy file://cassettes s3://my-bucket/cassettes"
 )]
-pub struct CopyArgs {
+pub(crate) struct CopyArgs {
     /// The store to read: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX.
     from: String,
 
@@ -43,7 +43,7 @@ enum Copied {
 }
 
 /// Runs `cassette copy`.
-pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let write = if args.overwrite {
         Write::Overwrite
     } else {

@@ -11,7 +11,7 @@ use std::time::Duration;
 /// Arguments of `cassette diff`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit status: 0 same keys and answers, 1 differences, 2 error.")]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// The first store (URL or folder).
     a: String,
     /// The second store (URL or folder).
@@ -19,7 +19,7 @@ pub struct DiffArgs {
 }
 
 /// Runs `cassette diff`.
-pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let a = open(&args.a)?;
     let b = open(&args.b)?;
     let rt = runtime()?;
@@ -103,7 +103,7 @@ fn answer_text(cassette: &Cassette) -> String {
 const DIFF_DEADLINE: Duration = Duration::from_millis(500);
 
 /// The lines a line diff of `a` and `b` does not keep: `- ` from A, `+ ` from B, in order.
-pub fn line_diff(a: &str, b: &str) -> Vec<String> {
+pub(crate) fn line_diff(a: &str, b: &str) -> Vec<String> {
     let a: Vec<&str> = a.lines().collect();
     let b: Vec<&str> = b.lines().collect();
     TextDiff::configure()

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 /// Arguments of `cassette ls`.
 #[derive(Debug, clap::Args)]
-pub struct LsArgs {
+pub(crate) struct LsArgs {
     #[command(flatten)]
     store: StoreArgs,
 
@@ -20,7 +20,7 @@ pub struct LsArgs {
 
 /// Runs `cassette ls`. Unreadable cassettes are listed with their error and make the exit
 /// status 1, so a listing is also a cheap health check.
-pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
     match list(args) {
         // `cassette ls | head` closes the pipe early: that is a finished listing, not an error.
         Err(err)

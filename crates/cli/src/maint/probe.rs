@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 /// Arguments of `cassette probe`.
 #[derive(Debug, clap::Args)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// A request file, as `cassette key --request` takes it.
     #[arg(value_name = "REQUEST")]
     request: PathBuf,
@@ -25,7 +25,7 @@ pub struct ProbeArgs {
 }
 
 /// Runs `cassette probe`.
-pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let owned = request_file::load(&args.request)?;
     let profile = Profile::from_path(&owned.path);
     let request = IncomingRequest::from(owned);

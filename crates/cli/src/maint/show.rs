@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 /// Arguments of `cassette show`.
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// The key, or a prefix of it that matches one cassette.
     key: String,
 
@@ -22,7 +22,7 @@ pub struct ShowArgs {
 }
 
 /// Runs `cassette show`.
-pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let store = args.store.open()?;
     let (key, bytes) = runtime()?.block_on(async {
         let key = resolve_key(&store, &args.key).await?;

@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 /// Arguments of `cassette verify`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit status: 0 all cassettes verified, 1 a problem was found, 2 error.")]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[command(flatten)]
     store: StoreArgs,
 
@@ -40,7 +40,7 @@ enum GitCheck {
 }
 
 /// Runs `cassette verify`.
-pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let git = if args.strict {
         GitCheck::RequireClean
     } else {

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use std::fmt;
 
 /// What a case checks once its answer is in.
-pub enum Check {
+pub(crate) enum Check {
     /// A deterministic grader: same answer, same verdict.
     Local(Box<dyn Grade>),
     /// LLM-as-judge: a further request through the recorder.
@@ -27,7 +27,7 @@ impl fmt::Debug for Check {
 }
 
 /// A deterministic grader.
-pub trait Grade: Send + Sync {
+pub(crate) trait Grade: Send + Sync {
     /// `Ok(())` when the answer passes, else the reason it failed.
     fn grade(&self, answer: &Answer) -> Result<(), String>;
 }
@@ -48,13 +48,13 @@ const REGISTRY: &[(&str, Builder)] = &[
 ];
 
 /// The registered grader names.
-pub fn names() -> Vec<&'static str> {
+pub(crate) fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|(name, _)| *name).collect()
 }
 
 /// Builds the grader `name` from a case's `expect` object, validating every field now so a
 /// bad suite fails before any request is sent.
-pub fn build(name: &str, expect: &Map<String, Value>) -> anyhow::Result<Check> {
+pub(crate) fn build(name: &str, expect: &Map<String, Value>) -> anyhow::Result<Check> {
     let (_, builder) = REGISTRY
         .iter()
         .find(|(n, _)| *n == name)
@@ -427,7 +427,7 @@ fn judge(f: &Fields) -> anyhow::Result<Check> {
 }
 
 /// A prefix of `text` short enough for a one-line reason.
-pub fn shorten(text: &str) -> String {
+pub(crate) fn shorten(text: &str) -> String {
     const MAX: usize = 120;
     match text.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{}…", &text[..cut]),

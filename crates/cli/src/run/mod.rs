@@ -5,10 +5,10 @@
 //! stops) or on any other error, else 1 when a verdict failed, else 0. Cases run concurrently
 //! (`--jobs`) but are reported in suite order.
 
-pub mod graders;
-pub mod judge;
-pub mod junit;
-pub mod suite;
+pub(crate) mod graders;
+pub(crate) mod judge;
+pub(crate) mod junit;
+pub(crate) mod suite;
 
 use crate::answer::{self, Answer, ToolCall};
 use crate::settings::RecorderArgs;
@@ -26,7 +26,7 @@ use std::time::Instant;
 use suite::Case;
 
 /// Where `--save-run` keeps runs, relative to the working directory.
-pub const RUNS_DIR: &str = ".cassette/runs";
+pub(crate) const RUNS_DIR: &str = ".cassette/runs";
 
 /// Arguments of `cassette run`.
 #[derive(Debug, clap::Args)]
@@ -37,7 +37,7 @@ cassette run examples/suite/suite.jsonl --store file://examples/suite/cassettes\
 CASSETTE_MODE=record UPSTREAM_API_KEY=sk-... cassette run suite.jsonl --judge-model gpt-4o-mini\n  \
 cassette run suite.jsonl --junit report.xml --save-run main"
 )]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The suite: JSON Lines, one case a line (see docs/suite.md).
     #[arg(value_name = "SUITE.jsonl")]
     suite: PathBuf,
@@ -81,7 +81,7 @@ pub struct RunArgs {
 /// A case's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// The grader passed.
     Pass,
     /// The grader failed, or the upstream answered an error.
@@ -90,52 +90,52 @@ pub enum Verdict {
 
 /// One case's result: the stdout line, and with `--save-run` the saved one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CaseResult {
+pub(crate) struct CaseResult {
     /// The case id.
-    pub id: String,
+    pub(crate) id: String,
     /// Whether every request of the case (including judge votes) was replayed.
-    pub hit: bool,
+    pub(crate) hit: bool,
     /// The verdict.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// The answer's finish reason.
-    pub finish: Option<String>,
+    pub(crate) finish: Option<String>,
     /// The case request's key.
-    pub key: String,
+    pub(crate) key: String,
     /// Why the verdict failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The judge's tally, for judged cases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge: Option<JudgeTally>,
+    pub(crate) judge: Option<JudgeTally>,
 }
 
 /// The judge's tally in a case result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JudgeTally {
+pub(crate) struct JudgeTally {
     /// Votes that passed.
-    pub passed: u32,
+    pub(crate) passed: u32,
     /// Votes that failed or did not start with PASS/FAIL.
-    pub failed: u32,
+    pub(crate) failed: u32,
     /// Share of votes against the majority.
-    pub disagreement: f64,
+    pub(crate) disagreement: f64,
 }
 
 /// A saved run line: the result plus what was answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SavedCase {
+pub(crate) struct SavedCase {
     /// The result as printed.
     #[serde(flatten)]
-    pub result: CaseResult,
+    pub(crate) result: CaseResult,
     /// The answer's text.
     #[serde(default)]
-    pub text: String,
+    pub(crate) text: String,
     /// The answer's tool calls.
     #[serde(default)]
-    pub tool_calls: Vec<serde_json::Value>,
+    pub(crate) tool_calls: Vec<serde_json::Value>,
 }
 
 /// Why a run stops early.
-pub enum Stop {
+pub(crate) enum Stop {
     /// Replay found no cassette.
     Miss(Box<Miss>),
     /// Anything else that is not a verdict.
@@ -143,19 +143,19 @@ pub enum Stop {
 }
 
 /// One request's answer.
-pub struct Called {
+pub(crate) struct Called {
     /// Its key.
-    pub key: String,
+    pub(crate) key: String,
     /// Whether it was replayed.
-    pub hit: bool,
+    pub(crate) hit: bool,
     /// HTTP status.
-    pub status: u16,
+    pub(crate) status: u16,
     /// What it said.
-    pub answer: Answer,
+    pub(crate) answer: Answer,
 }
 
 /// Sends one request through the recorder and reads the answer.
-pub async fn call(recorder: &Recorder, request: IncomingRequest) -> Result<Called, Stop> {
+pub(crate) async fn call(recorder: &Recorder, request: IncomingRequest) -> Result<Called, Stop> {
     let profile = Profile::from_path(&request.path);
     match recorder.handle(request).await {
         Ok(outcome) => {
@@ -257,12 +257,12 @@ fn valid_run_name(name: &str) -> anyhow::Result<()> {
 }
 
 /// The file a saved run `name` lives in.
-pub fn run_file(runs_dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn run_file(runs_dir: &Path, name: &str) -> PathBuf {
     runs_dir.join(format!("{name}.jsonl"))
 }
 
 /// Runs `cassette run`.
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Everything is validated before the store is opened or a request is sent.
     let cases = suite::load(&args.suite)?;
     if let Some(name) = &args.save_run {
@@ -457,7 +457,7 @@ fn tool_call_json(call: &ToolCall) -> serde_json::Value {
 }
 
 /// Prints a miss the way every command does: key, request, nearest recording, differences.
-pub fn print_miss(miss: &Miss) {
+pub(crate) fn print_miss(miss: &Miss) {
     eprintln!("  key:     {}", miss.key);
     eprintln!(
         "  request: {} {} (target {}, profile {}{})",
@@ -487,7 +487,7 @@ pub fn print_miss(miss: &Miss) {
 }
 
 /// Writes a file whole or not at all, creating its folder.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

@@ -15,26 +15,26 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// The path the prompt shorthand posts to.
-pub const CHAT_PATH: &str = "/v1/chat/completions";
+pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
 
 /// Members a case may have.
 const MEMBERS: &[&str] = &["id", "prompt", "params", "request", "grader", "expect"];
 
 /// One case, ready to run.
 #[derive(Debug)]
-pub struct Case {
+pub(crate) struct Case {
     /// Unique id.
-    pub id: String,
+    pub(crate) id: String,
     /// 1-based line in the suite file.
-    pub line: usize,
+    pub(crate) line: usize,
     /// The request to send.
-    pub request: IncomingRequest,
+    pub(crate) request: IncomingRequest,
     /// What to check.
-    pub check: Check,
+    pub(crate) check: Check,
 }
 
 /// Reads and validates a whole suite. Every bad line is reported, not just the first.
-pub fn load(path: &Path) -> anyhow::Result<Vec<Case>> {
+pub(crate) fn load(path: &Path) -> anyhow::Result<Vec<Case>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read suite {}: {e}", path.display()))?;
     parse(&text).map_err(|errors| {
@@ -51,7 +51,7 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<Case>> {
 }
 
 /// Parses a suite's text; on failure, every bad line with its 1-based number.
-pub fn parse(text: &str) -> Result<Vec<Case>, Vec<(usize, String)>> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Case>, Vec<(usize, String)>> {
     let mut cases = Vec::new();
     let mut errors = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
