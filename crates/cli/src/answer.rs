@@ -76,6 +76,15 @@ pub(crate) fn from_json(profile: Profile, value: &Value) -> Answer {
     }
 }
 
+/// A prefix of an answer's text short enough for a one-line reason.
+pub(crate) fn shorten(text: &str) -> String {
+    const MAX: usize = 120;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
 fn is_empty(summary: &ResponseSummary) -> bool {
     summary.text.is_empty() && summary.tool_calls.is_empty() && summary.finish_reason.is_none()
 }

@@ -5,19 +5,19 @@
 //! stops) or on any other error, else 1 when a verdict failed, else 0. Cases run concurrently
 //! (`--jobs`) but are reported in suite order.
 
+mod call;
 pub(crate) mod graders;
-pub(crate) mod judge;
 pub(crate) mod junit;
 pub(crate) mod suite;
 
 use crate::answer::{self, Answer, ToolCall};
 use crate::settings::RecorderArgs;
 use anyhow::{anyhow, bail, Context};
-use cassette_keying::Profile;
-use cassette_recorder::{Error, IncomingRequest, Miss, Recorder, Source};
+use call::{call, Stop};
+use cassette_recorder::{Miss, Recorder};
 use futures::StreamExt;
+use graders::judge::{JudgeApi, JudgeConfig, Judgement};
 use graders::Check;
-use judge::{JudgeApi, JudgeConfig, Judgement};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -134,50 +134,6 @@ pub(crate) struct SavedCase {
     pub(crate) tool_calls: Vec<serde_json::Value>,
 }
 
-/// Why a run stops early.
-pub(crate) enum Stop {
-    /// Replay found no cassette.
-    Miss(Box<Miss>),
-    /// Anything else that is not a verdict.
-    Fatal(anyhow::Error),
-}
-
-/// One request's answer.
-pub(crate) struct Called {
-    /// Its key.
-    pub(crate) key: String,
-    /// Whether it was replayed.
-    pub(crate) hit: bool,
-    /// HTTP status.
-    pub(crate) status: u16,
-    /// What it said.
-    pub(crate) answer: Answer,
-}
-
-/// Sends one request through the recorder and reads the answer.
-pub(crate) async fn call(recorder: &Recorder, request: IncomingRequest) -> Result<Called, Stop> {
-    let profile = Profile::from_path(&request.path);
-    match recorder.handle(request).await {
-        Ok(outcome) => {
-            let status = outcome.response.status;
-            let key = outcome.key.to_string();
-            let body = outcome
-                .response
-                .into_bytes()
-                .await
-                .map_err(|e| Stop::Fatal(anyhow!("reading the answer for {key}: {e}")))?;
-            Ok(Called {
-                hit: outcome.source == Source::Replayed,
-                status,
-                answer: answer::from_bytes(profile, &body),
-                key,
-            })
-        }
-        Err(Error::Miss(miss)) => Err(Stop::Miss(miss)),
-        Err(other) => Err(Stop::Fatal(other.into())),
-    }
-}
-
 struct Done {
     result: CaseResult,
     answer: Answer,
@@ -193,7 +149,7 @@ async fn run_case(recorder: &Recorder, judge: &JudgeConfig, case: &Case) -> Resu
         Err(format!(
             "the upstream answered HTTP {}: {}",
             called.status,
-            graders::shorten(called.answer.text.trim())
+            answer::shorten(called.answer.text.trim())
         ))
     } else {
         match &case.check {

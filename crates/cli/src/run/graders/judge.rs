@@ -6,7 +6,10 @@
 //! the vote's number and count. Editing any of them asks a new question; an old verdict can
 //! never answer it.
 
-use super::{call, Stop};
+use super::fields::Fields;
+use crate::answer::shorten;
+use crate::run::call::{call, Stop};
+use anyhow::bail;
 use cassette_recorder::{IncomingRequest, Recorder};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -36,6 +39,25 @@ pub(crate) struct JudgeSpec {
     pub(crate) votes: u32,
     /// Overrides `--judge-model` for this case.
     pub(crate) model: Option<String>,
+}
+
+/// Reads a judged case's `expect`: `criterion`, `context`, `votes` and `model`.
+pub(super) fn spec(f: &Fields) -> anyhow::Result<JudgeSpec> {
+    f.only(&["criterion", "context", "votes", "model"])?;
+    let criterion = f.string("criterion")?;
+    if criterion.trim().is_empty() {
+        bail!("expect.criterion must not be empty");
+    }
+    let votes = f.optional_count("votes", MAX_VOTES)?.unwrap_or(1);
+    if votes == 0 {
+        bail!("expect.votes must be at least 1");
+    }
+    Ok(JudgeSpec {
+        criterion,
+        context: f.optional_string("context")?,
+        votes: votes as u32,
+        model: f.optional_string("model")?,
+    })
 }
 
 /// The API the judge endpoint speaks.
@@ -166,7 +188,7 @@ impl JudgeConfig {
                 }
             };
             let reply = if (200..300).contains(&answer.status) {
-                super::graders::shorten(answer.answer.text.trim())
+                shorten(answer.answer.text.trim())
             } else {
                 format!("judge answered HTTP {}", answer.status)
             };
