@@ -8,7 +8,7 @@
 use crate::proxy::{init_logging, summary};
 use crate::settings::RecorderArgs;
 use crate::EXIT_ERROR;
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use cassette_recorder::proxy::{spawn, ProxyConfig};
 use cassette_recorder::Mode;
 use std::ffi::OsString;
@@ -32,7 +32,7 @@ pub(crate) const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
     cassette exec -- pytest        # replay in CI: no key, no network")]
 pub(crate) struct ExecArgs {
     #[command(flatten)]
-    pub(crate) recorder: RecorderArgs,
+    recorder: RecorderArgs,
 
     /// The command and its arguments (after `--`).
     #[arg(
@@ -41,7 +41,7 @@ pub(crate) struct ExecArgs {
         allow_hyphen_values = true,
         value_name = "COMMAND"
     )]
-    pub(crate) command: Vec<OsString>,
+    command: Vec<OsString>,
 }
 
 /// The environment the child gets, given the proxy's base URL.
@@ -69,18 +69,19 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let (program, rest) = args
         .command
         .split_first()
-        .ok_or_else(|| anyhow!("no command given: cassette exec -- COMMAND [ARGS...]"))?;
+        .context("no command given: cassette exec -- COMMAND [ARGS...]")?;
+    let settings = args.recorder.resolve()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let recorder = args.recorder.build_recorder()?;
+        let recorder = settings.build()?;
         let mode = recorder.mode();
         let store = recorder.store().location();
         let proxy = spawn(recorder, &ProxyConfig::ephemeral())
             .await
-            .map_err(|e| anyhow!("{e}"))?;
+            .context("cannot start the in-process proxy")?;
         let url = proxy.url();
 
         let mut command = tokio::process::Command::new(program);
@@ -90,7 +91,10 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot run `{}`", program.to_string_lossy()))?;
         let status = wait_forwarding_signals(&mut child).await?;
 
-        let stats = proxy.stop().await.map_err(|e| anyhow!("{e}"))?;
+        let stats = proxy
+            .stop()
+            .await
+            .context("cannot stop the in-process proxy")?;
         let misses = stats.recorder.misses;
         let hint = if misses > 0 {
             " (replay misses: exit 2; record them with CASSETTE_MODE=record or auto)"

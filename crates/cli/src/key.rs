@@ -5,8 +5,9 @@
 //! raw, exactly as the proxy would key it; only a file that cannot be read is an error.
 
 use crate::request_file::{self, OwnedRequest};
+use crate::settings::KeyingArgs;
 use anyhow::{anyhow, Context};
-use cassette_keying::{KeyConfig, KEY_VERSION};
+use cassette_keying::KEY_VERSION;
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -51,14 +52,9 @@ pub(crate) struct KeyArgs {
     #[arg(long)]
     json: bool,
 
-    /// Also treat this top-level body member as volatile, as `--volatile` does for the proxy
-    /// and the runner. Repeatable.
-    #[arg(long = "volatile", value_name = "NAME")]
-    volatile: Vec<String>,
-
-    /// Keep this member of the default volatile list in the key after all. Repeatable.
-    #[arg(long = "keep-volatile", value_name = "NAME")]
-    keep_volatile: Vec<String>,
+    /// How the body is keyed, as for the proxy and the runner.
+    #[command(flatten)]
+    keying: KeyingArgs,
 
     /// The body: a file, or '-' for standard input. No body when omitted.
     #[arg(value_name = "BODY_FILE|-")]
@@ -71,11 +67,7 @@ pub(crate) fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
         Some(file) => request_file::load(file)?,
         None => from_flags(&args)?,
     };
-    let config = KeyConfig {
-        extra_volatile: args.volatile.clone(),
-        keep_volatile: args.keep_volatile.clone(),
-    };
-    let keyed = request.as_request().key(&config);
+    let keyed = request.as_request().key(&args.keying.config());
     if args.json {
         let out = json!({
             "key": keyed.key.as_str(),

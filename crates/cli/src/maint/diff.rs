@@ -1,7 +1,8 @@
 //! `cassette diff A B`: two stores (or folders), for example before and after a re-record: keys
 //! only in A, only in B, and for shared keys whose answer text changed, a line diff.
 
-use super::{cassette_answer, load_all, open, runtime};
+use super::{cassette_answer, load_all, runtime};
+use crate::settings::StoreSpec;
 use cassette_recorder::Cassette;
 use similar::{Algorithm, ChangeTag, TextDiff};
 use std::collections::BTreeMap;
@@ -13,15 +14,15 @@ use std::time::Duration;
 #[command(after_help = "Exit status: 0 same keys and answers, 1 differences, 2 error.")]
 pub(crate) struct DiffArgs {
     /// The first store (URL or folder).
-    a: String,
+    a: StoreSpec,
     /// The second store (URL or folder).
-    b: String,
+    b: StoreSpec,
 }
 
 /// Runs `cassette diff`.
 pub(crate) fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let a = open(&args.a)?;
-    let b = open(&args.b)?;
+    let a = args.a.open()?;
+    let b = args.b.open()?;
     let rt = runtime()?;
     let read = |loaded: Vec<super::Loaded>| -> BTreeMap<String, Result<Cassette, String>> {
         loaded.into_iter().map(|(k, _, c)| (k, c)).collect()

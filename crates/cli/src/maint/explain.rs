@@ -28,10 +28,10 @@ pub(crate) struct ExplainArgs {
 pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let owned = request_file::load(&args.request)?;
     let request = IncomingRequest::from(owned);
-    let mut config = args.recorder.config()?;
+    let mut settings = args.recorder.resolve()?;
     // Explaining must never reach an upstream, whatever CASSETTE_MODE says.
-    config.mode = Mode::Replay;
-    let recorder = args.recorder.build(config)?;
+    settings.config.mode = Mode::Replay;
+    let recorder = settings.build()?;
     let key = request.key(&recorder.config().key).key.to_string();
     let miss = super::runtime()?.block_on(recorder.explain(&request))?;
     match miss {

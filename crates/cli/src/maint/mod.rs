@@ -20,7 +20,7 @@ use cassette_recorder::Cassette;
 use cassette_store::DynStore;
 
 /// Maintenance commands read the store named by the same flags and variables as the proxy.
-pub(crate) use crate::settings::{open_store as open, StoreArgs};
+pub(crate) use crate::settings::StoreArgs;
 
 /// A small runtime for commands that only talk to stores.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -4,10 +4,12 @@
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
 use super::{load_all, runtime, StoreArgs};
+use crate::settings::{KeyingArgs, StoreSpec};
 use anyhow::{bail, Context};
-use cassette_keying::{KeyConfig, KEY_VERSION};
+use cassette_keying::KEY_VERSION;
 use cassette_recorder::miss::keyed_stored_request;
 use cassette_recorder::redact::find_credentials;
+use cassette_store::StoreUrl;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -22,14 +24,9 @@ pub(crate) struct VerifyArgs {
     #[arg(long)]
     strict: bool,
 
-    /// A body member the recorder was told to treat as volatile (its `--volatile`), so keys
-    /// are recomputed the way they were computed. Repeatable.
-    #[arg(long = "volatile", value_name = "NAME")]
-    volatile: Vec<String>,
-
-    /// A default-volatile member the recorder kept in the key (its `--keep-volatile`).
-    #[arg(long = "keep-volatile", value_name = "NAME")]
-    keep_volatile: Vec<String>,
+    /// How the recorder keyed bodies, so keys are recomputed the way they were computed.
+    #[command(flatten)]
+    keying: KeyingArgs,
 }
 
 /// Whether uncommitted changes fail the run.
@@ -46,18 +43,15 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     } else {
         GitCheck::Skip
     };
-    let url = args.store.url();
+    let spec = args.store.resolve();
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
-        GitCheck::RequireClean => Some(local_folder(&url)?),
+        GitCheck::RequireClean => Some(local_folder(&spec)?),
         GitCheck::Skip => None,
     };
-    let store = args.store.open()?;
+    let store = spec.open()?;
     let loaded = runtime()?.block_on(load_all(&store))?;
-    let config = KeyConfig {
-        extra_volatile: args.volatile.clone(),
-        keep_volatile: args.keep_volatile.clone(),
-    };
+    let config = args.keying.config();
     let mut problems = 0usize;
     let mut unverifiable = 0usize;
     for (key, bytes, parsed) in &loaded {
@@ -140,15 +134,14 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The folder of a file store, which is what git can check.
-fn local_folder(url: &str) -> anyhow::Result<PathBuf> {
-    let path = match url.split_once("://") {
-        Some(("file", path)) => path,
-        Some((scheme, _)) => bail!(
-            "--strict checks the cassette folder with git, so it needs a file:// store, not {scheme}://"
+fn local_folder(store: &StoreSpec) -> anyhow::Result<PathBuf> {
+    match store.url() {
+        StoreUrl::File(path) => Ok(path.clone()),
+        _ => bail!(
+            "--strict checks the cassette folder with git, so it needs a file:// store, not {}://",
+            store.scheme()
         ),
-        None => url,
-    };
-    Ok(PathBuf::from(path))
+    }
 }
 
 /// `git status --porcelain` lines for the folder (untracked files included).

@@ -110,6 +110,26 @@ pub(crate) struct Judgement {
     pub(crate) votes: Vec<Vote>,
 }
 
+impl Judgement {
+    /// The case's verdict: `Ok` when the majority passed, else the votes' replies.
+    pub(crate) fn verdict(&self) -> Result<(), String> {
+        if self.pass {
+            return Ok(());
+        }
+        let replies: Vec<String> = self
+            .votes
+            .iter()
+            .map(|v| format!("{}: {}", v.verdict, v.reply))
+            .collect();
+        Err(format!(
+            "judge: {} of {} votes passed ({})",
+            self.passed,
+            self.votes.len(),
+            replies.join(" | ")
+        ))
+    }
+}
+
 /// Reads a verdict from the first token of a judge reply. Strict on purpose: `PASS` or `FAIL`
 /// in capitals, optionally followed by punctuation; anything else (`**PASS**`, `Pass`,
 /// `I think PASS`) is not a verdict, so a chatty judge shows up as invalid votes rather than
