@@ -2,7 +2,7 @@
 //! answer's text and tool calls. A unique key prefix is enough.
 
 use super::{cassette_answer, resolve_key, runtime, StoreArgs};
-use anyhow::anyhow;
+use anyhow::Context;
 use cassette_recorder::cassette::StoredBody;
 use cassette_recorder::Cassette;
 use std::process::ExitCode;
@@ -29,19 +29,16 @@ pub(crate) fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
         let bytes = store
             .get(&key)
             .await?
-            .ok_or_else(|| anyhow!("cassette {key} disappeared while reading"))?;
+            .with_context(|| format!("cassette {key} disappeared while reading"))?;
         anyhow::Ok((key, bytes))
     })?;
     if args.json {
         print!("{}", String::from_utf8_lossy(&bytes));
         return Ok(ExitCode::SUCCESS);
     }
-    let cassette = Cassette::from_document(&bytes).map_err(|reason| {
-        anyhow!(
-            "cassette {key} in {} does not parse: {reason}",
-            store.location()
-        )
-    })?;
+    let cassette = Cassette::from_document(&bytes)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("cassette {key} in {} does not parse", store.location()))?;
     print!("{}", render(&cassette));
     Ok(ExitCode::SUCCESS)
 }

@@ -173,8 +173,10 @@ pub(super) fn json_schema(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
     if !schema.is_object() && !schema.is_boolean() {
         bail!("expect.schema must be a JSON Schema object, found {schema}");
     }
-    let validator =
-        jsonschema::validator_for(schema).map_err(|e| anyhow!("expect.schema is invalid: {e}"))?;
+    let validator = jsonschema::validator_for(schema)
+        // The error borrows the schema; an owned copy can travel as the cause.
+        .map_err(jsonschema::ValidationError::to_owned)
+        .context("expect.schema is invalid")?;
     Ok(Box::new(Schema(validator)))
 }
 
