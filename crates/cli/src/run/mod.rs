@@ -14,7 +14,7 @@ pub(crate) mod suite;
 
 pub(crate) use report::print_miss;
 
-use crate::settings::{RecorderArgs, RecorderSettings};
+use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings};
 use anyhow::{bail, Context};
 use call::Stop;
 use case::{run_case, Done};
@@ -240,12 +240,8 @@ pub(crate) struct SavedCase {
 
 /// Checks a `--save-run` name: it becomes a file name.
 fn parse_run_name(name: &str) -> Result<String, String> {
-    let ok = !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !ok {
+    // A leading '.' would make `..` possible, and hide the file.
+    if !is_plain_name(name) || name.starts_with('.') {
         return Err(format!(
             "{name:?}: a run name is letters, digits, '-', '_' or '.', not starting with '.'"
         ));

@@ -31,4 +31,4 @@ mod values;
 pub(crate) use keying::KeyingArgs;
 pub(crate) use recorder::{RecorderArgs, RecorderSettings};
 pub(crate) use store::{StoreArgs, StoreSpec};
-pub(crate) use values::parse_size;
+pub(crate) use values::{is_plain_name, parse_size};

@@ -44,6 +44,15 @@ pub(crate) fn parse_base_url(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
+/// Whether `name` is letters, digits, `-`, `_` and `.` only, and not empty: safe as a URL path
+/// segment and as a file name.
+pub(crate) fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// Parses a `--route` value, `NAME=URL`: requests to `/NAME/...` go to URL, and NAME is the
 /// key's target.
 pub(crate) fn parse_route(spec: &str) -> Result<Route, String> {
@@ -51,11 +60,7 @@ pub(crate) fn parse_route(spec: &str) -> Result<Route, String> {
         .split_once('=')
         .ok_or("expected NAME=URL, e.g. anthropic=https://api.anthropic.com")?;
     let name = name.trim();
-    let valid_name = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !valid_name {
+    if !is_plain_name(name) {
         return Err(format!(
             "the route name `{name}` must be letters, digits, `-`, `_` or `.` (NAME=URL)"
         ));
