@@ -67,7 +67,8 @@ pub(crate) fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
         Some(file) => request_file::load(file)?,
         None => from_flags(&args)?,
     };
-    let keyed = request.as_request().key(&args.keying.config());
+    let config = args.keying.config();
+    let keyed = request.as_request().key(&config);
     if args.json {
         let out = json!({
             "key": keyed.key.as_str(),

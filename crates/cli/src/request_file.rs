@@ -27,24 +27,24 @@ use std::path::Path;
 /// A request read from a file. Owns its parts; [`OwnedRequest::as_request`] borrows them as
 /// the keying crate's [`Request`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OwnedRequest {
+pub struct OwnedRequest {
     /// Upstream route name.
-    pub(crate) target: String,
+    pub target: String,
     /// HTTP method as written.
-    pub(crate) method: String,
+    pub method: String,
     /// Path without the query string.
-    pub(crate) path: String,
+    pub path: String,
     /// Query string without the leading `?`.
-    pub(crate) query: String,
+    pub query: String,
     /// Headers in file order; repeats allowed.
-    pub(crate) headers: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
     /// Raw body bytes; empty for no body.
-    pub(crate) body: Vec<u8>,
+    pub body: Vec<u8>,
 }
 
 impl OwnedRequest {
     /// Borrows this request in the form the keying crate takes.
-    pub(crate) fn as_request(&self) -> Request<'_> {
+    pub fn as_request(&self) -> Request<'_> {
         Request {
             target: &self.target,
             method: &self.method,
@@ -74,7 +74,7 @@ impl From<OwnedRequest> for cassette_recorder::IncomingRequest {
 }
 
 /// Reads and parses the request file at `path`. Errors name the file.
-pub(crate) fn load(path: &Path) -> anyhow::Result<OwnedRequest> {
+pub fn load(path: &Path) -> anyhow::Result<OwnedRequest> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading request file {}", path.display()))?;
     parse(&text).with_context(|| format!("in request file {}", path.display()))
@@ -92,7 +92,7 @@ const MEMBERS: &[&str] = &[
 ];
 
 /// Parses the text of a request file.
-pub(crate) fn parse(text: &str) -> anyhow::Result<OwnedRequest> {
+pub fn parse(text: &str) -> anyhow::Result<OwnedRequest> {
     let value: Value = serde_json::from_str(text).context("not valid JSON")?;
     let Value::Object(obj) = value else {
         bail!("a request file is a JSON object");
