@@ -18,6 +18,7 @@ use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings};
 use anyhow::{bail, Context};
 use call::Stop;
 use case::{run_case, Done};
+use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::{Miss, Recorder};
 use futures::StreamExt;
 use graders::judge::{JudgeApi, JudgeConfig};
@@ -120,7 +121,7 @@ impl RunArgs {
             route: self
                 .judge_route
                 .clone()
-                .unwrap_or_else(|| "default".to_owned()),
+                .unwrap_or_else(|| DEFAULT_TARGET.to_owned()),
             api,
             path: self.judge_path.clone().unwrap_or_else(|| {
                 match api {
