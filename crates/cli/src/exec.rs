@@ -8,7 +8,7 @@
 use crate::proxy::{init_logging, summary};
 use crate::settings::RecorderArgs;
 use crate::EXIT_ERROR;
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use cassette_recorder::proxy::{spawn, ProxyConfig};
 use cassette_recorder::Mode;
 use std::ffi::OsString;
@@ -16,7 +16,7 @@ use std::process::{ExitCode, ExitStatus};
 
 /// The API key given to SDKs in replay mode when none is set: SDKs refuse to construct without
 /// one, and replay never sends it anywhere.
-pub const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
+pub(crate) const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
 
 /// Arguments of `cassette exec`.
 #[derive(Debug, clap::Args)]
@@ -30,9 +30,9 @@ pub const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
     Examples:\n  \
     CASSETTE_MODE=record cassette exec -- pytest\n  \
     cassette exec -- pytest        # replay in CI: no key, no network")]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     #[command(flatten)]
-    pub recorder: RecorderArgs,
+    recorder: RecorderArgs,
 
     /// The command and its arguments (after `--`).
     #[arg(
@@ -41,11 +41,11 @@ pub struct ExecArgs {
         allow_hyphen_values = true,
         value_name = "COMMAND"
     )]
-    pub command: Vec<OsString>,
+    command: Vec<OsString>,
 }
 
 /// The environment the child gets, given the proxy's base URL.
-pub fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
+pub(crate) fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
     let mut env = vec![
         ("CASSETTE_PROXY_URL".to_owned(), url.to_owned()),
         ("OPENAI_BASE_URL".to_owned(), format!("{url}/v1")),
@@ -64,23 +64,24 @@ pub fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
 }
 
 /// Runs the command behind the proxy.
-pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     init_logging();
     let (program, rest) = args
         .command
         .split_first()
-        .ok_or_else(|| anyhow!("no command given: cassette exec -- COMMAND [ARGS...]"))?;
+        .context("no command given: cassette exec -- COMMAND [ARGS...]")?;
+    let settings = args.recorder.resolve()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let recorder = args.recorder.build_recorder()?;
+        let recorder = settings.build()?;
         let mode = recorder.mode();
         let store = recorder.store().location();
         let proxy = spawn(recorder, &ProxyConfig::ephemeral())
             .await
-            .map_err(|e| anyhow!("{e}"))?;
+            .context("cannot start the in-process proxy")?;
         let url = proxy.url();
 
         let mut command = tokio::process::Command::new(program);
@@ -90,7 +91,10 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot run `{}`", program.to_string_lossy()))?;
         let status = wait_forwarding_signals(&mut child).await?;
 
-        let stats = proxy.stop().await.map_err(|e| anyhow!("{e}"))?;
+        let stats = proxy
+            .stop()
+            .await
+            .context("cannot stop the in-process proxy")?;
         let misses = stats.recorder.misses;
         let hint = if misses > 0 {
             " (replay misses: exit 2; record them with CASSETTE_MODE=record or auto)"

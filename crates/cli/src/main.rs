@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 /// Exit status for errors that are not a test verdict: usage errors, missing files, replay
 /// misses. Distinct from 1, which means "an assertion failed".
-pub const EXIT_ERROR: u8 = 2;
+pub(crate) const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, Parser)]
 #[command(
