@@ -384,7 +384,7 @@ impl Recorder {
         }
     }
 
-    fn log_usage(&self, key: &Key) {
+    pub(crate) fn log_usage(&self, key: &Key) {
         if let Some(log) = &self.inner.usage_log {
             let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
             // One write per line on an O_APPEND file keeps concurrent writers' lines whole.
@@ -761,4 +761,39 @@ fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
 fn request_model(body: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(body).ok()?;
     value.get("model")?.as_str().map(str::to_owned)
+}
+
+// For the MCP engine (`crate::mcp`), which answers through the same store, counters, usage log
+// and upstream client as HTTP requests, so `cassette exec` and the proxy's stats see its hits
+// and misses.
+impl Recorder {
+    pub(crate) fn count_hit(&self) {
+        self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_miss(&self) {
+        self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_recorded(&self) {
+        self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upstream_request(&self) {
+        let counters = &self.inner.counters;
+        counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upstream_error(&self) {
+        let counters = &self.inner.counters;
+        counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn upstream_client(&self) -> Option<&Upstream> {
+        self.inner.upstream.as_ref()
+    }
+
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.inner.redactor
+    }
 }
