@@ -5,7 +5,7 @@
 //! [`REPORT_ENV`]: one JSON line per miss as it happens, and one line of counters per session,
 //! so exec exits 2 on an MCP miss as on an HTTP one (see docs/mcp.md).
 
-use crate::proxy::init_logging;
+use crate::proxy::{init_logging, shutdown_signal};
 use crate::settings::{parse_size, RecorderArgs};
 use crate::EXIT_ERROR;
 use anyhow::{anyhow, bail, Context};
@@ -89,7 +89,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         if let Some(path) = &report {
             engine = engine.with_miss_hook(miss_reporter(path.clone(), &name));
         }
-        let report_of_session = stdio::serve(
+        let session = stdio::serve(
             engine.clone(),
             Arc::new(command),
             tokio::io::stdin(),
@@ -98,9 +98,12 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
                 max_message: args.max_message,
                 ..StdioOptions::default()
             },
-        )
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
+        );
+        // On SIGINT or SIGTERM the session is dropped, which kills the server's process group.
+        let report_of_session = tokio::select! {
+            report = session => report.map_err(|e| anyhow!("{e}"))?,
+            _ = shutdown_signal() => bail!("stopped by a signal"),
+        };
         let stats = engine.recorder().stats();
         eprintln!(
             "cassette mcp ({mode}, server {name}, store {store}): {}",

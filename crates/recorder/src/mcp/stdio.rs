@@ -87,13 +87,18 @@ impl ServerCommand {
 
 impl ServerLauncher for ServerCommand {
     fn launch(&self) -> std::io::Result<ServerIo> {
-        let mut child = tokio::process::Command::new(&self.program)
+        let mut command = tokio::process::Command::new(&self.program);
+        command
             .args(&self.args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()?;
+            .kill_on_drop(true);
+        // A group of its own, so the processes the server starts (an `npx` or `uv run` wrapper
+        // starts the real server) are stopped with it.
+        #[cfg(unix)]
+        command.process_group(0);
+        let mut child = command.spawn()?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("the server's pipes were not opened"));
         };
@@ -223,12 +228,36 @@ struct Shared {
     max_message: usize,
 }
 
-/// A running server.
+/// A running server. Dropping it kills the server's process group.
 struct Server {
-    to_server: mpsc::Sender<Vec<u8>>,
+    to_server: Option<mpsc::Sender<Vec<u8>>>,
     reader: JoinHandle<()>,
     exit: watch::Receiver<Option<Option<i32>>>,
     waiter: JoinHandle<()>,
+    group: Option<u32>,
+}
+
+impl Server {
+    /// Kills the server and every process of its group.
+    fn kill(&mut self) {
+        #[cfg(unix)]
+        if let Some(group) = self.group.take().and_then(|g| i32::try_from(g).ok()) {
+            // SAFETY: kill(2) on the process group the server leads (it was spawned with a
+            // group of its own, so the group holds only it and its descendants).
+            unsafe {
+                libc::kill(-group, libc::SIGKILL);
+            }
+        }
+        // Dropping the child kills it where process groups are not available.
+        self.waiter.abort();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        self.reader.abort();
+    }
 }
 
 /// The first messages of the session, given again to a server started in its middle.
@@ -490,9 +519,9 @@ impl Session {
     }
 
     async fn forward(&mut self, line: Vec<u8>) {
-        if let Some(server) = &self.server {
+        if let Some(to_server) = self.server.as_ref().and_then(|s| s.to_server.as_ref()) {
             // A closed channel means the server is gone; the reader answers what is pending.
-            let _ = server.to_server.send(line).await;
+            let _ = to_server.send(line).await;
         }
     }
 
@@ -526,6 +555,7 @@ impl Session {
         });
 
         let (exit_tx, exit) = watch::channel(None);
+        let group = io.child.as_ref().and_then(|c| c.id());
         let waiter = match io.child {
             Some(mut child) => tokio::spawn(async move {
                 let code = child.wait().await.ok().and_then(|s| exit_code(&s));
@@ -539,10 +569,11 @@ impl Session {
         };
         let reader = tokio::spawn(read_server(self.shared.clone(), io.stdout, exit.clone()));
         self.server = Some(Server {
-            to_server,
+            to_server: Some(to_server),
             reader,
             exit,
             waiter,
+            group,
         });
         Ok(())
     }
@@ -581,30 +612,29 @@ impl Session {
     }
 
     /// Ends the server: after the client closed its input, closes the server's and gives it
-    /// `grace` to exit before killing it. Returns its exit code.
+    /// `grace` to exit before killing its process group. Returns its exit code.
     async fn stop_server(&mut self, ending: Ending, grace: Duration) -> Option<i32> {
-        let server = self.server.take()?;
-        let Server {
-            to_server,
-            mut reader,
-            mut exit,
-            waiter,
-        } = server;
-        drop(to_server);
-        if ending == Ending::ClientClosed && tokio::time::timeout(grace, &mut reader).await.is_err()
+        let mut server = self.server.take()?;
+        // Closing the server's input asks it to exit (the MCP stdio shutdown).
+        server.to_server = None;
+        if ending == Ending::ClientClosed
+            && tokio::time::timeout(grace, &mut server.reader)
+                .await
+                .is_err()
         {
             tracing::warn!(
                 "the MCP server `{}` did not exit within {}s of its input closing; killing it",
                 self.shared.describe,
                 grace.as_secs_f32()
             );
-            // Dropping the child kills it.
-            waiter.abort();
-            let _ = reader.await;
+            server.kill();
+            // Its output closes with it, unless a process outside its group holds it open.
+            let _ = tokio::time::timeout(grace, &mut server.reader).await;
             return None;
         }
-        let code = exit_code_within(&mut exit, grace).await;
-        waiter.abort();
+        let code = exit_code_within(&mut server.exit, grace).await;
+        // Leftover processes of the server's group go with it.
+        server.kill();
         code
     }
 }
