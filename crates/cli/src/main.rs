@@ -64,6 +64,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
+        mcp::inherit_exec_env();
+    }
     let cli = Cli::parse();
     if cli.command.only_prints() {
         restore_default_sigpipe();

@@ -130,6 +130,62 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Lets a `cassette mcp` started by an MCP client under `cassette exec` use exec's settings
+/// and report to it even when the client did not pass its environment on (the official MCP
+/// SDKs start servers with only `HOME`, `PATH` and a few others): when `CASSETTE_EXEC_REPORT`
+/// is not set here, the `CASSETTE_*` variables of the nearest ancestor process that has it are
+/// used for the ones not set here (Linux, through `/proc`). Called before the arguments are
+/// parsed and before any thread starts.
+pub fn inherit_exec_env() {
+    if std::env::var_os(REPORT_ENV).is_some() {
+        return;
+    }
+    for (name, value) in ancestor_exec_env() {
+        if std::env::var_os(&name).is_none() {
+            std::env::set_var(name, value);
+        }
+    }
+}
+
+/// The `CASSETTE_*` variables of the nearest ancestor that runs under `cassette exec`.
+#[cfg(target_os = "linux")]
+fn ancestor_exec_env() -> Vec<(String, String)> {
+    let mut pid = parent_pid("self");
+    for _ in 0..64 {
+        let Some(current) = pid.filter(|p| *p > 1) else {
+            break;
+        };
+        if let Ok(environ) = std::fs::read(format!("/proc/{current}/environ")) {
+            let vars: Vec<(String, String)> = environ
+                .split(|b| *b == 0)
+                .filter_map(|entry| std::str::from_utf8(entry).ok())
+                .filter_map(|entry| entry.split_once('='))
+                .filter(|(name, _)| name.starts_with("CASSETTE_"))
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .collect();
+            if vars.iter().any(|(name, _)| name == REPORT_ENV) {
+                return vars;
+            }
+        }
+        pid = parent_pid(&current.to_string());
+    }
+    Vec::new()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ancestor_exec_env() -> Vec<(String, String)> {
+    Vec::new()
+}
+
+/// The parent of a process, from `/proc/PID/stat` (the fields after the command name, which
+/// may itself hold spaces and parentheses).
+#[cfg(target_os = "linux")]
+fn parent_pid(pid: &str) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// The server's identity: `--name`, else the command's file name, with a warning when that
 /// name is an interpreter's that many servers share.
 fn server_name(name: Option<&str>, command: &ServerCommand) -> anyhow::Result<String> {
