@@ -104,6 +104,11 @@ pub struct RecorderArgs {
     #[arg(long = "route", value_name = "NAME=URL")]
     pub routes: Vec<String>,
 
+    /// Mount a Streamable HTTP MCP server: requests to /NAME/... go to URL and are recorded and
+    /// replayed as MCP JSON-RPC messages, NAME being the server's identity in keys. Repeatable.
+    #[arg(long = "mcp-route", value_name = "NAME=URL")]
+    pub mcp_routes: Vec<String>,
+
     /// Append the key of every cassette served or recorded to FILE (for `cassette gc --unused`).
     #[arg(long, env = "CASSETTE_USAGE_LOG", value_name = "FILE")]
     pub usage_log: Option<PathBuf>,
@@ -175,7 +180,7 @@ impl RecorderArgs {
             set(name, url);
         }
         let mut given: Vec<&str> = Vec::new();
-        for spec in &self.routes {
+        for spec in self.routes.iter().chain(&self.mcp_routes) {
             let (name, url) = spec.split_once('=').ok_or_else(|| {
                 anyhow!(
                     "--route `{spec}`: expected NAME=URL, e.g. anthropic=https://api.anthropic.com"
@@ -192,6 +197,15 @@ impl RecorderArgs {
             set(name, url);
         }
         Ok(routes)
+    }
+
+    /// The names of the `--mcp-route` routes.
+    pub fn mcp_route_names(&self) -> Vec<String> {
+        self.mcp_routes
+            .iter()
+            .filter_map(|spec| spec.split_once('='))
+            .map(|(name, _)| name.trim().to_owned())
+            .collect()
     }
 
     /// The typed recorder configuration, validated; no IO.
@@ -219,6 +233,7 @@ impl RecorderArgs {
             },
             stream_chunk_size: self.stream_chunk_size,
             upstream_timeout: std::time::Duration::from_secs(self.upstream_timeout.max(1)),
+            mcp_routes: self.mcp_route_names(),
             ..RecorderConfig::default()
         };
         config.validate().map_err(|e| anyhow!("{e}"))?;

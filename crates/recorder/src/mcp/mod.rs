@@ -7,6 +7,8 @@
 //!   documents and explains misses, through a [`Recorder`](crate::Recorder)'s store, mode,
 //!   redaction rules, counters and usage log.
 //! * [`stdio::serve`] is the stdio transport (`cassette mcp -- COMMAND`).
+//! * Streamable HTTP servers are recorded through the proxy on routes named in
+//!   [`RecorderConfig::mcp_routes`](crate::RecorderConfig::mcp_routes) (the `http` module).
 //!
 //! An MCP cassette is an ordinary cassette document: `target` is the server's identity,
 //! `request.method` is `MCP` and `request.path` the JSON-RPC method, `request.body` the params,
@@ -19,6 +21,7 @@
 //! starts a server only in `record`, `off` and (on a miss) `auto`.
 
 mod engine;
+pub(crate) mod http;
 mod lines;
 pub mod message;
 pub mod stdio;
