@@ -15,12 +15,14 @@ use std::sync::{Arc, Mutex};
 
 const SESSION: &str = "upstream-session-1";
 
+/// Method, path, session header and authorization header of a request the fake saw.
+type Seen = (String, String, Option<String>, Option<String>);
+
 #[derive(Default)]
 struct Fake {
     requests: AtomicU64,
     calls: AtomicU64,
-    /// Method, path, session header and authorization header of each request.
-    seen: Mutex<Vec<(String, String, Option<String>, Option<String>)>>,
+    seen: Mutex<Vec<Seen>>,
 }
 
 struct McpServer {

@@ -311,9 +311,7 @@ where
         handshake: Handshake::default(),
     };
     if matches!(mode, Mode::Record | Mode::Off) {
-        session
-            .start_server()
-            .map_err(|reason| Error::Config(reason))?;
+        session.start_server()?;
     }
 
     let mut client_in = BufReader::new(client_in);
@@ -525,13 +523,14 @@ impl Session {
         }
     }
 
-    fn start_server(&mut self) -> std::result::Result<(), String> {
-        let io = self.launcher.launch().map_err(|err| {
-            format!(
-                "cannot start the MCP server `{}`: {err}",
-                self.shared.describe
-            )
-        })?;
+    fn start_server(&mut self) -> Result<()> {
+        let io = self
+            .launcher
+            .launch()
+            .map_err(|err| Error::McpServerStart {
+                command: self.shared.describe.clone(),
+                reason: err.to_string(),
+            })?;
         let counters = &self.shared.counters;
         counters.server_starts.fetch_add(1, Ordering::Relaxed);
 
@@ -584,7 +583,7 @@ impl Session {
         if self.server.is_some() {
             return Ok(());
         }
-        self.start_server()?;
+        self.start_server().map_err(|e| e.to_string())?;
         let Some(mut initialize) = self.handshake.initialize.clone() else {
             return Ok(());
         };
