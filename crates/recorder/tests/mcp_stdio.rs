@@ -6,6 +6,8 @@ use cassette_recorder::mcp::stdio::{
     self, Ending, ServerCommand, ServerIo, ServerLauncher, StdioOptions, StdioReport,
 };
 use cassette_recorder::mcp::{McpMiss, McpRecorder};
+use cassette_keying::KeyConfig;
+use cassette_recorder::miss::keyed_stored_request;
 use cassette_recorder::{Cassette, ErrorRecording, Mode, Recorder, RecorderConfig};
 use cassette_store::memory::MemoryStore;
 use cassette_store::DynStore;
@@ -301,7 +303,16 @@ async fn replay_answers_with_the_clients_ids_and_the_recorded_notifications_in_o
         "log, progress, answer: {:?}",
         recorded[3]
     );
-    assert_eq!(store.list("").await.unwrap().len(), 4);
+    let keys = store.list("").await.unwrap();
+    assert_eq!(keys.len(), 4);
+    // `cassette verify` recomputes every key from the stored request, with the mcp profile.
+    for key in &keys {
+        let document = store.get(key).await.unwrap().unwrap();
+        let cassette = Cassette::from_document(&document).unwrap();
+        assert!(!cassette.meta.request_redacted);
+        let recomputed = keyed_stored_request(&cassette, &KeyConfig::default()).key;
+        assert_eq!(recomputed.as_str(), key);
+    }
 
     let replay = engine(Mode::Replay, &store);
     let stats = replay.recorder().clone();
