@@ -2,11 +2,11 @@
 //! stand-in for a tool server, or a small `sh` script where a real process matters), driven
 //! through in-memory pipes the way an MCP client drives `cassette mcp`.
 
+use cassette_keying::KeyConfig;
 use cassette_recorder::mcp::stdio::{
     self, Ending, ServerCommand, ServerIo, ServerLauncher, StdioOptions, StdioReport,
 };
 use cassette_recorder::mcp::{McpMiss, McpRecorder};
-use cassette_keying::KeyConfig;
 use cassette_recorder::miss::keyed_stored_request;
 use cassette_recorder::{Cassette, ErrorRecording, Mode, Recorder, RecorderConfig};
 use cassette_store::memory::MemoryStore;
