@@ -756,7 +756,7 @@ fn header_value(headers: &[(String, String)], name: &str) -> Option<String> {
 }
 
 /// Upstream headers fit to pass on: the server frames the body itself.
-fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
+pub(crate) fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
     headers
         .iter()
         .filter(|(n, _)| !HOP_BY_HOP.contains(&n.to_ascii_lowercase().as_str()))

@@ -403,6 +403,29 @@ impl McpRecorder {
         Ok(true)
     }
 
+    /// Like [`McpRecorder::store`], logging a failure instead of returning it: the answer
+    /// still reaches the client, only the recording is lost, and the log says which.
+    pub async fn store_or_log(
+        &self,
+        call: &McpCall,
+        keyed: &Keyed,
+        recording: &Recording,
+        transcript: &Transcript,
+        persistence: Persistence,
+    ) {
+        let stored = self
+            .store(call, keyed, recording, transcript, persistence)
+            .await;
+        if let Err(err) = stored {
+            tracing::error!(
+                "cannot record {} {} for MCP server `{}`: {err}",
+                call.method,
+                keyed.key,
+                self.server()
+            );
+        }
+    }
+
     fn cassette(
         &self,
         call: &McpCall,

@@ -15,7 +15,9 @@ use super::engine::{McpCall, McpRecorder, Persistence, Recording, Replayed, Tran
 use super::message::{self, id_text, Message, INVALID_REQUEST};
 use crate::error::{upstream_error, Error, Result};
 use crate::mode::Mode;
-use crate::recorder::{IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source};
+use crate::recorder::{
+    client_headers, IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source,
+};
 use crate::stream::framing::{LineSplitter, SseParser};
 use bytes::Bytes;
 use cassette_keying::{Key, Keyed, Profile};
@@ -207,11 +209,7 @@ async fn forward(
     let started = Instant::now();
     let (endpoint, response) = send(engine, &request).await?;
     let status = response.status().as_u16();
-    let headers: Vec<(String, String)> = response
-        .headers()
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect();
+    let headers = response_headers(&response);
     let is_sse = header(&headers, "content-type")
         .is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
     // Only a successful answer is recorded; an error status passes through.
@@ -266,11 +264,7 @@ async fn relay(engine: &McpRecorder, request: IncomingRequest) -> Result<Outcome
     let key = unkeyed(&request.target);
     let (endpoint, response) = send(engine, &request).await?;
     let status = response.status().as_u16();
-    let headers: Vec<(String, String)> = response
-        .headers()
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect();
+    let headers = response_headers(&response);
     let stream = response.bytes_stream().map(move |piece| {
         piece.map_err(|e| std::io::Error::other(format!("{endpoint} broke off: {e}")))
     });
@@ -331,9 +325,8 @@ impl Draft {
             notifications,
             response,
         };
-        let stored = self
-            .engine
-            .store(
+        self.engine
+            .store_or_log(
                 &self.call,
                 &self.keyed,
                 &recording,
@@ -341,14 +334,6 @@ impl Draft {
                 self.persistence,
             )
             .await;
-        if let Err(err) = stored {
-            tracing::error!(
-                "cannot record {} {} for MCP server `{}`: {err}",
-                self.call.method,
-                self.keyed.key,
-                self.engine.server()
-            );
-        }
     }
 
     /// Passes the events on as they arrive while reading their messages; the piece that
@@ -452,10 +437,11 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
-    headers
+/// The headers of an upstream response that HTTP can carry as text.
+fn response_headers(response: &reqwest::Response) -> Vec<(String, String)> {
+    response
+        .headers()
         .iter()
-        .filter(|(n, _)| !crate::upstream::HOP_BY_HOP.contains(&n.to_ascii_lowercase().as_str()))
-        .cloned()
+        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
         .collect()
 }

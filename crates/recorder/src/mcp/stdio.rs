@@ -746,9 +746,9 @@ async fn record(shared: &Shared, pending: Pending, response: Value) {
         latency_ms: pending.started.elapsed().as_millis() as u64,
         ..Transcript::default()
     };
-    let stored = shared
+    shared
         .engine
-        .store(
+        .store_or_log(
             &pending.call,
             &pending.keyed,
             &recording,
@@ -756,14 +756,6 @@ async fn record(shared: &Shared, pending: Pending, response: Value) {
             pending.persistence,
         )
         .await;
-    if let Err(err) = stored {
-        tracing::error!(
-            "cannot record {} {} for MCP server `{}`: {err}",
-            pending.call.method,
-            pending.keyed.key,
-            shared.engine.server()
-        );
-    }
 }
 
 /// Keeps a server notification with the call it belongs to: the one whose progress token it
