@@ -5,6 +5,7 @@ mod answer;
 mod exec;
 mod key;
 mod maint;
+mod mcp;
 mod proxy;
 mod request_file;
 mod run;
@@ -38,6 +39,8 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Run a JSONL prompt suite through the recorder and grade each answer.
     Run(run::RunArgs),
+    /// Record or replay a stdio MCP tool server: `cassette mcp -- COMMAND [ARGS...]`.
+    Mcp(mcp::McpArgs),
     /// Is a request recorded? If not, the nearest recording and what differs.
     Explain(maint::explain::ExplainArgs),
     /// List the recorded cassettes.
@@ -61,6 +64,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
+        mcp::inherit_exec_env();
+    }
     let cli = Cli::parse();
     if cli.command.only_prints() {
         restore_default_sigpipe();
@@ -70,6 +76,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => proxy::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Run(args) => run::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Explain(args) => maint::explain::run(args),
         Command::Ls(args) => maint::ls::run(args),
         Command::Show(args) => maint::show::run(args),
