@@ -6,9 +6,9 @@
 //! status (128+N when a signal N ended it).
 
 use crate::proxy::{init_logging, summary};
-use crate::settings::RecorderArgs;
+use crate::settings::{RecorderArgs, RecorderSettings};
 use crate::EXIT_ERROR;
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use cassette_recorder::proxy::{spawn, ProxyConfig};
 use cassette_recorder::Mode;
 use std::ffi::OsString;
@@ -16,7 +16,7 @@ use std::process::{ExitCode, ExitStatus};
 
 /// The API key given to SDKs in replay mode when none is set: SDKs refuse to construct without
 /// one, and replay never sends it anywhere.
-pub const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
+pub(crate) const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
 
 /// Arguments of `cassette exec`.
 #[derive(Debug, clap::Args)]
@@ -24,15 +24,17 @@ pub const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
     OPENAI_BASE_URL=<proxy>/v1\n  \
     ANTHROPIC_BASE_URL=<proxy>/anthropic\n  \
     OLLAMA_HOST=<proxy>/ollama\n  \
-    CASSETTE_PROXY_URL=<proxy>\n\
+    CASSETTE_PROXY_URL=<proxy>\n  \
+    CASSETTE_MODE, CASSETTE_STORE (and CASSETTE_CACHE) of this exec\n  \
+    CASSETTE_EXEC_REPORT=<file where cassette mcp reports misses>\n\
     and, in replay mode, placeholder OPENAI_API_KEY/ANTHROPIC_API_KEY when unset.\n\
     Exit status: 2 on any replay miss, else the command's status.\n\
     Examples:\n  \
     CASSETTE_MODE=record cassette exec -- pytest\n  \
     cassette exec -- pytest        # replay in CI: no key, no network")]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     #[command(flatten)]
-    pub recorder: RecorderArgs,
+    recorder: RecorderArgs,
 
     /// The command and its arguments (after `--`).
     #[arg(
@@ -41,11 +43,11 @@ pub struct ExecArgs {
         allow_hyphen_values = true,
         value_name = "COMMAND"
     )]
-    pub command: Vec<OsString>,
+    command: Vec<OsString>,
 }
 
 /// The environment the child gets, given the proxy's base URL.
-pub fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
+pub(crate) fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
     let mut env = vec![
         ("CASSETTE_PROXY_URL".to_owned(), url.to_owned()),
         ("OPENAI_BASE_URL".to_owned(), format!("{url}/v1")),
@@ -63,46 +65,78 @@ pub fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
     env
 }
 
+/// The settings a `cassette` command run by the command inherits (a `cassette mcp` that an
+/// MCP client starts): the same mode, store and cache as this exec.
+fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "CASSETTE_MODE".to_owned(),
+            settings.config.mode.as_str().to_owned(),
+        ),
+        ("CASSETTE_STORE".to_owned(), settings.store.to_string()),
+    ];
+    if let Some(cache) = &settings.cache {
+        env.push(("CASSETTE_CACHE".to_owned(), cache.to_string()));
+    }
+    env
+}
+
 /// Runs the command behind the proxy.
-pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     init_logging();
     let (program, rest) = args
         .command
         .split_first()
-        .ok_or_else(|| anyhow!("no command given: cassette exec -- COMMAND [ARGS...]"))?;
+        .context("no command given: cassette exec -- COMMAND [ARGS...]")?;
+    let settings = args.recorder.resolve()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let recorder = args.recorder.build_recorder()?;
+        let recorder = settings.clone().build()?;
         let mode = recorder.mode();
         let store = recorder.store().location();
         let config = ProxyConfig {
             advice: Some(crate::advice::for_recorder),
             ..ProxyConfig::ephemeral()
         };
-        let proxy = spawn(recorder, &config).await?;
+        let proxy = spawn(recorder, &config)
+            .await
+            .context("cannot start the in-process proxy")?;
         let url = proxy.url();
 
+        let mcp_report = crate::mcp::ExecReportFile::create()?;
         let mut command = tokio::process::Command::new(program);
-        command.args(rest).envs(child_env(&url, mode));
+        command
+            .args(rest)
+            .envs(child_env(&url, mode))
+            .envs(nested_env(&settings))
+            .env(crate::mcp::REPORT_ENV, mcp_report.path());
         let mut child = command
             .spawn()
             .with_context(|| format!("cannot run `{}`", program.to_string_lossy()))?;
         let status = wait_forwarding_signals(&mut child).await?;
 
-        let stats = proxy.stop().await?;
-        let misses = stats.recorder.misses;
+        let stats = proxy
+            .stop()
+            .await
+            .context("cannot stop the in-process proxy")?;
+        let mcp = mcp_report.read();
+        let misses = stats.recorder.misses + mcp.misses.len() as u64;
         let hint = if misses > 0 {
             " (replay misses: exit 2; record them with CASSETTE_MODE=record or auto)"
         } else {
             ""
         };
+        let mcp_summary = mcp.summary().map(|s| format!("; {s}")).unwrap_or_default();
         eprintln!(
-            "cassette exec ({mode}, store {store}): {}{hint}",
+            "cassette exec ({mode}, store {store}): {}{mcp_summary}{hint}",
             summary(&stats)
         );
+        for miss in &mcp.misses {
+            eprintln!("cassette exec: MCP miss: {miss}");
+        }
         Ok(if misses > 0 {
             ExitCode::from(EXIT_ERROR)
         } else {

@@ -5,8 +5,9 @@
 //! raw, exactly as the proxy would key it; only a file that cannot be read is an error.
 
 use crate::request_file;
+use crate::settings::KeyingArgs;
 use anyhow::{anyhow, Context};
-use cassette_keying::{KeyConfig, KEY_VERSION};
+use cassette_keying::KEY_VERSION;
 use cassette_recorder::Request;
 use serde_json::json;
 use std::io::Read;
@@ -19,7 +20,7 @@ use std::process::ExitCode;
     cassette key --path /v1/chat/completions body.json\n  \
     cassette key --path /v1/messages --target anthropic --header 'anthropic-version: 2023-06-01' - < body.json\n  \
     cassette key --request examples/requests/chat.json --json")]
-pub struct KeyArgs {
+pub(crate) struct KeyArgs {
     /// Request path, e.g. /v1/chat/completions (selects the profile).
     #[arg(long, required_unless_present = "request")]
     path: Option<String>,
@@ -52,14 +53,9 @@ pub struct KeyArgs {
     #[arg(long)]
     json: bool,
 
-    /// Also treat this top-level body member as volatile, as `--volatile` does for the proxy
-    /// and the runner. Repeatable.
-    #[arg(long = "volatile", value_name = "NAME")]
-    volatile: Vec<String>,
-
-    /// Keep this member of the default volatile list in the key after all. Repeatable.
-    #[arg(long = "keep-volatile", value_name = "NAME")]
-    keep_volatile: Vec<String>,
+    /// How the body is keyed, as for the proxy and the runner.
+    #[command(flatten)]
+    keying: KeyingArgs,
 
     /// The body: a file, or '-' for standard input. No body when omitted.
     #[arg(value_name = "BODY_FILE|-")]
@@ -67,15 +63,12 @@ pub struct KeyArgs {
 }
 
 /// Runs `cassette key`.
-pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
     let request = match &args.request {
         Some(file) => request_file::load(file)?,
         None => from_flags(&args)?,
     };
-    let config = KeyConfig {
-        extra_volatile: args.volatile.clone(),
-        keep_volatile: args.keep_volatile.clone(),
-    };
+    let config = args.keying.config();
     let keyed = request.key(&config);
     if args.json {
         let out = json!({

@@ -6,6 +6,7 @@ mod answer;
 mod exec;
 mod key;
 mod maint;
+mod mcp;
 mod proxy;
 mod request_file;
 mod run;
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 
 /// Exit status for errors that are not a test verdict: usage errors, missing files, replay
 /// misses. Distinct from 1, which means "an assertion failed".
-pub const EXIT_ERROR: u8 = 2;
+pub(crate) const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -39,6 +40,8 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Run a JSONL prompt suite through the recorder and grade each answer.
     Run(run::RunArgs),
+    /// Record or replay a stdio MCP tool server: `cassette mcp -- COMMAND [ARGS...]`.
+    Mcp(mcp::McpArgs),
     /// Is a request recorded? If not, the nearest recording and what differs.
     Explain(maint::explain::ExplainArgs),
     /// List the recorded cassettes.
@@ -62,6 +65,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
+        mcp::inherit_exec_env();
+    }
     let cli = Cli::parse();
     if cli.command.only_prints() {
         restore_default_sigpipe();
@@ -71,6 +77,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => proxy::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Run(args) => run::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Explain(args) => maint::explain::run(args),
         Command::Ls(args) => maint::ls::run(args),
         Command::Show(args) => maint::show::run(args),

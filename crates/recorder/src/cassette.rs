@@ -1,9 +1,10 @@
 //! The cassette document: one recorded interaction, versioned, as stored (see
 //! `docs/cassette-format.md`).
 
+use crate::request::Request;
 use base64::Engine;
 use bytes::Bytes;
-use cassette_keying::Key;
+use cassette_keying::{Key, KeyConfig, Keyed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -177,6 +178,17 @@ impl Cassette {
     /// The request's `model`, when its body names one.
     pub fn requested_model(&self) -> Option<&str> {
         self.request.body.as_json()?.get("model")?.as_str()
+    }
+
+    /// Keys the request this cassette stored, under the current contract: an HTTP request as
+    /// [`Request::from`] gives it back, an MCP exchange with the `mcp` profile. It differs from
+    /// [`Cassette::key`] when redaction changed a keyed part (`meta.request_redacted`), when the
+    /// tape was edited by hand, or when keying changed without a key version bump.
+    pub fn keyed_request(&self, config: &KeyConfig) -> Keyed {
+        if crate::mcp::is_mcp_cassette(self) {
+            return crate::mcp::keyed_stored_request(self);
+        }
+        Request::from(self).key(config)
     }
 }
 

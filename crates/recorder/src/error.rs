@@ -111,6 +111,21 @@ pub enum Error {
         /// Whether it was a timeout (gateway timeout) rather than a connection failure.
         timed_out: bool,
     },
+    /// A request needed an upstream in replay mode, which never opens a connection: a bug in
+    /// the caller's choice of path, reported instead of calling out.
+    #[error("replay mode never calls an upstream, yet a request for target `{target}` needed one")]
+    ReplayOnly {
+        /// The target (route name).
+        target: String,
+    },
+    /// An MCP server's command could not be started.
+    #[error("cannot start the MCP server `{command}`: {reason}")]
+    McpServerStart {
+        /// The command line.
+        command: String,
+        /// Why it did not start.
+        reason: String,
+    },
     /// A stored cassette cannot be read as a cassette document.
     #[error(
         "corrupt cassette {key} in {location}: {reason}; re-record it (record mode) or delete it"
@@ -163,7 +178,7 @@ impl Error {
             Error::Upstream {
                 timed_out: true, ..
             } => 504,
-            Error::Upstream { .. } | Error::NoUpstream { .. } => 502,
+            Error::Upstream { .. } | Error::NoUpstream { .. } | Error::McpServerStart { .. } => 502,
             _ => 500,
         }
     }
@@ -184,6 +199,8 @@ impl Error {
             Error::BodyTooLarge { .. } => "request_too_large",
             Error::NoUpstream { .. } => "cassette_no_upstream",
             Error::Upstream { .. } => "cassette_upstream_error",
+            Error::McpServerStart { .. } => "cassette_mcp_server_error",
+            Error::ReplayOnly { .. } => "cassette_internal_error",
             Error::Corrupt { .. } => "cassette_corrupt",
             Error::Store(_) => "cassette_store_error",
             Error::Stream(_) => "cassette_stream_error",

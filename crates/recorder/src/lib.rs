@@ -34,6 +34,7 @@ pub mod cassette;
 pub mod config;
 mod engine;
 mod error;
+pub mod mcp;
 pub mod miss;
 mod mode;
 pub mod proxy;

@@ -4,7 +4,6 @@
 //! an in-memory index between misses; a hit never pays for it.
 
 use crate::cassette::Cassette;
-use crate::request::Request;
 use cassette_keying::{diff, normalize_path, Change, Difference, Key, KeyConfig};
 use cassette_store::DynStore;
 use futures::StreamExt;
@@ -152,6 +151,7 @@ impl NearestIndex {
             .entries
             .values()
             .filter(|e| e.target == target && e.path == path)
+            .filter(|e| e.material.get("profile") == material.get("profile"))
             .map(|e| (e, diff(&e.material, material)))
             .min_by(|(a, da), (b, db)| {
                 distance(da)
@@ -239,7 +239,7 @@ fn render(differences: &[Difference]) -> Vec<String> {
 fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
     // The stored request, redacted: it may key differently from the original where redaction
     // removed something, which only makes such a tape look a little farther away.
-    let material = Request::from(cassette).key(config).material;
+    let material = cassette.keyed_request(config).material;
     IndexEntry {
         key: cassette.key.clone(),
         target: cassette.target.clone(),

@@ -73,6 +73,9 @@ pub enum Source {
     /// Fetched from the upstream and not stored (mode `off`, an error answer, or a create-only
     /// write that another recorder won).
     PassedThrough,
+    /// Not recorded, answered with an error in the protocol's own form (an MCP route answers a
+    /// replay miss with a JSON-RPC error, which MCP clients show as it is).
+    Missed,
 }
 
 /// The answer to a request.

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 /// Arguments of `cassette gc`.
 #[derive(Debug, clap::Args)]
-pub struct GcArgs {
+pub(crate) struct GcArgs {
     /// Select the cassettes no usage log names (the only selection there is, spelled out so a
     /// bare `cassette gc` can never delete anything).
     #[arg(long, required = true)]
@@ -36,7 +36,7 @@ enum Action {
 }
 
 /// Runs `cassette gc`.
-pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     debug_assert!(args.unused);
     let action = if args.dry_run {
         Action::List

@@ -194,6 +194,9 @@ impl Recorder {
                 limit,
             });
         }
+        if self.inner.config.is_mcp_route(&request.target) {
+            return crate::mcp::http::handle(self, request).await;
+        }
         let keyed = request.key(&self.inner.config.key);
         match &self.inner.plan {
             Plan::Replay => match self.lookup(&keyed).await? {
@@ -267,7 +270,7 @@ impl Recorder {
         }
     }
 
-    fn log_usage(&self, key: &Key) {
+    pub(crate) fn log_usage(&self, key: &Key) {
         if let Some(log) = &self.inner.usage_log {
             let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
             // One write per line on an O_APPEND file keeps concurrent writers' lines whole.
@@ -431,10 +434,49 @@ fn header_value(headers: &[(String, String)], name: &str) -> Option<String> {
 }
 
 /// Upstream headers fit to pass on: the server frames the body itself.
-fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
+pub(crate) fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
     headers
         .iter()
         .filter(|(n, _)| !HOP_BY_HOP.contains(&n.to_ascii_lowercase().as_str()))
         .cloned()
         .collect()
+}
+
+// For the MCP engine (`crate::mcp`), which answers through the same store, counters, usage log
+// and upstream client as HTTP requests, so `cassette exec` and the proxy's stats see its hits
+// and misses.
+impl Recorder {
+    pub(crate) fn count_hit(&self) {
+        self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_miss(&self) {
+        self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_recorded(&self) {
+        self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upstream_request(&self) {
+        let counters = &self.inner.counters;
+        counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upstream_error(&self) {
+        let counters = &self.inner.counters;
+        counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The upstream client; none in replay mode.
+    pub(crate) fn upstream_client(&self) -> Option<&Upstream> {
+        match &self.inner.plan {
+            Plan::Replay => None,
+            Plan::Auto(upstream) | Plan::Record(upstream) | Plan::Off(upstream) => Some(upstream),
+        }
+    }
+
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.inner.redactor
+    }
 }

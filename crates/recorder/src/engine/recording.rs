@@ -186,8 +186,7 @@ impl Draft {
                 request_redacted: false,
             },
         };
-        cassette.meta.request_redacted =
-            Request::from(&cassette).key(key_config).key != self.keyed_key;
+        cassette.meta.request_redacted = cassette.keyed_request(key_config).key != self.keyed_key;
         cassette
     }
 }

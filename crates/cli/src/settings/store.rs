@@ -1,0 +1,158 @@
+//! Which store a command reads or writes: `--store URL` (`CASSETTE_STORE`), the older
+//! `CASSETTE_DIR`, or the default `file://cassettes`.
+
+use anyhow::Context;
+use cassette_store::{DynStore, StoreUrl};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// The store used when neither `--store`, `CASSETTE_STORE` nor `CASSETTE_DIR` is set.
+pub(crate) const DEFAULT_STORE: &str = "cassettes";
+
+/// A store as the user named it: the parsed URL, and the text it was given as, which is how
+/// messages name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoreSpec {
+    url: StoreUrl,
+    text: String,
+}
+
+impl FromStr for StoreSpec {
+    type Err = cassette_store::Error;
+
+    /// Parses a store URL (surrounding whitespace ignored); clap uses this as the value parser
+    /// of every store flag and argument.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        Ok(StoreSpec {
+            url: StoreUrl::parse(text)?,
+            text: text.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl StoreSpec {
+    /// A folder of cassette files.
+    pub(crate) fn folder(dir: PathBuf) -> StoreSpec {
+        StoreSpec {
+            text: format!("file://{}", dir.display()),
+            url: StoreUrl::File(dir),
+        }
+    }
+
+    /// The parsed URL.
+    pub(crate) fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// The scheme as written (`file` for a bare path).
+    pub(crate) fn scheme(&self) -> &str {
+        self.text
+            .split_once("://")
+            .map_or("file", |(scheme, _)| scheme)
+    }
+
+    /// Opens (creating when needed) the store, naming it on failure.
+    pub(crate) fn open(&self) -> anyhow::Result<DynStore> {
+        self.url
+            .open()
+            .with_context(|| format!("cannot open the store {self}"))
+    }
+}
+
+/// Which store a command uses (raw flags; [`StoreArgs::resolve`] picks one).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct StoreArgs {
+    /// Store URL: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX or memory://
+    /// [default: file://cassettes, or file://$CASSETTE_DIR].
+    #[arg(long, env = "CASSETTE_STORE", value_name = "URL")]
+    store: Option<StoreSpec>,
+
+    /// Older spelling of the store: a directory of cassette files.
+    #[arg(
+        long = "cassette-dir",
+        env = "CASSETTE_DIR",
+        value_name = "DIR",
+        hide = true
+    )]
+    dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The store: `--store`/`CASSETTE_STORE`, else `CASSETTE_DIR`, else `file://cassettes`.
+    pub(crate) fn resolve(&self) -> StoreSpec {
+        match (&self.store, &self.dir) {
+            (Some(store), _) => store.clone(),
+            (None, Some(dir)) => StoreSpec::folder(dir.clone()),
+            (None, None) => StoreSpec::folder(PathBuf::from(DEFAULT_STORE)),
+        }
+    }
+
+    /// Opens the store, naming it on failure.
+    pub(crate) fn open(&self) -> anyhow::Result<DynStore> {
+        self.resolve().open()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        store: StoreArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<StoreArgs, String> {
+        Cli::try_parse_from(std::iter::once("cassette").chain(argv.iter().copied()))
+            .map(|c| c.store)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn store_urls_are_parsed_with_the_flag() {
+        let store = parse(&["--store", " jsonl://tapes.jsonl "])
+            .unwrap()
+            .resolve();
+        assert_eq!(store.url(), &StoreUrl::Jsonl("tapes.jsonl".into()));
+        assert_eq!(store.to_string(), "jsonl://tapes.jsonl");
+        assert_eq!(store.scheme(), "jsonl");
+        let err = parse(&["--store", "ftp://x"]).unwrap_err();
+        assert!(err.contains("--store") && err.contains("ftp"), "{err}");
+        let err = parse(&["--store", ""]).unwrap_err();
+        assert!(err.contains("--store") && err.contains("empty"), "{err}");
+    }
+
+    #[test]
+    fn the_default_store_is_a_cassettes_folder() {
+        // Built directly: CASSETTE_STORE or CASSETTE_DIR in the test's environment must not
+        // change what is tested.
+        let unset = StoreArgs {
+            store: None,
+            dir: None,
+        };
+        let store = unset.resolve();
+        assert_eq!(store.url(), &StoreUrl::File("cassettes".into()));
+        assert_eq!(store.to_string(), "file://cassettes");
+        assert_eq!(store.scheme(), "file");
+        let dir = StoreArgs {
+            dir: Some("tapes".into()),
+            ..unset.clone()
+        };
+        assert_eq!(dir.resolve().url(), &StoreUrl::File("tapes".into()));
+        let both = StoreArgs {
+            store: Some("memory://".parse().unwrap()),
+            ..dir
+        };
+        assert_eq!(both.resolve().url(), &StoreUrl::Memory);
+    }
+}
