@@ -4,7 +4,7 @@
 
 use crate::error::{upstream_error, Error};
 use crate::redact::Redactor;
-use crate::IncomingRequest;
+use crate::request::Request;
 use cassette_keying::Profile;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ const NOT_FORWARDED: &[&str] = &[
 /// Joins an upstream base URL and a request path without doubling a shared segment run:
 /// base `https://api.openai.com/v1` and path `/v1/chat/completions` give
 /// `https://api.openai.com/v1/chat/completions`, never `/v1/v1/...`.
-pub fn join_url(base: &str, path: &str, query: &str) -> String {
+pub(crate) fn join_url(base: &str, path: &str, query: &str) -> String {
     let base = base.trim_end_matches('/');
     let (origin, base_path) = split_origin(base);
     let base_segments: Vec<&str> = base_path.split('/').filter(|s| !s.is_empty()).collect();
@@ -92,7 +92,9 @@ impl Upstream {
             .read_timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| Error::HttpClient {
+                source: Box::new(e),
+            })?;
         Ok(Upstream { client, timeout })
     }
 
@@ -102,7 +104,7 @@ impl Upstream {
         &self,
         base_url: &str,
         profile: Profile,
-        request: &IncomingRequest,
+        request: &Request,
         api_key: Option<&str>,
         redactor: &Redactor,
     ) -> Result<(String, reqwest::Response), Error> {
