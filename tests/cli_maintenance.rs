@@ -124,6 +124,42 @@ fn explain_ls_and_show() {
     assert_eq!(code(&out), 2, "{}", both(&out));
 }
 
+#[test]
+fn explain_shows_a_word_changed_late_in_a_long_prompt() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let prompt = |word: &str| {
+        format!(
+            "{}Then summarise the quarterly {word} figures for the board.",
+            "Read the report carefully and keep every number exactly as written. ".repeat(45)
+        )
+    };
+    record(
+        &dir,
+        &fake,
+        &case("long", &prompt("revenue"), "said"),
+        &store,
+    );
+    let request = serde_json::json!({"path": "/v1/chat/completions", "body": {
+        "model": "m", "temperature": 0,
+        "messages": [{"role": "user", "content": prompt("income")}]}});
+    dir.write("income.json", &request.to_string());
+    let out = dir.run(&["explain", "income.json", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains(
+            "body.messages[0].content: …Then summarise the quarterly [-revenue-]{+income+} figures for the board."
+        ),
+        "{err}"
+    );
+    let out = dir.run(&["explain", "income.json", "--store", &store, "--json"]);
+    let explained: Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+    let differences = explained["explanation"]["nearest"]["differences"].to_string();
+    assert!(differences.contains("[-revenue-]{+income+}"), "{explained}");
+}
+
 fn git(dir: &Path, args: &[&str]) {
     let out = std::process::Command::new("git")
         .current_dir(dir)

@@ -35,7 +35,7 @@ pub mod mcp;
 mod profile;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
-pub use diff::{diff, Change, Difference};
+pub use diff::{diff, shorten, Change, Difference, MAX_SHOWN};
 pub use jcs::to_canonical_string;
 pub use mcp::McpRequest;
 pub use profile::{normalize_path, Profile};

@@ -288,6 +288,46 @@ async fn a_miss_is_a_409_with_the_key_and_no_retry() {
     assert_eq!(stats.requests, 2);
 }
 
+/// A prompt of about 3,000 characters with one word near its end.
+fn long_prompt(word: &str) -> String {
+    let filler =
+        "Read the attached report carefully and keep every number exactly as written. ".repeat(40);
+    format!("{filler}Then summarise the quarterly {word} figures for the board.")
+}
+
+#[tokio::test]
+async fn a_miss_on_a_word_late_in_a_long_prompt_shows_that_word_in_the_409() {
+    let upstream = Upstream::start(Fake::default()).await;
+    let store = memory();
+    let recording = proxy(Mode::Record, &upstream.url, &store).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", recording.url());
+    post(&client, url, &chat_body(&long_prompt("revenue"))).await;
+    recording.stop().await.unwrap();
+
+    let replay = proxy(Mode::Replay, &upstream.url, &store).await;
+    let url = format!("{}/v1/chat/completions", replay.url());
+    let response = post(&client, url, &chat_body(&long_prompt("income"))).await;
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    let error = &body["error"];
+    let differences = &error["explanation"]["nearest"]["differences"];
+    assert_eq!(
+        differences,
+        &json!([
+            "body.messages[0].content: …Then summarise the quarterly [-revenue-]{+income+} figures for the board."
+        ]),
+        "{body}"
+    );
+    let summary = error["explanation"]["summary"].as_str().unwrap();
+    assert!(summary.contains("[-revenue-]{+income+}"), "{summary}");
+    assert!(error["message"]
+        .as_str()
+        .unwrap()
+        .contains("[-revenue-]{+income+}"));
+    replay.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn bodies_over_the_limit_get_413_and_the_proxy_keeps_serving() {
     let recorder = Recorder::new(config(Mode::Replay, "http://127.0.0.1:9"), memory()).unwrap();

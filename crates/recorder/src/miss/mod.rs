@@ -3,6 +3,10 @@
 //! Finding the nearest recording costs a scan of the store, so it runs only on a miss and keeps
 //! an in-memory index between misses; a hit never pays for it.
 
+mod render;
+
+pub use render::{difference_line, word_diff};
+
 use crate::cassette::Cassette;
 use cassette_keying::{diff, normalize_path, Change, Difference, Key, KeyConfig};
 use cassette_store::DynStore;
@@ -55,7 +59,9 @@ pub struct Nearest {
     pub key: Key,
     /// When it was recorded.
     pub recorded_at: String,
-    /// The components that differ, recorded value first (`body.temperature: 0 -> 0.7`).
+    /// The components that differ, recorded value first (`body.temperature: 0 -> 0.7`); two
+    /// long strings as a word diff of what changed (`…the quarterly [-revenue-]{+income+}
+    /// figures…`).
     pub differences: Vec<String>,
 }
 
@@ -192,9 +198,10 @@ fn distance(differences: &[Difference]) -> f64 {
     differences
         .iter()
         .map(|d| match &d.change {
-            Change::Changed { old, new } if old.starts_with('"') && new.starts_with('"') => {
-                changed_share(old, new)
-            }
+            Change::Changed {
+                old: Value::String(old),
+                new: Value::String(new),
+            } => changed_share(old, new),
             _ => 1.0,
         })
         .sum()
@@ -221,7 +228,7 @@ fn render(differences: &[Difference]) -> Vec<String> {
     let mut shown: Vec<String> = differences
         .iter()
         .take(SHOWN_DIFFERENCES)
-        .map(|d| d.to_string())
+        .map(difference_line)
         .collect();
     if differences.len() > SHOWN_DIFFERENCES {
         shown.push(format!(
@@ -255,10 +262,10 @@ mod tests {
 
     #[test]
     fn a_reworded_string_is_nearer_than_a_different_one() {
-        let reworded = changed_share("\"Where is my refund?\"", "\"Where's my refund?\"");
-        let different = changed_share("\"Something else\"", "\"Where's my refund?\"");
+        let reworded = changed_share("Where is my refund?", "Where's my refund?");
+        let different = changed_share("Something else", "Where's my refund?");
         assert!(reworded < 0.3, "{reworded}");
         assert!(different > 0.8, "{different}");
-        assert_eq!(changed_share("\"same\"", "\"same\""), 0.0);
+        assert_eq!(changed_share("same", "same"), 0.0);
     }
 }
