@@ -132,15 +132,15 @@ fn a_failed_verdict_exits_1_and_lands_in_junit() {
 }
 
 #[test]
-fn a_replay_miss_exits_2_at_once_with_the_key_and_what_differs() {
+fn every_miss_is_marked_and_named_then_the_run_exits_2() {
     let dir = Workdir::new();
     let store = dir.store("c");
-    let case = |id: &str, temperature: f64| {
+    let case = |id: &str, model: &str, temperature: f64| {
         format!(
-            r#"{{"id":"{id}","prompt":"What is the capital of France?","params":{{"model":"m","temperature":{temperature}}},"grader":"contains","expect":{{"needle":"paris"}}}}"#
+            r#"{{"id":"{id}","prompt":"What is the capital of France?","params":{{"model":"{model}","temperature":{temperature}}},"grader":"contains","expect":{{"needle":"paris"}}}}"#
         )
     };
-    dir.write("recorded.jsonl", &case("a", 0.0));
+    dir.write("recorded.jsonl", &case("a", "m", 0.0));
     let fake = FakeLlm::start();
     let out = dir.run(&[
         "run",
@@ -157,7 +157,13 @@ fn a_replay_miss_exits_2_at_once_with_the_key_and_what_differs() {
 
     dir.write(
         "changed.jsonl",
-        &[case("a", 0.0), case("b", 0.7), case("c", 0.0)].join("\n"),
+        &[
+            case("a", "m", 0.0),
+            case("b", "m", 0.7),
+            case("c", "m", 0.0),
+            case("d", "m2", 0.0),
+        ]
+        .join("\n"),
     );
     let out = dir.run(&[
         "run",
@@ -167,17 +173,71 @@ fn a_replay_miss_exits_2_at_once_with_the_key_and_what_differs() {
         "--upstream",
         &fake.url,
         "--jobs",
-        "1",
+        "2",
+        "--junit",
+        "report.xml",
     ]);
     assert_eq!(code(&out), 2, "{}", both(&out));
     assert_eq!(fake.requests(), before, "replay reached the upstream");
     let lines = json_lines(&out);
-    assert_eq!(ids(&lines), ["a", "b"], "the run must stop at the miss");
-    assert_eq!(lines[1]["verdict"], "miss");
+    assert_eq!(ids(&lines), ["a", "b", "c", "d"], "every case runs");
+    let verdicts: Vec<&str> = lines
+        .iter()
+        .map(|l| l["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["pass", "miss", "pass", "miss"]);
+    for missed in [&lines[1], &lines[3]] {
+        assert_eq!(missed["key"].as_str().unwrap().len(), 64, "{missed}");
+        assert!(
+            missed["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("The nearest recording"),
+            "{missed}"
+        );
+    }
+    assert!(lines[1]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("body.temperature: 0 -> 0.7"));
+    assert!(lines[3]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("body.model: \"m\" -> \"m2\""));
     let err = common::stderr(&out);
-    assert!(err.contains(lines[1]["key"].as_str().unwrap()), "{err}");
-    assert!(err.contains("changed.jsonl:2"), "{err}");
-    assert!(err.contains("body.temperature: 0 -> 0.7"), "{err}");
+    for needle in [
+        lines[1]["key"].as_str().unwrap(),
+        lines[3]["key"].as_str().unwrap(),
+        "changed.jsonl:2",
+        "changed.jsonl:4",
+        "body.temperature: 0 -> 0.7",
+        "2 passed, 0 failed, 2 missed",
+        "2 of 4 cases missed: b, d",
+    ] {
+        assert!(err.contains(needle), "{needle}\n{err}");
+    }
+    let junit = std::fs::read_to_string(dir.join("report.xml")).unwrap();
+    assert!(
+        junit.contains(r#"tests="4" failures="0" errors="2""#),
+        "{junit}"
+    );
+
+    // --fail-fast keeps the old behaviour: the run stops at the first miss.
+    let out = dir.run(&[
+        "run",
+        "changed.jsonl",
+        "--store",
+        &store,
+        "--jobs",
+        "1",
+        "--fail-fast",
+    ]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let lines = json_lines(&out);
+    assert_eq!(ids(&lines), ["a", "b"], "the run must stop at the miss");
+    let err = common::stderr(&out);
+    assert!(err.contains("1 of 4 cases missed: b"), "{err}");
+    assert!(err.contains("2 not run"), "{err}");
 }
 
 #[test]

@@ -5,12 +5,15 @@
 //! from a failed test and should reach a different person), otherwise the command's own
 //! status (128+N when a signal N ended it).
 
+use crate::mcp::ReportedMiss;
 use crate::proxy::{init_logging, summary};
 use crate::settings::{RecorderArgs, RecorderSettings};
 use crate::EXIT_ERROR;
 use anyhow::Context;
+use cassette_recorder::miss::MissLog;
 use cassette_recorder::proxy::{spawn, ProxyConfig};
 use cassette_recorder::Mode;
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::process::{ExitCode, ExitStatus};
 
@@ -118,6 +121,7 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot run `{}`", program.to_string_lossy()))?;
         let status = wait_forwarding_signals(&mut child).await?;
 
+        let handle = proxy.stats_handle();
         let stats = proxy
             .stop()
             .await
@@ -134,8 +138,8 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             "cassette exec ({mode}, store {store}): {}{mcp_summary}{hint}",
             summary(&stats)
         );
-        for miss in &mcp.misses {
-            eprintln!("cassette exec: MCP miss: {miss}");
+        for line in missed_lines(&handle.misses(), &mcp.misses) {
+            eprintln!("{line}");
         }
         Ok(if misses > 0 {
             ExitCode::from(EXIT_ERROR)
@@ -143,6 +147,46 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             ExitCode::from(status_code(status))
         })
     })
+}
+
+/// Distinct missed keys listed before the rest are only counted.
+const LISTED_MISSES: usize = 20;
+
+/// One line per distinct missed key (HTTP and MCP together), the first [`LISTED_MISSES`], with
+/// the request and the explanation's summary, then how many more there were.
+fn missed_lines(http: &MissLog, mcp: &[ReportedMiss]) -> Vec<String> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut listed: Vec<(&str, &str, &str)> = Vec::new();
+    let notes = http
+        .notes
+        .iter()
+        .map(|n| (n.key.as_str(), n.request.as_str(), n.summary.as_str()));
+    let reported = mcp
+        .iter()
+        .map(|m| (m.key.as_str(), m.request.as_str(), m.summary.as_str()));
+    let mut distinct = http.distinct;
+    for (key, request, summary) in notes.chain(reported) {
+        if seen.insert(key) {
+            listed.push((key, request, summary));
+        }
+    }
+    // HTTP keys past the notes are counted in `http.distinct` already; MCP keys are not.
+    distinct += (listed.len() - http.notes.len()) as u64;
+    if distinct == 0 {
+        return Vec::new();
+    }
+    let mut lines = vec![format!(
+        "cassette exec: {distinct} distinct key{} missed:",
+        if distinct == 1 { "" } else { "s" }
+    )];
+    for (key, request, summary) in listed.iter().take(LISTED_MISSES) {
+        lines.push(format!("  {key} {request}: {summary}"));
+    }
+    let shown = listed.len().min(LISTED_MISSES) as u64;
+    if distinct > shown {
+        lines.push(format!("  ... and {} more", distinct - shown));
+    }
+    lines
 }
 
 /// Waits for the child. SIGINT from a terminal already reaches the whole process group, so it
@@ -209,6 +253,37 @@ mod tests {
         assert_eq!(get("CASSETTE_PROXY_URL"), Some("http://127.0.0.1:5"));
         // Record mode never invents keys: the real upstream must get real ones.
         assert_eq!(get("OPENAI_API_KEY"), None);
+    }
+
+    #[test]
+    fn distinct_misses_are_listed_up_to_twenty_then_counted() {
+        use cassette_recorder::miss::MissNote;
+        let key = |n: usize| cassette_keying::Key::parse(&format!("{n:064x}")).unwrap();
+        let note = |n: usize| MissNote {
+            key: key(n),
+            request: format!("POST /r{n}"),
+            summary: format!("why {n}"),
+            count: 1,
+        };
+        let http = MissLog {
+            notes: (0..15).map(note).collect(),
+            distinct: 15,
+            total: 17,
+        };
+        let mcp: Vec<ReportedMiss> = (10..25)
+            .map(|n| ReportedMiss {
+                key: key(n).to_string(),
+                request: format!("tools/call {n}"),
+                summary: format!("mcp {n}"),
+            })
+            .collect();
+        let lines = missed_lines(&http, &mcp);
+        assert_eq!(lines[0], "cassette exec: 25 distinct keys missed:");
+        assert_eq!(lines[1], format!("  {} POST /r0: why 0", key(0)));
+        assert_eq!(lines[16], format!("  {} tools/call 15: mcp 15", key(15)));
+        assert_eq!(lines.len(), 1 + 20 + 1);
+        assert_eq!(lines[21], "  ... and 5 more");
+        assert!(missed_lines(&MissLog::default(), &[]).is_empty());
     }
 
     #[cfg(unix)]

@@ -408,13 +408,18 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
     assert_eq!(health["mode"], "replay");
     assert_eq!(health["store"], store.location());
 
-    post(
-        &client,
-        format!("{}/v1/chat/completions", proxy.url()),
-        &chat_body("q"),
-    )
-    .await;
-    let stats: Value = client
+    // The same miss twice and another once: three misses of two distinct keys.
+    let mut keys = Vec::new();
+    for question in ["q", "q", "r"] {
+        let missed = post(
+            &client,
+            format!("{}/v1/chat/completions", proxy.url()),
+            &chat_body(question),
+        )
+        .await;
+        keys.push(missed.json::<Value>().await.unwrap()["error"]["key"].clone());
+    }
+    let mut stats: Value = client
         .get(format!("{}/_cassette/stats", proxy.url()))
         .send()
         .await
@@ -422,12 +427,28 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
         .json()
         .await
         .unwrap();
+    let missed = stats.as_object_mut().unwrap().remove("missed").unwrap();
     assert_eq!(
         stats,
-        json!({"requests": 1, "hits": 0, "misses": 1, "recorded": 0,
-               "upstream_requests": 0, "upstream_errors": 0})
+        json!({"requests": 3, "hits": 0, "misses": 3, "recorded": 0,
+               "upstream_requests": 0, "upstream_errors": 0, "distinct_misses": 2})
     );
+    assert_eq!(missed.as_array().unwrap().len(), 2, "{missed}");
+    assert_eq!(missed[0]["key"], keys[0]);
+    assert_eq!(missed[0]["count"], 2);
+    assert_eq!(
+        missed[0]["request"],
+        "POST /v1/chat/completions (target default, model gpt-4o-mini)"
+    );
+    assert!(missed[0]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("No recording"));
+    let handle = proxy.stats_handle();
     proxy.stop().await.unwrap();
+    let log = handle.misses();
+    assert_eq!((log.distinct, log.total), (2, 3));
+    assert_eq!(serde_json::to_value(&log.notes[1].key).unwrap(), keys[2]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,10 +94,7 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn verdict(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Pass => "pass",
-        Verdict::Fail => "fail",
-    }
+    v.as_str()
 }
 
 /// A run by path, or by name in the runs folder.

@@ -59,6 +59,7 @@ pub(super) async fn run_case(
             finish: called.answer.finish.clone(),
             key: called.key,
             reason: outcome.err(),
+            summary: None,
             judge: tally,
         },
         answer: called.answer,

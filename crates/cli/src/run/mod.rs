@@ -1,9 +1,10 @@
 //! `cassette run SUITE.jsonl`: a prompt regression suite through the recorder, configured
 //! exactly as the proxy is, with graders looked up by name.
 //!
-//! Exit status: 2 on the first replay miss (the key and explanation are printed and the run
-//! stops) or on any other error, else 1 when a verdict failed, else 0. Cases run concurrently
-//! (`--jobs`) but are reported in suite order.
+//! Exit status: 2 when a case missed in replay (every case still runs, each miss is printed with
+//! its key and explanation, `--fail-fast` stops at the first) or on any other error, else 1
+//! when a verdict failed, else 0. Cases run concurrently (`--jobs`) but are reported in suite
+//! order.
 
 mod call;
 mod case;
@@ -40,7 +41,7 @@ const DEFAULT_JOBS: u16 = 8;
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Exit status: 0 all cases passed, 1 a verdict failed, 2 a replay miss \
-(the run stops at the first) or another error.\n\nExamples:\n  \
+(every case still runs; --fail-fast stops at the first) or another error.\n\nExamples:\n  \
 cassette run examples/suite/suite.jsonl --store file://examples/suite/cassettes\n  \
 CASSETTE_MODE=record UPSTREAM_API_KEY=sk-... cassette run suite.jsonl --judge-model gpt-4o-mini\n  \
 cassette run suite.jsonl --junit report.xml --save-run main"
@@ -56,6 +57,10 @@ pub(crate) struct RunArgs {
     /// Cases in flight at once; output stays in suite order [default: 8].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=512))]
     jobs: Option<u16>,
+
+    /// Stop at the first replay miss instead of running every case.
+    #[arg(long)]
+    fail_fast: bool,
 
     /// Also write a JUnit XML report to FILE.
     #[arg(long, value_name = "FILE")]
@@ -105,6 +110,8 @@ struct SuiteRun {
     judge: JudgeConfig,
     /// Cases in flight at once.
     jobs: usize,
+    /// Whether a replay miss stops the run.
+    on_miss: OnMiss,
     /// Where the JUnit report goes.
     junit: Option<PathBuf>,
     /// The name and file the run is saved as.
@@ -141,6 +148,11 @@ impl RunArgs {
                 cases,
                 judge,
                 jobs: usize::from(self.jobs.unwrap_or(DEFAULT_JOBS)),
+                on_miss: if self.fail_fast {
+                    OnMiss::Stop
+                } else {
+                    OnMiss::Continue
+                },
                 junit: self.junit.clone(),
                 save_run: self
                     .save_run
@@ -183,6 +195,15 @@ impl RunArgs {
     }
 }
 
+/// What a replay miss does to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnMiss {
+    /// Mark the case and run the others (the default), so one run names every stale tape.
+    Continue,
+    /// Stop at the first (`--fail-fast`).
+    Stop,
+}
+
 /// A case's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -191,6 +212,19 @@ pub(crate) enum Verdict {
     Pass,
     /// The grader failed, or the upstream answered an error.
     Fail,
+    /// A request of the case (its own or a judge vote) had no recording in replay.
+    Miss,
+}
+
+impl Verdict {
+    /// The verdict as printed.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Miss => "miss",
+        }
+    }
 }
 
 /// One case's result: the stdout line, and with `--save-run` the saved one.
@@ -204,11 +238,14 @@ pub(crate) struct CaseResult {
     pub(crate) verdict: Verdict,
     /// The answer's finish reason.
     pub(crate) finish: Option<String>,
-    /// The case request's key.
+    /// The case request's key, or for a miss the key that missed.
     pub(crate) key: String,
     /// Why the verdict failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) reason: Option<String>,
+    /// For a miss: the explanation's one-line summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) summary: Option<String>,
     /// The judge's tally, for judged cases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) judge: Option<JudgeTally>,
@@ -223,6 +260,17 @@ pub(crate) struct JudgeTally {
     pub(crate) failed: u32,
     /// Share of votes against the majority.
     pub(crate) disagreement: f64,
+}
+
+impl SavedCase {
+    /// A saved line for a case that has no answer (a miss).
+    pub(crate) fn without_answer(result: CaseResult) -> SavedCase {
+        SavedCase {
+            result,
+            text: String::new(),
+            tool_calls: Vec::new(),
+        }
+    }
 }
 
 /// A saved run line: the result plus what was answered.
@@ -268,8 +316,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(run_suite(&suite, &recorder))
 }
 
-/// Runs the cases, then writes the reports: the JUnit file, the miss that stopped the run or
-/// the saved run, and the summary.
+/// Runs the cases, then writes the reports: the JUnit file, the saved run and the summary
+/// (with every miss named).
 async fn run_suite(suite: &SuiteRun, recorder: &Recorder) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let ran = run_cases(suite, recorder).await?;
@@ -277,33 +325,51 @@ async fn run_suite(suite: &SuiteRun, recorder: &Recorder) -> anyhow::Result<Exit
     if let Some(path) = &suite.junit {
         report::write_junit(path, &suite.path, &ran.junit, seconds)?;
     }
-    if let Some((case, miss)) = &ran.missed {
-        eprintln!(
-            "cassette run: replay miss in case {:?} ({}:{}); the run stopped here.",
-            case.id,
-            suite.path.display(),
-            case.line
-        );
-        print_miss(miss);
-        return Ok(ExitCode::from(crate::EXIT_ERROR));
-    }
     if let Some((name, path)) = &suite.save_run {
-        report::save_run(path, &ran.done)?;
+        report::save_run(path, &ran.saved)?;
         eprintln!("cassette run: saved as {name} ({})", path.display());
     }
-    Ok(report::summary(&ran.done, recorder, seconds))
+    let missed: Vec<&str> = ran
+        .missed
+        .iter()
+        .map(|(case, _)| case.id.as_str())
+        .collect();
+    let code = report::summary(&ran.done, missed.len(), recorder, seconds);
+    if missed.is_empty() {
+        return Ok(code);
+    }
+    let total = ran.saved.len() + ran.unrun;
+    eprintln!(
+        "cassette run: {} of {total} cases missed: {}{}",
+        missed.len(),
+        missed.join(", "),
+        if ran.unrun > 0 {
+            format!(
+                " (the run stopped at the first miss; {} not run)",
+                ran.unrun
+            )
+        } else {
+            String::new()
+        }
+    );
+    eprintln!("  Record them with CASSETTE_MODE=record (or auto), or fix the requests.");
+    Ok(ExitCode::from(crate::EXIT_ERROR))
 }
 
-/// What running the cases gave: the cases that reached a verdict, their JUnit entries, and
-/// the replay miss that stopped the run, if one did.
+/// What running the cases gave: the cases that reached a verdict, the ones that missed, every
+/// result line in suite order, the JUnit entries, and how many cases a `--fail-fast` stop left
+/// unrun.
 struct Ran<'a> {
     done: Vec<Done>,
+    missed: Vec<(&'a Case, Box<Miss>)>,
+    saved: Vec<SavedCase>,
     junit: Vec<junit::TestCase>,
-    missed: Option<(&'a Case, Box<Miss>)>,
+    unrun: usize,
 }
 
 /// Runs the cases `suite.jobs` at a time, printing each result line in suite order as soon as
-/// it is known. Stops at the first replay miss; another error ends the run with the case named.
+/// it is known, and each miss's explanation on stderr. A miss marks its case (and stops the run
+/// with `--fail-fast`); another error ends the run with the case named.
 async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Result<Ran<'a>> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -316,8 +382,10 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
     .buffered(suite.jobs);
     let mut ran = Ran {
         done: Vec::with_capacity(suite.cases.len()),
+        missed: Vec::new(),
+        saved: Vec::with_capacity(suite.cases.len()),
         junit: Vec::with_capacity(suite.cases.len()),
-        missed: None,
+        unrun: 0,
     };
     while let Some((case, result)) = results.next().await {
         match result {
@@ -325,20 +393,33 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
                 serde_json::to_writer(&mut out, &done.result)?;
                 out.write_all(b"\n")?;
                 ran.junit.push(report::junit_case(&done));
+                ran.saved.push(report::saved_case(&done));
                 ran.done.push(done);
             }
             Err(Stop::Miss(miss)) => {
-                let line = serde_json::json!({
-                    "id": case.id, "hit": false, "verdict": "miss", "finish": null, "key": miss.key,
-                });
-                writeln!(out, "{line}")?;
+                let result = report::miss_result(case, &miss);
+                serde_json::to_writer(&mut out, &result)?;
+                out.write_all(b"\n")?;
+                // Flushed first so the explanation follows its result line in a terminal.
+                out.flush()?;
+                eprintln!(
+                    "cassette run: replay miss in case {:?} ({}:{}):",
+                    case.id,
+                    suite.path.display(),
+                    case.line
+                );
+                print_miss(&miss);
                 ran.junit.push(junit::TestCase {
                     id: case.id.clone(),
                     seconds: 0.0,
                     outcome: junit::Outcome::Error(miss.to_string()),
                 });
-                ran.missed = Some((case, miss));
-                break;
+                ran.saved.push(SavedCase::without_answer(result));
+                ran.missed.push((case, miss));
+                if suite.on_miss == OnMiss::Stop {
+                    ran.unrun = suite.cases.len() - ran.saved.len();
+                    break;
+                }
             }
             Err(Stop::Fatal(err)) => {
                 out.flush()?;

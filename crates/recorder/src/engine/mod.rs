@@ -7,7 +7,7 @@ mod replay;
 use crate::cassette::{Cassette, StoredBody};
 use crate::config::{ErrorRecording, RecorderConfig};
 use crate::error::{Error, Result};
-use crate::miss::{Miss, NearestIndex};
+use crate::miss::{Miss, MissBook, MissLog, NearestIndex};
 use crate::mode::Mode;
 use crate::redact::Redactor;
 use crate::request::Request;
@@ -77,6 +77,7 @@ struct Inner {
     redactor: Redactor,
     counters: Counters,
     index: tokio::sync::Mutex<NearestIndex>,
+    misses: Mutex<MissBook>,
     usage_log: Option<Mutex<std::fs::File>>,
 }
 
@@ -153,6 +154,7 @@ impl Recorder {
                 redactor,
                 counters: Counters::default(),
                 index: tokio::sync::Mutex::new(NearestIndex::default()),
+                misses: Mutex::new(MissBook::default()),
                 usage_log,
             }),
         })
@@ -183,6 +185,21 @@ impl Recorder {
             upstream_requests: c.upstream_requests.load(Ordering::Relaxed),
             upstream_errors: c.upstream_errors.load(Ordering::Relaxed),
         }
+    }
+
+    /// The distinct keys that missed so far, the first ones with their one-line explanation.
+    pub fn misses(&self) -> MissLog {
+        self.miss_book().log()
+    }
+
+    fn miss_book(&self) -> std::sync::MutexGuard<'_, MissBook> {
+        // Every update is one call that cannot panic half-way; a poisoned lock is still whole.
+        self.inner.misses.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes a miss for [`Recorder::misses`].
+    pub(crate) fn note_miss(&self, key: &Key, request: impl FnOnce() -> String, summary: &str) {
+        self.miss_book().note(key, request, summary);
     }
 
     /// Answers `request` according to the mode.
@@ -247,7 +264,9 @@ impl Recorder {
 
     async fn miss(&self, request: &Request, keyed: &Keyed) -> Error {
         self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
-        Error::Miss(Box::new(self.build_miss(request, keyed).await))
+        let miss = self.build_miss(request, keyed).await;
+        self.note_miss(&miss.key, || miss.request_line(), &miss.explanation.summary);
+        Error::Miss(Box::new(miss))
     }
 
     async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {

@@ -178,6 +178,17 @@ pub struct McpMiss {
 }
 
 impl McpMiss {
+    /// The request in a few words: ``tools/call `search` on MCP server `notes` ``.
+    pub fn request_line(&self) -> String {
+        match &self.subject {
+            Some(subject) => format!(
+                "{} `{subject}` on MCP server `{}`",
+                self.method, self.server
+            ),
+            None => format!("{} on MCP server `{}`", self.method, self.server),
+        }
+    }
+
     /// The differences from the nearest recording, one a line, or why there is none.
     pub fn explanation_lines(&self) -> Vec<String> {
         match &self.explanation.nearest {
@@ -357,6 +368,11 @@ impl McpRecorder {
             store: store.location(),
             explanation,
         };
+        recorder.note_miss(
+            &keyed.key,
+            || miss.request_line(),
+            &miss.explanation.summary,
+        );
         if let Some(hook) = &self.miss_hook {
             hook(&miss);
         }

@@ -3,8 +3,11 @@
 //! Finding the nearest recording costs a scan of the store, so it runs only on a miss and keeps
 //! an in-memory index between misses; a hit never pays for it.
 
+mod log;
 mod render;
 
+pub(crate) use log::MissBook;
+pub use log::{MissLog, MissNote};
 pub use render::{difference_line, word_diff};
 
 use crate::cassette::Cassette;
@@ -66,6 +69,19 @@ pub struct Nearest {
 }
 
 impl Miss {
+    /// The request in a few words: `POST /v1/chat/completions (target default, model m)`.
+    pub fn request_line(&self) -> String {
+        let model = self
+            .model
+            .as_deref()
+            .map(|m| format!(", model {m}"))
+            .unwrap_or_default();
+        format!(
+            "{} {} (target {}{model})",
+            self.method, self.path, self.target
+        )
+    }
+
     /// The explanation as one line per difference, for CLI output.
     pub fn explanation_lines(&self) -> Vec<String> {
         match &self.explanation.nearest {
