@@ -453,6 +453,31 @@ fn diff_runs_reports_regressions_fixes_and_membership() {
     assert_eq!(code(&out), 0, "{}", both(&out));
     let out = dir.run(&["diff-runs", "before", "nope"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
+
+    // Every run is kept as `last`, misses included: a replay with one reworded prompt.
+    dir.write(
+        "suite.jsonl",
+        &[
+            case("capital", "What is the capital of France?", "lyon"),
+            case("echo", "Repeat x again", "said"),
+            case("added", "Repeat added", "said"),
+        ]
+        .join("\n"),
+    );
+    let replay = dir.run(&["run", "suite.jsonl", "--store", &store]);
+    assert_eq!(code(&replay), 2, "{}", both(&replay));
+    let out = dir.run(&["diff-runs", "after", "last", "--fail-on-regression"]);
+    assert_eq!(code(&out), 0, "a miss is not a regression: {}", both(&out));
+    let report = common::stdout(&out);
+    assert!(
+        report.contains("missed: echo (was pass; its recording is stale or missing)"),
+        "{report}"
+    );
+    assert!(
+        common::stderr(&out).contains("0 regressions, 0 fixes, 1 missed"),
+        "{}",
+        both(&out)
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 
 use common::cli_env::{both, code, json_lines, Workdir};
 use common::fake_llm::FakeLlm;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const WEATHER_TOOLS: &str = r#"[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]"#;
 
@@ -238,6 +238,98 @@ fn every_miss_is_marked_and_named_then_the_run_exits_2() {
     let err = common::stderr(&out);
     assert!(err.contains("1 of 4 cases missed: b"), "{err}");
     assert!(err.contains("2 not run"), "{err}");
+}
+
+#[test]
+fn graders_score_several_grade_one_answer_and_canary_reads_the_kept_run() {
+    let dir = Workdir::new();
+    let capital = r#""prompt":"What is the capital of France?","params":{"model":"m"}"#;
+    dir.write(
+        "suite.jsonl",
+        &[
+            format!(r#"{{"id":"sim",{capital},"grader":"similarity","expect":{{"text":"Paris is the capital of France.","threshold":0.9}}}}"#),
+            r#"{"id":"sim-far","prompt":"Say hello","params":{"model":"m"},"grader":"similarity","expect":{"text":"You said: goodbye","threshold":0.3}}"#.to_owned(),
+            format!(r#"{{"id":"multi",{capital},"grader":[{{"grader":"contains","expect":{{"needle":"paris"}}}},{{"grader":"length","expect":{{"max_words":10}}}},{{"grader":"judge","expect":{{"criterion":"polite"}}}}]}}"#),
+            format!(r#"{{"id":"multi-fail",{capital},"grader":[{{"grader":"contains","expect":{{"needle":"lyon"}}}},{{"grader":"length","expect":{{"max_words":2}}}}]}}"#),
+            r#"{"id":"split","prompt":"Say [split] something","params":{"model":"m"},"grader":"judge","expect":{"criterion":"polite","votes":3}}"#.to_owned(),
+            r#"{"id":"plain","prompt":"Say plain","params":{"model":"m"},"grader":"contains","expect":{"needle":"plain"}}"#.to_owned(),
+        ]
+        .join("\n"),
+    );
+    let fake = FakeLlm::start();
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "auto",
+        "--store",
+        &dir.store("c"),
+        "--upstream",
+        &fake.url,
+        "--judge-model",
+        "j",
+        "--jobs",
+        "1",
+    ]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let lines = json_lines(&out);
+    let by_id = |id: &str| lines.iter().find(|l| l["id"] == id).unwrap().clone();
+    let sim = by_id("sim");
+    assert_eq!(
+        (&sim["score"], &sim["threshold"], &sim["verdict"]),
+        (&json!(1.0), &json!(0.9), &json!("pass"))
+    );
+    let far = by_id("sim-far");
+    let far_score = far["score"].as_f64().unwrap();
+    assert!(far_score > 0.5 && far_score < 0.8, "{far}");
+    assert!(far.get("scores").is_none(), "one grader, one score: {far}");
+    let multi = by_id("multi");
+    assert_eq!(multi["verdict"], "pass", "{multi}");
+    assert_eq!(
+        multi["scores"],
+        json!([{"grader": "judge", "score": 1.0, "threshold": 0.5}])
+    );
+    let failed = by_id("multi-fail");
+    assert_eq!(
+        failed["reason"], "contains: text does not contain \"lyon\"; length: 6 words, more than 2",
+        "{failed}"
+    );
+    let split = by_id("split");
+    assert_eq!(
+        (&split["score"], &split["threshold"]),
+        (&json!(0.667), &json!(0.5))
+    );
+    let plain = by_id("plain");
+    assert!(plain.get("score").is_none(), "{plain}");
+    // Judged once per case: 2 judge questions (multi: 1 vote, split: 3 votes) + 6 cases, and
+    // the capital question asked once for the three cases that share it.
+    assert_eq!(fake.requests(), 4 + 4);
+
+    // Every run is kept as `last`; canary reads it (and run output) directly.
+    let kept = std::fs::read_to_string(dir.join(".cassette/runs/last.jsonl")).unwrap();
+    assert_eq!(kept.lines().count(), 6, "{kept}");
+    let out = dir.run(&["canary", "last", "--band", "0.2"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let ids: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["sim", "split"], "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("kept 2 of 4 scored cases within 0.2"),
+        "{}",
+        both(&out)
+    );
+    dir.write(
+        "results.jsonl",
+        &common::stdout(&dir.run(&["canary", "last", "--band", "1"])),
+    );
+    let out = dir.run(&["canary", "results.jsonl"]);
+    assert!(
+        common::stderr(&out).contains("within 0.1 of"),
+        "the band defaults to 0.10: {}",
+        both(&out)
+    );
 }
 
 #[test]

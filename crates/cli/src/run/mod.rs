@@ -34,6 +34,9 @@ use suite::Case;
 /// Where `--save-run` keeps runs, relative to the working directory.
 pub(crate) const RUNS_DIR: &str = ".cassette/runs";
 
+/// The name every run is also saved under, so `cassette diff-runs last NAME` needs no flag.
+pub(crate) const LAST_RUN: &str = "last";
+
 /// Cases in flight when `--jobs` is not given.
 const DEFAULT_JOBS: u16 = 8;
 
@@ -66,7 +69,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
 
-    /// Keep every case's output and verdict as NAME, for `cassette diff-runs`.
+    /// Also keep every case's output and verdict as NAME, for `cassette diff-runs` (every run
+    /// is kept as `last` anyway).
     #[arg(long, value_name = "NAME", value_parser = parse_run_name)]
     save_run: Option<String>,
 
@@ -114,8 +118,10 @@ struct SuiteRun {
     on_miss: OnMiss,
     /// Where the JUnit report goes.
     junit: Option<PathBuf>,
-    /// The name and file the run is saved as.
+    /// The name and file the run is saved as with `--save-run`.
     save_run: Option<(String, PathBuf)>,
+    /// The file every run is saved as (`last`).
+    last_run: PathBuf,
 }
 
 impl RunArgs {
@@ -158,6 +164,7 @@ impl RunArgs {
                     .save_run
                     .as_ref()
                     .map(|name| (name.clone(), run_file(runs_dir, name))),
+                last_run: run_file(runs_dir, LAST_RUN),
             },
         })
     }
@@ -170,10 +177,13 @@ impl RunArgs {
         recorder: &RecorderSettings,
     ) -> anyhow::Result<()> {
         let mut judged = false;
-        for case in cases {
-            let Check::Judge(spec) = &case.check else {
-                continue;
-            };
+        let judged_specs = cases.iter().flat_map(|case| {
+            case.graders.iter().filter_map(move |g| match &g.check {
+                Check::Judge(spec) => Some((case, spec)),
+                Check::Local(_) => None,
+            })
+        });
+        for (case, spec) in judged_specs {
             judged = true;
             if judge.model_for(spec).is_none() {
                 bail!(
@@ -249,6 +259,26 @@ pub(crate) struct CaseResult {
     /// The judge's tally, for judged cases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) judge: Option<JudgeTally>,
+    /// The score closest to flipping its verdict, when a grader scores (for `cassette canary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) score: Option<f64>,
+    /// Where that score flips the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) threshold: Option<f64>,
+    /// Every grader's score, when the case has several scoring graders.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) scores: Vec<GraderScore>,
+}
+
+/// One grader's score in a case result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct GraderScore {
+    /// The grader.
+    pub(crate) grader: String,
+    /// Its score, from 0 to 1.
+    pub(crate) score: f64,
+    /// Where its verdict flips.
+    pub(crate) threshold: f64,
 }
 
 /// The judge's tally in a case result.
@@ -324,6 +354,11 @@ async fn run_suite(suite: &SuiteRun, recorder: &Recorder) -> anyhow::Result<Exit
     let seconds = started.elapsed().as_secs_f64();
     if let Some(path) = &suite.junit {
         report::write_junit(path, &suite.path, &ran.junit, seconds)?;
+    }
+    // The last run is a convenience: a checkout where it cannot be written still gets its
+    // verdicts, with a warning.
+    if let Err(err) = report::save_run(&suite.last_run, &ran.saved) {
+        eprintln!("cassette run: warning: not kept as the last run: {err:#}");
     }
     if let Some((name, path)) = &suite.save_run {
         report::save_run(path, &ran.saved)?;

@@ -57,6 +57,9 @@ pub(super) fn miss_result(case: &Case, miss: &Miss) -> CaseResult {
         reason: None,
         summary: Some(miss.explanation.summary.clone()),
         judge: None,
+        score: None,
+        threshold: None,
+        scores: Vec::new(),
     }
 }
 
