@@ -387,6 +387,49 @@ fn gc_copy_and_diff() {
         "{report}"
     );
     assert_eq!(report.matches("only in B:").count(), 1, "{report}");
+
+    // Drift the key cannot see: the same keys answered by another model, with another finish
+    // reason, or another usage.
+    let store_d = dir.store("d");
+    let out = dir.run(&["copy", &store_a, &store_d]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let (capital, b) = (
+        lines[0]["key"].as_str().unwrap(),
+        lines[1]["key"].as_str().unwrap(),
+    );
+    edit(&dir.join("d"), capital, |doc| {
+        doc["meta"]["response_model"] = "m-2024-06-01".into();
+    });
+    edit(&dir.join("d"), b, |doc| {
+        doc["meta"]["finish_reason"] = "length".into();
+        doc["meta"]["usage"]["completion_tokens"] = 100.into();
+    });
+    let out = dir.run(&["diff", &store_a, &store_d]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    for needle in [
+        format!("changed: {capital} (POST /v1/chat/completions, m)\n    model: m-2024-01-01 -> m-2024-06-01\n"),
+        format!("changed: {b} (POST /v1/chat/completions, m)\n    finish: stop -> length\n    usage: "),
+    ] {
+        assert!(report.contains(&needle), "{needle}\n{report}");
+    }
+    assert!(
+        !report.contains("    - "),
+        "the text did not change: {report}"
+    );
+    let out = dir.run(&["diff", &store_a, &store_d, "--summary"]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    assert_eq!(
+        common::stdout(&out),
+        "2 changed: 1 finish reason stop -> length, 1 model alias m -> m-2024-06-01\n0 only in A, 0 only in B\n"
+    );
+    let out = dir.run(&["diff", &store_a, &store_c, "--summary"]);
+    assert_eq!(
+        common::stdout(&out),
+        "1 changed: 1 text only\n1 only in A, 1 only in B\n",
+        "{}",
+        both(&out)
+    );
 }
 
 #[test]
