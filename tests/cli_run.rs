@@ -333,6 +333,135 @@ fn graders_score_several_grade_one_answer_and_canary_reads_the_kept_run() {
 }
 
 #[test]
+fn a_live_run_compares_live_answers_with_the_tapes_and_stores_nothing() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let suite = [
+        r#"{"id":"exact","prompt":"What is the capital of France?","params":{"model":"m"},"grader":"equals","expect":{"value":"The capital of France is Paris."}}"#,
+        r#"{"id":"loose","prompt":"Say hi","params":{"model":"m"},"grader":"contains","expect":{"needle":"hi"}}"#,
+        r#"{"id":"broken","prompt":"Say one","params":{"model":"m"},"grader":"contains","expect":{"needle":"indeed"}}"#,
+        r#"{"id":"new","prompt":"Say new","params":{"model":"m"},"grader":"contains","expect":{"needle":"new"}}"#,
+    ];
+    dir.write("recorded.jsonl", &suite[..3].join("\n"));
+    let recording = FakeLlm::start();
+    let out = dir.run(&[
+        "run",
+        "recorded.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        &store,
+        "--upstream",
+        &recording.url,
+    ]);
+    assert_eq!(code(&out), 1, "broken fails on tape: {}", both(&out));
+    recording.stop();
+    let stored = || {
+        json_lines(&dir.run(&["ls", "--json", "--store", &store]))
+            .iter()
+            .map(|r| r["key"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let before = stored();
+
+    // The model behind the alias moved and its answers drifted.
+    let live = FakeLlm::start_drifted(" Indeed.", "2024-11-20");
+    dir.write("suite.jsonl", &suite.join("\n"));
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--live",
+        "--store",
+        &store,
+        "--upstream",
+        &live.url,
+        "--mode",
+        "record", // ignored: a live run never stores
+    ]);
+    assert_eq!(code(&out), 1, "a regression exits 1: {}", both(&out));
+    assert_eq!(live.requests(), 4);
+    assert_eq!(stored(), before, "a live run stores nothing");
+    let lines = json_lines(&out);
+    assert_eq!(ids(&lines), ["exact", "loose", "broken", "new"]);
+    let (exact, loose, broken, new) = (&lines[0], &lines[1], &lines[2], &lines[3]);
+    assert_eq!(
+        (&exact["replayed"], &exact["live"], &exact["regression"]),
+        (&json!("pass"), &json!("fail"), &json!(true))
+    );
+    assert_eq!(exact["answer_changed"], true);
+    assert_eq!(
+        exact["model"],
+        json!({"replayed": "m-2024-01-01", "live": "m-2024-11-20"})
+    );
+    assert_eq!(
+        (&loose["replayed"], &loose["live"], &loose["regression"]),
+        (&json!("pass"), &json!("pass"), &json!(false))
+    );
+    assert_eq!(
+        (&broken["replayed"], &broken["live"]),
+        (&json!("fail"), &json!("pass"))
+    );
+    assert_eq!(
+        (&new["replayed"], &new["live"]),
+        (&json!("miss"), &json!("pass"))
+    );
+    assert!(new.get("answer_changed").is_none(), "{new}");
+    let err = common::stderr(&out);
+    for needle in [
+        "REGRESSION exact: passed on tape, fails live",
+        "4 cases: 3 pass live, 1 fail live; 1 regressions (exact), 1 fixed (broken), 3 answers changed (exact, loose, broken), 1 not recorded (new)",
+        "model changed: m-2024-01-01 -> m-2024-11-20 (3 cases)",
+    ] {
+        assert!(err.contains(needle), "{needle}\n{err}");
+    }
+    // The live verdicts are the last run.
+    let kept = std::fs::read_to_string(dir.join(".cassette/runs/last.jsonl")).unwrap();
+    assert!(kept.contains("Paris. Indeed."), "{kept}");
+
+    // A handful of cases: --only and --limit.
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--live",
+        "--store",
+        &store,
+        "--upstream",
+        &live.url,
+        "--only",
+        "loose,new",
+    ]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(ids(&json_lines(&out)), ["loose", "new"]);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--live",
+        "--store",
+        &store,
+        "--upstream",
+        &live.url,
+        "--limit",
+        "1",
+    ]);
+    assert_eq!(ids(&json_lines(&out)), ["exact"]);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--store",
+        &store,
+        "--only",
+        "loose,nope",
+    ]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("does not have: nope"),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(live.requests(), 4 + 2 + 1);
+}
+
+#[test]
 fn bad_suite_lines_are_reported_with_numbers_before_any_request() {
     let dir = Workdir::new();
     dir.write(

@@ -10,6 +10,7 @@ mod call;
 mod case;
 pub(crate) mod graders;
 pub(crate) mod junit;
+mod live;
 mod report;
 pub(crate) mod suite;
 
@@ -65,6 +66,20 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     fail_fast: bool,
 
+    /// Run only these cases (comma-separated ids; repeatable).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    only: Vec<String>,
+
+    /// Run at most the first N cases (after --only).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    limit: Option<u32>,
+
+    /// Drift check: run each case replayed from its cassette and live against the upstream
+    /// (mode off: nothing is stored), compare verdicts, answers and answering models, and exit 1
+    /// on a regression (passed on tape, fails live). Pick a handful with --limit or --only.
+    #[arg(long)]
+    live: bool,
+
     /// Also write a JUnit XML report to FILE.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
@@ -102,6 +117,17 @@ struct RunSettings {
     recorder: RecorderSettings,
     /// What is run and reported.
     suite: SuiteRun,
+    /// Replay alone, or replay against live.
+    against: Against,
+}
+
+/// What a run compares its answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Against {
+    /// Nothing: grade the answers of the configured mode.
+    Nothing,
+    /// `--live`: replay and live side by side.
+    Live,
 }
 
 /// A suite ready to run: its cases, the judge, and where the reports go.
@@ -127,7 +153,7 @@ struct SuiteRun {
 impl RunArgs {
     /// Loads the suite and validates every setting; no store is opened, no request sent.
     fn resolve(&self) -> anyhow::Result<RunSettings> {
-        let cases = suite::load(&self.suite)?;
+        let cases = self.pick(suite::load(&self.suite)?)?;
         let api = self.judge_api.unwrap_or(JudgeApi::Openai);
         let judge = JudgeConfig {
             model: self.judge_model.clone(),
@@ -149,6 +175,11 @@ impl RunArgs {
         let runs_dir = self.runs_dir.as_deref().unwrap_or(Path::new(RUNS_DIR));
         Ok(RunSettings {
             recorder,
+            against: if self.live {
+                Against::Live
+            } else {
+                Against::Nothing
+            },
             suite: SuiteRun {
                 path: self.suite.clone(),
                 cases,
@@ -166,6 +197,36 @@ impl RunArgs {
                     .map(|name| (name.clone(), run_file(runs_dir, name))),
                 last_run: run_file(runs_dir, LAST_RUN),
             },
+        })
+    }
+
+    /// The cases `--only` and `--limit` pick, in suite order; an id `--only` names that the
+    /// suite lacks is an error.
+    fn pick(&self, cases: Vec<Case>) -> anyhow::Result<Vec<Case>> {
+        let only: Vec<&str> = self
+            .only
+            .iter()
+            .map(|id| id.trim())
+            .filter(|id| !id.is_empty())
+            .collect();
+        let unknown: Vec<&str> = only
+            .iter()
+            .copied()
+            .filter(|id| !cases.iter().any(|c| c.id == *id))
+            .collect();
+        if !unknown.is_empty() {
+            bail!(
+                "--only names cases {} does not have: {}",
+                self.suite.display(),
+                unknown.join(", ")
+            );
+        }
+        let picked = cases
+            .into_iter()
+            .filter(|c| only.is_empty() || only.contains(&c.id.as_str()));
+        Ok(match self.limit {
+            Some(limit) => picked.take(limit as usize).collect(),
+            None => picked.collect(),
         })
     }
 
@@ -336,14 +397,26 @@ pub(crate) fn run_file(runs_dir: &Path, name: &str) -> PathBuf {
 /// Runs `cassette run`.
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Everything is validated before the store is opened or a request is sent.
-    let RunSettings { recorder, suite } = args.resolve()?;
-    let recorder = recorder.build()?;
+    let RunSettings {
+        recorder,
+        suite,
+        against,
+    } = args.resolve()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_suite(&suite, &recorder))
+    match against {
+        Against::Nothing => {
+            let recorder = recorder.build()?;
+            runtime.block_on(run_suite(&suite, &recorder))
+        }
+        Against::Live => {
+            let (replay, live) = live::recorders(&recorder)?;
+            runtime.block_on(live::run_live(&suite, &replay, &live))
+        }
+    }
 }
 
 /// Runs the cases, then writes the reports: the JUnit file, the saved run and the summary
