@@ -568,6 +568,113 @@ fn probe_asks_live_and_stores_nothing() {
     assert!(common::stdout(&out).contains("(4x)\nThe capital of France is Paris."));
     assert_eq!(fake.requests(), 8);
     assert!(json_lines(&dir.run(&["ls", "--json", "--store", &store])).is_empty());
+
+    // Suite cases: picked with --only, graded, as JSON, and held to --max-distinct.
+    dir.write(
+        "suite.jsonl",
+        &[
+            case("noisy", "Tell me something [noisy]", "number 10"),
+            case("stable", "What is the capital of France?", "paris"),
+        ]
+        .join("\n"),
+    );
+    let probe_suite = |extra: &[&str]| {
+        let mut args = vec![
+            "probe",
+            "suite.jsonl",
+            "--n",
+            "3",
+            "--json",
+            "--store",
+            &store,
+            "--upstream",
+            &fake.url,
+        ];
+        args.extend_from_slice(extra);
+        dir.run(&args)
+    };
+    let out = probe_suite(&["--only", "noisy,stable", "--max-distinct", "1"]);
+    assert_eq!(
+        code(&out),
+        1,
+        "noisy gives 3 distinct answers: {}",
+        both(&out)
+    );
+    let probed = json_lines(&out);
+    assert_eq!(probed.len(), 2, "{}", both(&out));
+    assert_eq!(
+        (&probed[0]["id"], &probed[0]["distinct"]),
+        (&"noisy".into(), &3.into())
+    );
+    let verdicts: Vec<&str> = probed[0]["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts.iter().filter(|v| **v == "pass").count(),
+        1,
+        "{verdicts:?}"
+    );
+    assert_eq!(probed[1]["answers"][0]["count"], 3);
+    assert_eq!(probed[1]["answers"][0]["verdict"], "pass");
+    assert_eq!(probed[1]["recorded"], false);
+    let out = probe_suite(&["--only", "stable", "--max-distinct", "1"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let out = probe_suite(&[]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("name the ones to probe with --only"),
+        "{}",
+        both(&out)
+    );
+    assert!(json_lines(&dir.run(&["ls", "--json", "--store", &store])).is_empty());
+
+    // One suite line on stdin, in record mode: the answers are stored.
+    let mut child = dir
+        .cassette()
+        .args([
+            "probe",
+            "-",
+            "--n",
+            "2",
+            "--mode",
+            "record",
+            "--store",
+            &store,
+            "--upstream",
+            &fake.url,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(case("stable", "What is the capital of France?", "paris").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        common::stdout(&out)
+            .starts_with("case stable: 2 requests, 1 distinct answers (recorded as "),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        common::stdout(&out).contains("(2x, pass)"),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        json_lines(&dir.run(&["ls", "--json", "--store", &store])).len(),
+        1
+    );
 }
 
 #[test]
