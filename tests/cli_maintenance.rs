@@ -259,6 +259,74 @@ fn verify_flags_hand_edits_old_versions_credentials_and_uncommitted_tapes() {
 }
 
 #[test]
+fn verify_fails_on_a_missing_or_empty_store_and_names_files_that_are_not_cassettes() {
+    let dir = Workdir::new();
+    let missing = dir.store("nowhere");
+    let out = dir.run(&["verify", "--store", &missing]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("does not exist"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        !dir.join("nowhere").exists(),
+        "verify must not create the store"
+    );
+    let out = dir.run(&[
+        "verify",
+        "--store",
+        &format!("jsonl://{}", dir.join("none.jsonl").display()),
+    ]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let out = dir.run(&["verify", "--store", "memory://"]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("holds no cassette"),
+        "{}",
+        both(&out)
+    );
+
+    // A folder of the seed harness's flat tapes: nothing cassette reads, and both ls and
+    // verify say so instead of passing over them.
+    dir.write(
+        "seed/0123456789abcdef.json",
+        r#"{"key":"0123456789abcdef","params":{"model":"m","prompt":"Hi"},"text":"Hello"}"#,
+    );
+    dir.write("seed/openai.yaml", "interactions: []\n");
+    let seed = dir.store("seed");
+    let out = dir.run(&["verify", "--store", &seed]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    assert!(
+        report.contains("0123456789abcdef.json: a tape of the seed harness (key, params, text), not read by cassette: convert it with `cassette import`"),
+        "{report}"
+    );
+    assert!(
+        report.contains("openai.yaml: a YAML file, perhaps a vcrpy cassette"),
+        "{report}"
+    );
+    assert!(
+        common::stderr(&out).contains("holds no cassette"),
+        "{}",
+        both(&out)
+    );
+    let out = dir.run(&["ls", "--json", "--store", &seed]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(common::stdout(&out).is_empty());
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("not listed: ")
+            && err.contains("0123456789abcdef.json: a tape of the seed harness"),
+        "{err}"
+    );
+    assert!(
+        err.contains("0 cassettes in") && err.contains("2 other files not listed"),
+        "{err}"
+    );
+}
+
+#[test]
 fn gc_copy_and_diff() {
     let dir = Workdir::new();
     let store_a = dir.store("a");

@@ -23,6 +23,9 @@ use std::time::{Duration, SystemTime};
 /// a write in progress in another process is never removed under it.
 pub const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
 
+/// Folders beside the shards that belong to the store itself (the nearest-recording index).
+pub const SIDE_FOLDERS: &[&str] = &["_index"];
+
 /// Distinguishes temp files of concurrent puts within one process (the PID covers processes).
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -69,6 +72,39 @@ impl FileStore {
             }
         }
         Ok(removed)
+    }
+
+    /// Files and folders in the store's folder that are not cassettes of this layout (a flat
+    /// `ROOT/<name>.json`, a `.yaml` tape of another tool, a misplaced key), sorted, so that a
+    /// listing can say what it skipped instead of ignoring it. Hidden names (a `.git` folder,
+    /// temp files of interrupted writes) and the [`SIDE_FOLDERS`] are not reported.
+    pub fn unrecognised(&self) -> Result<Vec<PathBuf>> {
+        let mut found = Vec::new();
+        for entry in read_dir(&self.root)? {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if name.starts_with('.') || (is_dir && SIDE_FOLDERS.contains(&name.as_ref())) {
+                continue;
+            }
+            if !(is_dir && is_shard_name(&name) && name.len() == 2) {
+                found.push(entry.path());
+                continue;
+            }
+            for inner in read_dir(&entry.path())? {
+                let file = inner.file_name();
+                let file = file.to_string_lossy();
+                let ours = file
+                    .strip_suffix(".json")
+                    .and_then(|n| stored_key(n, ""))
+                    .is_some_and(|key| shard(&key) == name);
+                if !ours && !file.starts_with('.') {
+                    found.push(inner.path());
+                }
+            }
+        }
+        found.sort();
+        Ok(found)
     }
 
     fn shard_dirs(&self, prefix: &str) -> Result<Vec<PathBuf>> {
