@@ -327,6 +327,137 @@ fn verify_fails_on_a_missing_or_empty_store_and_names_files_that_are_not_cassett
 }
 
 #[test]
+fn import_converts_seed_tapes_and_vcrpy_cassettes_into_replayable_cassettes() {
+    use base64::Engine;
+    use std::io::Write;
+    let dir = Workdir::new();
+    dir.write(
+        "old/0123456789abcdef.json",
+        r#"{"key":"0123456789abcdef","params":{"model":"m","system":"Be brief.","prompt":"Name a colour.","temperature":0},"text":"Blue."}"#,
+    );
+    let openai_answer = r#"{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"Paris."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(r#"{"object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Rome."},"finish_reason":"stop"}]}"#.as_bytes()).unwrap();
+    let gzipped = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
+    let stream = std::fs::read_to_string(
+        common::workspace_root().join("tests/fixtures/streams/anthropic_tool_use.sse"),
+    )
+    .unwrap();
+    let q = |s: &str| serde_json::to_string(s).unwrap();
+    let chat = |question: &str| {
+        q(&format!(
+            r#"{{"messages":[{{"role":"user","content":"{question}"}}],"model":"gpt-4o-mini","temperature":0}}"#
+        ))
+    };
+    let anthropic_request = r#"{"model":"claude-sonnet-4-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"What is the weather in Paris?"}]}"#;
+    let yaml = format!(
+        r#"interactions:
+- request:
+    body: {}
+    headers:
+      authorization: [Bearer sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD]
+      content-type: [application/json]
+    method: POST
+    uri: https://api.openai.com/v1/chat/completions
+  response:
+    body: {{string: {}}}
+    headers: {{Content-Type: [application/json]}}
+    status: {{code: 200, message: OK}}
+- request:
+    body: {}
+    headers: {{content-type: [application/json]}}
+    method: POST
+    uri: https://api.openai.com/v1/chat/completions
+  response:
+    body: {{string: !!binary "{gzipped}"}}
+    headers: {{Content-Type: [application/json], Content-Encoding: [gzip]}}
+    status: {{code: 200, message: OK}}
+- request:
+    body: {}
+    headers: {{x-api-key: [sk-ant-api03-secretsecretsecret], anthropic-version: ['2023-06-01']}}
+    method: POST
+    uri: https://api.anthropic.com/v1/messages
+  response:
+    body: {{string: {}}}
+    headers: {{content-type: [text/event-stream]}}
+    status: {{code: 200, message: OK}}
+version: 1
+"#,
+        chat("What is the capital of France?"),
+        q(openai_answer),
+        chat("What is the capital of Italy?"),
+        q(anthropic_request),
+        q(&stream),
+    );
+    dir.write("old/test_chat.yaml", &yaml);
+    dir.write("old/notes.txt", "not a tape");
+    let store = dir.store("cassettes");
+    let out = dir.run(&["import", "old", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(
+        common::stdout(&out).matches("imported ").count(),
+        4,
+        "{}",
+        both(&out)
+    );
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("skipped old/notes.txt") && err.contains("imported 4, kept 0"),
+        "{err}"
+    );
+    // Create-only: importing again changes nothing.
+    let out = dir.run(&["import", "old", "--store", &store]);
+    assert!(
+        common::stderr(&out).contains("imported 0, kept 4"),
+        "{}",
+        both(&out)
+    );
+    // No credential reached the store, and every imported cassette verifies.
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    for secret in ["sk-proj-abcdef", "sk-ant-api03"] {
+        let out = std::process::Command::new("grep")
+            .args(["-r", secret])
+            .arg(dir.join("cassettes"))
+            .output()
+            .unwrap();
+        assert!(out.stdout.is_empty(), "{secret} reached the store");
+    }
+
+    // The imported tapes answer the same requests in replay.
+    dir.write(
+        "suite.jsonl",
+        &[
+            r#"{"id":"seed","prompt":"Name a colour.","params":{"model":"m","system":"Be brief.","temperature":0},"grader":"equals","expect":{"value":"Blue."}}"#,
+            r#"{"id":"openai","prompt":"What is the capital of France?","params":{"model":"gpt-4o-mini","temperature":0},"grader":"equals","expect":{"value":"Paris."}}"#,
+            r#"{"id":"gzip","prompt":"What is the capital of Italy?","params":{"model":"gpt-4o-mini","temperature":0},"grader":"equals","expect":{"value":"Rome."}}"#,
+            r#"{"id":"stream","request":{"target":"anthropic","path":"/v1/messages","headers":{"anthropic-version":"2023-06-01"},"body":{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"What is the weather in Paris?"}]}},"grader":"tool_called","expect":{"name":"get_weather"}}"#,
+        ]
+        .join("\n"),
+    );
+    let out = dir.run(&["run", "suite.jsonl", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        json_lines(&out).iter().all(|l| l["hit"] == true),
+        "{}",
+        both(&out)
+    );
+
+    // A truncated gzip answer is an error naming the file and interaction; nothing is stored.
+    let truncated = yaml.replace(&gzipped, &gzipped[..gzipped.len() / 2]);
+    dir.write("bad/broken.yaml", &truncated);
+    let fresh = dir.store("fresh");
+    let out = dir.run(&["import", "bad", "--store", &fresh]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("bad/broken.yaml interaction 2")
+            || common::stderr(&out).contains("broken.yaml: interaction 2"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
 fn gc_copy_and_diff() {
     let dir = Workdir::new();
     let store_a = dir.store("a");

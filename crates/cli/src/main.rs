@@ -54,6 +54,8 @@ enum Command {
     Gc(maint::gc::GcArgs),
     /// Copy cassettes between stores (create-only and resumable by default).
     Copy(maint::copy::CopyArgs),
+    /// Convert tapes of other tools (seed-harness JSON, vcrpy YAML) into cassettes.
+    Import(maint::import::ImportArgs),
     /// Compare two stores: keys only in one, and changed answers.
     Diff(maint::diff::DiffArgs),
     /// Compare two saved runs: regressions, fixes, added and removed cases.
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => maint::verify::run(args),
         Command::Gc(args) => maint::gc::run(args),
         Command::Copy(args) => maint::copy::run(args),
+        Command::Import(args) => maint::import::run(args),
         Command::Diff(args) => maint::diff::run(args),
         Command::DiffRuns(args) => maint::diff_runs::run(args),
         Command::Probe(args) => maint::probe::run(args),

@@ -7,6 +7,7 @@ pub(crate) mod diff;
 pub(crate) mod diff_runs;
 pub(crate) mod explain;
 pub(crate) mod gc;
+pub(crate) mod import;
 pub(crate) mod ls;
 pub(crate) mod probe;
 pub(crate) mod show;

@@ -1,8 +1,11 @@
 //! The engine: answers a request from the store or the upstream, according to the mode
 //! (`recording` writes what the upstream answered, `replay` turns a cassette back into an answer).
 
+mod import;
 mod recording;
 mod replay;
+
+pub use import::{Exchange, ImportWrite};
 
 use crate::cassette::{Cassette, StoredBody};
 use crate::config::{ErrorRecording, RecorderConfig};
