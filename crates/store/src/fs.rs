@@ -8,7 +8,8 @@
 //! `get` and `list` ignore and `list` deletes once it is older than [`STALE_TEMP_AGE`].
 
 use crate::key::{is_shard_name, shard, stored_key, validate_prefix};
-use crate::{json, Created, Error, Key, Result, Store};
+use crate::segment::SEGMENT_FOLDER;
+use crate::{json, Created, Error, Key, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -23,8 +24,8 @@ use std::time::{Duration, SystemTime};
 /// a write in progress in another process is never removed under it.
 pub const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
 
-/// Folders beside the shards that belong to the store itself (the nearest-recording index).
-pub const SIDE_FOLDERS: &[&str] = &["_index"];
+/// Folders beside the shards that belong to the store itself (the index segments).
+pub const SIDE_FOLDERS: &[&str] = &[SEGMENT_FOLDER];
 
 /// Distinguishes temp files of concurrent puts within one process (the PID covers processes).
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -166,6 +167,11 @@ impl FileStore {
             reason,
         })?;
         Ok(Some(Bytes::from(bytes)))
+    }
+
+    /// The file a segment is stored in: `ROOT/_index/NAME`.
+    fn segment_path(&self, name: &SegmentName) -> PathBuf {
+        self.root.join(SEGMENT_FOLDER).join(name.as_str())
     }
 
     fn write_blocking(&self, path: &Path, document: &[u8], mode: Mode) -> Result<Created> {
@@ -328,5 +334,55 @@ impl Store for FileStore {
 
     fn location(&self) -> String {
         self.to_string()
+    }
+
+    fn keeps_segments(&self) -> bool {
+        true
+    }
+
+    /// Written like a create-only cassette (temp file, fsync, hard link), but kept as it is:
+    /// a segment is opaque bytes, not necessarily one JSON document.
+    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
+        let (this, path) = (self.clone(), self.segment_path(name));
+        blocking("file", self.location(), move || {
+            this.write_blocking(&path, &document, Mode::Create)
+        })
+        .await
+    }
+
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
+        let path = self.segment_path(name);
+        blocking("file", self.location(), move || match fs::read(&path) {
+            Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(io_error("reading", &path, source)),
+        })
+        .await
+    }
+
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        let dir = self.root.join(SEGMENT_FOLDER);
+        blocking("file", self.location(), move || {
+            let mut names: Vec<SegmentName> = read_dir(&dir)?
+                .iter()
+                .filter_map(|e| SegmentName::parse(&e.file_name().to_string_lossy()))
+                .collect();
+            names.sort();
+            Ok(names)
+        })
+        .await
+    }
+
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
+        let path = self.segment_path(name);
+        blocking("file", self.location(), move || {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    Err(io_error("deleting", &path, e))
+                }
+                _ => Ok(()),
+            }
+        })
+        .await
     }
 }
