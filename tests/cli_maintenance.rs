@@ -458,6 +458,71 @@ version: 1
 }
 
 #[test]
+fn recordings_index_themselves_and_index_compacts_the_segments() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let segments = |folder: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join(folder).join("_index"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    record(
+        &dir,
+        &fake,
+        &[case("a", "Repeat a", "said"), case("b", "Repeat b", "said")].join("\n"),
+        &store,
+    );
+    record(&dir, &fake, &case("c", "Repeat c", "said"), &store);
+    let written = segments("c");
+    assert_eq!(
+        written.len(),
+        2,
+        "one segment per recording run: {written:?}"
+    );
+    assert!(written.iter().all(|n| n.starts_with("w-")), "{written:?}");
+
+    let out = dir.run(&["index", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("indexed 3 cassettes"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        common::stderr(&out).contains("0 read, 2 segments folded in"),
+        "{}",
+        both(&out)
+    );
+    let compacted = segments("c");
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    assert!(compacted[0].starts_with("base-"), "{compacted:?}");
+    // The index folder is the store's own: verify and ls pass over it.
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+
+    // A copy indexes what it copied in its destination.
+    let out = dir.run(&["copy", &store, &dir.store("d")]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(segments("d").len(), 1);
+    // A store that keeps no segments says so.
+    let jsonl = format!("jsonl://{}", dir.join("e.jsonl").display());
+    let out = dir.run(&["index", "--store", &jsonl]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("keeps no index segments"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
 fn gc_copy_and_diff() {
     let dir = Workdir::new();
     let store_a = dir.store("a");

@@ -104,6 +104,7 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             advice: Some(crate::advice::for_recorder),
             ..ProxyConfig::ephemeral()
         };
+        let recording = recorder.clone();
         let proxy = spawn(recorder, &config)
             .await
             .context("cannot start the in-process proxy")?;
@@ -126,6 +127,7 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             .stop()
             .await
             .context("cannot stop the in-process proxy")?;
+        crate::flush_index(&recording).await;
         let mcp = mcp_report.read();
         let misses = stats.recorder.misses + mcp.misses.len() as u64;
         let hint = if misses > 0 {

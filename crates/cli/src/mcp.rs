@@ -104,6 +104,7 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             report = session => report?,
             _ = shutdown_signal() => bail!("stopped by a signal"),
         };
+        crate::flush_index(engine.recorder()).await;
         let stats = engine.recorder().stats();
         eprintln!(
             "cassette mcp ({mode}, server {name}, store {store}): {}",

@@ -107,6 +107,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    runtime.block_on(crate::flush_index(&recorder));
     eprintln!(
         "imported {imported}, kept {kept} already stored, failed {failed} ({}); the source files are left in place",
         recorder.store().location()

@@ -8,6 +8,7 @@ pub(crate) mod diff_runs;
 pub(crate) mod explain;
 pub(crate) mod gc;
 pub(crate) mod import;
+pub(crate) mod index;
 pub(crate) mod ls;
 pub(crate) mod probe;
 pub(crate) mod show;

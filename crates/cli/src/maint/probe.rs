@@ -110,6 +110,7 @@ pub(crate) fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             print_text(&probed);
         }
     }
+    runtime.block_on(crate::flush_index(&recorder));
     if too_many {
         eprintln!(
             "cassette probe: more than {} distinct answers",

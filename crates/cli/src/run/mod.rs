@@ -423,7 +423,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// (with every miss named).
 async fn run_suite(suite: &SuiteRun, recorder: &Recorder) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let ran = run_cases(suite, recorder).await?;
+    let ran = run_cases(suite, recorder).await;
+    crate::flush_index(recorder).await;
+    let ran = ran?;
     let seconds = started.elapsed().as_secs_f64();
     if let Some(path) = &suite.junit {
         report::write_junit(path, &suite.path, &ran.junit, seconds)?;

@@ -10,7 +10,7 @@ pub use import::{Exchange, ImportWrite};
 use crate::cassette::{Cassette, StoredBody};
 use crate::config::{ErrorRecording, RecorderConfig};
 use crate::error::{Error, Result};
-use crate::miss::{Miss, MissBook, MissLog, NearestIndex};
+use crate::miss::{write_segment, IndexRecord, Miss, MissBook, MissLog, NearestIndex, SegmentKind};
 use crate::mode::Mode;
 use crate::redact::Redactor;
 use crate::request::Request;
@@ -28,6 +28,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// How long recorded cassettes wait for more before their index records are written.
+const FLUSH_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Index records written at once when recordings come faster than [`FLUSH_DELAY`].
+const FLUSH_BATCH: usize = 256;
 
 /// Counters since the recorder was built.
 #[derive(Debug, Default)]
@@ -81,6 +87,10 @@ struct Inner {
     counters: Counters,
     index: tokio::sync::Mutex<NearestIndex>,
     misses: Mutex<MissBook>,
+    /// Index records of cassettes written and not yet in a segment.
+    pending: Mutex<Vec<IndexRecord>>,
+    /// One segment write at a time.
+    flushing: tokio::sync::Mutex<()>,
     usage_log: Option<Mutex<std::fs::File>>,
 }
 
@@ -158,6 +168,8 @@ impl Recorder {
                 counters: Counters::default(),
                 index: tokio::sync::Mutex::new(NearestIndex::default()),
                 misses: Mutex::new(MissBook::default()),
+                pending: Mutex::new(Vec::new()),
+                flushing: tokio::sync::Mutex::new(()),
                 usage_log,
             }),
         })
@@ -275,10 +287,16 @@ impl Recorder {
     async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
         let explanation = {
             let mut index = self.inner.index.lock().await;
+            let (store, config) = (&self.inner.store, &self.inner.config.key);
             index
-                .refresh(&self.inner.store, &self.inner.config.key)
-                .await;
-            index.explain(&request.target, &request.path, &keyed.material)
+                .explain(
+                    store,
+                    config,
+                    &request.target,
+                    &request.path,
+                    &keyed.material,
+                )
+                .await
         };
         Miss {
             key: keyed.key.clone(),
@@ -289,6 +307,63 @@ impl Recorder {
             model: request.model(),
             store: self.inner.store.location(),
             explanation,
+        }
+    }
+
+    /// Store requests the nearest-recording index has made so far (segment and key listings,
+    /// segment and cassette reads), for benchmarks and tests of its cost.
+    pub async fn index_requests(&self) -> u64 {
+        self.inner.index.lock().await.requests()
+    }
+
+    /// Writes the index records of the cassettes written so far into a segment of the store, so
+    /// a later miss finds them without reading every cassette. Happens on its own within a
+    /// second of a recording; call it before the process exits to write the last ones.
+    pub async fn flush_index(&self) -> Result<()> {
+        let _one_at_a_time = self.inner.flushing.lock().await;
+        let records = std::mem::take(&mut *self.pending());
+        if let Err(err) = write_segment(&self.inner.store, &records, SegmentKind::Writer).await {
+            // Put back, so a later flush tries again; the index is a hint, the cassettes are
+            // written already.
+            self.pending().extend(records);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<IndexRecord>> {
+        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes a cassette just written, for the next index segment.
+    pub(crate) fn note_recorded(&self, cassette: &crate::cassette::Cassette) {
+        if !self.inner.store.keeps_segments() {
+            return;
+        }
+        let record = IndexRecord::of(cassette, &self.inner.config.key);
+        let waiting = {
+            let mut pending = self.pending();
+            pending.push(record);
+            pending.len()
+        };
+        // The first pending record schedules a flush a moment later, batching a burst of
+        // recordings into one segment; a long burst is flushed as it goes.
+        let delay = match waiting {
+            1 => Some(FLUSH_DELAY),
+            n if n >= FLUSH_BATCH => Some(std::time::Duration::ZERO),
+            _ => None,
+        };
+        if let (Some(delay), Ok(runtime)) = (delay, tokio::runtime::Handle::try_current()) {
+            let recorder = self.clone();
+            runtime.spawn(async move {
+                tokio::time::sleep(delay).await;
+                if let Err(err) = recorder.flush_index().await {
+                    tracing::warn!(
+                        "cannot write an index segment: {}",
+                        crate::error::report(&err)
+                    );
+                }
+            });
         }
     }
 

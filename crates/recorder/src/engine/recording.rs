@@ -155,6 +155,7 @@ impl Draft {
             Persist::Nothing => return Ok(Created::AlreadyExists),
         }
         inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
+        self.recorder.note_recorded(&cassette);
         Ok(Created::Won)
     }
 

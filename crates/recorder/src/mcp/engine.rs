@@ -353,8 +353,16 @@ impl McpRecorder {
         let store = recorder.store();
         let mut explanation = {
             let mut index = self.inner.index.lock().await;
-            index.refresh(store, &recorder.config().key).await;
-            index.explain(&self.inner.server, &call.method, &keyed.material)
+            let config = &recorder.config().key;
+            index
+                .explain(
+                    store,
+                    config,
+                    &self.inner.server,
+                    &call.method,
+                    &keyed.material,
+                )
+                .await
         };
         if explanation.nearest.is_none() {
             explanation.summary =
@@ -401,9 +409,8 @@ impl McpRecorder {
         let recorder = &self.inner.recorder;
         let store = recorder.store();
         let key = &keyed.key;
-        let document = self
-            .cassette(call, keyed, recording, transcript)
-            .to_document();
+        let cassette = self.cassette(call, keyed, recording, transcript);
+        let document = cassette.to_document();
         match persistence {
             Persistence::Overwrite => store.put(key, document).await?,
             Persistence::CreateOnly => {
@@ -416,6 +423,7 @@ impl McpRecorder {
         }
         recorder.count_recorded();
         recorder.log_usage(&keyed.key);
+        recorder.note_recorded(&cassette);
         Ok(true)
     }
 

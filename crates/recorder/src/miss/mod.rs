@@ -1,29 +1,26 @@
 //! Replay misses: what was asked, and how it differs from the nearest recording.
 //!
-//! Finding the nearest recording costs a scan of the store, so it runs only on a miss and keeps
-//! an in-memory index between misses; a hit never pays for it.
+//! Finding the nearest recording runs only on a miss, through an index kept between misses
+//! (`index`: segments the store keeps, or a scan of the cassettes no segment covers); a hit
+//! never pays for it.
 
+mod index;
 mod log;
 mod render;
 
+pub(crate) use index::NearestIndex;
+pub use index::{compact, write_segment, Compacted, IndexRecord, SegmentKind};
 pub(crate) use log::MissBook;
 pub use log::{MissLog, MissNote};
 pub use render::{difference_line, word_diff};
 
-use crate::cassette::Cassette;
-use cassette_keying::{diff, normalize_path, Change, Difference, Key, KeyConfig};
-use cassette_store::DynStore;
-use futures::StreamExt;
+use cassette_keying::{Change, Difference, Key};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// How many differences a miss message lists before summarizing the rest.
 const SHOWN_DIFFERENCES: usize = 8;
-
-/// How many cassettes are read at once while indexing.
-const INDEX_CONCURRENCY: usize = 32;
 
 /// A request that replay could not answer.
 #[derive(Debug, Clone, Serialize)]
@@ -109,104 +106,6 @@ impl fmt::Display for Miss {
     }
 }
 
-#[derive(Debug, Clone)]
-struct IndexEntry {
-    key: Key,
-    target: String,
-    path: String,
-    recorded_at: String,
-    material: Value,
-}
-
-/// Materials of stored cassettes, loaded lazily and refreshed incrementally on each miss.
-#[derive(Debug, Default)]
-pub(crate) struct NearestIndex {
-    entries: HashMap<Key, IndexEntry>,
-    unreadable: HashSet<Key>,
-}
-
-impl NearestIndex {
-    /// Brings the index up to date with the store: reads cassettes it has not seen, forgets
-    /// deleted ones. Unreadable cassettes are skipped (a miss explanation is best effort; the
-    /// corrupt file is reported when it is actually asked for).
-    pub(crate) async fn refresh(&mut self, store: &DynStore, config: &KeyConfig) -> usize {
-        let Ok(keys) = store.list("").await else {
-            return self.entries.len();
-        };
-        let present: HashSet<&Key> = keys.iter().collect();
-        self.entries.retain(|k, _| present.contains(k));
-        let new_keys: Vec<Key> = keys
-            .iter()
-            .filter(|k| !self.entries.contains_key(*k) && !self.unreadable.contains(*k))
-            .cloned()
-            .collect();
-        let loaded: Vec<(Key, Option<IndexEntry>)> = futures::stream::iter(new_keys)
-            .map(|key| async move {
-                let entry = match store.get(&key).await {
-                    Ok(Some(bytes)) => Cassette::from_document(&bytes)
-                        .ok()
-                        .map(|c| index_entry(&c, config)),
-                    _ => None,
-                };
-                (key, entry)
-            })
-            .buffer_unordered(INDEX_CONCURRENCY)
-            .collect()
-            .await;
-        for (key, entry) in loaded {
-            match entry {
-                Some(entry) => {
-                    self.entries.insert(key, entry);
-                }
-                None => {
-                    self.unreadable.insert(key);
-                }
-            }
-        }
-        self.entries.len()
-    }
-
-    /// Explains a miss for a request with this target, path and material.
-    pub(crate) fn explain(&self, target: &str, path: &str, material: &Value) -> Explanation {
-        let path = normalize_path(path);
-        let nearest = self
-            .entries
-            .values()
-            .filter(|e| e.target == target && e.path == path)
-            .filter(|e| e.material.get("profile") == material.get("profile"))
-            .map(|e| (e, diff(&e.material, material)))
-            .min_by(|(a, da), (b, db)| {
-                distance(da)
-                    .total_cmp(&distance(db))
-                    .then_with(|| b.recorded_at.cmp(&a.recorded_at))
-            });
-        match nearest {
-            None => Explanation {
-                nearest: None,
-                summary: format!(
-                    "No recording exists at {path} for target {target} ({} cassettes stored).",
-                    self.entries.len()
-                ),
-            },
-            Some((entry, differences)) => {
-                let shown = render(&differences);
-                Explanation {
-                    summary: format!(
-                        "The nearest recording, {}, differs in: {}.",
-                        entry.key.short(),
-                        shown.join("; ")
-                    ),
-                    nearest: Some(Nearest {
-                        key: entry.key.clone(),
-                        recorded_at: entry.recorded_at.clone(),
-                        differences: shown,
-                    }),
-                }
-            }
-        }
-    }
-}
-
 /// How far apart two requests are: each difference counts 1, except that a changed string
 /// counts only the share of its characters that changed, so a reworded prompt is nearer than
 /// a different one.
@@ -257,19 +156,6 @@ fn render(differences: &[Difference]) -> Vec<String> {
         shown.push("nothing in the request; the tape was keyed under another key version".into());
     }
     shown
-}
-
-fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
-    // The stored request, redacted: it may key differently from the original where redaction
-    // removed something, which only makes such a tape look a little farther away.
-    let material = cassette.keyed_request(config).material;
-    IndexEntry {
-        key: cassette.key.clone(),
-        target: cassette.target.clone(),
-        path: normalize_path(&cassette.request.path),
-        recorded_at: cassette.recorded_at.clone(),
-        material,
-    }
 }
 
 #[cfg(test)]
