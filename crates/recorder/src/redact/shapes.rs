@@ -5,6 +5,7 @@ use super::{REDACTED, SECRET_GROUP};
 use regex::bytes::Regex as BytesRegex;
 use regex::{Captures, Regex, RegexSet};
 use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::LazyLock;
 
 /// One credential-shaped match found by [`find_credentials`].
@@ -218,6 +219,37 @@ pub(super) fn redact_shapes(text: &str) -> Cow<'_, str> {
         }
     }
     out
+}
+
+/// The byte ranges of every credential shape in `text` (the secret part of each match), in no
+/// particular order; they may overlap.
+pub(super) fn shape_ranges(text: &str) -> Vec<Range<usize>> {
+    let Some(shapes) = SHAPES_COMPILED.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for i in shapes.set.matches(text).iter() {
+        let (Some(def), Some(regex)) = (SHAPES.get(i), shapes.regexes.get(i)) else {
+            continue;
+        };
+        out.extend(match_ranges(regex, true, text, def.check));
+    }
+    out
+}
+
+/// The ranges of the non-empty matches (or their `redact` group) accepted by `check`.
+pub(super) fn match_ranges(
+    regex: &Regex,
+    grouped: bool,
+    text: &str,
+    check: impl Fn(&str) -> bool,
+) -> Vec<Range<usize>> {
+    regex
+        .captures_iter(text)
+        .filter_map(|caps| secret_range(&caps, grouped))
+        .filter(|&(start, end)| start < end && check(&text[start..end]))
+        .map(|(start, end)| start..end)
+        .collect()
 }
 
 /// Replaces each match (or its `redact` group) accepted by `check`; `Cow::Borrowed` when none
@@ -468,7 +500,11 @@ mod tests {
         secrets.push(("bearer_token", BEARER.to_owned()));
         for (name, secret) in secrets {
             let plain = BEARER.strip_prefix("Bearer ").unwrap_or_default();
-            let hidden = if name == "bearer_token" { plain } else { &secret };
+            let hidden = if name == "bearer_token" {
+                plain
+            } else {
+                &secret
+            };
             // Real characters that JSON escapes, as serde_json writes them.
             for before in ["\n", "\t", "\r", "\"", "\u{1b}", "\u{8}", "\u{c}"] {
                 let text = format!("line{before}{secret}");
@@ -487,7 +523,10 @@ mod tests {
                 let mut body = json!({"tool_calls": [{"function": {"arguments": arguments}}]});
                 red.json(&mut body);
                 let stored = body.to_string();
-                assert!(!stored.contains(hidden), "{name} after {before:?}: {stored}");
+                assert!(
+                    !stored.contains(hidden),
+                    "{name} after {before:?}: {stored}"
+                );
                 assert!(find_credentials(stored.as_bytes()).is_empty(), "{stored}");
                 let unredacted = json!({ "arguments": arguments }).to_string();
                 assert_eq!(
@@ -497,7 +536,9 @@ mod tests {
                 );
             }
             // Escapes as a model or a client writes them into JSON text, and URL encoding.
-            for raw in [r"\u0020", r"\u00e9", r"\n", r"\\n", r"\t", "%3D", "%20", "%0A"] {
+            for raw in [
+                r"\u0020", r"\u00e9", r"\n", r"\\n", r"\t", "%3D", "%20", "%0A",
+            ] {
                 let text = format!(r#"{{"note":"x{raw}{secret}"}}"#);
                 let redacted = red.text(&text);
                 assert!(!redacted.contains(hidden), "{name} after {raw}: {redacted}");
@@ -524,7 +565,11 @@ mod tests {
             );
             assert_eq!(find_credentials(text.as_bytes()).len(), 1, "{text}");
         }
-        for prose in ["Bearer+of+bad+news", r"Bearer\u0020of bad news", "bearer%20bonds"] {
+        for prose in [
+            "Bearer+of+bad+news",
+            r"Bearer\u0020of bad news",
+            "bearer%20bonds",
+        ] {
             assert_eq!(red.text(prose), prose);
         }
     }
