@@ -1,8 +1,8 @@
-//! How request bodies are keyed: `--volatile` and `--keep-volatile`, shared by every command
-//! that computes a key (the recorder commands, `cassette key` and `cassette verify`), so that
-//! all of them key a request alike when given the same flags.
+//! How request bodies are keyed: `--volatile`, `--keep-volatile` and `--ignore-path`, shared by
+//! every command that computes a key (the recorder commands, `cassette key` and
+//! `cassette verify`), so that all of them key a request alike when given the same flags.
 
-use cassette_keying::KeyConfig;
+use cassette_keying::{JsonPath, KeyConfig};
 
 /// The keying flags (raw); [`KeyingArgs::config`] is the keying crate's [`KeyConfig`].
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -15,6 +15,11 @@ pub(crate) struct KeyingArgs {
     /// Keep this member of the default volatile list in the key after all. Repeatable.
     #[arg(long = "keep-volatile", value_name = "NAME")]
     keep_volatile: Vec<String>,
+
+    /// Leave the values at this JSON path out of the key, wherever they are in the body
+    /// (client-generated ids: `$.contents[*].parts[*].functionCall.id`). Repeatable.
+    #[arg(long = "ignore-path", value_name = "JSONPATH", value_parser = parse_ignore_path)]
+    ignore: Vec<JsonPath>,
 }
 
 impl KeyingArgs {
@@ -23,6 +28,16 @@ impl KeyingArgs {
         KeyConfig {
             extra_volatile: self.volatile.clone(),
             keep_volatile: self.keep_volatile.clone(),
+            ignore: self.ignore.clone(),
         }
     }
+}
+
+/// Parses an `ignore` path: any JSON path but `$`, which would leave the whole body out.
+pub(crate) fn parse_ignore_path(text: &str) -> Result<JsonPath, String> {
+    let path = JsonPath::parse(text).map_err(|e| e.to_string())?;
+    if path.is_root() {
+        return Err("`$` would leave the whole body out of the key; name a member".to_owned());
+    }
+    Ok(path)
 }
