@@ -1,6 +1,8 @@
 //! The recorder: answers a request from the store or the upstream, according to the mode.
 
-use crate::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION};
+use crate::cassette::{
+    Cassette, KeySettings, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION,
+};
 use crate::config::{ErrorRecording, RecorderConfig};
 use crate::error::{Error, Result};
 use crate::miss::{Miss, NearestIndex};
@@ -646,6 +648,7 @@ impl Draft {
             format: FORMAT_VERSION,
             key: self.keyed_key.to_string(),
             key_version: cassette_keying::KEY_VERSION,
+            key_settings: Some(KeySettings::of(key_config)),
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: request.target.clone(),
