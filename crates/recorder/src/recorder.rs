@@ -255,7 +255,7 @@ impl Recorder {
         usage_log: Option<PathBuf>,
     ) -> Result<Recorder> {
         config.validate().map_err(Error::Config)?;
-        let redactor = Redactor::new(&config.redaction)?;
+        let redactor = redactor_with_keys(&config)?;
         let upstream = if config.mode.may_call_upstream() {
             Some(Upstream::new(config.upstream_timeout)?)
         } else {
@@ -446,13 +446,7 @@ impl Recorder {
             .fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let (endpoint, response) = upstream
-            .send(
-                &route.base_url,
-                keyed.profile,
-                &request,
-                inner.config.upstream_api_key.as_deref(),
-                &inner.redactor,
-            )
+            .send(&route, &request, &inner.redactor)
             .await
             .inspect_err(|_| {
                 inner
@@ -496,6 +490,7 @@ impl Recorder {
                         .counters
                         .upstream_errors
                         .fetch_add(1, Ordering::Relaxed);
+                    let e = e.without_url();
                     crate::error::upstream_error(&endpoint, &e, inner.config.upstream_timeout)
                 })?;
                 let stored = StoredBody::from_bytes(&bytes);
@@ -557,6 +552,8 @@ impl Draft {
                         }
                     }
                     Err(err) => {
+                        // The URL may hold a route's key (a `query:` auth style).
+                        let err = err.without_url();
                         let counters = &self.recorder.inner.counters;
                         counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
@@ -677,6 +674,34 @@ impl Draft {
             crate::miss::keyed_stored_request(&cassette, key_config).key != self.keyed_key;
         cassette
     }
+}
+
+/// Keys shorter than this are not added to the redaction rules: a short word ("local", "test")
+/// would mangle every stored answer that contains it, and is no secret anyway.
+const MIN_REDACTED_KEY: usize = 8;
+
+/// The configured redactor, also replacing every route key wherever it would be stored (an
+/// upstream that echoes the key in an error answer, say): keys never reach a cassette.
+fn redactor_with_keys(config: &RecorderConfig) -> Result<Redactor> {
+    let mut rules = config.redaction.clone();
+    let user_rules = rules.patterns.len();
+    rules.patterns.extend(
+        config
+            .routes
+            .iter()
+            .filter_map(|r| r.api_key.as_ref())
+            .filter(|k| k.expose().len() >= MIN_REDACTED_KEY)
+            .map(|k| regex::escape(k.expose())),
+    );
+    Redactor::new(&rules).or_else(|_| {
+        // The error would quote the pattern, which is a key: name the user's rule instead, or
+        // say what failed without the key.
+        rules.patterns.truncate(user_rules);
+        Redactor::new(&rules)?;
+        Err(Error::Config(
+            "a route key cannot be turned into a redaction rule (too long?)".to_owned(),
+        ))
+    })
 }
 
 fn redact_body(redactor: &Redactor, body: &mut StoredBody) {

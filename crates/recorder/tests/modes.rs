@@ -17,10 +17,7 @@ const CHAT: &str = "/v1/chat/completions";
 fn config(mode: Mode, upstream: &str) -> RecorderConfig {
     RecorderConfig {
         mode,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: format!("{upstream}/v1"),
-        }],
+        routes: vec![Route::new("default", format!("{upstream}/v1"))],
         ..RecorderConfig::default()
     }
 }

@@ -18,7 +18,7 @@ use super::keying::KeyingArgs;
 use super::store::{StoreArgs, StoreSpec};
 use super::values::{parse_base_url, parse_route, parse_size};
 use anyhow::{bail, Context};
-use cassette_recorder::config::{DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
+use cassette_recorder::config::{ApiKey, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
 use cassette_recorder::redact::RedactionRules;
 use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Route};
 use cassette_store::readonly::ReadOnlyStore;
@@ -39,6 +39,15 @@ pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
 
 /// Seconds an upstream may take to answer when `--upstream-timeout` is not given.
 const DEFAULT_UPSTREAM_TIMEOUT_SECS: u64 = 600;
+
+/// The environment variables a built-in route takes its key from, first set wins.
+pub(crate) fn built_in_key_sources(route: &str) -> &'static [&'static str] {
+    match route {
+        DEFAULT_TARGET => &["UPSTREAM_API_KEY", "OPENAI_API_KEY"],
+        "anthropic" => &["ANTHROPIC_API_KEY"],
+        _ => &[],
+    }
+}
 
 /// Where the recorder reads and writes, and what it calls (raw flags; see
 /// [`RecorderArgs::resolve`]).
@@ -127,14 +136,9 @@ impl RecorderArgs {
                 );
             }
         }
-        let upstream_api_key = std::env::var("UPSTREAM_API_KEY")
-            .ok()
-            .map(|k| k.trim().to_owned())
-            .filter(|k| !k.is_empty());
         let config = RecorderConfig {
             mode: self.mode.unwrap_or_default(),
             routes: self.routes()?,
-            upstream_api_key,
             errors: if self.record_errors {
                 ErrorRecording::Record
             } else {
@@ -169,10 +173,7 @@ impl RecorderArgs {
         let default_upstream = self.upstream.as_deref().unwrap_or(DEFAULT_UPSTREAM);
         let mut routes: Vec<Route> = std::iter::once((DEFAULT_TARGET, default_upstream))
             .chain(BUILT_IN_ROUTES.iter().copied())
-            .map(|(name, base_url)| Route {
-                name: name.to_owned(),
-                base_url: base_url.to_owned(),
-            })
+            .map(|(name, base_url)| Route::new(name, base_url))
             .collect();
         for (i, given) in self.routes.iter().enumerate() {
             if self.routes[..i].iter().any(|r| r.name == given.name) {
@@ -185,6 +186,11 @@ impl RecorderArgs {
                 Some(route) => route.base_url.clone_from(&given.base_url),
                 None => routes.push(given.clone()),
             }
+        }
+        for route in &mut routes {
+            route.api_key = built_in_key_sources(&route.name)
+                .iter()
+                .find_map(|name| std::env::var(name).ok().and_then(|k| ApiKey::new(&k)));
         }
         Ok(routes)
     }
