@@ -4,7 +4,7 @@
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
 use super::{load_all, runtime, StoreArgs};
-use crate::settings::{KeyingArgs, StoreSpec};
+use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
@@ -39,13 +39,13 @@ enum GitCheck {
 }
 
 /// Runs `cassette verify`.
-pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let git = if args.strict {
         GitCheck::RequireClean
     } else {
         GitCheck::Skip
     };
-    let spec = args.store.resolve();
+    let spec = args.store.resolve(file);
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
         GitCheck::RequireClean => Some(local_folder(&spec)?),
@@ -53,7 +53,7 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     };
     let store = spec.open()?;
     let loaded = runtime()?.block_on(load_all(&store))?;
-    let config = args.keying.config();
+    let config = args.keying.config(file);
     let mut problems = 0usize;
     let mut unverifiable = 0usize;
     for (key, bytes, parsed) in &loaded {

@@ -2,6 +2,7 @@
 //! every command that computes a key (the recorder commands, `cassette key` and
 //! `cassette verify`), so that all of them key a request alike when given the same flags.
 
+use super::file::SettingsFile;
 use cassette_keying::{JsonPath, KeyConfig};
 
 /// The keying flags (raw); [`KeyingArgs::config`] is the keying crate's [`KeyConfig`].
@@ -23,12 +24,13 @@ pub(crate) struct KeyingArgs {
 }
 
 impl KeyingArgs {
-    /// The canonicalization options these flags ask for.
-    pub(crate) fn config(&self) -> KeyConfig {
+    /// The canonicalization options: the file's `[keying]` lists, then these flags' (flags add
+    /// to the file, never replace it).
+    pub(crate) fn config(&self, file: &SettingsFile) -> KeyConfig {
         KeyConfig {
-            extra_volatile: self.volatile.clone(),
-            keep_volatile: self.keep_volatile.clone(),
-            ignore: self.ignore.clone(),
+            extra_volatile: [&file.volatile[..], &self.volatile[..]].concat(),
+            keep_volatile: [&file.keep_volatile[..], &self.keep_volatile[..]].concat(),
+            ignore: [&file.ignore[..], &self.ignore[..]].concat(),
         }
     }
 }
