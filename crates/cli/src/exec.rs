@@ -6,7 +6,7 @@
 //! status (128+N when a signal N ended it).
 
 use crate::proxy::{init_logging, summary};
-use crate::settings::{RecorderArgs, RouteKey, SettingsFile};
+use crate::settings::{RecorderArgs, RecorderSettings, RouteKey, SettingsFile};
 use crate::EXIT_ERROR;
 use anyhow::Context;
 use cassette_recorder::proxy::{spawn, ProxyConfig};
@@ -34,7 +34,9 @@ const CASSETTE_KEY_VARIABLE: &str = "UPSTREAM_API_KEY";
     OPENAI_BASE_URL=<proxy>/v1\n  \
     ANTHROPIC_BASE_URL=<proxy>/anthropic\n  \
     OLLAMA_HOST=<proxy>/ollama\n  \
-    CASSETTE_PROXY_URL=<proxy>\n\
+    CASSETTE_PROXY_URL=<proxy>\n  \
+    CASSETTE_MODE, CASSETTE_STORE (and CASSETTE_CACHE) of this exec\n  \
+    CASSETTE_EXEC_REPORT=<file where cassette mcp reports misses>\n\
     and OPENAI_API_KEY=cassette (ANTHROPIC_API_KEY, GEMINI_API_KEY, GOOGLE_API_KEY and every\n\
     route's key variable alike): the real keys stay with the proxy, which sends each route's\n\
     own key upstream. A client key variable no route reads is passed on as set.\n\
@@ -129,6 +131,26 @@ pub(crate) fn keys_summary(keys: &[RouteKey]) -> String {
     out
 }
 
+/// The settings a `cassette` command run by the command inherits (a `cassette mcp` that an
+/// MCP client starts): the same mode, store and cache as this exec.
+fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "CASSETTE_MODE".to_owned(),
+            settings.config.mode.as_str().to_owned(),
+        ),
+        ("CASSETTE_STORE".to_owned(), settings.store.to_string()),
+    ];
+    if let Some(cache) = &settings.cache {
+        env.push(("CASSETTE_CACHE".to_owned(), cache.to_string()));
+    }
+    // The same settings file, wherever the nested command runs.
+    if let Some(path) = &settings.file {
+        env.push(("CASSETTE_CONFIG".to_owned(), path.display().to_string()));
+    }
+    env
+}
+
 /// Runs the command behind the proxy.
 pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     init_logging();
@@ -137,13 +159,12 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         .split_first()
         .context("no command given: cassette exec -- COMMAND [ARGS...]")?;
     let settings = args.recorder.resolve(file)?;
-    let keys = settings.keys.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let recorder = settings.build()?;
+        let recorder = settings.clone().build()?;
         let mode = recorder.mode();
         let store = recorder.store().location();
         let proxy = spawn(recorder, &ProxyConfig::ephemeral())
@@ -151,9 +172,13 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .context("cannot start the in-process proxy")?;
         let url = proxy.url();
 
+        let mcp_report = crate::mcp::ExecReportFile::create()?;
         let mut command = tokio::process::Command::new(program);
-        command.args(rest);
-        for change in child_env(&url, &keys, |name| std::env::var(name).ok()) {
+        command
+            .args(rest)
+            .envs(nested_env(&settings))
+            .env(crate::mcp::REPORT_ENV, mcp_report.path());
+        for change in child_env(&url, &settings.keys, |name| std::env::var(name).ok()) {
             match change {
                 EnvChange::Set(name, value) => command.env(name, value),
                 EnvChange::Remove(name) => command.env_remove(name),
@@ -168,21 +193,26 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .stop()
             .await
             .context("cannot stop the in-process proxy")?;
-        let misses = stats.recorder.misses;
+        let mcp = mcp_report.read();
+        let misses = stats.recorder.misses + mcp.misses.len() as u64;
         let hint = if misses > 0 {
             " (replay misses: exit 2; record them with CASSETTE_MODE=record or auto)"
         } else {
             ""
         };
         let keys = if mode.may_call_upstream() {
-            format!("; {}", keys_summary(&keys))
+            format!("; {}", keys_summary(&settings.keys))
         } else {
             String::new()
         };
+        let mcp_summary = mcp.summary().map(|s| format!("; {s}")).unwrap_or_default();
         eprintln!(
-            "cassette exec ({mode}, store {store}): {}{keys}{hint}",
+            "cassette exec ({mode}, store {store}): {}{mcp_summary}{keys}{hint}",
             summary(&stats)
         );
+        for miss in &mcp.misses {
+            eprintln!("cassette exec: MCP miss: {miss}");
+        }
         Ok(if misses > 0 {
             ExitCode::from(EXIT_ERROR)
         } else {

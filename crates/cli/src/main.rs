@@ -7,6 +7,7 @@ mod exec;
 mod init;
 mod key;
 mod maint;
+mod mcp;
 mod proxy;
 mod request_file;
 mod run;
@@ -48,6 +49,8 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Run a JSONL prompt suite through the recorder and grade each answer.
     Run(run::RunArgs),
+    /// Record or replay a stdio MCP tool server: `cassette mcp -- COMMAND [ARGS...]`.
+    Mcp(mcp::McpArgs),
     /// Is a request recorded? If not, the nearest recording and what differs.
     Explain(maint::explain::ExplainArgs),
     /// List the recorded cassettes.
@@ -71,6 +74,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
+        mcp::inherit_exec_env();
+    }
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
@@ -110,6 +116,7 @@ fn run_command(
         Command::Proxy(args) => proxy::run(args, file),
         Command::Exec(args) => exec::run(args, file),
         Command::Run(args) => run::run(args, file),
+        Command::Mcp(args) => mcp::run(args, file),
         Command::Explain(args) => maint::explain::run(args, file),
         Command::Ls(args) => maint::ls::run(args, file),
         Command::Show(args) => maint::show::run(args, file),

@@ -4,7 +4,8 @@
 //! request (target, method, path, query, headers, body) into canonical *material*, serializes
 //! that material with RFC 8785 (JSON Canonicalization Scheme) and hashes it with SHA-256.
 //! The contract is written down in `docs/keying.md`; the code follows it to the byte and the
-//! golden tests in `tests/golden.rs` pin it.
+//! golden tests in `tests/golden.rs` pin it. Requests to MCP tool servers have a profile of
+//! their own, [`mcp`], keyed with [`McpRequest`] and pinned by `tests/mcp_golden.rs`.
 //!
 //! # Architecture invariant
 //!
@@ -31,12 +32,14 @@ mod canonical;
 mod diff;
 mod jcs;
 mod json_path;
+pub mod mcp;
 mod profile;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
 pub use diff::{diff, Change, Difference};
 pub use jcs::to_canonical_string;
 pub use json_path::{JsonPath, JsonPathError};
+pub use mcp::McpRequest;
 pub use profile::{normalize_path, Profile};
 
 use serde_json::{Map, Value};

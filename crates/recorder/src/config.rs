@@ -162,6 +162,9 @@ pub struct RecorderConfig {
     pub max_body: usize,
     /// How long an upstream may take to answer (headers) before the request fails.
     pub upstream_timeout: Duration,
+    /// Routes (by name, each also in `routes`) whose upstream is a Streamable HTTP MCP server:
+    /// their requests are keyed and stored as MCP JSON-RPC messages (see `docs/mcp.md`).
+    pub mcp_routes: Vec<String>,
 }
 
 impl Default for RecorderConfig {
@@ -175,6 +178,7 @@ impl Default for RecorderConfig {
             stream_chunk_size: DEFAULT_STREAM_CHUNK,
             max_body: DEFAULT_MAX_BODY,
             upstream_timeout: Duration::from_secs(600),
+            mcp_routes: Vec::new(),
         }
     }
 }
@@ -212,6 +216,13 @@ impl RecorderConfig {
                 ));
             }
         }
+        for name in &self.mcp_routes {
+            if self.route(name).is_none() || name == DEFAULT_TARGET {
+                return Err(format!(
+                    "MCP route `{name}` must be a named route with an upstream URL"
+                ));
+            }
+        }
         crate::redact::Redactor::new(&self.redaction).map_err(|e| e.to_string())?;
         if self.stream_chunk_size == 0 {
             return Err("stream chunk size must be at least 1 byte".to_owned());
@@ -220,6 +231,11 @@ impl RecorderConfig {
             return Err("the body limit must be at least 1 byte".to_owned());
         }
         Ok(())
+    }
+
+    /// Whether requests to `target` go to a Streamable HTTP MCP server.
+    pub fn is_mcp_route(&self, target: &str) -> bool {
+        self.mcp_routes.iter().any(|name| name == target)
     }
 
     /// The route for a target.

@@ -46,6 +46,14 @@ pub enum Error {
         /// Whether it was a timeout (gateway timeout) rather than a connection failure.
         timed_out: bool,
     },
+    /// An MCP server's command could not be started.
+    #[error("cannot start the MCP server `{command}`: {reason}")]
+    McpServerStart {
+        /// The command line.
+        command: String,
+        /// Why it did not start.
+        reason: String,
+    },
     /// A stored cassette cannot be read as a cassette document.
     #[error("corrupt cassette {key} in {location}: {reason}; re-record it (CASSETTE_MODE=record) or delete it")]
     Corrupt {
@@ -77,7 +85,7 @@ impl Error {
             Error::Upstream {
                 timed_out: true, ..
             } => 504,
-            Error::Upstream { .. } | Error::NoUpstream { .. } => 502,
+            Error::Upstream { .. } | Error::NoUpstream { .. } | Error::McpServerStart { .. } => 502,
             _ => 500,
         }
     }
@@ -91,6 +99,7 @@ impl Error {
             Error::BodyTooLarge { .. } => "request_too_large",
             Error::NoUpstream { .. } => "cassette_no_upstream",
             Error::Upstream { .. } => "cassette_upstream_error",
+            Error::McpServerStart { .. } => "cassette_mcp_server_error",
             Error::Corrupt { .. } => "cassette_corrupt",
             Error::Store(_) => "cassette_store_error",
             Error::Redact(_) => "cassette_config_error",

@@ -22,6 +22,7 @@
 pub mod cassette;
 pub mod config;
 mod error;
+pub mod mcp;
 pub mod miss;
 pub mod mode;
 pub mod proxy;

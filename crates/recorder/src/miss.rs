@@ -162,6 +162,7 @@ impl NearestIndex {
             .entries
             .values()
             .filter(|e| e.target == target && e.path == path)
+            .filter(|e| e.material.get("profile") == material.get("profile"))
             .map(|e| (e, diff(&e.material, material)))
             .min_by(|(a, da), (b, db)| {
                 distance(da)
@@ -315,6 +316,9 @@ pub fn stored_request_material(cassette: &Cassette, config: &KeyConfig) -> Value
 
 /// Keys a cassette's stored request under the current contract.
 pub fn keyed_stored_request(cassette: &Cassette, config: &KeyConfig) -> cassette_keying::Keyed {
+    if crate::mcp::is_mcp_cassette(cassette) {
+        return crate::mcp::keyed_stored_request(cassette);
+    }
     let body = cassette.request.body.to_bytes().unwrap_or_default();
     let request = &cassette.request;
     let mut keyed = Request::new(&request.method, &request.path)

@@ -503,6 +503,7 @@ fn outcome_response(outcome: Outcome) -> Response {
         Source::Replayed => "replayed",
         Source::Recorded => "recorded",
         Source::PassedThrough => "passed-through",
+        Source::Missed => "missed",
     };
     headers.insert("x-cassette", HeaderValue::from_static(source));
     if let Ok(value) = HeaderValue::from_str(key.as_str()) {

@@ -138,6 +138,9 @@ pub enum Source {
     /// Fetched from the upstream and not stored (mode `off`, an error answer, or a create-only
     /// write that another recorder won).
     PassedThrough,
+    /// Not recorded, answered with an error in the protocol's own form (an MCP route answers a
+    /// replay miss with a JSON-RPC error, which MCP clients show as it is).
+    Missed,
 }
 
 /// The answer to a request.
@@ -322,6 +325,9 @@ impl Recorder {
                 limit,
             });
         }
+        if self.inner.config.is_mcp_route(&request.target) {
+            return crate::mcp::http::handle(self, request).await;
+        }
         let keyed = request.key(&self.inner.config.key);
         match self.inner.config.mode {
             Mode::Replay => match self.lookup(&keyed).await? {
@@ -386,7 +392,7 @@ impl Recorder {
         }
     }
 
-    fn log_usage(&self, key: &Key) {
+    pub(crate) fn log_usage(&self, key: &Key) {
         if let Some(log) = &self.inner.usage_log {
             let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
             // One write per line on an O_APPEND file keeps concurrent writers' lines whole.
@@ -778,7 +784,7 @@ fn header_value(headers: &[(String, String)], name: &str) -> Option<String> {
 }
 
 /// Upstream headers fit to pass on: the server frames the body itself.
-fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
+pub(crate) fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
     headers
         .iter()
         .filter(|(n, _)| !HOP_BY_HOP.contains(&n.to_ascii_lowercase().as_str()))
@@ -789,4 +795,39 @@ fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
 fn request_model(body: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(body).ok()?;
     value.get("model")?.as_str().map(str::to_owned)
+}
+
+// For the MCP engine (`crate::mcp`), which answers through the same store, counters, usage log
+// and upstream client as HTTP requests, so `cassette exec` and the proxy's stats see its hits
+// and misses.
+impl Recorder {
+    pub(crate) fn count_hit(&self) {
+        self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_miss(&self) {
+        self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_recorded(&self) {
+        self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upstream_request(&self) {
+        let counters = &self.inner.counters;
+        counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upstream_error(&self) {
+        let counters = &self.inner.counters;
+        counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn upstream_client(&self) -> Option<&Upstream> {
+        self.inner.upstream.as_ref()
+    }
+
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.inner.redactor
+    }
 }

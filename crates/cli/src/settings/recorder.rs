@@ -85,6 +85,11 @@ pub(crate) struct RecorderArgs {
     #[arg(long = "route", value_name = "NAME=URL", value_parser = parse_route)]
     routes: Vec<Route>,
 
+    /// Mount a Streamable HTTP MCP server: requests to /NAME/... go to URL and are recorded and
+    /// replayed as MCP JSON-RPC messages, NAME being the server's identity in keys. Repeatable.
+    #[arg(long = "mcp-route", value_name = "NAME=URL", value_parser = parse_route)]
+    mcp_routes: Vec<Route>,
+
     /// Append the key of every cassette served or recorded to FILE (for `cassette gc --unused`).
     #[arg(long, env = "CASSETTE_USAGE_LOG", value_name = "FILE")]
     usage_log: Option<PathBuf>,
@@ -138,6 +143,8 @@ pub(crate) struct RecorderSettings {
     pub(crate) usage_log: Option<PathBuf>,
     /// Where each route's key comes from (the keys themselves are in `config.routes`).
     pub(crate) keys: Vec<RouteKey>,
+    /// The settings file these came from, if any.
+    pub(crate) file: Option<PathBuf>,
 }
 
 /// Where a route's key comes from: the environment variables it is read from, first set wins,
@@ -195,6 +202,7 @@ impl RecorderArgs {
                     .unwrap_or(DEFAULT_UPSTREAM_TIMEOUT_SECS)
                     .max(1),
             ),
+            mcp_routes: self.mcp_routes.iter().map(|r| r.name.clone()).collect(),
             ..RecorderConfig::default()
         };
         // The recorder reports its own findings as text (a bad redaction rule, say); they name
@@ -206,6 +214,7 @@ impl RecorderArgs {
             cache,
             usage_log: self.usage_log.clone().or_else(|| file.usage_log.clone()),
             keys,
+            file: file.path.clone(),
         })
     }
 
@@ -237,8 +246,9 @@ impl RecorderArgs {
         if let Some(upstream) = &self.upstream {
             routes[0].base_url.clone_from(upstream);
         }
-        for (i, given) in self.routes.iter().enumerate() {
-            if self.routes[..i].iter().any(|r| r.name == given.name) {
+        let given_routes: Vec<&Route> = self.routes.iter().chain(&self.mcp_routes).collect();
+        for (i, given) in given_routes.iter().enumerate() {
+            if given_routes[..i].iter().any(|r| r.name == given.name) {
                 bail!("--route `{}` is given twice", given.name);
             }
             if given.name == DEFAULT_TARGET && self.upstream.is_some() {
@@ -246,7 +256,7 @@ impl RecorderArgs {
             }
             match routes.iter_mut().find(|r| r.name == given.name) {
                 Some(route) => route.base_url.clone_from(&given.base_url),
-                None => routes.push(given.clone()),
+                None => routes.push((*given).clone()),
             }
         }
         let keys = routes
