@@ -5,8 +5,8 @@
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
-use cassette_recorder::proxy::{spawn, ProxyConfig, RunningProxy};
 use cassette_recorder::config::ApiKey;
+use cassette_recorder::proxy::{spawn, ProxyConfig, RunningProxy};
 use cassette_recorder::{Mode, Recorder, RecorderConfig, Route};
 use cassette_store::DynStore;
 use http_body_util::BodyExt;
