@@ -5,7 +5,7 @@
 //! Run with `cargo run --example rust_api`.
 
 use cassette_recorder::proxy::{self, ProxyConfig};
-use cassette_recorder::{IncomingRequest, Mode, Recorder, RecorderConfig, Route};
+use cassette_recorder::{Mode, Recorder, RecorderConfig, Request, Route};
 use serde_json::{json, Value};
 
 #[tokio::main]
@@ -42,10 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let recorder = Recorder::open(recording, &store_url, None)?;
     let outcome = recorder
-        .handle(IncomingRequest::post_json(
-            "/v1/chat/completions",
-            &question,
-        ))
+        .handle(Request::post_json("/v1/chat/completions", &question))
         .await?;
     println!(
         "recorded cassette {} ({:?})",

@@ -167,7 +167,11 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         let recorder = settings.clone().build()?;
         let mode = recorder.mode();
         let store = recorder.store().location();
-        let proxy = spawn(recorder, &ProxyConfig::ephemeral())
+        let config = ProxyConfig {
+            advice: Some(crate::advice::for_recorder),
+            ..ProxyConfig::ephemeral()
+        };
+        let proxy = spawn(recorder, &config)
             .await
             .context("cannot start the in-process proxy")?;
         let url = proxy.url();

@@ -4,10 +4,11 @@
 //! (`--request`, see [`crate::request_file`]). A body that is not UTF-8 or not JSON is keyed
 //! raw, exactly as the proxy would key it; only a file that cannot be read is an error.
 
-use crate::request_file::{self, OwnedRequest};
+use crate::request_file;
 use crate::settings::{KeyingArgs, SettingsFile};
 use anyhow::{anyhow, Context};
 use cassette_keying::KEY_VERSION;
+use cassette_recorder::Request;
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -68,7 +69,7 @@ pub(crate) fn run(args: KeyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode
         None => from_flags(&args)?,
     };
     let config = args.keying.config(file);
-    let keyed = request.as_request().key(&config);
+    let keyed = request.key(&config);
     if args.json {
         let out = json!({
             "key": keyed.key.as_str(),
@@ -83,7 +84,7 @@ pub(crate) fn run(args: KeyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
+fn from_flags(args: &KeyArgs) -> anyhow::Result<Request> {
     let path = args
         .path
         .clone()
@@ -93,7 +94,7 @@ fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
         .iter()
         .map(|h| parse_header(h))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(OwnedRequest {
+    Ok(Request {
         target: args.target.clone().unwrap_or_else(|| "default".into()),
         method: args.method.clone().unwrap_or_else(|| "POST".into()),
         path,
@@ -105,8 +106,8 @@ fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
             .to_owned(),
         headers,
         body: match &args.body {
-            Some(file) => read_body(file)?,
-            None => Vec::new(),
+            Some(file) => read_body(file)?.into(),
+            None => Default::default(),
         },
     })
 }

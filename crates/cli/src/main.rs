@@ -1,6 +1,7 @@
 //! The `cassette` command line: parses arguments into typed commands and maps results to exit
 //! codes.
 
+mod advice;
 mod answer;
 mod config;
 mod exec;
@@ -94,7 +95,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("cassette: {err:#}");
+            match advice::for_chain(&err) {
+                Some(advice) => eprintln!("cassette: {err:#} ({advice})"),
+                None => eprintln!("cassette: {err:#}"),
+            }
             ExitCode::from(EXIT_ERROR)
         }
     }

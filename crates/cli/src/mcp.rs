@@ -101,7 +101,7 @@ pub(crate) fn run(args: McpArgs, file: &SettingsFile) -> anyhow::Result<ExitCode
         );
         // On SIGINT or SIGTERM the session is dropped, which kills the server's process group.
         let report_of_session = tokio::select! {
-            report = session => report.map_err(|e| anyhow!("{e}"))?,
+            report = session => report?,
             _ = shutdown_signal() => bail!("stopped by a signal"),
         };
         let stats = engine.recorder().stats();

@@ -260,6 +260,49 @@ impl fmt::Display for Key {
     }
 }
 
+impl AsRef<str> for Key {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+// Sound because `Eq`, `Ord` and `Hash` of a key are those of its string: a `BTreeMap<Key, _>`
+// can be searched by `&str` prefix and a `HashSet<Key>` asked about a `&str`.
+impl std::borrow::Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A key is written as its 64-character hex string.
+impl serde::Serialize for Key {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// A key is read from its hex string and validated like [`Key::parse`]: anything else (a
+/// hand-edited or truncated key) is a deserialization error, never a key that could panic later.
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
+        struct KeyVisitor;
+
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key: 64 lowercase hex characters")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Key, E> {
+                Key::parse(s).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(s), &self))
+            }
+        }
+
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
 /// The result of keying a request: the key and everything needed to explain it.
 #[derive(Debug, Clone)]
 pub struct Keyed {
@@ -338,4 +381,51 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         out.push(char::from_digit((b & 0xf) as u32, 16).unwrap_or('0'));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_exactly_64_lowercase_hex_characters() {
+        let good = "0123456789abcdef".repeat(4);
+        let key = Key::parse(&good).map(|k| k.as_str().to_owned());
+        assert_eq!(key.as_deref(), Some(good.as_str()));
+        for bad in [
+            String::new(),
+            good[..63].to_owned(),
+            format!("{good}0"),
+            good.to_ascii_uppercase(),
+            format!("../{}", &good[3..]),
+            // 64 bytes, but not 64 hex characters: slicing such a string could panic.
+            "é".repeat(32),
+        ] {
+            assert!(Key::parse(&bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn keys_serialize_as_their_hex_string_and_are_validated_when_read() {
+        let key = Request::new("POST", "/v1/chat/completions")
+            .key(&KeyConfig::default())
+            .key;
+        let json = serde_json::to_string(&key).unwrap_or_default();
+        assert_eq!(json, format!("\"{key}\""));
+        let back: Result<Key, _> = serde_json::from_str(&json);
+        assert_eq!(back.ok(), Some(key.clone()));
+        for bad in [
+            "\"abc\"",
+            "\"éééééééééééééééééééééééééééééééé\"",
+            "12",
+            "null",
+        ] {
+            let err = serde_json::from_str::<Key>(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("64 lowercase hex"), "{bad}: {err}");
+        }
+        assert_eq!(key.short(), &key.as_str()[..16]);
+    }
 }

@@ -30,7 +30,7 @@ pub const MCP_VOLATILE_INITIALIZE: &[&str] = &["clientInfo"];
 /// params it canonicalizes.
 #[derive(Debug, Clone, Copy)]
 pub struct McpRequest<'a> {
-    /// The server's identity: its `--name`, else the file name of its command.
+    /// The server's identity: the name it was given, else the file name of its command.
     pub server: &'a str,
     /// The JSON-RPC method, such as `tools/call`.
     pub method: &'a str,

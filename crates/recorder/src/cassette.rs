@@ -1,9 +1,10 @@
 //! The cassette document: one recorded interaction, versioned, as stored (see
 //! `docs/cassette-format.md`).
 
+use crate::request::Request;
 use base64::Engine;
 use bytes::Bytes;
-use cassette_keying::{CanonicalKeyConfig, JsonPath, JsonPathError, KeyConfig};
+use cassette_keying::{CanonicalKeyConfig, JsonPath, JsonPathError, Key, KeyConfig, Keyed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -17,8 +18,9 @@ pub const FORMAT_VERSION: u32 = 1;
 pub struct Cassette {
     /// Document layout version ([`FORMAT_VERSION`]).
     pub format: u32,
-    /// The key of the original (unredacted) request.
-    pub key: String,
+    /// The key of the original (unredacted) request. Read back validated: a hand-edited key
+    /// that is not 64 lowercase hex characters makes the whole document unreadable.
+    pub key: Key,
     /// The key contract version the key was computed under.
     pub key_version: u32,
     /// The keying settings the key was computed under. `None` in documents written before
@@ -234,6 +236,17 @@ impl Cassette {
     pub fn requested_model(&self) -> Option<&str> {
         self.request.body.as_json()?.get("model")?.as_str()
     }
+
+    /// Keys the request this cassette stored, under the current contract: an HTTP request as
+    /// [`Request::from`] gives it back, an MCP exchange with the `mcp` profile. It differs from
+    /// [`Cassette::key`] when redaction changed a keyed part (`meta.request_redacted`), when the
+    /// tape was edited by hand, or when keying changed without a key version bump.
+    pub fn keyed_request(&self, config: &KeyConfig) -> Keyed {
+        if crate::mcp::is_mcp_cassette(self) {
+            return crate::mcp::keyed_stored_request(self);
+        }
+        Request::from(self).key(config)
+    }
 }
 
 #[cfg(test)]
@@ -270,7 +283,7 @@ mod tests {
     fn sample() -> Cassette {
         Cassette {
             format: FORMAT_VERSION,
-            key: "ab".repeat(32),
+            key: Key::parse(&"ab".repeat(32)).expect("64 hex characters"),
             key_version: 1,
             key_settings: Some(KeySettings::of(&KeyConfig::default())),
             recorded_at: "2026-11-29T09:00:00Z".into(),
@@ -328,6 +341,16 @@ mod tests {
         assert_eq!(settings.ignore, ["$.a[*]"]);
         assert_eq!(settings.fingerprint, config.fingerprint());
         assert_eq!(settings.key_config().unwrap(), config);
+    }
+
+    #[test]
+    fn a_hand_edited_key_is_refused_with_a_reason() {
+        let doc = String::from_utf8_lossy(&sample().to_document()).into_owned();
+        for bad in ["abab", "ABABABAB", "../../etc/passwd", "é"] {
+            let edited = doc.replace(&"ab".repeat(32), bad);
+            let err = Cassette::from_document(edited.as_bytes()).unwrap_err();
+            assert!(err.contains("64 lowercase hex"), "{bad}: {err}");
+        }
     }
 
     #[test]

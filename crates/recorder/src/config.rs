@@ -1,7 +1,8 @@
 //! Typed recorder configuration, validated before any IO.
 
+use crate::error::{Error, Setting};
 use crate::mode::Mode;
-use crate::redact::RedactionRules;
+use crate::redact::{RedactionRules, Redactor};
 use cassette_keying::KeyConfig;
 use std::time::Duration;
 
@@ -185,50 +186,56 @@ impl Default for RecorderConfig {
 
 impl RecorderConfig {
     /// Checks the configuration without touching the network or the disk.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
         let mut seen = Vec::new();
         for route in &self.routes {
+            let invalid = |reason: String| Error::InvalidRoute {
+                name: route.name.clone(),
+                reason,
+            };
             if route.name.is_empty()
                 || !route
                     .name
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
             {
-                return Err(format!(
-                    "route name `{}` must be letters, digits, `-`, `_` or `.`",
-                    route.name
+                return Err(invalid(
+                    "a route name must be letters, digits, `-`, `_` or `.`".to_owned(),
                 ));
             }
             if seen.contains(&route.name) {
-                return Err(format!("route `{}` is configured twice", route.name));
+                return Err(invalid("the route is configured twice".to_owned()));
             }
             seen.push(route.name.clone());
-            let url = url::Url::parse(&route.base_url).map_err(|e| {
-                format!(
-                    "route `{}`: `{}` is not a URL: {e}",
-                    route.name, route.base_url
-                )
-            })?;
+            let url = url::Url::parse(&route.base_url)
+                .map_err(|e| invalid(format!("`{}` is not a URL: {e}", route.base_url)))?;
             if !matches!(url.scheme(), "http" | "https") {
-                return Err(format!(
-                    "route `{}`: `{}` must be an http:// or https:// URL",
-                    route.name, route.base_url
-                ));
+                return Err(invalid(format!(
+                    "`{}` must be an http:// or https:// URL",
+                    route.base_url
+                )));
             }
         }
         for name in &self.mcp_routes {
             if self.route(name).is_none() || name == DEFAULT_TARGET {
-                return Err(format!(
-                    "MCP route `{name}` must be a named route with an upstream URL"
-                ));
+                return Err(Error::InvalidRoute {
+                    name: name.clone(),
+                    reason: "an MCP route must be a named route with an upstream URL".to_owned(),
+                });
             }
         }
-        crate::redact::Redactor::new(&self.redaction).map_err(|e| e.to_string())?;
+        Redactor::new(&self.redaction)?;
         if self.stream_chunk_size == 0 {
-            return Err("stream chunk size must be at least 1 byte".to_owned());
+            return Err(Error::InvalidSetting {
+                setting: Setting::StreamChunkSize,
+                reason: "it must be at least 1 byte",
+            });
         }
         if self.max_body == 0 {
-            return Err("the body limit must be at least 1 byte".to_owned());
+            return Err(Error::InvalidSetting {
+                setting: Setting::BodyLimit,
+                reason: "it must be at least 1 byte",
+            });
         }
         Ok(())
     }
@@ -302,25 +309,26 @@ mod tests {
         assert!(with_route("anthropic", "https://api.anthropic.com")
             .validate()
             .is_ok());
-        assert!(with_route("a b", "http://x")
-            .validate()
-            .unwrap_err()
-            .contains("a b"));
-        assert!(with_route("x", "ftp://x")
-            .validate()
-            .unwrap_err()
-            .contains("http"));
-        assert!(with_route("x", "not a url")
-            .validate()
-            .unwrap_err()
-            .contains("not a URL"));
+        let message = |config: RecorderConfig| match config.validate() {
+            Err(err @ Error::InvalidRoute { .. }) => err.to_string(),
+            other => panic!("expected an invalid route, got {other:?}"),
+        };
+        assert!(message(with_route("a b", "http://x")).contains("a b"));
+        assert!(message(with_route("x", "ftp://x")).contains("http"));
+        assert!(message(with_route("x", "not a url")).contains("not a URL"));
         let mut twice = with_route("x", "http://a");
         twice.routes.push(twice.routes[0].clone());
-        assert!(twice.validate().unwrap_err().contains("twice"));
+        assert!(message(twice).contains("twice"));
         let zero = RecorderConfig {
             stream_chunk_size: 0,
             ..RecorderConfig::default()
         };
-        assert!(zero.validate().is_err());
+        assert!(matches!(
+            zero.validate(),
+            Err(Error::InvalidSetting {
+                setting: Setting::StreamChunkSize,
+                ..
+            })
+        ));
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::cassette::Cassette;
 use cassette_keying::{
-    diff, normalize_path, CanonicalKeyConfig, Change, Difference, KeyConfig, Request, KEY_VERSION,
+    diff, normalize_path, CanonicalKeyConfig, Change, Difference, Key, KeyConfig, KEY_VERSION,
 };
 use cassette_store::DynStore;
 use futures::StreamExt;
@@ -23,8 +23,8 @@ const INDEX_CONCURRENCY: usize = 32;
 /// A request that replay could not answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Miss {
-    /// The request's key (64 hex).
-    pub key: String,
+    /// The request's key.
+    pub key: Key,
     /// Keying profile.
     pub profile: String,
     /// Route name.
@@ -54,7 +54,7 @@ pub struct Explanation {
 #[derive(Debug, Clone, Serialize)]
 pub struct Nearest {
     /// Its key.
-    pub key: String,
+    pub key: Key,
     /// When it was recorded.
     pub recorded_at: String,
     /// What differs, recorded value first: the keying settings or key version it was keyed
@@ -85,7 +85,7 @@ impl fmt::Display for Miss {
         }
         write!(
             f,
-            ") with key {} in {}. {} Record it with CASSETTE_MODE=record or auto.",
+            ") with key {} in {}. {} Record it in record or auto mode.",
             self.key, self.store, self.explanation.summary
         )
     }
@@ -93,7 +93,7 @@ impl fmt::Display for Miss {
 
 #[derive(Debug, Clone)]
 struct IndexEntry {
-    key: String,
+    key: Key,
     target: String,
     path: String,
     recorded_at: String,
@@ -107,8 +107,8 @@ struct IndexEntry {
 /// Materials of stored cassettes, loaded lazily and refreshed incrementally on each miss.
 #[derive(Debug, Default)]
 pub(crate) struct NearestIndex {
-    entries: HashMap<String, IndexEntry>,
-    unreadable: HashSet<String>,
+    entries: HashMap<Key, IndexEntry>,
+    unreadable: HashSet<Key>,
     /// The settings the index's materials were computed under.
     settings: CanonicalKeyConfig,
 }
@@ -122,14 +122,14 @@ impl NearestIndex {
         let Ok(keys) = store.list("").await else {
             return self.entries.len();
         };
-        let present: HashSet<&String> = keys.iter().collect();
+        let present: HashSet<&Key> = keys.iter().collect();
         self.entries.retain(|k, _| present.contains(k));
-        let new_keys: Vec<String> = keys
+        let new_keys: Vec<Key> = keys
             .iter()
             .filter(|k| !self.entries.contains_key(*k) && !self.unreadable.contains(*k))
             .cloned()
             .collect();
-        let loaded: Vec<(String, Option<IndexEntry>)> = futures::stream::iter(new_keys)
+        let loaded: Vec<(Key, Option<IndexEntry>)> = futures::stream::iter(new_keys)
             .map(|key| async move {
                 let entry = match store.get(&key).await {
                     Ok(Some(bytes)) => Cassette::from_document(&bytes)
@@ -181,7 +181,7 @@ impl NearestIndex {
                 let keyed_under = self.keyed_under(entry, differences.is_empty());
                 let mut shown = keyed_under.clone();
                 shown.extend(render(&differences));
-                let key = &entry.key[..16.min(entry.key.len())];
+                let key = entry.key.short();
                 let summary = if differences.is_empty() {
                     format!(
                         "The nearest recording, {key}, is this same request keyed differently: {}.",
@@ -295,7 +295,9 @@ fn render(differences: &[Difference]) -> Vec<String> {
 }
 
 fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
-    let material = stored_request_material(cassette, config);
+    // The stored request, redacted: it may key differently from the original where redaction
+    // removed something, which only makes such a tape look a little farther away.
+    let material = cassette.keyed_request(config).material;
     IndexEntry {
         key: cassette.key.clone(),
         target: cassette.target.clone(),
@@ -306,29 +308,6 @@ fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
         settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
         request_redacted: cassette.meta.request_redacted,
     }
-}
-
-/// The key material of a cassette's stored request (which may differ from the original where
-/// redaction removed something).
-pub fn stored_request_material(cassette: &Cassette, config: &KeyConfig) -> Value {
-    keyed_stored_request(cassette, config).material
-}
-
-/// Keys a cassette's stored request under the current contract.
-pub fn keyed_stored_request(cassette: &Cassette, config: &KeyConfig) -> cassette_keying::Keyed {
-    if crate::mcp::is_mcp_cassette(cassette) {
-        return crate::mcp::keyed_stored_request(cassette);
-    }
-    let body = cassette.request.body.to_bytes().unwrap_or_default();
-    let request = &cassette.request;
-    let mut keyed = Request::new(&request.method, &request.path)
-        .target(&cassette.target)
-        .query(&request.query)
-        .body(&body);
-    for (name, value) in &request.headers {
-        keyed = keyed.header(name, value);
-    }
-    keyed.key(config)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 use crate::config::{AuthStyle, Route};
 use crate::error::{upstream_error, Error};
 use crate::redact::Redactor;
-use crate::IncomingRequest;
+use crate::request::Request;
 use cassette_keying::QUERY_CREDENTIALS;
 use std::time::Duration;
 
@@ -42,13 +42,13 @@ const NOT_FORWARDED: &[&str] = &[
 ];
 
 /// Request headers that carry a client's credential: dropped when the route sends its own key.
-pub const CREDENTIAL_HEADERS: &[&str] =
+pub(crate) const CREDENTIAL_HEADERS: &[&str] =
     &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
 
 /// Joins an upstream base URL and a request path without doubling a shared segment run:
 /// base `https://api.openai.com/v1` and path `/v1/chat/completions` give
 /// `https://api.openai.com/v1/chat/completions`, never `/v1/v1/...`.
-pub fn join_url(base: &str, path: &str, query: &str) -> String {
+pub(crate) fn join_url(base: &str, path: &str, query: &str) -> String {
     let base = base.trim_end_matches('/');
     let (origin, base_path) = split_origin(base);
     let base_segments: Vec<&str> = base_path.split('/').filter(|s| !s.is_empty()).collect();
@@ -140,7 +140,9 @@ impl Upstream {
             .read_timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| Error::HttpClient {
+                source: Box::new(e),
+            })?;
         Ok(Upstream { client, timeout })
     }
 
@@ -150,7 +152,7 @@ impl Upstream {
     pub(crate) async fn send(
         &self,
         route: &Route,
-        request: &IncomingRequest,
+        request: &Request,
         redactor: &Redactor,
     ) -> Result<(String, reqwest::Response), Error> {
         let url = join_url(

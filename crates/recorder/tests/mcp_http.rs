@@ -415,7 +415,7 @@ async fn an_error_status_passes_through_and_is_not_recorded() {
 async fn an_mcp_route_must_be_a_named_route() {
     let mut bad = config(Mode::Replay, "http://127.0.0.1:9");
     bad.mcp_routes = vec!["nowhere".into()];
-    assert!(bad.validate().unwrap_err().contains("nowhere"));
+    assert!(bad.validate().unwrap_err().to_string().contains("nowhere"));
     bad.mcp_routes = vec!["default".into()];
     assert!(bad.validate().is_err());
 }

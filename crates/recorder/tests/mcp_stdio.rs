@@ -7,7 +7,6 @@ use cassette_recorder::mcp::stdio::{
     self, Ending, ServerCommand, ServerIo, ServerLauncher, StdioOptions, StdioReport,
 };
 use cassette_recorder::mcp::{McpMiss, McpRecorder};
-use cassette_recorder::miss::keyed_stored_request;
 use cassette_recorder::{Cassette, ErrorRecording, Mode, Recorder, RecorderConfig};
 use cassette_store::memory::MemoryStore;
 use cassette_store::DynStore;
@@ -310,8 +309,8 @@ async fn replay_answers_with_the_clients_ids_and_the_recorded_notifications_in_o
         let document = store.get(key).await.unwrap().unwrap();
         let cassette = Cassette::from_document(&document).unwrap();
         assert!(!cassette.meta.request_redacted);
-        let recomputed = keyed_stored_request(&cassette, &KeyConfig::default()).key;
-        assert_eq!(recomputed.as_str(), key);
+        let recomputed = cassette.keyed_request(&KeyConfig::default()).key;
+        assert_eq!(&recomputed, key);
     }
 
     let replay = engine(Mode::Replay, &store);

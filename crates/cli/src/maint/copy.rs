@@ -4,7 +4,7 @@
 
 use super::runtime;
 use crate::settings::StoreSpec;
-use cassette_store::{Created, DynStore};
+use cassette_store::{Created, DynStore, Key};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
@@ -110,7 +110,7 @@ async fn copy_all(
 async fn copy_one(
     from: &DynStore,
     to: &DynStore,
-    key: &str,
+    key: &Key,
     write: Write,
 ) -> anyhow::Result<Copied> {
     if write == Write::CreateOnly && to.get(key).await?.is_some() {

@@ -4,6 +4,7 @@
 use super::{cassette_answer, load_all, runtime};
 use crate::settings::StoreSpec;
 use cassette_recorder::Cassette;
+use cassette_store::Key;
 use similar::{Algorithm, ChangeTag, TextDiff};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -24,14 +25,14 @@ pub(crate) fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let a = args.a.open()?;
     let b = args.b.open()?;
     let rt = runtime()?;
-    let read = |loaded: Vec<super::Loaded>| -> BTreeMap<String, Result<Cassette, String>> {
+    let read = |loaded: Vec<super::Loaded>| -> BTreeMap<Key, Result<Cassette, String>> {
         loaded.into_iter().map(|(k, _, c)| (k, c)).collect()
     };
     let left = read(rt.block_on(load_all(&a))?);
     let right = read(rt.block_on(load_all(&b))?);
 
-    let only_a: Vec<&String> = left.keys().filter(|k| !right.contains_key(*k)).collect();
-    let only_b: Vec<&String> = right.keys().filter(|k| !left.contains_key(*k)).collect();
+    let only_a: Vec<&Key> = left.keys().filter(|k| !right.contains_key(*k)).collect();
+    let only_b: Vec<&Key> = right.keys().filter(|k| !left.contains_key(*k)).collect();
     for key in &only_a {
         println!("only in A: {key}{}", describe(&left[*key]));
     }

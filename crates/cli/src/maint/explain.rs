@@ -4,7 +4,7 @@
 use crate::request_file;
 use crate::run::print_miss;
 use crate::settings::{RecorderArgs, SettingsFile};
-use cassette_recorder::{IncomingRequest, Mode};
+use cassette_recorder::Mode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,8 +26,7 @@ pub(crate) struct ExplainArgs {
 
 /// Runs `cassette explain`.
 pub(crate) fn run(args: ExplainArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
-    let owned = request_file::load(&args.request)?;
-    let request = IncomingRequest::from(owned);
+    let request = request_file::load(&args.request)?;
     let mut settings = args.recorder.resolve(file)?;
     // Explaining must never reach an upstream, whatever CASSETTE_MODE says.
     settings.config.mode = Mode::Replay;

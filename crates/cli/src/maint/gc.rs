@@ -5,6 +5,7 @@
 use super::{runtime, StoreArgs};
 use crate::settings::SettingsFile;
 use anyhow::{bail, Context};
+use cassette_store::Key;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,7 +44,7 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
     } else {
         Action::Delete
     };
-    let mut used: HashSet<String> = HashSet::new();
+    let mut used: HashSet<Key> = HashSet::new();
     for log in &args.usage_logs {
         let text = std::fs::read_to_string(log)
             .with_context(|| format!("reading the usage log {}", log.display()))?;
@@ -52,10 +53,10 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
             if line.is_empty() {
                 continue;
             }
-            if cassette_keying::Key::parse(line).is_none() {
+            let Some(key) = Key::parse(line) else {
                 bail!("{}:{}: {line:?} is not a key", log.display(), i + 1);
-            }
-            used.insert(line.to_owned());
+            };
+            used.insert(key);
         }
     }
     if used.is_empty() {
@@ -66,7 +67,7 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
     let store = args.store.open(file)?;
     let (unused, total, failed) = runtime()?.block_on(async {
         let keys = store.list("").await?;
-        let unused: Vec<String> = keys
+        let unused: Vec<Key> = keys
             .iter()
             .filter(|k| !used.contains(*k))
             .cloned()
@@ -79,7 +80,7 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
                     Ok(()) => println!("deleted {key}"),
                     Err(err) => {
                         failed += 1;
-                        eprintln!("cannot delete {key}: {err}");
+                        eprintln!("cannot delete {key}: {:#}", anyhow::Error::from(err));
                     }
                 },
             }

@@ -4,6 +4,7 @@
 use super::{load_all, runtime, StoreArgs};
 use crate::settings::SettingsFile;
 use cassette_recorder::Cassette;
+use cassette_store::Key;
 use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
@@ -55,7 +56,7 @@ fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
             (Ok(cassette), true) => json_line(key, size, cassette),
             (Ok(cassette), false) => table_row(key, size, cassette),
             (Err(reason), true) => json!({"key": key, "size": size, "error": reason}).to_string(),
-            (Err(reason), false) => format!("{:<16}  unreadable: {reason}", short(key)),
+            (Err(reason), false) => format!("{:<16}  unreadable: {reason}", key.short()),
         };
         broken += usize::from(parsed.is_err());
         writeln!(out, "{line}")?;
@@ -79,7 +80,7 @@ fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
 }
 
 /// One cassette as a JSON line.
-fn json_line(key: &str, size: usize, c: &Cassette) -> String {
+fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
     json!({
         "key": key,
         "target": c.target,
@@ -96,7 +97,7 @@ fn json_line(key: &str, size: usize, c: &Cassette) -> String {
 }
 
 /// One cassette as a row of the table.
-fn table_row(key: &str, size: usize, c: &Cassette) -> String {
+fn table_row(key: &Key, size: usize, c: &Cassette) -> String {
     let path = if c.target == "default" {
         c.request.path.clone()
     } else {
@@ -104,18 +105,11 @@ fn table_row(key: &str, size: usize, c: &Cassette) -> String {
     };
     format!(
         "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
-        short(key),
+        key.short(),
         c.recorded_at,
         c.requested_model().unwrap_or("-"),
         path,
         c.response.status,
         size
     )
-}
-
-/// The first 16 characters of a key, enough to tell cassettes apart.
-fn short(key: &str) -> &str {
-    key.char_indices()
-        .nth(16)
-        .map_or(key, |(end, _)| &key[..end])
 }

@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::Profile;
 use cassette_recorder::Cassette;
-use cassette_store::DynStore;
+use cassette_store::{DynStore, Key};
 
 /// Maintenance commands read the store named by the same flags and variables as the proxy.
 pub(crate) use crate::settings::StoreArgs;
@@ -32,7 +32,7 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Finds the one key starting with `prefix`; errors say when there is none or several.
-pub(crate) async fn resolve_key(store: &DynStore, prefix: &str) -> anyhow::Result<String> {
+pub(crate) async fn resolve_key(store: &DynStore, prefix: &str) -> anyhow::Result<Key> {
     let prefix = prefix.trim().to_ascii_lowercase();
     if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         bail!("{prefix:?} is not a key or key prefix (hex digits)");
@@ -45,7 +45,7 @@ pub(crate) async fn resolve_key(store: &DynStore, prefix: &str) -> anyhow::Resul
         ),
         [one] => Ok(one.clone()),
         many => {
-            let shown: Vec<&str> = many.iter().take(5).map(String::as_str).collect();
+            let shown: Vec<&str> = many.iter().take(5).map(Key::as_str).collect();
             bail!(
                 "the prefix {prefix} is ambiguous: {} cassettes match ({}{}); give more characters",
                 many.len(),
@@ -69,7 +69,7 @@ pub(crate) fn cassette_answer(cassette: &Cassette) -> Answer {
 }
 
 /// One cassette as read: key, raw bytes (when readable), the parsed document or why not.
-pub(crate) type Loaded = (String, Option<Bytes>, Result<Cassette, String>);
+pub(crate) type Loaded = (Key, Option<Bytes>, Result<Cassette, String>);
 
 /// Reads every cassette of a store: key, raw bytes, and the parsed document or why it did not
 /// parse. Reads run concurrently; the result is in key order.
@@ -84,7 +84,11 @@ pub(crate) async fn load_all(store: &DynStore) -> anyhow::Result<Vec<Loaded>> {
                     (key, Some(bytes), parsed)
                 }
                 Ok(None) => (key, None, Err("deleted while reading".to_owned())),
-                Err(err) => (key, None, Err(format!("cannot read: {err}"))),
+                Err(err) => (
+                    key,
+                    None,
+                    Err(format!("cannot read: {:#}", anyhow::Error::from(err))),
+                ),
             }
         })
         .buffered(32)

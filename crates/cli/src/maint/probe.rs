@@ -5,7 +5,7 @@ use crate::answer;
 use crate::request_file;
 use crate::settings::{RecorderArgs, SettingsFile};
 use cassette_keying::Profile;
-use cassette_recorder::{IncomingRequest, Mode};
+use cassette_recorder::Mode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,9 +26,8 @@ pub(crate) struct ProbeArgs {
 
 /// Runs `cassette probe`.
 pub(crate) fn run(args: ProbeArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
-    let owned = request_file::load(&args.request)?;
-    let profile = Profile::from_path(&owned.path);
-    let request = IncomingRequest::from(owned);
+    let request = request_file::load(&args.request)?;
+    let profile = Profile::from_path(&request.path);
     let mut settings = args.recorder.resolve(file)?;
     // A probe measures the live model: it never reads a cassette and never writes one.
     settings.config.mode = Mode::Off;

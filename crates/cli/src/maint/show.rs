@@ -47,7 +47,7 @@ pub(crate) fn run(args: ShowArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
 fn render(c: &Cassette) -> String {
     let mut out = String::new();
     let mut fact = |name: &str, value: &str| out.push_str(&format!("{name:<15}{value}\n"));
-    fact("key", &c.key);
+    fact("key", c.key.as_str());
     fact("key_version", &c.key_version.to_string());
     fact("recorded_at", &c.recorded_at);
     fact("tool", &c.tool);

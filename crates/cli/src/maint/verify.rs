@@ -8,10 +8,9 @@ use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
-use cassette_recorder::miss::keyed_stored_request;
 use cassette_recorder::redact::find_credentials;
 use cassette_recorder::Cassette;
-use cassette_store::StoreUrl;
+use cassette_store::{Key, StoreUrl};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -105,7 +104,7 @@ struct Checked {
 
 /// Verifies one cassette: no credential-shaped bytes, and its document checks out.
 fn check(
-    key: &str,
+    key: &Key,
     bytes: Option<&Bytes>,
     parsed: &Result<Cassette, String>,
     config: &KeyConfig,
@@ -130,7 +129,7 @@ fn check(
 /// The document parses, is stored under its own key and key version, and its stored request
 /// still keys to that key. Stops at the first problem.
 fn check_document(
-    key: &str,
+    key: &Key,
     parsed: &Result<Cassette, String>,
     config: &KeyConfig,
 ) -> (Option<String>, KeyCheck) {
@@ -141,7 +140,7 @@ fn check_document(
             return (Some(problem), KeyCheck::Done);
         }
     };
-    if cassette.key != key {
+    if cassette.key != *key {
         let problem = format!(
             "stored under {key} but the document says key {}; renamed or edited by hand",
             cassette.key
@@ -180,8 +179,10 @@ fn check_document(
     if cassette.meta.request_redacted {
         return (None, KeyCheck::Redacted);
     }
-    let recomputed = keyed_stored_request(cassette, recorded.as_ref().unwrap_or(config)).key;
-    if recomputed.as_str() == key {
+    let recomputed = cassette
+        .keyed_request(recorded.as_ref().unwrap_or(config))
+        .key;
+    if recomputed == *key {
         return (None, KeyCheck::Done);
     }
     let problem = if recorded.is_some() {

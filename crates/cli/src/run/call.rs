@@ -3,7 +3,7 @@
 
 use crate::answer::{self, Answer};
 use cassette_keying::Profile;
-use cassette_recorder::{Error, IncomingRequest, Miss, Recorder, Source};
+use cassette_recorder::{Error, Miss, Recorder, Request, Source};
 
 /// Why a run stops early.
 pub(crate) enum Stop {
@@ -26,7 +26,7 @@ pub(crate) struct Called {
 }
 
 /// Sends one request through the recorder and reads the answer.
-pub(crate) async fn call(recorder: &Recorder, request: IncomingRequest) -> Result<Called, Stop> {
+pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Called, Stop> {
     let profile = Profile::from_path(&request.path);
     match recorder.handle(request).await {
         Ok(outcome) => {

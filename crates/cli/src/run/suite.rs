@@ -9,7 +9,7 @@
 use super::graders::{self, Check};
 use crate::request_file;
 use anyhow::Context;
-use cassette_recorder::IncomingRequest;
+use cassette_recorder::Request;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -29,7 +29,7 @@ pub(crate) struct Case {
     /// 1-based line in the suite file.
     pub(crate) line: usize,
     /// The request to send.
-    pub(crate) request: IncomingRequest,
+    pub(crate) request: Request,
     /// What to check.
     pub(crate) check: Check,
 }
@@ -113,7 +113,7 @@ fn case(text: &str, line: usize) -> anyhow::Result<Case> {
 }
 
 /// A case's request and its grader, built from its `expect`.
-fn request_and_check(obj: &Map<String, Value>) -> anyhow::Result<(IncomingRequest, Check)> {
+fn request_and_check(obj: &Map<String, Value>) -> anyhow::Result<(Request, Check)> {
     let request = request(obj)?;
     let grader = match obj.get("grader") {
         Some(Value::String(name)) => name,
@@ -129,7 +129,7 @@ fn request_and_check(obj: &Map<String, Value>) -> anyhow::Result<(IncomingReques
     Ok((request, graders::build(grader, expect)?))
 }
 
-fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
+fn request(obj: &Map<String, Value>) -> anyhow::Result<Request> {
     match (obj.get("prompt"), obj.get("request")) {
         (Some(_), Some(_)) => anyhow::bail!("give either \"prompt\" or \"request\", not both"),
         (None, None) => anyhow::bail!("missing member \"prompt\" (or a full \"request\")"),
@@ -142,10 +142,7 @@ fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
                 Some(Value::Object(params)) => params.clone(),
                 Some(other) => anyhow::bail!("\"params\" must be an object, found {other}"),
             };
-            Ok(IncomingRequest::post_json(
-                CHAT_PATH,
-                &chat_body(prompt, params)?,
-            ))
+            Ok(Request::post_json(CHAT_PATH, &chat_body(prompt, params)?))
         }
         (None, Some(request)) => {
             if obj.contains_key("params") {
@@ -156,8 +153,7 @@ fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
             if !request.is_object() {
                 anyhow::bail!("\"request\" must be an object, found {request}");
             }
-            let owned = request_file::parse(&request.to_string()).context("in \"request\"")?;
-            Ok(IncomingRequest::from(owned))
+            request_file::parse(&request.to_string()).context("in \"request\"")
         }
     }
 }

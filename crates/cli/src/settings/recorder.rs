@@ -205,9 +205,8 @@ impl RecorderArgs {
             mcp_routes: self.mcp_routes.iter().map(|r| r.name.clone()).collect(),
             ..RecorderConfig::default()
         };
-        // The recorder reports its own findings as text (a bad redaction rule, say); they name
-        // the rule, which is what the user gave.
-        config.validate().map_err(anyhow::Error::msg)?;
+        // The recorder's findings name the route or rule the user gave; main adds the flag.
+        config.validate()?;
         Ok(RecorderSettings {
             config,
             store,

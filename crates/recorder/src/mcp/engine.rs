@@ -4,10 +4,10 @@
 
 use super::message::{self, id_text, subject, with_id, MISS_CODE};
 use crate::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION};
+use crate::engine::Recorder;
 use crate::error::{Error, Result};
 use crate::miss::{Explanation, NearestIndex};
 use crate::mode::Mode;
-use crate::recorder::Recorder;
 use crate::ErrorRecording;
 use cassette_keying::{Keyed, McpRequest};
 use cassette_store::Created;
@@ -207,7 +207,7 @@ impl fmt::Display for McpMiss {
         }
         write!(
             f,
-            " on MCP server `{}` with key {} in {}. {} Record it with CASSETTE_MODE=record or auto.",
+            " on MCP server `{}` with key {} in {}. {} Record it in record or auto mode.",
             self.server, self.key, self.store, self.explanation.summary
         )
     }
@@ -309,12 +309,12 @@ impl McpRecorder {
     /// The recording of `keyed` and the progress token its request carried, if recorded.
     pub async fn lookup(&self, keyed: &Keyed) -> Result<Option<(Recording, Option<Value>)>> {
         let store = self.inner.recorder.store();
-        let key = keyed.key.as_str();
+        let key = &keyed.key;
         let Some(bytes) = store.get(key).await? else {
             return Ok(None);
         };
         let corrupt = |reason: String| Error::Corrupt {
-            key: key.to_owned(),
+            key: key.clone(),
             location: store.location(),
             reason,
         };
@@ -384,7 +384,7 @@ impl McpRecorder {
         }
         let recorder = &self.inner.recorder;
         let store = recorder.store();
-        let key = keyed.key.as_str();
+        let key = &keyed.key;
         let document = self
             .cassette(call, keyed, recording, transcript)
             .to_document();
@@ -446,7 +446,7 @@ impl McpRecorder {
         redactor.json(&mut response_body);
         let mut cassette = Cassette {
             format: FORMAT_VERSION,
-            key: keyed.key.to_string(),
+            key: keyed.key.clone(),
             key_version: cassette_keying::KEY_VERSION,
             // MCP keys take no keying settings.
             key_settings: None,
@@ -494,7 +494,7 @@ pub fn is_mcp_cassette(cassette: &Cassette) -> bool {
 }
 
 /// Keys an MCP cassette's stored request (server, method, params) under the current contract.
-pub fn keyed_stored_request(cassette: &Cassette) -> Keyed {
+pub(crate) fn keyed_stored_request(cassette: &Cassette) -> Keyed {
     let request = McpRequest::new(&cassette.target, &cassette.request.path);
     match cassette.request.body.as_json() {
         Some(params) => request.params(params).key(),

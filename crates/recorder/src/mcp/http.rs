@@ -1,4 +1,5 @@
-//! Streamable HTTP MCP servers behind a proxy route (`--mcp-route NAME=URL`): `POST`ed JSON-RPC
+//! Streamable HTTP MCP servers behind a proxy route (one named in
+//! [`RecorderConfig::mcp_routes`](crate::RecorderConfig::mcp_routes)): `POST`ed JSON-RPC
 //! requests are keyed with the `mcp` profile (the route name is the server), answers that come
 //! as JSON or as server-sent events are stored as their JSON-RPC messages, and replay answers
 //! in the recorded form with the client's id and session.
@@ -13,11 +14,11 @@
 
 use super::engine::{McpCall, McpRecorder, Persistence, Recording, Replayed, Transcript};
 use super::message::{self, id_text, Message, INVALID_REQUEST};
+use crate::engine::{client_headers, Recorder};
 use crate::error::{upstream_error, Error, Result};
 use crate::mode::Mode;
-use crate::recorder::{
-    client_headers, IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source,
-};
+use crate::request::Request;
+use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::stream::framing::{LineSplitter, SseParser};
 use bytes::Bytes;
 use cassette_keying::{Key, Keyed};
@@ -28,13 +29,13 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// The session header of Streamable HTTP.
-pub const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The `response.stream` value of an answer that came as server-sent events.
 const SSE: &str = super::engine::SSE_STREAM;
 
 /// Answers one HTTP request to an MCP route.
-pub(crate) async fn handle(recorder: &Recorder, request: IncomingRequest) -> Result<Outcome> {
+pub(crate) async fn handle(recorder: &Recorder, request: Request) -> Result<Outcome> {
     let server = request.target.clone();
     let engine = McpRecorder::new(
         recorder.clone(),
@@ -65,7 +66,7 @@ fn upstream_label(recorder: &Recorder, server: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn post(engine: &McpRecorder, request: IncomingRequest) -> Result<Outcome> {
+async fn post(engine: &McpRecorder, request: Request) -> Result<Outcome> {
     let value: Value = serde_json::from_slice(&request.body).map_err(|e| {
         Error::InvalidRequest(format!(
             "an MCP request body must be one JSON-RPC message: {e}"
@@ -109,7 +110,7 @@ async fn post(engine: &McpRecorder, request: IncomingRequest) -> Result<Outcome>
 /// them, else JSON (the response alone).
 async fn replayed(
     engine: &McpRecorder,
-    request: &IncomingRequest,
+    request: &Request,
     call: &McpCall,
     keyed: Keyed,
     messages: Vec<Value>,
@@ -156,7 +157,7 @@ async fn replayed(
 
 /// The session a replayed answer carries: a new one for `initialize` (so two replaying
 /// clients never share one), the client's own for everything else.
-fn replayed_session(request: &IncomingRequest, call: &McpCall) -> Option<String> {
+fn replayed_session(request: &Request, call: &McpCall) -> Option<String> {
     if call.method == "initialize" {
         return Some(new_session_id());
     }
@@ -183,11 +184,11 @@ async fn recorded_form(
     keyed: &Keyed,
 ) -> Result<(bool, Vec<(String, String)>)> {
     let store = engine.recorder().store();
-    let Some(bytes) = store.get(keyed.key.as_str()).await? else {
+    let Some(bytes) = store.get(&keyed.key).await? else {
         return Ok((false, Vec::new()));
     };
     let cassette = crate::Cassette::from_document(&bytes).map_err(|reason| Error::Corrupt {
-        key: keyed.key.to_string(),
+        key: keyed.key.clone(),
         location: store.location(),
         reason,
     })?;
@@ -201,7 +202,7 @@ async fn recorded_form(
 /// the client sees the response message.
 async fn forward(
     engine: &McpRecorder,
-    request: IncomingRequest,
+    request: Request,
     call: McpCall,
     keyed: Keyed,
     persistence: Persistence,
@@ -260,7 +261,7 @@ async fn forward(
 
 /// Relays a message that is not recorded (a notification, the client's answer to a server
 /// request, the end of a session) and passes the answer through.
-async fn relay(engine: &McpRecorder, request: IncomingRequest) -> Result<Outcome> {
+async fn relay(engine: &McpRecorder, request: Request) -> Result<Outcome> {
     let key = unkeyed(&request.target);
     let (endpoint, response) = send(engine, &request).await?;
     let status = response.status().as_u16();
@@ -279,10 +280,7 @@ async fn relay(engine: &McpRecorder, request: IncomingRequest) -> Result<Outcome
     })
 }
 
-async fn send(
-    engine: &McpRecorder,
-    request: &IncomingRequest,
-) -> Result<(String, reqwest::Response)> {
+async fn send(engine: &McpRecorder, request: &Request) -> Result<(String, reqwest::Response)> {
     let recorder = engine.recorder();
     let route = recorder
         .config()
@@ -292,7 +290,9 @@ async fn send(
         })?;
     let upstream = recorder
         .upstream_client()
-        .ok_or_else(|| Error::Config("this recorder has no upstream client".to_owned()))?;
+        .ok_or_else(|| Error::ReplayOnly {
+            target: request.target.clone(),
+        })?;
     recorder.count_upstream_request();
     // Only a key configured for this very route is sent; an LLM route's key never is.
     upstream
@@ -385,7 +385,7 @@ impl Draft {
 }
 
 /// An answer of cassette's own with a JSON-RPC body.
-fn json_rpc(request: &IncomingRequest, key: Key, line: String, source: Source) -> Outcome {
+fn json_rpc(request: &Request, key: Key, line: String, source: Source) -> Outcome {
     let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
     if let Some(session) = header(&request.headers, SESSION_HEADER) {
         headers.push((SESSION_HEADER.into(), session.to_owned()));
@@ -402,7 +402,7 @@ fn json_rpc(request: &IncomingRequest, key: Key, line: String, source: Source) -
 }
 
 /// An empty answer with the client's session.
-fn simple(request: &IncomingRequest, status: u16, source: Source) -> Outcome {
+fn simple(request: &Request, status: u16, source: Source) -> Outcome {
     let mut headers = Vec::new();
     if let Some(session) = header(&request.headers, SESSION_HEADER) {
         headers.push((SESSION_HEADER.into(), session.to_owned()));

@@ -26,7 +26,8 @@ mod lines;
 pub mod message;
 pub mod stdio;
 
+pub(crate) use engine::keyed_stored_request;
 pub use engine::{
-    is_mcp_cassette, keyed_stored_request, McpCall, McpMiss, McpRecorder, MissHook, Persistence,
-    Recording, Replayed, Transcript, MCP_METHOD, MCP_PROFILE, SSE_STREAM,
+    is_mcp_cassette, McpCall, McpMiss, McpRecorder, MissHook, Persistence, Recording, Replayed,
+    Transcript, MCP_METHOD, MCP_PROFILE, SSE_STREAM,
 };

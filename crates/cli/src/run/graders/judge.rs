@@ -10,7 +10,7 @@ use super::fields::Fields;
 use crate::answer::shorten;
 use crate::run::call::{call, Stop};
 use anyhow::bail;
-use cassette_recorder::{IncomingRequest, Recorder};
+use cassette_recorder::{Recorder, Request};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -150,7 +150,7 @@ impl JudgeConfig {
     }
 
     /// The request for one vote.
-    pub(crate) fn request(&self, spec: &JudgeSpec, text: &str, vote: u32) -> IncomingRequest {
+    pub(crate) fn request(&self, spec: &JudgeSpec, text: &str, vote: u32) -> Request {
         let context = match &spec.context {
             Some(context) => format!("Context:\n<<<\n{context}\n>>>\n\n"),
             None => String::new(),
@@ -183,7 +183,7 @@ impl JudgeConfig {
                 "options": {"temperature": temperature, "seed": vote},
             }),
         };
-        let mut request = IncomingRequest::post_json(&self.path, &body);
+        let mut request = Request::post_json(&self.path, &body);
         request.target = self.route.clone();
         request
     }
