@@ -239,6 +239,7 @@ def test_the_proxy_holds_the_key_and_the_client_sends_a_placeholder(tmp_path):
         for lines in vendor.header_lines
     ]
     assert credentials == [[("authorization", f"Bearer {OPENAI_KEY}")], [("x-api-key", ANTHROPIC_KEY)]]
+    assert "keys held for default (UPSTREAM_API_KEY), anthropic (ANTHROPIC_API_KEY)" in log, log
     for secret in (OPENAI_KEY, ANTHROPIC_KEY):
         assert secret not in log and secret not in health
         assert secret not in "".join(p.read_text() for p in (tmp_path / "tapes").rglob("*.json"))

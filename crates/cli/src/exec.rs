@@ -6,7 +6,7 @@
 //! status (128+N when a signal N ended it).
 
 use crate::proxy::{init_logging, summary};
-use crate::settings::{RecorderArgs, RecorderSettings, RouteKey, SettingsFile};
+use crate::settings::{keys_summary, RecorderArgs, RecorderSettings, RouteKey, SettingsFile};
 use crate::EXIT_ERROR;
 use anyhow::Context;
 use cassette_recorder::proxy::{spawn, ProxyConfig};
@@ -106,29 +106,6 @@ fn names_contain(env: &[EnvChange], name: &str) -> bool {
     env.iter().any(|change| match change {
         EnvChange::Set(n, _) | EnvChange::Remove(n) => n == name,
     })
-}
-
-/// "default (OPENAI_API_KEY), acme (ACME_LLM_KEY); none for anthropic, ollama": which routes
-/// hold a key and where it came from.
-pub(crate) fn keys_summary(keys: &[RouteKey]) -> String {
-    let held: Vec<String> = keys
-        .iter()
-        .filter_map(|k| Some(format!("{} ({})", k.route, k.from.as_ref()?)))
-        .collect();
-    let without: Vec<&str> = keys
-        .iter()
-        .filter(|k| k.from.is_none())
-        .map(|k| k.route.as_str())
-        .collect();
-    let mut out = if held.is_empty() {
-        "no route holds a key (clients' own credentials pass through)".to_owned()
-    } else {
-        format!("keys held for {}", held.join(", "))
-    };
-    if !held.is_empty() && !without.is_empty() {
-        out.push_str(&format!("; none for {}", without.join(", ")));
-    }
-    out
 }
 
 /// The settings a `cassette` command run by the command inherits (a `cassette mcp` that an

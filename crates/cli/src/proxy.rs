@@ -93,6 +93,7 @@ pub(crate) fn run(args: ProxyArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
 }
 
 async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
+    let keys = settings.recorder.keys.clone();
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
     let store = recorder.store().location();
@@ -109,6 +110,9 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         "cassette proxy: listening on {} (mode {mode}, store {store})",
         proxy.url()
     );
+    if mode.may_call_upstream() {
+        eprintln!("cassette proxy: {}", crate::settings::keys_summary(&keys));
+    }
     Ok(proxy.serve(shutdown_signal()).await?)
 }
 

@@ -382,9 +382,10 @@ fn validate_route(
             } else if is_env_name(text) {
                 Some(Some(text.to_owned()))
             } else {
+                // The value is not echoed: it may be a key pasted where its variable's name goes.
                 bail!(source.error(
                     var.span(),
-                    &format!("{table} api_key_env: `{text}` is not an environment variable name (letters, digits and `_`; \"\" for no key). It names the variable holding the key, never the key itself")
+                    &format!("{table} api_key_env is not an environment variable name (letters, digits and `_`; \"\" for no key). It names the variable holding the key, never the key itself")
                 ));
             }
         }
@@ -611,6 +612,17 @@ auth        = "query:key"
             assert!(err.contains(needle), "{text:?}: {err}");
             assert!(err.contains("docs/settings.md"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_key_pasted_into_api_key_env_is_not_echoed() {
+        let err =
+            error("[routes.x]\nupstream = \"http://x\"\napi_key_env = \"sk-live-0123456789\"");
+        assert!(
+            err.contains(":3:15:") && err.contains("never the key itself"),
+            "{err}"
+        );
+        assert!(!err.contains("sk-live"), "{err}");
     }
 
     #[test]

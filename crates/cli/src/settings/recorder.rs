@@ -281,6 +281,29 @@ impl RecorderArgs {
     }
 }
 
+/// "default (OPENAI_API_KEY), acme (ACME_LLM_KEY); none for anthropic, ollama": which routes
+/// hold a key and where it came from.
+pub(crate) fn keys_summary(keys: &[RouteKey]) -> String {
+    let held: Vec<String> = keys
+        .iter()
+        .filter_map(|k| Some(format!("{} ({})", k.route, k.from.as_ref()?)))
+        .collect();
+    let without: Vec<&str> = keys
+        .iter()
+        .filter(|k| k.from.is_none())
+        .map(|k| k.route.as_str())
+        .collect();
+    let mut out = if held.is_empty() {
+        "no route holds a key (clients' own credentials pass through)".to_owned()
+    } else {
+        format!("keys held for {}", held.join(", "))
+    };
+    if !held.is_empty() && !without.is_empty() {
+        out.push_str(&format!("; none for {}", without.join(", ")));
+    }
+    out
+}
+
 /// The variables a route's key is read from: the file's `api_key_env` when it sets one,
 /// else the built-in sources.
 fn key_sources(route: &str, file: &SettingsFile) -> Vec<String> {
