@@ -431,3 +431,23 @@ fn init_writes_a_valid_starter_once() {
         "not toml ["
     );
 }
+
+#[test]
+fn cassette_key_keys_under_the_files_settings() {
+    let dir = Workdir::new();
+    dir.write("with_seed.json", r#"{"model":"m","seed":1,"messages":[]}"#);
+    dir.write("without.json", r#"{"model":"m","messages":[]}"#);
+    let key = |args: &[&str]| {
+        let out = dir.run(args);
+        assert_eq!(code(&out), 0, "{}", both(&out));
+        common::stdout(&out).trim().to_owned()
+    };
+    let path = ["key", "--path", "/v1/chat/completions"];
+    let plain = key(&[&path[..], &["with_seed.json"]].concat());
+    assert_ne!(plain, key(&[&path[..], &["without.json"]].concat()));
+    dir.write("cassette.toml", "[keying]\nvolatile = [\"seed\"]\n");
+    let seeded = key(&[&path[..], &["with_seed.json"]].concat());
+    assert_eq!(seeded, key(&[&path[..], &["without.json"]].concat()));
+    assert_ne!(seeded, plain);
+    assert_eq!(plain, key(&[&path[..], &["--no-config", "with_seed.json"]].concat()));
+}
