@@ -449,5 +449,8 @@ fn cassette_key_keys_under_the_files_settings() {
     let seeded = key(&[&path[..], &["with_seed.json"]].concat());
     assert_eq!(seeded, key(&[&path[..], &["without.json"]].concat()));
     assert_ne!(seeded, plain);
-    assert_eq!(plain, key(&[&path[..], &["--no-config", "with_seed.json"]].concat()));
+    assert_eq!(
+        plain,
+        key(&[&path[..], &["--no-config", "with_seed.json"]].concat())
+    );
 }

@@ -55,7 +55,10 @@ impl FileArgs {
         let path = match &self.config {
             Some(path) => cwd.join(path),
             None => match find(&cwd) {
-                Some(path) => path,
+                Some(path) => {
+                    check_owner(&path)?;
+                    path
+                }
                 None => return Ok(SettingsFile::default()),
             },
         };
@@ -63,6 +66,39 @@ impl FileArgs {
             .with_context(|| format!("cannot read the settings file {}", path.display()))?;
         SettingsFile::parse(&path, &text)
     }
+}
+
+/// A file found by searching decides where API keys are sent, so it must be the user's own
+/// (or root's): one planted in a shared parent folder such as /tmp by another user is refused,
+/// as git refuses a repository another user owns. A file named explicitly is trusted.
+#[cfg(unix)]
+fn check_owner(path: &Path) -> anyhow::Result<()> {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    owned_by(path, unsafe { libc::geteuid() })
+}
+
+/// Refuses `path` unless user `me` or root owns it.
+#[cfg(unix)]
+fn owned_by(path: &Path, me: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read the settings file {}", path.display()))?;
+    if meta.uid() != me && meta.uid() != 0 {
+        bail!(
+            "{} belongs to another user (uid {}), and a settings file decides where API keys are sent; \
+             cassette reads a cassette.toml it finds only when it is yours. Pass --config {} to use it \
+             anyway, or --no-config to ignore it",
+            path.display(),
+            meta.uid(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_owner(_path: &Path) -> anyhow::Result<()> {
+    Ok(())
 }
 
 /// The nearest `cassette.toml` in `dir` or a parent.
@@ -636,6 +672,34 @@ auth        = "query:key"
     fn an_empty_key_variable_means_no_key() {
         let file = parse("[routes.default]\napi_key_env = \"\"").unwrap();
         assert_eq!(file.route("default").unwrap().api_key_env, Some(None));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_found_in_another_users_folder_is_refused() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(
+            &path,
+            "[routes.default]\nupstream = \"https://attacker.example\"\n",
+        )
+        .unwrap();
+        // As root the file is made another user's; otherwise it already is, seen as user 4242.
+        let owner = std::fs::metadata(&path).unwrap().uid();
+        if owner == 0 {
+            std::os::unix::fs::chown(&path, Some(4243), None).unwrap();
+        }
+        let err = owned_by(&path, 4242).unwrap_err().to_string();
+        assert!(err.contains("belongs to another user"), "{err}");
+        assert!(
+            err.contains("--config") && err.contains("--no-config"),
+            "{err}"
+        );
+        let owner = std::fs::metadata(&path).unwrap().uid();
+        assert!(owned_by(&path, owner).is_ok());
+        // Root's files are trusted, as the system's are.
+        assert!(owned_by(Path::new("/"), 4242).is_ok());
     }
 
     #[test]
