@@ -258,27 +258,32 @@ impl RecorderArgs {
                 None => routes.push((*given).clone()),
             }
         }
-        let keys = routes
-            .iter_mut()
-            .map(|route| {
-                let sources = key_sources(&route.name, file);
-                let found = sources.iter().find_map(|name| {
-                    let key = std::env::var(name).ok().and_then(|k| ApiKey::new(&k))?;
-                    Some((name.clone(), key))
-                });
-                let from = found.map(|(name, key)| {
-                    route.api_key = Some(key);
-                    name
-                });
-                RouteKey {
-                    route: route.name.clone(),
-                    sources,
-                    from,
-                }
-            })
-            .collect();
+        let keys = read_keys(&mut routes, file);
         Ok((routes, keys))
     }
+}
+
+/// Gives each route its key from the environment: the first set variable among its sources.
+fn read_keys(routes: &mut [Route], file: &SettingsFile) -> Vec<RouteKey> {
+    routes
+        .iter_mut()
+        .map(|route| {
+            let sources = key_sources(&route.name, file);
+            let found = sources.iter().find_map(|name| {
+                let key = std::env::var(name).ok().and_then(|k| ApiKey::new(&k))?;
+                Some((name.clone(), key))
+            });
+            let from = found.map(|(name, key)| {
+                route.api_key = Some(key);
+                name
+            });
+            RouteKey {
+                route: route.name.clone(),
+                sources,
+                from,
+            }
+        })
+        .collect()
 }
 
 /// "default (OPENAI_API_KEY), acme (ACME_LLM_KEY); none for anthropic, ollama": which routes
