@@ -14,7 +14,7 @@
 //! * users add JSON paths and regexes for their own data (personal data, internal ids).
 //!
 //! One file per job: `shapes` finds credential-shaped text, `names` holds the header, query and
-//! body name lists, `json_path` parses and applies user JSON paths, and `redactor` puts them
+//! body name lists, `json_path` applies user JSON paths (parsed by `cassette_keying::JsonPath`), and `redactor` puts them
 //! together in [`Redactor`].
 
 mod json_path;
