@@ -31,12 +31,14 @@
 mod canonical;
 mod diff;
 mod jcs;
+mod json_path;
 pub mod mcp;
 mod profile;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
 pub use diff::{diff, Change, Difference};
 pub use jcs::to_canonical_string;
+pub use json_path::{JsonPath, JsonPathError};
 pub use mcp::McpRequest;
 pub use profile::{normalize_path, Profile};
 
@@ -113,13 +115,21 @@ pub fn is_query_credential(decoded_name: &str) -> bool {
     QUERY_CREDENTIALS.contains(&normalized.as_str())
 }
 
-/// Tunable parts of canonicalization. The default is the v1 contract.
+/// Tunable parts of canonicalization. The default is the v1 contract, and every setting left
+/// empty leaves every key unchanged.
+///
+/// A configuration changes which requests share a key, so a recording and its replays must use
+/// the same one: recorders store its [`fingerprint`](KeyConfig::fingerprint) beside the key
+/// version to tell "keyed under other settings" apart from "another request".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyConfig {
     /// Extra top-level body members to treat as volatile (dropped before keying).
     pub extra_volatile: Vec<String>,
     /// Members of the default volatile list to keep in the key after all.
     pub keep_volatile: Vec<String>,
+    /// Values left out of the key wherever they are in a JSON body (client-generated ids such
+    /// as `$.contents[*].parts[*].functionCall.id`): removed from the body after step 2.
+    pub ignore: Vec<JsonPath>,
 }
 
 impl KeyConfig {
@@ -131,6 +141,86 @@ impl KeyConfig {
         DEFAULT_VOLATILE.contains(&name)
             || (profile.is_ollama() && OLLAMA_VOLATILE.contains(&name))
             || self.extra_volatile.iter().any(|k| k == name)
+    }
+
+    /// The settings in their canonical form: each list sorted, without repeats, paths in their
+    /// canonical spelling. Two configurations that key alike by construction have one form.
+    pub fn canonical(&self) -> CanonicalKeyConfig {
+        fn sorted(items: impl Iterator<Item = String>) -> Vec<String> {
+            let mut items: Vec<String> = items.collect();
+            items.sort();
+            items.dedup();
+            items
+        }
+        CanonicalKeyConfig {
+            volatile: sorted(self.extra_volatile.iter().cloned()),
+            keep_volatile: sorted(self.keep_volatile.iter().cloned()),
+            ignore: sorted(self.ignore.iter().map(JsonPath::to_string)),
+        }
+    }
+
+    /// A short fingerprint of the settings: the first 12 hex characters of the SHA-256 of the
+    /// RFC 8785 serialization of `{"ignore": [...], "keep_volatile": [...], "volatile": [...]}`
+    /// built from [`KeyConfig::canonical`]. The default configuration's is
+    /// [`DEFAULT_KEY_CONFIG_FINGERPRINT`].
+    pub fn fingerprint(&self) -> String {
+        self.canonical().fingerprint()
+    }
+
+    /// Removes the [`ignore`](KeyConfig::ignore)d values from a canonical body.
+    fn remove_ignored(&self, body: &mut Value) {
+        for path in &self.ignore {
+            path.remove(body);
+        }
+    }
+}
+
+/// The fingerprint of `KeyConfig::default()`.
+pub const DEFAULT_KEY_CONFIG_FINGERPRINT: &str = "070e95e06023";
+
+/// A [`KeyConfig`] in canonical form (see [`KeyConfig::canonical`]): what recorders store and
+/// compare, as plain strings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CanonicalKeyConfig {
+    /// `extra_volatile`, sorted and deduplicated.
+    pub volatile: Vec<String>,
+    /// `keep_volatile`, sorted and deduplicated.
+    pub keep_volatile: Vec<String>,
+    /// `ignore` in canonical spelling, sorted and deduplicated.
+    pub ignore: Vec<String>,
+}
+
+impl CanonicalKeyConfig {
+    /// See [`KeyConfig::fingerprint`].
+    pub fn fingerprint(&self) -> String {
+        let list = |items: &[String]| Value::from(items.to_vec());
+        let mut object = Map::new();
+        object.insert("ignore".into(), list(&self.ignore));
+        object.insert("keep_volatile".into(), list(&self.keep_volatile));
+        object.insert("volatile".into(), list(&self.volatile));
+        let mut hex = sha256_hex(to_canonical_string(&Value::Object(object)).as_bytes());
+        hex.truncate(12);
+        hex
+    }
+
+    /// The settings that differ from `now`, one phrase each, recorded value first:
+    /// `volatile [seed]; now []`. Empty when both are alike.
+    pub fn differences(&self, now: &CanonicalKeyConfig) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, recorded, current) in [
+            ("volatile", &self.volatile, &now.volatile),
+            ("keep_volatile", &self.keep_volatile, &now.keep_volatile),
+            ("ignore", &self.ignore, &now.ignore),
+        ] {
+            if recorded != current {
+                out.push(format!(
+                    "{name} [{}]; now [{}]",
+                    recorded.join(", "),
+                    current.join(", ")
+                ));
+            }
+        }
+        out
     }
 }
 
@@ -287,7 +377,11 @@ pub fn key(request: &Request<'_>, config: &KeyConfig) -> Keyed {
 
     let (body, body_sha256) = match canonical::parse_body(request.body) {
         canonical::Body::Empty => (None, None),
-        canonical::Body::Json(value) => (Some(canonical_body(profile, value, config)), None),
+        canonical::Body::Json(value) => {
+            let mut body = canonical_body(profile, value, config);
+            config.remove_ignored(&mut body);
+            (Some(body), None)
+        }
         canonical::Body::Raw(bytes) => (None, Some(sha256_hex(bytes))),
     };
     let system_sha256 = body

@@ -4,7 +4,9 @@
 //! an in-memory index between misses; a hit never pays for it.
 
 use crate::cassette::Cassette;
-use cassette_keying::{diff, normalize_path, Change, Difference, Key, KeyConfig};
+use cassette_keying::{
+    diff, normalize_path, CanonicalKeyConfig, Change, Difference, Key, KeyConfig, KEY_VERSION,
+};
 use cassette_store::DynStore;
 use futures::StreamExt;
 use serde::Serialize;
@@ -55,7 +57,9 @@ pub struct Nearest {
     pub key: Key,
     /// When it was recorded.
     pub recorded_at: String,
-    /// The components that differ, recorded value first (`body.temperature: 0 -> 0.7`).
+    /// What differs, recorded value first: the keying settings or key version it was keyed
+    /// under when they are not the current ones (`recorded with volatile [seed]; now []`),
+    /// then the components of the request (`body.temperature: 0 -> 0.7`).
     pub differences: Vec<String>,
 }
 
@@ -94,6 +98,10 @@ struct IndexEntry {
     path: String,
     recorded_at: String,
     material: Value,
+    key_version: u32,
+    /// The keying settings it was keyed under, when the document records them.
+    settings: Option<CanonicalKeyConfig>,
+    request_redacted: bool,
 }
 
 /// Materials of stored cassettes, loaded lazily and refreshed incrementally on each miss.
@@ -101,6 +109,8 @@ struct IndexEntry {
 pub(crate) struct NearestIndex {
     entries: HashMap<Key, IndexEntry>,
     unreadable: HashSet<Key>,
+    /// The settings the index's materials were computed under.
+    settings: CanonicalKeyConfig,
 }
 
 impl NearestIndex {
@@ -108,6 +118,7 @@ impl NearestIndex {
     /// deleted ones. Unreadable cassettes are skipped (a miss explanation is best effort; the
     /// corrupt file is reported when it is actually asked for).
     pub(crate) async fn refresh(&mut self, store: &DynStore, config: &KeyConfig) -> usize {
+        self.settings = config.canonical();
         let Ok(keys) = store.list("").await else {
             return self.entries.len();
         };
@@ -167,13 +178,29 @@ impl NearestIndex {
                 ),
             },
             Some((entry, differences)) => {
-                let shown = render(&differences);
-                Explanation {
-                    summary: format!(
-                        "The nearest recording, {}, differs in: {}.",
-                        entry.key.short(),
+                let keyed_under = self.keyed_under(entry, differences.is_empty());
+                let mut shown = keyed_under.clone();
+                shown.extend(render(&differences));
+                let key = entry.key.short();
+                let summary = if differences.is_empty() {
+                    format!(
+                        "The nearest recording, {key}, is this same request keyed differently: {}.",
                         shown.join("; ")
-                    ),
+                    )
+                } else if keyed_under.is_empty() {
+                    format!(
+                        "The nearest recording, {key}, differs in: {}.",
+                        shown.join("; ")
+                    )
+                } else {
+                    format!(
+                        "The nearest recording, {key}, was {}; and differs in: {}.",
+                        keyed_under.join("; "),
+                        render(&differences).join("; ")
+                    )
+                };
+                Explanation {
+                    summary,
                     nearest: Some(Nearest {
                         key: entry.key.clone(),
                         recorded_at: entry.recorded_at.clone(),
@@ -182,6 +209,41 @@ impl NearestIndex {
                 }
             }
         }
+    }
+
+    /// Why a recording keys differently besides its request: another key version, other
+    /// keying settings (named), or, when nothing else differs, redaction or a hand edit.
+    fn keyed_under(&self, entry: &IndexEntry, same_request: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if entry.key_version != KEY_VERSION {
+            out.push(format!(
+                "keyed under key version {}; this tool keys with version {KEY_VERSION}",
+                entry.key_version
+            ));
+        }
+        match &entry.settings {
+            Some(recorded) => out.extend(
+                recorded
+                    .differences(&self.settings)
+                    .into_iter()
+                    .map(|d| format!("recorded with {d}")),
+            ),
+            None if same_request && out.is_empty() => out.push(
+                "recorded by an older cassette that did not store its keying settings; it was \
+                 probably keyed with other volatile settings"
+                    .to_owned(),
+            ),
+            None => {}
+        }
+        if same_request && out.is_empty() {
+            out.push(if entry.request_redacted {
+                "the part of the request that differs was redacted when it was stored".to_owned()
+            } else {
+                "nothing in its stored request; it was edited by hand or stored under another key"
+                    .to_owned()
+            });
+        }
+        out
     }
 }
 
@@ -229,10 +291,6 @@ fn render(differences: &[Difference]) -> Vec<String> {
             differences.len() - SHOWN_DIFFERENCES
         ));
     }
-    if shown.is_empty() {
-        // Same material but another key: the tape was keyed under another contract version.
-        shown.push("nothing in the request; the tape was keyed under another key version".into());
-    }
     shown
 }
 
@@ -246,6 +304,9 @@ fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
         path: normalize_path(&cassette.request.path),
         recorded_at: cassette.recorded_at.clone(),
         material,
+        key_version: cassette.key_version,
+        settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
+        request_redacted: cassette.meta.request_redacted,
     }
 }
 

@@ -94,10 +94,7 @@ impl Upstream {
 fn recorder(mode: Mode, upstream: &Upstream, store: &DynStore) -> Recorder {
     let config = RecorderConfig {
         mode,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: upstream.url.clone(),
-        }],
+        routes: vec![Route::new("default", upstream.url.clone())],
         ..RecorderConfig::default()
     };
     Recorder::new(config, store.clone()).unwrap()

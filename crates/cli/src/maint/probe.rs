@@ -3,7 +3,7 @@
 
 use crate::answer;
 use crate::request_file;
-use crate::settings::RecorderArgs;
+use crate::settings::{RecorderArgs, SettingsFile};
 use cassette_keying::Profile;
 use cassette_recorder::Mode;
 use std::path::PathBuf;
@@ -25,10 +25,10 @@ pub(crate) struct ProbeArgs {
 }
 
 /// Runs `cassette probe`.
-pub(crate) fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ProbeArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let request = request_file::load(&args.request)?;
     let profile = Profile::from_path(&request.path);
-    let mut settings = args.recorder.resolve()?;
+    let mut settings = args.recorder.resolve(file)?;
     // A probe measures the live model: it never reads a cassette and never writes one.
     settings.config.mode = Mode::Off;
     let recorder = settings.build()?;

@@ -4,7 +4,7 @@
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
 use super::{load_all, runtime, StoreArgs};
-use crate::settings::{KeyingArgs, StoreSpec};
+use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
@@ -38,13 +38,13 @@ enum GitCheck {
 }
 
 /// Runs `cassette verify`.
-pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let git = if args.strict {
         GitCheck::RequireClean
     } else {
         GitCheck::Skip
     };
-    let spec = args.store.resolve();
+    let spec = args.store.resolve(file);
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
         GitCheck::RequireClean => Some(local_folder(&spec)?),
@@ -52,7 +52,7 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     };
     let store = spec.open()?;
     let loaded = runtime()?.block_on(load_all(&store))?;
-    let config = args.keying.config();
+    let config = args.keying.config(file);
     let mut problems = 0usize;
     let mut unverifiable = 0usize;
     for (key, bytes, parsed) in &loaded {
@@ -154,16 +154,46 @@ fn check_document(
         );
         return (Some(problem), KeyCheck::Done);
     }
+    // A tape is checked under the settings it records (the current ones for older tapes):
+    // a hand edit shows as a key mismatch, other settings as what they are.
+    let recorded = match &cassette.key_settings {
+        Some(settings) => match settings.key_config() {
+            Ok(recorded) => Some(recorded),
+            Err(err) => {
+                let problem = format!("its stored keying settings do not parse: {err}");
+                return (Some(problem), KeyCheck::Done);
+            }
+        },
+        None => None,
+    };
+    if let Some(recorded) = &recorded {
+        let differences = recorded.canonical().differences(&config.canonical());
+        if !differences.is_empty() {
+            let problem = format!(
+                "keyed under other settings (recorded with {}): replay with the current settings misses it; re-record it or restore the setting",
+                differences.join(", recorded with ")
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
+    }
     if cassette.meta.request_redacted {
         return (None, KeyCheck::Redacted);
     }
-    let recomputed = cassette.keyed_request(config).key;
+    let recomputed = cassette
+        .keyed_request(recorded.as_ref().unwrap_or(config))
+        .key;
     if recomputed == *key {
         return (None, KeyCheck::Done);
     }
-    let problem = format!(
-        "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other --volatile settings, or the keying changed without a key version bump)"
-    );
+    let problem = if recorded.is_some() {
+        format!(
+            "its stored request keys to {recomputed}: the request was edited by hand (or the keying changed without a key version bump)"
+        )
+    } else {
+        format!(
+            "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other keying settings, or the keying changed without a key version bump)"
+        )
+    };
     (Some(problem), KeyCheck::Done)
 }
 

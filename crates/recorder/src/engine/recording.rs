@@ -2,7 +2,9 @@
 //! stream is relayed to the client piece by piece while it is assembled.
 
 use super::Recorder;
-use crate::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION};
+use crate::cassette::{
+    Cassette, KeySettings, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION,
+};
 use crate::error::Result;
 use crate::request::Request;
 use crate::response::BodyStream;
@@ -70,6 +72,8 @@ impl Draft {
                         }
                     }
                     Err(err) => {
+                        // The URL may hold a route's key (a `query:` auth style).
+                        let err = err.without_url();
                         let counters = &self.recorder.inner.counters;
                         counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
@@ -144,6 +148,7 @@ impl Draft {
             format: FORMAT_VERSION,
             key: self.keyed_key.clone(),
             key_version: cassette_keying::KEY_VERSION,
+            key_settings: Some(KeySettings::of(key_config)),
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: request.target.clone(),

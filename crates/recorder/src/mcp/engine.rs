@@ -448,6 +448,8 @@ impl McpRecorder {
             format: FORMAT_VERSION,
             key: keyed.key.clone(),
             key_version: cassette_keying::KEY_VERSION,
+            // MCP keys take no keying settings.
+            key_settings: None,
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: self.inner.server.clone(),

@@ -17,9 +17,10 @@
 //! * users add JSON paths and regexes for their own data (personal data, internal ids).
 //!
 //! One file per job: `shapes` finds credential-shaped text, `names` holds the header, query and
-//! body name lists, `json_path` parses and applies user JSON paths, `redactor` puts them
-//! together in [`Redactor`], `bodies` reads forms, multipart and binary bodies, and `streams`
-//! finds secrets split across the events of a stored stream.
+//! body name lists, `json_path` applies user JSON paths (parsed by `cassette_keying::JsonPath`),
+//! `redactor` puts them together in [`Redactor`], `bodies` reads forms, multipart and binary
+//! bodies, `streams` finds secrets split across the events of a stored stream, and `document`
+//! redacts a whole cassette.
 
 mod bodies;
 mod document;

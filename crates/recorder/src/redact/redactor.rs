@@ -1,12 +1,13 @@
 //! The redactor: applies the built-in rules and the user's rules to what is about to be stored.
 
-use super::json_path::{apply_path, parse_path, Segment};
+use super::json_path::redact_path;
 use super::names::{
     is_body_credential_name, is_query_credential_name, is_stored_response_header, normalize_name,
     NAME_EXEMPT_SUBTREES, REQUEST_HEADER_ALLOW_LIST, URL_VALUED_HEADERS,
 };
 use super::shapes::{match_ranges, redact_shapes, replace_matches, shape_ranges};
 use super::{RedactError, RedactionRules, REDACTED, SECRET_GROUP};
+use cassette_keying::JsonPath;
 use regex::Regex;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -25,7 +26,7 @@ struct UserPattern {
 /// reference-counted); `Send + Sync`, so one instance serves every request.
 #[derive(Debug, Clone)]
 pub struct Redactor {
-    json_paths: Vec<(String, Vec<Segment>)>,
+    json_paths: Vec<JsonPath>,
     patterns: Vec<UserPattern>,
 }
 
@@ -44,11 +45,11 @@ impl Redactor {
     pub fn new(rules: &RedactionRules) -> Result<Redactor, RedactError> {
         let mut json_paths = Vec::with_capacity(rules.json_paths.len());
         for path in &rules.json_paths {
-            let segments = parse_path(path).map_err(|reason| RedactError::InvalidJsonPath {
+            let parsed = JsonPath::parse(path).map_err(|e| RedactError::InvalidJsonPath {
                 path: path.clone(),
-                reason,
+                reason: e.reason,
             })?;
-            json_paths.push((path.clone(), segments));
+            json_paths.push(parsed);
         }
         let mut patterns = Vec::with_capacity(rules.patterns.len());
         for pattern in &rules.patterns {
@@ -212,8 +213,8 @@ impl Redactor {
     /// request whose key cannot be recomputed from what was stored).
     pub fn json_changed(&self, value: &mut Value) -> bool {
         let mut changed = false;
-        for (_, segments) in &self.json_paths {
-            changed |= apply_path(value, segments);
+        for path in &self.json_paths {
+            changed |= redact_path(value, path);
         }
         changed | self.walk(value, false)
     }
