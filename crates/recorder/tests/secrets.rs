@@ -6,7 +6,7 @@
 use base64::Engine;
 use bytes::Bytes;
 use cassette_recorder::redact::find_credentials;
-use cassette_recorder::{Cassette, Mode, Recorder, RecorderConfig, Request, Route, Source};
+use cassette_recorder::{Cassette, Error, Mode, Recorder, RecorderConfig, Request, Route, Source};
 use cassette_store::DynStore;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -485,4 +485,150 @@ async fn a_key_split_across_stream_events_is_never_stored() {
         })
         .collect();
     assert_eq!(text, "The key is [REDACTED]. Done.");
+}
+/// Item 13: a miss never echoes the request's credentials: not in the error's text (the 409
+/// body and the stderr line are made of it), not in its fields, not in the differences.
+#[tokio::test]
+async fn a_miss_echoes_no_credential_of_the_request() {
+    let upstream = Upstream::start().await;
+    upstream.answer("/v1/chat/completions", Answer::json(chat_answer("ok")));
+    let store = memory();
+    let ask = |content: &str, extra: Value| {
+        let mut body =
+            json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": content}]});
+        if let (Value::Object(body), Value::Object(extra)) = (&mut body, extra) {
+            body.extend(extra);
+        }
+        Request::post_json("/v1/chat/completions", &body)
+    };
+    recorder(Mode::Record, &upstream, &store)
+        .handle(ask(
+            "Where is my refund?",
+            json!({"api_key": "opaque-recorded"}),
+        ))
+        .await
+        .unwrap();
+    let second = "sk-ant-api03-Q9x2Lm7Vb4Kp1Zt8Rw3Yc6Hn0Js5Fd2Ga9Ue4Oi7_AA";
+    let missed = ask(
+        &format!("Where is my refund? My key is {KEY} and {second}"),
+        json!({"api_key": "opaque-live-api-key", "password": "opaque-live-pw", "model": second}),
+    );
+    let err = recorder(Mode::Replay, &upstream, &store)
+        .handle(missed)
+        .await
+        .unwrap_err();
+    let Error::Miss(miss) = &err else {
+        panic!("expected a miss, got {err}")
+    };
+    let everything = format!(
+        "{err}\n{}\n{}",
+        serde_json::to_string(miss).unwrap(),
+        miss.explanation_lines().join("\n")
+    );
+    for secret in [KEY, &KEY[..20], second, &second[..20], "opaque-live"] {
+        assert!(
+            !everything.contains(secret),
+            "`{secret}` echoed:\n{everything}"
+        );
+    }
+    assert!(
+        everything.contains("body.messages[0].content"),
+        "the difference is still named:\n{everything}"
+    );
+}
+
+/// Item 13: the proxy's 409 body (its `message` is also the proxy's stderr line) echoes no
+/// credential of the request.
+#[tokio::test]
+async fn the_409_body_echoes_no_credential() {
+    let upstream = Upstream::start().await;
+    upstream.answer("/v1/chat/completions", Answer::json(chat_answer("ok")));
+    let store = memory();
+    let chat = |content: &str| json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": content}]});
+    recorder(Mode::Record, &upstream, &store)
+        .handle(Request::post_json(
+            "/v1/chat/completions",
+            &chat("Where is my refund?"),
+        ))
+        .await
+        .unwrap();
+    let proxy = cassette_recorder::proxy::spawn(
+        recorder(Mode::Replay, &upstream, &store),
+        &cassette_recorder::proxy::ProxyConfig::ephemeral(),
+    )
+    .await
+    .unwrap();
+    let mut body = chat(&format!("Where is my refund?\n{KEY}"));
+    body["api_key"] = json!("opaque-live-api-key");
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/keys/{KEY}/chat/completions?token=opaque-q&q=%3D{KEY}",
+            proxy.url()
+        ))
+        .header("authorization", format!("Bearer {KEY}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    let text = response.text().await.unwrap();
+    for secret in [KEY, &KEY[..20], "opaque"] {
+        assert!(!text.contains(secret), "`{secret}` echoed:\n{text}");
+    }
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["error"]["type"], "cassette_miss");
+    assert_eq!(
+        error["error"]["path"],
+        "/v1/keys/[REDACTED]/chat/completions"
+    );
+    proxy.stop().await.unwrap();
+}
+
+/// Item 13: an MCP miss (the JSON-RPC error a client gets, and the log line) echoes no
+/// credential from the tool's arguments.
+#[tokio::test]
+async fn an_mcp_miss_echoes_no_credential() {
+    use cassette_recorder::mcp::{McpCall, McpRecorder, Persistence, Recording, Transcript};
+    let upstream = Upstream::start().await;
+    let store = memory();
+    let engine = |mode| McpRecorder::new(recorder(mode, &upstream, &store), "vault", "stdio:vault");
+    let call = |arguments: Value| McpCall {
+        id: json!(1),
+        method: "tools/call".into(),
+        params: Some(json!({"name": "lookup", "arguments": arguments})),
+    };
+    let recorded = call(json!({"query": "refund policy", "api_key": "opaque-recorded"}));
+    let recording = Recording {
+        notifications: vec![],
+        response: json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}),
+    };
+    let writer = engine(Mode::Record);
+    let keyed = writer.key(&recorded);
+    writer
+        .store(
+            &recorded,
+            &keyed,
+            &recording,
+            &Transcript::default(),
+            Persistence::Overwrite,
+        )
+        .await
+        .unwrap();
+    let missed = call(
+        json!({"query": format!("refund policy {KEY}"), "api_key": "opaque-live",
+        "headers": {"Authorization": format!("Bearer {KEY}")}}),
+    );
+    let reader = engine(Mode::Replay);
+    let miss = reader.miss(&missed, &reader.key(&missed)).await;
+    let everything = format!("{miss}\n{}", miss.error_line(&json!(1)));
+    for secret in [KEY, &KEY[..20], "opaque-live"] {
+        assert!(
+            !everything.contains(secret),
+            "`{secret}` echoed:\n{everything}"
+        );
+    }
+    assert!(
+        everything.contains("params.arguments.query"),
+        "{everything}"
+    );
 }

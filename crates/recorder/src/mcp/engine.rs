@@ -343,7 +343,8 @@ impl McpRecorder {
         let mut explanation = {
             let mut index = self.inner.index.lock().await;
             index.refresh(store, &recorder.config().key).await;
-            index.explain(&self.inner.server, &call.method, &keyed.material)
+            let redactor = recorder.redactor();
+            index.explain(&self.inner.server, &call.method, &keyed.material, redactor)
         };
         if explanation.nearest.is_none() {
             explanation.summary =
@@ -353,8 +354,10 @@ impl McpRecorder {
             key: keyed.key.to_string(),
             server: self.inner.server.clone(),
             method: call.method.clone(),
-            subject: call.subject(),
-            store: store.location(),
+            subject: call
+                .subject()
+                .map(|subject| recorder.redactor().text(&subject)),
+            store: recorder.redactor().url(&store.location()),
             explanation,
         };
         if let Some(hook) = &self.miss_hook {
