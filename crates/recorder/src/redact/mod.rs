@@ -22,6 +22,7 @@
 //! bodies, `streams` finds secrets split across the events of a stored stream, and `document`
 //! redacts a whole cassette.
 
+mod audit;
 mod bodies;
 mod document;
 mod json_path;
@@ -30,6 +31,7 @@ mod redactor;
 mod shapes;
 mod streams;
 
+pub use audit::{audit, Finding};
 pub use bodies::BodyRedaction;
 pub use document::CassetteRedaction;
 pub use names::{
