@@ -1,8 +1,9 @@
 //! Keying cost against the floor it cannot beat: plain SHA-256 of the same request bytes.
 //!
-//! Run with `cargo bench -p cassette-keying --bench keying`. Each group measures `key()` on a
-//! chat request and `Sha256::digest` of the very same body bytes in the same run, so the ratio
-//! between the two does not depend on the machine's speed.
+//! Run with `cargo bench -p cassette-keying --bench keying`. Each group measures, on a chat
+//! request, `hit_key()` (the replay hit's path: the key only), `key()` (the key with its
+//! explanation: material and canonical string) and `Sha256::digest` of the very same body bytes
+//! in the same run, so the ratios to the hash do not depend on the machine's speed.
 
 use cassette_keying::{KeyConfig, Request};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -47,6 +48,14 @@ fn bench(c: &mut Criterion) {
     for (name, size) in [("2KiB", 2 * 1024), ("1MiB", 1024 * 1024)] {
         let body = chat_body(size);
         group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::new("hit_key", name), &body, |b, body| {
+            b.iter(|| {
+                Request::new("POST", "/v1/chat/completions")
+                    .header("authorization", "Bearer sk-test")
+                    .body(black_box(body))
+                    .hit_key(&config)
+            })
+        });
         group.bench_with_input(BenchmarkId::new("key", name), &body, |b, body| {
             b.iter(|| {
                 Request::new("POST", "/v1/chat/completions")

@@ -3,9 +3,84 @@
 //! Written here rather than borrowed from `serde_json` because the differences matter to a
 //! key: member names sort by UTF-16 code units (not UTF-8 bytes), and every number is printed
 //! in ECMAScript form (`1.0` and `1` are one number, `1e21` is `1e+21`).
+//!
+//! The writer puts its bytes into a [`Sink`], so the same code builds the canonical string an
+//! explanation shows and feeds SHA-256 directly on the hot path, without the string.
 
 use serde_json::Value;
-use std::fmt::Write;
+use sha2::{Digest, Sha256};
+use std::cmp::Ordering;
+
+/// Where canonical text goes.
+pub(crate) trait Sink {
+    /// Appends `text`.
+    fn put(&mut self, text: &str);
+
+    /// How many bytes were put so far.
+    fn written(&self) -> usize;
+}
+
+impl Sink for String {
+    fn put(&mut self, text: &str) {
+        self.push_str(text);
+    }
+
+    fn written(&self) -> usize {
+        self.len()
+    }
+}
+
+/// Hashes canonical bytes as they are written. Pieces are gathered in a buffer first, because
+/// the writer produces many tiny ones (quotes, commas) and each `update` call has a fixed cost.
+pub(crate) struct HashSink {
+    hasher: Sha256,
+    buffer: Vec<u8>,
+    hashed: usize,
+}
+
+/// Big enough to amortize `update` calls, small enough to stay in the L1 cache.
+const HASH_BUFFER: usize = 8 * 1024;
+
+/// Pieces at least this long are hashed where they lie rather than copied first.
+const DIRECT: usize = 256;
+
+impl HashSink {
+    pub(crate) fn new() -> Self {
+        HashSink {
+            hasher: Sha256::new(),
+            buffer: Vec::with_capacity(HASH_BUFFER),
+            hashed: 0,
+        }
+    }
+
+    /// The SHA-256 of everything written.
+    pub(crate) fn finish(mut self) -> [u8; 32] {
+        self.hasher.update(&self.buffer);
+        self.hasher.finalize().into()
+    }
+}
+
+impl Sink for HashSink {
+    #[inline]
+    fn put(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        if bytes.len() >= DIRECT || self.buffer.len() + bytes.len() > HASH_BUFFER {
+            self.hasher.update(&self.buffer);
+            self.hashed += self.buffer.len();
+            self.buffer.clear();
+            if bytes.len() >= DIRECT {
+                self.hasher.update(bytes);
+                self.hashed += bytes.len();
+                return;
+            }
+        }
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    fn written(&self) -> usize {
+        self.hashed + self.buffer.len()
+    }
+}
 
 /// Serializes `value` as RFC 8785 canonical JSON.
 pub fn to_canonical_string(value: &Value) -> String {
@@ -14,66 +89,219 @@ pub fn to_canonical_string(value: &Value) -> String {
     out
 }
 
-fn write_value(out: &mut String, value: &Value) {
+pub(crate) fn write_value<S: Sink>(out: &mut S, value: &Value) {
     match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(true) => out.push_str("true"),
-        Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => write_number(out, n),
+        Value::Null => out.put("null"),
+        Value::Bool(b) => write_bool(out, *b),
+        // JSON numbers are IEEE-754 doubles in RFC 8785; integers beyond 2^53 lose precision
+        // there exactly as they would in any JavaScript client.
+        Value::Number(n) => write_number(out, n.as_f64().unwrap_or(0.0)),
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
-            out.push('[');
+            out.put("[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.put(",");
                 }
                 write_value(out, item);
             }
-            out.push(']');
+            out.put("]");
         }
         Value::Object(map) => {
             let mut members: Vec<(&String, &Value)> = map.iter().collect();
-            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.push('{');
+            members.sort_by(|a, b| compare_names(a.0, b.0));
+            out.put("{");
             for (i, (name, item)) in members.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.put(",");
                 }
                 write_string(out, name);
-                out.push(':');
+                out.put(":");
                 write_value(out, item);
             }
-            out.push('}');
+            out.put("}");
         }
     }
 }
 
-fn write_number(out: &mut String, n: &serde_json::Number) {
-    // JSON numbers are IEEE-754 doubles in RFC 8785; integers beyond 2^53 lose precision there
-    // exactly as they would in any JavaScript client.
-    let f = n.as_f64().unwrap_or(0.0);
+/// RFC 8785 member order: by UTF-16 code units. That is UTF-8 byte order, except where the
+/// first differing characters are U+E000..=U+FFFF against U+10000 and above (UTF-16 puts the
+/// surrogates of the latter first); both of their first bytes are then at least 0xEE, which no
+/// other first difference has, so only those names pay for the UTF-16 comparison.
+pub(crate) fn compare_names(a: &str, b: &str) -> Ordering {
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    match x.iter().zip(y).position(|(p, q)| p != q) {
+        None => x.len().cmp(&y.len()),
+        Some(k) if x[k] >= 0xEE && y[k] >= 0xEE => a.encode_utf16().cmp(b.encode_utf16()),
+        Some(k) => x[k].cmp(&y[k]),
+    }
+}
+
+pub(crate) fn write_bool<S: Sink>(out: &mut S, b: bool) {
+    out.put(if b { "true" } else { "false" });
+}
+
+pub(crate) fn write_number<S: Sink>(out: &mut S, f: f64) {
     let mut buffer = ryu_js::Buffer::new();
-    out.push_str(buffer.format(f));
+    out.put(buffer.format(f));
 }
 
-fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+/// Writes `s` as a JSON string, escaping only what RFC 8785 escapes.
+pub(crate) fn write_string<S: Sink>(out: &mut S, s: &str) {
+    out.put("\"");
+    write_escaped(out, s, Lines::Keep);
+    out.put("\"");
+}
+
+/// Writes a string that is already in canonical form: text without any character RFC 8785
+/// escapes (such as a JSON string of the request that had no escape sequence), or the output
+/// of [`write_escaped`].
+pub(crate) fn write_canonical_string<S: Sink>(out: &mut S, s: &str) {
+    out.put("\"");
+    out.put(s);
+    out.put("\"");
+}
+
+/// What [`write_escaped`] does to the ends of lines.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lines {
+    /// Writes every character.
+    Keep,
+    /// Drops the spaces, tabs and CRs at the end of each line first (key contract step 2.3).
+    StripTrailingWhitespace,
+}
+
+/// The body of a JSON string (without its quotes): runs of ordinary bytes are copied whole,
+/// found eight bytes at a time; only `"`, `\` and controls below U+0020 are escaped. Bytes of
+/// multi-byte UTF-8 characters are all at least 0x80, so they are ordinary, and every cut
+/// falls on a character boundary.
+///
+/// Stripping happens in the same pass: a line's trailing whitespace can only be told apart at
+/// the `\n` (or the end) that follows it, so tabs and CRs, which are escaped, are held back
+/// with their run until then; everything else that is escaped ends the run, since no trailing
+/// whitespace can precede it.
+pub(crate) fn write_escaped<S: Sink>(out: &mut S, s: &str, lines: Lines) {
+    let strip = lines == Lines::StripTrailingWhitespace;
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    let mut held_whitespace = false;
+    loop {
+        i = next_special(bytes, i);
+        let special = bytes.get(i).copied();
+        if strip && matches!(special, Some(b'\t' | b'\r')) {
+            held_whitespace = true;
+            i += 1;
+            continue;
         }
+        let mut run = &s[start..i];
+        if strip && matches!(special, None | Some(b'\n')) {
+            run = run.trim_end_matches([' ', '\t', '\r']);
+        }
+        if held_whitespace {
+            write_escaped(out, run, Lines::Keep);
+            held_whitespace = false;
+        } else {
+            out.put(run);
+        }
+        let Some(special) = special else {
+            return;
+        };
+        write_escape(out, special);
+        i += 1;
+        start = i;
     }
-    out.push('"');
+}
+
+/// The index of the first `"` or `\` at or after `i` in JSON text, or the length, and whether a
+/// control character (which JSON strings may not hold raw) comes before it.
+pub(crate) fn next_quote_or_escape(bytes: &[u8], i: usize) -> (usize, bool) {
+    let rest = &bytes[i..];
+    let found = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+    // Branch-free, so the compiler checks many bytes per instruction.
+    let control = rest[..found]
+        .iter()
+        .fold(false, |seen, &b| seen | (b < 0x20));
+    (i + found, control)
+}
+
+/// The index of the first byte at or after `i` that RFC 8785 escapes, or the length.
+pub(crate) fn next_special(bytes: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        let special = special_bytes(word);
+        if special != 0 {
+            // The lowest flagged byte is exactly the first special one (the arithmetic can
+            // only over-report bytes after a true hit).
+            return i + (special.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && !needs_escape(bytes[i]) {
+        i += 1;
+    }
+    i
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Flags (with the byte's high bit) the bytes of `word` that are `"`, `\` or below 0x20.
+fn special_bytes(word: u64) -> u64 {
+    let below_space = word.wrapping_sub(ONES * 0x20);
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    (below_space | quote.wrapping_sub(ONES) & !quote | backslash.wrapping_sub(ONES) & !backslash)
+        & !word
+        & HIGHS
+}
+
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+pub(crate) fn write_escape<S: Sink>(out: &mut S, b: u8) {
+    const SHORT: [&str; 0x20] = [
+        "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+        "\\b", "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011",
+        "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
+        "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+    ];
+    match b {
+        b'"' => out.put("\\\""),
+        b'\\' => out.put("\\\\"),
+        _ => out.put(SHORT.get(usize::from(b)).copied().unwrap_or_default()),
+    }
+}
+
+/// The text of a string written by [`write_escaped`]: its escapes undone.
+pub(crate) fn unescape(escaped: &str) -> String {
+    let mut out = String::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let mut chars = rest[at + 1..].chars();
+        let decoded = match chars.next() {
+            Some('b') => '\u{8}',
+            Some('t') => '\t',
+            Some('n') => '\n',
+            Some('f') => '\u{c}',
+            Some('r') => '\r',
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                u32::from_str_radix(&hex, 16)
+                    .ok()
+                    .and_then(char::from_u32)
+                    .unwrap_or(char::REPLACEMENT_CHARACTER)
+            }
+            Some(other) => other,
+            None => break,
+        };
+        out.push(decoded);
+        rest = chars.as_str();
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -111,8 +339,103 @@ mod tests {
     }
 
     #[test]
+    fn name_order_is_utf16_order() {
+        let names = [
+            "",
+            "a",
+            "ab",
+            "b",
+            "\u{7f}",
+            "\u{80}",
+            "\u{7ff}",
+            "\u{800}",
+            "\u{d7ff}",
+            "\u{e000}",
+            "\u{e000}a",
+            "\u{ffff}",
+            "\u{10000}",
+            "\u{1f600}",
+            "\u{10ffff}",
+            "a\u{e000}",
+            "a\u{1f600}",
+            "\u{ef}\u{e000}",
+            "\u{ef}\u{10000}",
+        ];
+        for a in names {
+            for b in names {
+                assert_eq!(
+                    compare_names(a, b),
+                    a.encode_utf16().cmp(b.encode_utf16()),
+                    "{a:?} vs {b:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn strings_escape_only_what_rfc8785_escapes() {
         let v = json!("a\"b\\c\n\u{1}\u{7f}é/");
         assert_eq!(to_canonical_string(&v), "\"a\\\"b\\\\c\\n\\u0001\u{7f}é/\"");
+    }
+
+    /// The word-at-a-time scan against the byte-at-a-time definition, for every byte value at
+    /// every position of a chunk and in the tail after the last whole chunk.
+    #[test]
+    fn escaping_finds_every_special_byte_at_every_position() {
+        for b in 0..=0x7fu8 {
+            for len in 1..=19 {
+                for at in 0..len {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = b;
+                    let text = String::from_utf8(bytes).unwrap();
+                    let mut fast = String::new();
+                    write_escaped(&mut fast, &text, Lines::Keep);
+                    let mut slow = String::new();
+                    for c in text.chars() {
+                        if needs_escape(c as u8) {
+                            write_escape(&mut slow, c as u8);
+                        } else {
+                            slow.push(c);
+                        }
+                    }
+                    assert_eq!(fast, slow, "byte {b:#x} at {at} of {len}");
+                    assert_eq!(unescape(&fast), text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stripping_while_escaping_drops_only_trailing_whitespace_per_line() {
+        let cases = [
+            ("  a \t\r\n b  \n\n", r"  a\n b\n\n"),
+            ("x\t\ty \t\r", r"x\t\ty"),
+            ("\"q\" \t\n\u{1} \n\t", r#"\"q\"\n\u0001\n"#),
+            ("\r\r\n", r"\n"),
+            ("a\rb \n", r"a\rb\n"),
+            ("tail \t", "tail"),
+            ("", ""),
+        ];
+        for (text, expected) in cases {
+            let mut out = String::new();
+            write_escaped(&mut out, text, Lines::StripTrailingWhitespace);
+            assert_eq!(out, expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn hashing_in_pieces_equals_hashing_the_whole() {
+        let pieces: Vec<String> = (0..3000).map(|i| "x".repeat(i % 700)).collect();
+        let mut whole = String::new();
+        let mut sink = HashSink::new();
+        for piece in &pieces {
+            whole.push_str(piece);
+            sink.put(piece);
+        }
+        let long = "y".repeat(3 * HASH_BUFFER);
+        sink.put(&long);
+        whole.push_str(&long);
+        assert_eq!(sink.written(), whole.len());
+        assert_eq!(sink.finish(), <[u8; 32]>::from(Sha256::digest(&whole)));
     }
 }
