@@ -213,16 +213,22 @@ pub(crate) fn write_escaped<S: Sink>(out: &mut S, s: &str, lines: Lines) {
     }
 }
 
-/// The index of the first `"` or `\` at or after `i` in JSON text, or the length, and whether a
-/// control character (which JSON strings may not hold raw) comes before it.
-pub(crate) fn next_quote_or_escape(bytes: &[u8], i: usize) -> (usize, bool) {
-    let rest = &bytes[i..];
-    let found = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-    // Branch-free, so the compiler checks many bytes per instruction.
-    let control = rest[..found]
-        .iter()
-        .fold(false, |seen, &b| seen | (b < 0x20));
-    (i + found, control)
+/// Whether `bytes` holds a byte below 0x20. Branch-free over whole words, so the compiler
+/// checks many bytes per instruction; the last word overlaps the others instead of a byte loop.
+pub(crate) fn has_control(bytes: &[u8]) -> bool {
+    let Some(last) = bytes.len().checked_sub(8) else {
+        return bytes.iter().any(|&b| b < 0x20);
+    };
+    let below_space = |word: &[u8]| {
+        let word = u64::from_le_bytes(word.try_into().unwrap_or([0xff; 8]));
+        // Exact as to whether any byte is below 0x20 (see `special_bytes`).
+        word.wrapping_sub(ONES * 0x20) & !word
+    };
+    let mut found = below_space(&bytes[last..]);
+    for word in bytes.chunks_exact(8) {
+        found |= below_space(word);
+    }
+    found & HIGHS != 0
 }
 
 /// The index of the first byte at or after `i` that RFC 8785 escapes, or the length.

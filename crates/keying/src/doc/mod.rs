@@ -46,6 +46,9 @@ enum Node<'a> {
     },
 }
 
+// `Doc::with_capacity` counts on this.
+const _: () = assert!(std::mem::size_of::<Node>() <= 32);
+
 #[derive(Debug, Clone, Copy)]
 enum Text<'a> {
     /// A slice of the body: a JSON string without escape sequences, and so (JSON allows no raw
@@ -95,6 +98,16 @@ impl<'a> Doc<'a> {
         Doc {
             nodes: Vec::new(),
             texts: String::new(),
+        }
+    }
+
+    /// A document for a body of `length` bytes, sized so that it rarely grows (growing copies
+    /// it): the texts are at most the body, and requests average well over 32 bytes a value.
+    /// Either reservation is at most the body's size.
+    fn with_capacity(length: usize) -> Doc<'a> {
+        Doc {
+            nodes: Vec::with_capacity(length / 32),
+            texts: String::with_capacity(length),
         }
     }
 

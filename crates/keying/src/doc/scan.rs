@@ -18,7 +18,7 @@ pub(super) fn parse(text: &str, context: Context) -> Option<Doc<'_>> {
         text,
         bytes: text.as_bytes(),
         pos: 0,
-        doc: Doc::new(),
+        doc: Doc::with_capacity(text.len()),
     };
     scanner.value(context, 0)?;
     scanner.skip_whitespace();
@@ -200,31 +200,28 @@ impl<'a> Scanner<'a> {
     /// The string whose opening quote was just consumed.
     fn string(&mut self, context: Context) -> Option<Text<'a>> {
         let start = self.pos;
-        let (end, control) = jcs::next_quote_or_escape(self.bytes, start);
-        if control {
-            // A raw control character: `serde_json` rejects the body.
-            return None;
-        }
-        match *self.bytes.get(end)? {
-            b'"' => {
-                self.pos = end + 1;
-                let text = &self.text[start..end];
-                // Without escapes a string holds no line break, tab or CR: only spaces can
-                // trail it.
-                let text = if context == Context::Prompt {
-                    text.trim_end_matches(' ')
-                } else {
-                    text
-                };
-                Some(Text::Plain(text))
-            }
-            _ => self.escaped_string(start, end, context),
-        }
+        let end = next_quote_or_escape(self.bytes, start);
+        let text = if *self.bytes.get(end)? == b'"' {
+            self.pos = end + 1;
+            let text = &self.text[start..end];
+            // Without escapes a string holds no line break, tab or CR: only spaces can trail.
+            Text::Plain(if context == Context::Prompt {
+                &text[..text.len() - trailing_spaces(text)]
+            } else {
+                text
+            })
+        } else {
+            self.escaped_string(start, end, context)?
+        };
+        // JSON forbids raw control characters in strings (escape sequences hold none), so
+        // `serde_json` would reject the body. One check of the whole string is cheaper than one
+        // per run between escapes.
+        (!jcs::has_control(&self.bytes[start..self.pos - 1])).then_some(text)
     }
 
     /// A string with escapes, from `start`; the first escape is at `backslash`. A member name
     /// is decoded; a value is written in canonical form, stripped in a prompt member, as it is
-    /// read.
+    /// read. Leaves `pos` after the closing quote.
     fn escaped_string(
         &mut self,
         start: usize,
@@ -248,11 +245,7 @@ impl<'a> Scanner<'a> {
             out.char(c);
             i += length;
             run_start = i;
-            let control;
-            (i, control) = jcs::next_quote_or_escape(self.bytes, i);
-            if control {
-                return None;
-            }
+            i = next_quote_or_escape(self.bytes, i);
         }
         out.end_line();
         self.pos = i + 1;
@@ -286,7 +279,7 @@ impl Output<'_> {
         let before = self.texts.len();
         self.texts.push_str(run);
         if self.context == Context::Prompt && !run.is_empty() {
-            let kept = run.trim_end_matches(' ').len();
+            let kept = run.len() - trailing_spaces(run);
             self.whitespace_from = match kept {
                 0 => self.whitespace_from.or(Some(before)),
                 kept if kept < run.len() => Some(before + kept),
@@ -322,6 +315,17 @@ impl Output<'_> {
             self.texts.truncate(at);
         }
     }
+}
+
+/// The index of the first `"` or `\` at or after `from`, or the length.
+fn next_quote_or_escape(bytes: &[u8], from: usize) -> usize {
+    let rest = &bytes[from..];
+    from + memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len())
+}
+
+/// The number of spaces `text` ends with.
+fn trailing_spaces(text: &str) -> usize {
+    text.bytes().rev().take_while(|&b| b == b' ').count()
 }
 
 /// The character of the escape sequence at the start of `bytes` (which starts with `\`) and the
