@@ -7,6 +7,7 @@
 //! The writer puts its bytes into a [`Sink`], so the same code builds the canonical string an
 //! explanation shows and feeds SHA-256 directly on the hot path, without the string.
 
+use crate::special;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::cmp::Ordering;
@@ -16,6 +17,10 @@ pub(crate) trait Sink {
     /// Appends `text`.
     fn put(&mut self, text: &str);
 
+    /// Appends one ASCII character (punctuation). A call of its own because there are many and
+    /// a one-byte copy should not cost a `memcpy` call.
+    fn put_ascii(&mut self, c: u8);
+
     /// How many bytes were put so far.
     fn written(&self) -> usize;
 }
@@ -23,6 +28,10 @@ pub(crate) trait Sink {
 impl Sink for String {
     fn put(&mut self, text: &str) {
         self.push_str(text);
+    }
+
+    fn put_ascii(&mut self, c: u8) {
+        self.push(char::from(c));
     }
 
     fn written(&self) -> usize {
@@ -40,9 +49,6 @@ pub(crate) struct HashSink {
 
 /// Big enough to amortize `update` calls, small enough to stay in the L1 cache.
 const HASH_BUFFER: usize = 8 * 1024;
-
-/// Pieces at least this long are hashed where they lie rather than copied first.
-const DIRECT: usize = 256;
 
 impl HashSink {
     pub(crate) fn new() -> Self {
@@ -64,21 +70,40 @@ impl Sink for HashSink {
     #[inline]
     fn put(&mut self, text: &str) {
         let bytes = text.as_bytes();
-        if bytes.len() >= DIRECT || self.buffer.len() + bytes.len() > HASH_BUFFER {
-            self.hasher.update(&self.buffer);
-            self.hashed += self.buffer.len();
-            self.buffer.clear();
-            if bytes.len() >= DIRECT {
-                self.hasher.update(bytes);
-                self.hashed += bytes.len();
-                return;
-            }
+        if self.buffer.len() + bytes.len() <= HASH_BUFFER {
+            self.buffer.extend_from_slice(bytes);
+        } else {
+            self.flush_and_put(bytes);
         }
-        self.buffer.extend_from_slice(bytes);
+    }
+
+    #[inline]
+    fn put_ascii(&mut self, c: u8) {
+        debug_assert!(c.is_ascii());
+        if self.buffer.len() == HASH_BUFFER {
+            self.flush_and_put(&[]);
+        }
+        self.buffer.push(c);
     }
 
     fn written(&self) -> usize {
         self.hashed + self.buffer.len()
+    }
+}
+
+impl HashSink {
+    #[cold]
+    fn flush_and_put(&mut self, bytes: &[u8]) {
+        self.hasher.update(&self.buffer);
+        self.hashed += self.buffer.len();
+        self.buffer.clear();
+        // A piece as long as the buffer is hashed where it lies rather than copied first.
+        if bytes.len() >= HASH_BUFFER {
+            self.hasher.update(bytes);
+            self.hashed += bytes.len();
+        } else {
+            self.buffer.extend_from_slice(bytes);
+        }
     }
 }
 
@@ -98,28 +123,28 @@ pub(crate) fn write_value<S: Sink>(out: &mut S, value: &Value) {
         Value::Number(n) => write_number(out, n.as_f64().unwrap_or(0.0)),
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
-            out.put("[");
+            out.put_ascii(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.put(",");
+                    out.put_ascii(b',');
                 }
                 write_value(out, item);
             }
-            out.put("]");
+            out.put_ascii(b']');
         }
         Value::Object(map) => {
             let mut members: Vec<(&String, &Value)> = map.iter().collect();
             members.sort_by(|a, b| compare_names(a.0, b.0));
-            out.put("{");
+            out.put_ascii(b'{');
             for (i, (name, item)) in members.into_iter().enumerate() {
                 if i > 0 {
-                    out.put(",");
+                    out.put_ascii(b',');
                 }
                 write_string(out, name);
-                out.put(":");
+                out.put_ascii(b':');
                 write_value(out, item);
             }
-            out.put("}");
+            out.put_ascii(b'}');
         }
     }
 }
@@ -172,7 +197,7 @@ pub(crate) enum Lines {
 }
 
 /// The body of a JSON string (without its quotes): runs of ordinary bytes are copied whole,
-/// found eight bytes at a time; only `"`, `\` and controls below U+0020 are escaped. Bytes of
+/// found sixteen bytes at a time; only `"`, `\` and controls below U+0020 are escaped. Bytes of
 /// multi-byte UTF-8 characters are all at least 0x80, so they are ordinary, and every cut
 /// falls on a character boundary.
 ///
@@ -187,7 +212,7 @@ pub(crate) fn write_escaped<S: Sink>(out: &mut S, s: &str, lines: Lines) {
     let mut i = 0;
     let mut held_whitespace = false;
     loop {
-        i = next_special(bytes, i);
+        i = special::next_special(bytes, i);
         let special = bytes.get(i).copied();
         if strip && matches!(special, Some(b'\t' | b'\r')) {
             held_whitespace = true;
@@ -213,59 +238,6 @@ pub(crate) fn write_escaped<S: Sink>(out: &mut S, s: &str, lines: Lines) {
     }
 }
 
-/// Whether `bytes` holds a byte below 0x20. Branch-free over whole words, so the compiler
-/// checks many bytes per instruction; the last word overlaps the others instead of a byte loop.
-pub(crate) fn has_control(bytes: &[u8]) -> bool {
-    let Some(last) = bytes.len().checked_sub(8) else {
-        return bytes.iter().any(|&b| b < 0x20);
-    };
-    let below_space = |word: &[u8]| {
-        let word = u64::from_le_bytes(word.try_into().unwrap_or([0xff; 8]));
-        // Exact as to whether any byte is below 0x20 (see `special_bytes`).
-        word.wrapping_sub(ONES * 0x20) & !word
-    };
-    let mut found = below_space(&bytes[last..]);
-    for word in bytes.chunks_exact(8) {
-        found |= below_space(word);
-    }
-    found & HIGHS != 0
-}
-
-/// The index of the first byte at or after `i` that RFC 8785 escapes, or the length.
-pub(crate) fn next_special(bytes: &[u8], mut i: usize) -> usize {
-    while let Some(chunk) = bytes.get(i..i + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-        let special = special_bytes(word);
-        if special != 0 {
-            // The lowest flagged byte is exactly the first special one (the arithmetic can
-            // only over-report bytes after a true hit).
-            return i + (special.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < bytes.len() && !needs_escape(bytes[i]) {
-        i += 1;
-    }
-    i
-}
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// Flags (with the byte's high bit) the bytes of `word` that are `"`, `\` or below 0x20.
-fn special_bytes(word: u64) -> u64 {
-    let below_space = word.wrapping_sub(ONES * 0x20);
-    let quote = word ^ (ONES * u64::from(b'"'));
-    let backslash = word ^ (ONES * u64::from(b'\\'));
-    (below_space | quote.wrapping_sub(ONES) & !quote | backslash.wrapping_sub(ONES) & !backslash)
-        & !word
-        & HIGHS
-}
-
-fn needs_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
-}
-
 pub(crate) fn write_escape<S: Sink>(out: &mut S, b: u8) {
     const SHORT: [&str; 0x20] = [
         "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
@@ -273,11 +245,19 @@ pub(crate) fn write_escape<S: Sink>(out: &mut S, b: u8) {
         "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
         "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
     ];
-    match b {
-        b'"' => out.put("\\\""),
-        b'\\' => out.put("\\\\"),
-        _ => out.put(SHORT.get(usize::from(b)).copied().unwrap_or_default()),
-    }
+    let short = match b {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x0c => b'f',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        _ => return out.put(SHORT.get(usize::from(b)).copied().unwrap_or_default()),
+    };
+    // The frequent two-character escapes, without a copy call.
+    out.put_ascii(b'\\');
+    out.put_ascii(short);
 }
 
 /// The text of a string written by [`write_escaped`]: its escapes undone.
@@ -384,8 +364,8 @@ mod tests {
         assert_eq!(to_canonical_string(&v), "\"a\\\"b\\\\c\\n\\u0001\u{7f}é/\"");
     }
 
-    /// The word-at-a-time scan against the byte-at-a-time definition, for every byte value at
-    /// every position of a chunk and in the tail after the last whole chunk.
+    /// Escaping against the byte-at-a-time definition, for every ASCII byte at every position
+    /// of a chunk and in the tail after the last whole chunk.
     #[test]
     fn escaping_finds_every_special_byte_at_every_position() {
         for b in 0..=0x7fu8 {
@@ -398,7 +378,7 @@ mod tests {
                     write_escaped(&mut fast, &text, Lines::Keep);
                     let mut slow = String::new();
                     for c in text.chars() {
-                        if needs_escape(c as u8) {
+                        if special::is_special(c as u8) {
                             write_escape(&mut slow, c as u8);
                         } else {
                             slow.push(c);

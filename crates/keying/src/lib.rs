@@ -32,6 +32,7 @@ mod diff;
 mod doc;
 mod jcs;
 mod profile;
+mod special;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
 pub use diff::{diff, Change, Difference};
@@ -349,7 +350,7 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
     jcs::write_string(out, request.target);
     out.put(",\"v\":");
     jcs::write_number(out, f64::from(KEY_VERSION));
-    out.put("}");
+    out.put_ascii(b'}');
     Written {
         body: body_range,
         ..written

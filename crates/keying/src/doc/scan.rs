@@ -7,7 +7,7 @@
 //! caller asks `serde_json`. Giving up costs time, never a different key.
 
 use super::{Context, Doc, Node, Text};
-use crate::jcs;
+use crate::{jcs, special};
 
 /// Deeper bodies go to `serde_json`, which alone knows exactly where its limit is.
 pub(super) const MAX_DEPTH: usize = 100;
@@ -131,7 +131,11 @@ impl<'a> Scanner<'a> {
                 let name = self.string(Context::Name)?;
                 self.doc.nodes.push(Node::Text(name));
                 self.expect(b':')?;
-                let child = context.inner(Some(self.doc.name(name_at)));
+                let child = match context {
+                    // Only the top level looks at names.
+                    Context::LlmBody => context.inner(Some(self.doc.name(name_at))),
+                    _ => context.inner(None),
+                };
                 self.value(child, depth)?;
                 if !self.more(b'}')? {
                     break;
@@ -200,28 +204,36 @@ impl<'a> Scanner<'a> {
     /// The string whose opening quote was just consumed.
     fn string(&mut self, context: Context) -> Option<Text<'a>> {
         let start = self.pos;
-        let end = next_quote_or_escape(self.bytes, start);
-        let text = if *self.bytes.get(end)? == b'"' {
-            self.pos = end + 1;
-            let text = &self.text[start..end];
-            // Without escapes a string holds no line break, tab or CR: only spaces can trail.
-            Text::Plain(if context == Context::Prompt {
-                &text[..text.len() - trailing_spaces(text)]
-            } else {
-                text
-            })
-        } else {
-            self.escaped_string(start, end, context)?
+        let end = special::next_special(self.bytes, start);
+        match *self.bytes.get(end)? {
+            b'"' => {}
+            b'\\' => return self.escaped_string(start, end, context),
+            // A raw control character, which JSON forbids in a string: `serde_json` rejects it.
+            _ => return None,
+        }
+        self.pos = end + 1;
+        // Without escapes a string holds no line break, tab or CR: only spaces can trail.
+        let spaces = match context {
+            Context::Prompt => trailing_spaces(&self.text[start..end]),
+            _ => 0,
         };
-        // JSON forbids raw control characters in strings (escape sequences hold none), so
-        // `serde_json` would reject the body. One check of the whole string is cheaper than one
-        // per run between escapes.
-        (!jcs::has_control(&self.bytes[start..self.pos - 1])).then_some(text)
+        if spaces == 0 {
+            return Some(Text::Quoted(&self.text[start - 1..end + 1]));
+        }
+        let texts = &mut self.doc.texts;
+        let from = texts.len();
+        texts.push('"');
+        texts.push_str(&self.text[start..end - spaces]);
+        texts.push('"');
+        Some(Text::Canonical {
+            start: from,
+            end: texts.len(),
+        })
     }
 
     /// A string with escapes, from `start`; the first escape is at `backslash`. A member name
-    /// is decoded; a value is written in canonical form, stripped in a prompt member, as it is
-    /// read. Leaves `pos` after the closing quote.
+    /// is decoded; a value is written in canonical form with its quotes, stripped in a prompt
+    /// member, as it is read. Leaves `pos` after the closing quote.
     fn escaped_string(
         &mut self,
         start: usize,
@@ -229,34 +241,50 @@ impl<'a> Scanner<'a> {
         context: Context,
     ) -> Option<Text<'a>> {
         let out_start = self.doc.texts.len();
+        let quoted = context != Context::Name;
         let mut out = Output {
             texts: &mut self.doc.texts,
             context,
             whitespace_from: None,
         };
+        if quoted {
+            out.texts.push('"');
+        }
         let mut run_start = start;
         let mut i = backslash;
         loop {
-            out.run(&self.text[run_start..i]);
-            if *self.bytes.get(i)? == b'"' {
-                break;
+            match *self.bytes.get(i)? {
+                b'"' => {
+                    out.run(&self.text[run_start..i]);
+                    break;
+                }
+                b'\\' => {}
+                _ => return None,
             }
             let (c, length) = decode_escape(&self.bytes[i..])?;
-            out.char(c);
+            if length == 2 && c != '/' {
+                out.run_and_canonical_escape(&self.text[run_start..i + 2], c);
+            } else {
+                out.run(&self.text[run_start..i]);
+                out.char(c);
+            }
             i += length;
             run_start = i;
-            i = next_quote_or_escape(self.bytes, i);
+            i = special::next_special(self.bytes, i);
         }
         out.end_line();
+        if quoted {
+            out.texts.push('"');
+        }
         self.pos = i + 1;
         let end = self.doc.texts.len();
-        Some(if context == Context::Name {
-            Text::Name {
+        Some(if quoted {
+            Text::Canonical {
                 start: out_start,
                 end,
             }
         } else {
-            Text::Canonical {
+            Text::Name {
                 start: out_start,
                 end,
             }
@@ -288,6 +316,30 @@ impl Output<'_> {
         }
     }
 
+    /// Ordinary text and the escape sequence after it, as they stand in the body, the escape
+    /// being one RFC 8785 writes the same way (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`) for
+    /// the character `c`. Copied in one piece unless the whitespace rule may cut between them.
+    fn run_and_canonical_escape(&mut self, raw: &str, c: char) {
+        let run = &raw[..raw.len() - 2];
+        let whole = match self.context {
+            Context::Name => false,
+            Context::Prompt => match c {
+                '\t' | '\r' => false,
+                // A line that ends in something other than a space has nothing to cut.
+                '\n' => run.as_bytes().last().is_some_and(|&b| b != b' '),
+                _ => true,
+            },
+            Context::LlmBody | Context::Plain => true,
+        };
+        if whole {
+            self.texts.push_str(raw);
+            self.whitespace_from = None;
+        } else {
+            self.run(run);
+            self.char(c);
+        }
+    }
+
     /// One decoded character.
     fn char(&mut self, c: char) {
         if self.context == Context::Name {
@@ -315,12 +367,6 @@ impl Output<'_> {
             self.texts.truncate(at);
         }
     }
-}
-
-/// The index of the first `"` or `\` at or after `from`, or the length.
-fn next_quote_or_escape(bytes: &[u8], from: usize) -> usize {
-    let rest = &bytes[from..];
-    from + memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len())
 }
 
 /// The number of spaces `text` ends with.

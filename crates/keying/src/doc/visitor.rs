@@ -24,7 +24,8 @@ impl<'a> NodeSeed<'_, 'a> {
         self.doc.nodes.push(node);
     }
 
-    /// Keeps a string that had escapes (`serde_json` decoded them).
+    /// Keeps a string (copied: this is the slow path, and `serde_json` has already decoded
+    /// the string's escapes, if any).
     fn text(self, s: &str) {
         let texts = &mut self.doc.texts;
         let start = texts.len();
@@ -42,7 +43,9 @@ impl<'a> NodeSeed<'_, 'a> {
                 } else {
                     Lines::Keep
                 };
+                texts.push('"');
                 jcs::write_escaped(texts, s, lines);
+                texts.push('"');
                 Text::Canonical {
                     start,
                     end: texts.len(),
@@ -91,17 +94,6 @@ impl<'de> Visitor<'de> for NodeSeed<'_, 'de> {
 
     fn visit_f64<E>(self, n: f64) -> Result<(), E> {
         self.push(Node::Number(n));
-        Ok(())
-    }
-
-    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<(), E> {
-        // Without escapes there is no line break to split on, only trailing spaces to drop.
-        let s = if self.context == Context::Prompt {
-            s.trim_end_matches([' ', '\t', '\r'])
-        } else {
-            s
-        };
-        self.push(Node::Text(Text::Plain(s)));
         Ok(())
     }
 
