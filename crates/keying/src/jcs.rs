@@ -167,6 +167,27 @@ pub(crate) fn write_bool<S: Sink>(out: &mut S, b: bool) {
 }
 
 pub(crate) fn write_number<S: Sink>(out: &mut S, f: f64) {
+    // Whole numbers of up to 15 digits (counts, token limits, the defaults) are their digits in
+    // ECMAScript form, and `-0` is `0`; this spares them the general algorithm.
+    if f.trunc() == f && f.abs() < 1e15 {
+        let mut digits = [0u8; 16];
+        let mut at = digits.len();
+        let mut n = f.abs() as u64;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        if f < 0.0 {
+            at -= 1;
+            digits[at] = b'-';
+        }
+        out.put(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
+        return;
+    }
     let mut buffer = ryu_js::Buffer::new();
     out.put(buffer.format(f));
 }
@@ -311,6 +332,18 @@ mod tests {
         for (input, expected) in cases {
             let v: Value = serde_json::from_str(input).unwrap();
             assert_eq!(to_canonical_string(&v), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn whole_numbers_print_as_the_general_algorithm_prints_them() {
+        let mut cases: Vec<f64> = vec![0.0, -0.0, 1.0, -1.0, 10.0, 999_999_999_999_999.0];
+        cases.extend((0..2000).map(|i| ((i * 7919) as f64).powf(1.7).trunc()));
+        cases.extend((0..60).map(|i| -(2f64.powi(i)).min(1e15 - 1.0)));
+        for f in cases {
+            let mut fast = String::new();
+            write_number(&mut fast, f);
+            assert_eq!(fast, ryu_js::Buffer::new().format(f), "{f}");
         }
     }
 
