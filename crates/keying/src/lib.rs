@@ -12,17 +12,26 @@
 //! request gives the same key on every machine and in every process, which is what lets other
 //! tools embed it. Key material is explicit canonical bytes, never `std::hash::Hash`.
 //!
-//! # Example
+//! # Two ways to key a request
+//!
+//! [`Request::key`] returns a [`Keyed`]: the key with everything that explains it (the material
+//! and the exact canonical bytes). [`Request::hit_key`] returns a [`HitKey`]: the same key and
+//! only what answering a replay hit needs, hashing the canonical bytes as they are produced;
+//! it is the one for hot paths. Both read the body once and also report what it asks about
+//! streaming ([`Streaming`]), which the key leaves out.
 //!
 //! ```
 //! use cassette_keying::{KeyConfig, Request};
 //!
-//! let body = br#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}]}"#;
-//! let keyed = Request::new("POST", "/v1/chat/completions")
-//!     .body(body)
-//!     .key(&KeyConfig::default());
+//! let body = br#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"stream":true}"#;
+//! let request = Request::new("POST", "/v1/chat/completions").body(body);
+//! let keyed = request.key(&KeyConfig::default());
 //! assert_eq!(keyed.key.as_str().len(), 64);
 //! assert_eq!(keyed.profile.as_str(), "openai.chat");
+//!
+//! let hit = request.hit_key(&KeyConfig::default());
+//! assert_eq!(hit.key, keyed.key);
+//! assert!(hit.streaming.wanted);
 //! ```
 
 #![deny(missing_docs)]
