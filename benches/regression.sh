@@ -15,7 +15,10 @@
 #
 # Benchmarks: cassette-keying's `keying` and `keying_vs_sha256` groups (hit_key, key and
 # SHA-256 at 2 KiB and 1 MiB) and cassette-recorder's replay hit with its Store::get baseline. Knobs:
-#   NOISE=0.10  REPLAY_NOISE=0.25 (hit and Store::get are measured one after the other)
+#   NOISE=0.10
+#   REPLAY_NOISE=1.5  the replay hit and Store::get are measured one after the other, through
+#                     tokio's blocking pool, and their ratio moves by 2x with the load; only a
+#                     gross slowdown (the ratio growing 2.5-fold) fails the check
 #   MAX_KEYING_RATIO=2.0
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +26,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 name=${2:-main}
 noise=${NOISE:-0.10}
-replay_noise=${REPLAY_NOISE:-0.25}
+replay_noise=${REPLAY_NOISE:-1.5}
 max_ratio=${MAX_KEYING_RATIO:-2.0}
 case "$mode" in
   save) baseline=(--save-baseline "$name") ;;
@@ -51,7 +54,7 @@ def median(bench, run):
 ratios = [(f"keying/{f}/{size}", "SHA-256 of the same bytes, interleaved", noise,
            lambda run, f=f, size=size: median(f"keying_vs_sha256/{f}/{size}", run) / 1e3)
           for size in ("1MiB", "2KiB") for f in ("hit_key", "key")]
-# Measured one after the other, so the load between them moves this ratio more.
+# Measured one after the other through tokio's blocking pool: the load moves this ratio a lot.
 ratios.append(("replay_10k/hit", "Store::get of the same cassette, same run", replay_noise,
                lambda run: median("replay_10k/hit", run) / median("replay_10k/baseline_store_get", run)))
 failures = []
