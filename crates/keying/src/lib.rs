@@ -10,7 +10,8 @@
 //!
 //! This crate is **pure**: no IO, no async, no global state, no clock, no environment. The same
 //! request gives the same key on every machine and in every process, which is what lets other
-//! tools embed it. Key material is explicit canonical bytes, never `std::hash::Hash`.
+//! tools embed it. Key material is explicit canonical bytes, never `std::hash::Hash`. The only
+//! `unsafe` code is the SSE2 search in `special.rs`, with its safety argument beside it.
 //!
 //! # Two ways to key a request
 //!
@@ -35,6 +36,7 @@
 //! ```
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod canonical;
 mod diff;
