@@ -19,7 +19,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|e| format!("the port must be a number, not {port:?}: {e}"))?,
         None => 0,
     };
-    let fake = fake_llm::FakeLlm::start_on(std::net::SocketAddr::from(([127, 0, 0, 1], port)), "");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let fake = fake_llm::FakeLlm::start_on(addr, "")
+        .map_err(|e| format!("cannot start the fake upstream on {addr}: {e}"))?;
     println!("{}", fake.url);
     std::io::stdout().flush()?;
     // Serve until the process is killed; the fake's threads do the work.

@@ -5,7 +5,7 @@
 //! Run with `cargo run --example rust_api`.
 
 use cassette_recorder::proxy::{self, ProxyConfig};
-use cassette_recorder::{IncomingRequest, Mode, Recorder, RecorderConfig, Route};
+use cassette_recorder::{Mode, Recorder, RecorderConfig, Request, Route};
 use serde_json::{json, Value};
 
 #[tokio::main]
@@ -28,10 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let folder = tempfile::tempdir()?;
     let store_url = format!("file://{}", folder.path().display());
-    let routes = vec![Route {
-        name: "default".into(),
-        base_url: upstream_url,
-    }];
+    let routes = vec![Route::new("default", upstream_url)];
     let question = json!({
         "model": "gpt-4o-mini",
         "messages": [{"role": "user", "content": "Where is my refund?"}]
@@ -45,10 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let recorder = Recorder::open(recording, &store_url, None)?;
     let outcome = recorder
-        .handle(IncomingRequest::post_json(
-            "/v1/chat/completions",
-            &question,
-        ))
+        .handle(Request::post_json("/v1/chat/completions", &question))
         .await?;
     println!(
         "recorded cassette {} ({:?})",

@@ -8,41 +8,47 @@ use std::process::{Command, Output};
 
 /// Variables the cassette commands read; removed from every child.
 const SETTINGS: &[&str] = &[
+    "CASSETTE_CONFIG",
     "CASSETTE_MODE",
     "CASSETTE_STORE",
     "CASSETTE_DIR",
     "CASSETTE_CACHE",
     "CASSETTE_USAGE_LOG",
     "CASSETTE_JUDGE_MODEL",
+    "CASSETTE_STREAM_CHUNK",
+    "CASSETTE_UPSTREAM_TIMEOUT",
     "UPSTREAM_BASE",
     "UPSTREAM_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "PORT",
 ];
 
 /// A temporary working folder.
-pub struct Workdir {
+pub(crate) struct Workdir {
     dir: tempfile::TempDir,
 }
 
 impl Workdir {
     /// A fresh empty folder.
-    pub fn new() -> Workdir {
+    pub(crate) fn new() -> Workdir {
         Workdir {
             dir: tempfile::tempdir().expect("creating a temp folder"),
         }
     }
 
     /// Its path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// A path inside it.
-    pub fn join(&self, name: &str) -> PathBuf {
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// Writes a file inside it and returns its path.
-    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).expect("creating a folder");
@@ -52,12 +58,12 @@ impl Workdir {
     }
 
     /// `file://` URL of a store folder inside it.
-    pub fn store(&self, name: &str) -> String {
+    pub(crate) fn store(&self, name: &str) -> String {
         format!("file://{}", self.join(name).display())
     }
 
     /// A `cassette` command run in this folder with a clean environment.
-    pub fn cassette(&self) -> Command {
+    pub(crate) fn cassette(&self) -> Command {
         let mut cmd = super::cassette();
         cmd.current_dir(self.path());
         for name in SETTINGS {
@@ -67,8 +73,19 @@ impl Workdir {
     }
 
     /// Runs `cassette ARGS` here and returns its output.
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cassette()
+            .args(args)
+            .output()
+            .expect("running cassette")
+    }
+
+    /// Runs `cassette ARGS` in a folder below this one (created when missing).
+    pub(crate) fn run_in(&self, sub: &str, args: &[&str]) -> Output {
+        let dir = self.join(sub);
+        std::fs::create_dir_all(&dir).expect("creating a folder");
+        self.cassette()
+            .current_dir(dir)
             .args(args)
             .output()
             .expect("running cassette")
@@ -76,7 +93,7 @@ impl Workdir {
 }
 
 /// The exit code, with both streams in the message when there is none.
-pub fn code(out: &Output) -> i32 {
+pub(crate) fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or_else(|| {
         panic!(
             "killed by a signal\nstdout:\n{}\nstderr:\n{}",
@@ -87,7 +104,7 @@ pub fn code(out: &Output) -> i32 {
 }
 
 /// Both streams, for assertion messages.
-pub fn both(out: &Output) -> String {
+pub(crate) fn both(out: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
         out.status.code(),
@@ -97,7 +114,7 @@ pub fn both(out: &Output) -> String {
 }
 
 /// Standard output parsed as JSON Lines.
-pub fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+pub(crate) fn json_lines(out: &Output) -> Vec<serde_json::Value> {
     super::stdout(out)
         .lines()
         .filter(|l| !l.trim().is_empty())

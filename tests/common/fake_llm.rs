@@ -1,9 +1,10 @@
-//! A fake LLM upstream for end-to-end tests, the example suite and the suite benchmark: a tiny
-//! HTTP/1.1 server on 127.0.0.1 that answers OpenAI-compatible chat, Anthropic messages and
+//! A fake LLM upstream for end-to-end tests, the example suite and the suite benchmark: an axum
+//! server on 127.0.0.1 that answers OpenAI-compatible chat, Anthropic messages and
 //! Ollama chat deterministically from the prompt, and counts the requests it receives.
 //!
-//! Plain tokio and hand-written HTTP on purpose: it needs no dependency the workspace does not
-//! already have, and keep-alive keeps the record benchmark about cassette, not about sockets.
+//! It runs on its own thread and runtime, so synchronous tests can start it, point the binary at
+//! it and stop it; once stopped it is unreachable, not half-open. Connections are kept alive and
+//! use TCP_NODELAY, so the record benchmark measures cassette, not socket setup.
 //!
 //! How it answers (first rule that applies):
 //! - a judge request (system prompt starting "You are a strict evaluator"): `FAIL` when the
@@ -20,84 +21,90 @@
 
 #![allow(dead_code)] // Each test binary uses its own subset.
 
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
+use axum::Router;
 use serde_json::{json, Value};
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// A running fake upstream. Stops when dropped.
-pub struct FakeLlm {
+pub(crate) struct FakeLlm {
     /// Its base URL, `http://127.0.0.1:PORT`.
-    pub url: String,
+    pub(crate) url: String,
     requests: Arc<AtomicUsize>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// What every request handler shares.
+#[derive(Clone)]
+struct Fake {
+    requests: Arc<AtomicUsize>,
+    variant: Arc<str>,
+}
+
 impl FakeLlm {
     /// Starts a fake on a free loopback port.
-    pub fn start() -> FakeLlm {
+    pub(crate) fn start() -> FakeLlm {
         Self::start_variant("")
     }
 
     /// Starts a fake whose plain answers end with `variant`.
-    pub fn start_variant(variant: &str) -> FakeLlm {
+    pub(crate) fn start_variant(variant: &str) -> FakeLlm {
         Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), variant)
+            .expect("starting the fake upstream")
     }
 
     /// Starts a fake on `addr` (port 0 for a free one).
-    pub fn start_on(addr: SocketAddr, variant: &str) -> FakeLlm {
+    pub(crate) fn start_on(addr: SocketAddr, variant: &str) -> std::io::Result<FakeLlm> {
         let requests = Arc::new(AtomicUsize::new(0));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (shutdown, mut stop) = tokio::sync::oneshot::channel::<()>();
-        let counter = requests.clone();
-        let variant = Arc::new(variant.to_owned());
+        let fake = Fake {
+            requests: requests.clone(),
+            variant: Arc::from(variant),
+        };
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()
                 .expect("fake upstream runtime");
-            runtime.block_on(async move {
-                let listener = TcpListener::bind(addr)
-                    .await
-                    .expect("binding the fake upstream");
-                addr_tx
-                    .send(listener.local_addr().expect("fake upstream address"))
-                    .expect("reporting the fake upstream address");
-                loop {
-                    tokio::select! {
-                        _ = &mut stop => break,
-                        accepted = listener.accept() => {
-                            let Ok((socket, _)) = accepted else { continue };
-                            let counter = counter.clone();
-                            let variant = variant.clone();
-                            tokio::spawn(serve(socket, counter, variant));
-                        }
-                    }
-                }
-            });
+            runtime.block_on(serve(addr, fake, bound_tx, stop));
             // Dropping the runtime ends every connection task, so a stopped fake really is
             // unreachable rather than half-open.
         });
-        let addr = addr_rx.recv().expect("fake upstream did not start");
-        FakeLlm {
-            url: format!("http://{addr}"),
-            requests,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+        let bound = bound_rx
+            .recv()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the fake upstream thread ended")));
+        match bound {
+            Ok(addr) => Ok(FakeLlm {
+                url: format!("http://{addr}"),
+                requests,
+                shutdown: Some(shutdown),
+                thread: Some(thread),
+            }),
+            Err(err) => {
+                let _ = thread.join();
+                Err(err)
+            }
         }
     }
 
     /// Requests answered so far.
-    pub fn requests(&self) -> usize {
+    pub(crate) fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }
 
     /// Stops listening and closes every connection.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.shut_down();
     }
 
@@ -117,63 +124,53 @@ impl Drop for FakeLlm {
     }
 }
 
-async fn serve(socket: TcpStream, counter: Arc<AtomicUsize>, variant: Arc<String>) {
-    let _ = socket.set_nodelay(true);
-    let mut reader = BufReader::new(socket);
-    loop {
-        let mut request_line = String::new();
-        match reader.read_line(&mut request_line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let path = request_line
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or("/")
-            .to_owned();
-        let mut length = 0usize;
-        let mut close = false;
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).await.unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                let name = name.trim().to_ascii_lowercase();
-                if name == "content-length" {
-                    length = value.trim().parse().unwrap_or(0);
-                } else if name == "connection" && value.trim().eq_ignore_ascii_case("close") {
-                    close = true;
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).await.is_err() {
+/// Binds `addr`, reports the bound address (or why not), and serves until `stop`.
+async fn serve(
+    addr: SocketAddr,
+    fake: Fake,
+    bound: std::sync::mpsc::Sender<std::io::Result<SocketAddr>>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let listener = match TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            let _ = bound.send(Err(err));
             return;
         }
-        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
-        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let (status, answer) = respond(&path, &request, n, &variant);
-        let payload = answer.to_string();
-        let head = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-request-id: req-{n}\r\n\r\n",
-            payload.len()
-        );
-        // One write per response: a head and body in two writes would meet Nagle's algorithm
-        // and delayed ACKs, and the benchmark would measure a 40 ms TCP stall.
-        let mut response = head.into_bytes();
-        response.extend_from_slice(payload.as_bytes());
-        if reader.get_mut().write_all(&response).await.is_err() {
-            return;
-        }
-        if close {
-            return;
-        }
+    };
+    if bound.send(listener.local_addr()).is_err() {
+        return;
     }
+    let listener = listener.tap_io(|socket| {
+        let _ = socket.set_nodelay(true);
+    });
+    let app = Router::new()
+        .fallback(answer)
+        .layer(DefaultBodyLimit::disable())
+        .with_state(fake);
+    tokio::select! {
+        _ = stop => {}
+        _ = axum::serve(listener, app).into_future() => {}
+    }
+}
+
+/// Answers any request, counting it.
+async fn answer(State(fake): State<Fake>, uri: Uri, body: Bytes) -> Response {
+    let n = fake.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let (status, answer) = respond(uri.path(), &request, n, &fake.variant);
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (
+                header::HeaderName::from_static("x-request-id"),
+                format!("req-{n}"),
+            ),
+        ],
+        answer.to_string(),
+    )
+        .into_response()
 }
 
 /// The text of the last user message and the system prompt, in any of the three APIs.
@@ -254,11 +251,11 @@ fn decide(request: &Value, n: usize, variant: &str) -> Reply {
     Reply::Text(format!("{text}{variant}"))
 }
 
-fn respond(path: &str, request: &Value, n: usize, variant: &str) -> (&'static str, Value) {
+fn respond(path: &str, request: &Value, n: usize, variant: &str) -> (StatusCode, Value) {
     let model = request["model"].as_str().unwrap_or("fake-model").to_owned();
     if request.get("model").and_then(Value::as_str) == Some("fail-500") {
         return (
-            "500 Internal Server Error",
+            StatusCode::INTERNAL_SERVER_ERROR,
             json!({"error": {"message": "the fake upstream was asked to fail", "type": "server_error"}}),
         );
     }
@@ -273,7 +270,7 @@ fn respond(path: &str, request: &Value, n: usize, variant: &str) -> (&'static st
             ),
         };
         return (
-            "200 OK",
+            StatusCode::OK,
             json!({"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": model,
                    "content": content, "stop_reason": stop,
                    "usage": {"input_tokens": 10, "output_tokens": 5}}),
@@ -286,7 +283,7 @@ fn respond(path: &str, request: &Value, n: usize, variant: &str) -> (&'static st
                 "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}),
         };
         return (
-            "200 OK",
+            StatusCode::OK,
             json!({"model": model, "created_at": "2026-01-01T00:00:00Z", "message": message,
                    "done": true, "done_reason": "stop", "eval_count": 5}),
         );
@@ -301,7 +298,7 @@ fn respond(path: &str, request: &Value, n: usize, variant: &str) -> (&'static st
         ),
     };
     (
-        "200 OK",
+        StatusCode::OK,
         json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1700000000,
                "model": format!("{model}-2024-01-01"),
                "choices": [{"index": 0, "message": message, "finish_reason": finish}],

@@ -15,20 +15,20 @@
 
 #![allow(dead_code)] // Each test binary uses its own subset of these helpers.
 
-pub mod cli_env;
-pub mod fake_llm;
+pub(crate) mod cli_env;
+pub(crate) mod fake_llm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// The workspace root (where `Cargo.toml`, `examples/` and `docs/` are).
-pub fn workspace_root() -> &'static Path {
+pub(crate) fn workspace_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Path of the `cassette` binary under test.
-pub fn cassette_bin() -> &'static Path {
+pub(crate) fn cassette_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| match std::env::var_os("CASSETTE_BIN") {
         Some(bin) => PathBuf::from(bin),
@@ -38,18 +38,18 @@ pub fn cassette_bin() -> &'static Path {
 
 /// A `Command` for the `cassette` binary, run from the workspace root so relative paths such
 /// as `examples/requests/chat.json` work as in the README.
-pub fn cassette() -> Command {
+pub(crate) fn cassette() -> Command {
     let mut cmd = Command::new(cassette_bin());
     cmd.current_dir(workspace_root());
     cmd
 }
 
 /// Standard output as text (lossy), for assertions and failure messages.
-pub fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Standard error as text (lossy), for assertions and failure messages.
-pub fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

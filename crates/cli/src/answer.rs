@@ -7,17 +7,17 @@ use cassette_recorder::stream::{response_summary, ResponseSummary};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use cassette_recorder::stream::ToolCall;
+pub(crate) use cassette_recorder::stream::ToolCall;
 
 /// The meaning of a response body.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The generated text, text parts concatenated in order.
-    pub text: String,
+    pub(crate) text: String,
     /// Tool calls in order, `{name, arguments}` whatever the provider.
-    pub tool_calls: Vec<ToolCall>,
+    pub(crate) tool_calls: Vec<ToolCall>,
     /// Finish or stop reason as the provider spelt it.
-    pub finish: Option<String>,
+    pub(crate) finish: Option<String>,
 }
 
 impl From<ResponseSummary> for Answer {
@@ -31,7 +31,7 @@ impl From<ResponseSummary> for Answer {
 }
 
 /// Reads the answer out of a response body. Bodies that are not JSON are their own text.
-pub fn from_bytes(profile: Profile, body: &[u8]) -> Answer {
+pub(crate) fn from_bytes(profile: Profile, body: &[u8]) -> Answer {
     match serde_json::from_slice::<Value>(body) {
         Ok(value) => from_json(profile, &value),
         Err(_) => Answer {
@@ -52,7 +52,7 @@ const GUESSES: &[Profile] = &[
 ];
 
 /// Reads the answer out of a JSON response with the recorder's own normalization.
-pub fn from_json(profile: Profile, value: &Value) -> Answer {
+pub(crate) fn from_json(profile: Profile, value: &Value) -> Answer {
     let summary = response_summary(profile, value);
     if !is_empty(&summary) {
         return summary.into();
@@ -73,6 +73,15 @@ pub fn from_json(profile: Profile, value: &Value) -> Answer {
             finish: summary.finish_reason,
             ..Answer::default()
         },
+    }
+}
+
+/// A prefix of an answer's text short enough for a one-line reason.
+pub(crate) fn shorten(text: &str) -> String {
+    const MAX: usize = 120;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 

@@ -4,9 +4,11 @@
 //! (`--request`, see [`crate::request_file`]). A body that is not UTF-8 or not JSON is keyed
 //! raw, exactly as the proxy would key it; only a file that cannot be read is an error.
 
-use crate::request_file::{self, OwnedRequest};
+use crate::request_file;
+use crate::settings::{KeyingArgs, SettingsFile};
 use anyhow::{anyhow, Context};
-use cassette_keying::{KeyConfig, KEY_VERSION};
+use cassette_keying::KEY_VERSION;
+use cassette_recorder::Request;
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -18,7 +20,7 @@ use std::process::ExitCode;
     cassette key --path /v1/chat/completions body.json\n  \
     cassette key --path /v1/messages --target anthropic --header 'anthropic-version: 2023-06-01' - < body.json\n  \
     cassette key --request examples/requests/chat.json --json")]
-pub struct KeyArgs {
+pub(crate) struct KeyArgs {
     /// Request path, e.g. /v1/chat/completions (selects the profile).
     #[arg(long, required_unless_present = "request")]
     path: Option<String>,
@@ -51,14 +53,9 @@ pub struct KeyArgs {
     #[arg(long)]
     json: bool,
 
-    /// Also treat this top-level body member as volatile, as `--volatile` does for the proxy
-    /// and the runner. Repeatable.
-    #[arg(long = "volatile", value_name = "NAME")]
-    volatile: Vec<String>,
-
-    /// Keep this member of the default volatile list in the key after all. Repeatable.
-    #[arg(long = "keep-volatile", value_name = "NAME")]
-    keep_volatile: Vec<String>,
+    /// How the body is keyed, as for the proxy and the runner.
+    #[command(flatten)]
+    keying: KeyingArgs,
 
     /// The body: a file, or '-' for standard input. No body when omitted.
     #[arg(value_name = "BODY_FILE|-")]
@@ -66,16 +63,13 @@ pub struct KeyArgs {
 }
 
 /// Runs `cassette key`.
-pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: KeyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let request = match &args.request {
         Some(file) => request_file::load(file)?,
         None => from_flags(&args)?,
     };
-    let config = KeyConfig {
-        extra_volatile: args.volatile.clone(),
-        keep_volatile: args.keep_volatile.clone(),
-    };
-    let keyed = request.as_request().key(&config);
+    let config = args.keying.config(file);
+    let keyed = request.key(&config);
     if args.json {
         let out = json!({
             "key": keyed.key.as_str(),
@@ -90,7 +84,7 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
+fn from_flags(args: &KeyArgs) -> anyhow::Result<Request> {
     let path = args
         .path
         .clone()
@@ -100,7 +94,7 @@ fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
         .iter()
         .map(|h| parse_header(h))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(OwnedRequest {
+    Ok(Request {
         target: args.target.clone().unwrap_or_else(|| "default".into()),
         method: args.method.clone().unwrap_or_else(|| "POST".into()),
         path,
@@ -112,8 +106,8 @@ fn from_flags(args: &KeyArgs) -> anyhow::Result<OwnedRequest> {
             .to_owned(),
         headers,
         body: match &args.body {
-            Some(file) => read_body(file)?,
-            None => Vec::new(),
+            Some(file) => read_body(file)?.into(),
+            None => Default::default(),
         },
     })
 }

@@ -1,21 +1,25 @@
 //! The `cassette` command line: parses arguments into typed commands and maps results to exit
 //! codes.
 
+mod advice;
 mod answer;
+mod config;
 mod exec;
+mod init;
 mod key;
 mod maint;
+mod mcp;
 mod proxy;
 mod request_file;
 mod run;
 mod settings;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Exit status for errors that are not a test verdict: usage errors, missing files, replay
 /// misses. Distinct from 1, which means "an assertion failed".
-pub const EXIT_ERROR: u8 = 2;
+pub(crate) const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,12 +28,20 @@ pub const EXIT_ERROR: u8 = 2;
     about = "Record real LLM API calls once, replay them offline."
 )]
 struct Cli {
+    /// Which settings file is read (global: `--config FILE`, `--no-config`).
+    #[command(flatten)]
+    settings: settings::FileArgs,
+
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a commented starter cassette.toml here (never over an existing one).
+    Init(init::InitArgs),
+    /// Print the effective settings and where each came from (flag, env, file, default).
+    Config(config::ConfigArgs),
     /// Print the key of a request.
     Key(key::KeyArgs),
     /// Serve record/replay over HTTP: point any SDK's base URL at it.
@@ -38,6 +50,8 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Run a JSONL prompt suite through the recorder and grade each answer.
     Run(run::RunArgs),
+    /// Record or replay a stdio MCP tool server: `cassette mcp -- COMMAND [ARGS...]`.
+    Mcp(mcp::McpArgs),
     /// Is a request recorded? If not, the nearest recording and what differs.
     Explain(maint::explain::ExplainArgs),
     /// List the recorded cassettes.
@@ -61,32 +75,62 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
+        mcp::inherit_exec_env();
+    }
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     if cli.command.only_prints() {
         restore_default_sigpipe();
     }
-    let result = match cli.command {
-        Command::Key(args) => key::run(args),
-        Command::Proxy(args) => proxy::run(args),
-        Command::Exec(args) => exec::run(args),
-        Command::Run(args) => run::run(args),
-        Command::Explain(args) => maint::explain::run(args),
-        Command::Ls(args) => maint::ls::run(args),
-        Command::Show(args) => maint::show::run(args),
-        Command::Verify(args) => maint::verify::run(args),
-        Command::Gc(args) => maint::gc::run(args),
-        Command::Copy(args) => maint::copy::run(args),
-        Command::Diff(args) => maint::diff::run(args),
-        Command::DiffRuns(args) => maint::diff_runs::run(args),
-        Command::Probe(args) => maint::probe::run(args),
-        Command::Canary(args) => maint::canary::run(args),
+    // `init` writes a new file: a broken one in a parent folder must not stop it.
+    let file = match (&cli.command, cli.settings.load()) {
+        (Command::Init(_), Err(_)) => Ok(settings::SettingsFile::default()),
+        (_, loaded) => loaded,
     };
+    let result = file.and_then(|file| run_command(cli.command, &file, &matches));
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("cassette: {err:#}");
+            match advice::for_chain(&err) {
+                Some(advice) => eprintln!("cassette: {err:#} ({advice})"),
+                None => eprintln!("cassette: {err:#}"),
+            }
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+/// Runs one command with the settings file already read and validated.
+fn run_command(
+    command: Command,
+    file: &settings::SettingsFile,
+    matches: &ArgMatches,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Init(args) => init::run(args, file),
+        Command::Config(args) => {
+            let sub = matches.subcommand_matches("config").unwrap_or(matches);
+            config::run(args, file, sub)
+        }
+        Command::Key(args) => key::run(args, file),
+        Command::Proxy(args) => proxy::run(args, file),
+        Command::Exec(args) => exec::run(args, file),
+        Command::Run(args) => run::run(args, file),
+        Command::Mcp(args) => mcp::run(args, file),
+        Command::Explain(args) => maint::explain::run(args, file),
+        Command::Ls(args) => maint::ls::run(args, file),
+        Command::Show(args) => maint::show::run(args, file),
+        Command::Verify(args) => maint::verify::run(args, file),
+        Command::Gc(args) => maint::gc::run(args, file),
+        Command::Copy(args) => maint::copy::run(args),
+        Command::Diff(args) => maint::diff::run(args),
+        Command::DiffRuns(args) => maint::diff_runs::run(args),
+        Command::Probe(args) => maint::probe::run(args, file),
+        Command::Canary(args) => maint::canary::run(args),
     }
 }
 

@@ -1,8 +1,8 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::settings::{parse_size, RecorderArgs};
-use anyhow::{anyhow, Context};
+use crate::settings::{parse_size, RecorderArgs, RecorderSettings, SettingsFile};
+use anyhow::{bail, Context};
 use cassette_recorder::proxy::{Exposure, Proxy, ProxyConfig, ProxyStats};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -16,90 +16,108 @@ use std::process::ExitCode;
     Examples:\n  \
     CASSETTE_MODE=record UPSTREAM_API_KEY=sk-... cassette proxy\n  \
     cassette proxy --store file://tests/cassettes --listen 127.0.0.1:9000")]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     #[command(flatten)]
-    pub recorder: RecorderArgs,
+    recorder: RecorderArgs,
 
     /// Address to listen on [default: 127.0.0.1:8089; 127.0.0.1:$PORT when PORT is set]. Port 0
     /// picks a free port; the URL is printed on stderr.
     #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
+    listen: Option<SocketAddr>,
 
     /// Port on 127.0.0.1 when --listen is not given.
     #[arg(long, env = "PORT", value_name = "PORT")]
-    pub port: Option<u16>,
+    port: Option<u16>,
 
     /// Allow listening on a non-loopback address (anyone who reaches it can use the upstream
     /// API key).
     #[arg(long)]
-    pub allow_remote: bool,
+    allow_remote: bool,
 
-    /// Largest request body accepted; larger ones get 413.
-    #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = parse_size)]
-    pub max_body: usize,
+    /// Largest request body accepted; larger ones get 413 [default: 32MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_body: Option<usize>,
+}
+
+/// `cassette proxy`'s settings, validated.
+struct ProxySettings {
+    recorder: RecorderSettings,
+    proxy: ProxyConfig,
 }
 
 impl ProxyArgs {
-    fn proxy_config(&self) -> ProxyConfig {
-        let listen = match (self.listen, self.port) {
-            (Some(addr), _) => addr,
-            (None, Some(port)) => SocketAddr::from(([127, 0, 0, 1], port)),
-            (None, None) => ProxyConfig::default().listen,
+    /// Applies the defaults and validates; no IO.
+    fn resolve(&self, file: &SettingsFile) -> anyhow::Result<ProxySettings> {
+        let defaults = ProxyConfig::default();
+        let listen = match (self.listen, self.port, file.listen) {
+            (Some(addr), _, _) => addr,
+            (None, Some(port), _) => SocketAddr::from(([127, 0, 0, 1], port)),
+            (None, None, Some(addr)) => addr,
+            (None, None, None) => defaults.listen,
         };
-        ProxyConfig {
-            listen,
-            max_body: self.max_body,
-            exposure: if self.allow_remote {
-                Exposure::AllowRemote
-            } else {
-                Exposure::LoopbackOnly
-            },
+        let exposure = if self.allow_remote {
+            Exposure::AllowRemote
+        } else {
+            Exposure::LoopbackOnly
+        };
+        if !listen.ip().is_loopback() && exposure == Exposure::LoopbackOnly {
+            bail!(
+                "--listen {listen} is not a loopback address; anyone who can reach it can use the \
+                 proxy (and its upstream API key). Pass --allow-remote to listen there anyway"
+            );
         }
+        let proxy = ProxyConfig {
+            listen,
+            max_body: self.max_body.or(file.max_body).unwrap_or(defaults.max_body),
+            exposure,
+            advice: Some(crate::advice::for_recorder),
+        };
+        proxy.validate()?;
+        let mut recorder = self.recorder.resolve(file)?;
+        recorder.config.max_body = proxy.max_body;
+        Ok(ProxySettings { recorder, proxy })
     }
 }
 
 /// Runs the proxy until SIGINT or SIGTERM, then prints the counters.
-pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ProxyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     init_logging();
-    let proxy_config = args.proxy_config();
-    proxy_config.validate().map_err(|e| anyhow!("{e}"))?;
-    let mut config = args.recorder.config()?;
-    config.max_body = args.max_body;
-
+    let settings = args.resolve(file)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let stats = runtime.block_on(async {
-        let recorder = args.recorder.build(config)?;
-        let mode = recorder.mode();
-        let store = recorder.store().location();
-        let proxy = Proxy::bind(recorder, &proxy_config)
-            .await
-            .map_err(|e| anyhow!("{e}"))?;
-        if !proxy_config.listen.ip().is_loopback() {
-            eprintln!(
-                "cassette proxy: WARNING: listening on {}, reachable from other machines; \
-                 anyone who can connect can use the upstream API key",
-                proxy.local_addr()
-            );
-        }
-        // Tests and scripts read this line to learn the port when they asked for port 0.
-        eprintln!(
-            "cassette proxy: listening on {} (mode {mode}, store {store})",
-            proxy.url()
-        );
-        proxy
-            .serve(shutdown_signal())
-            .await
-            .map_err(|e| anyhow!("{e}"))
-    })?;
+    let stats = runtime.block_on(serve(settings))?;
     eprintln!("cassette proxy: stopped; {}", summary(&stats));
     Ok(ExitCode::SUCCESS)
 }
 
+async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
+    let keys = settings.recorder.keys.clone();
+    let recorder = settings.recorder.build()?;
+    let mode = recorder.mode();
+    let store = recorder.store().location();
+    let proxy = Proxy::bind(recorder, &settings.proxy).await?;
+    if !settings.proxy.listen.ip().is_loopback() {
+        eprintln!(
+            "cassette proxy: WARNING: listening on {}, reachable from other machines; \
+             anyone who can connect can use the upstream API key",
+            proxy.local_addr()
+        );
+    }
+    // Tests and scripts read this line to learn the port when they asked for port 0.
+    eprintln!(
+        "cassette proxy: listening on {} (mode {mode}, store {store})",
+        proxy.url()
+    );
+    if mode.may_call_upstream() {
+        eprintln!("cassette proxy: {}", crate::settings::keys_summary(&keys));
+    }
+    Ok(proxy.serve(shutdown_signal()).await?)
+}
+
 /// One line of counters, as printed on shutdown and by `cassette exec`.
-pub fn summary(stats: &ProxyStats) -> String {
+pub(crate) fn summary(stats: &ProxyStats) -> String {
     let s = &stats.recorder;
     format!(
         "{} requests: {} hits, {} misses, {} recorded, {} upstream requests, {} upstream errors",
@@ -108,7 +126,7 @@ pub fn summary(stats: &ProxyStats) -> String {
 }
 
 /// Completes on the first SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -134,7 +152,7 @@ pub async fn shutdown_signal() {
 }
 
 /// Warnings (misses with their explanation, upstream failures) on stderr; `RUST_LOG` overrides.
-pub fn init_logging() {
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Another command may have installed a subscriber already; keeping it is fine.

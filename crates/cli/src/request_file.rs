@@ -20,61 +20,12 @@
 
 use anyhow::{anyhow, bail, Context};
 use base64::Engine;
-use cassette_keying::Request;
+use cassette_recorder::Request;
 use serde_json::{Map, Value};
 use std::path::Path;
 
-/// A request read from a file. Owns its parts; [`OwnedRequest::as_request`] borrows them as
-/// the keying crate's [`Request`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnedRequest {
-    /// Upstream route name.
-    pub target: String,
-    /// HTTP method as written.
-    pub method: String,
-    /// Path without the query string.
-    pub path: String,
-    /// Query string without the leading `?`.
-    pub query: String,
-    /// Headers in file order; repeats allowed.
-    pub headers: Vec<(String, String)>,
-    /// Raw body bytes; empty for no body.
-    pub body: Vec<u8>,
-}
-
-impl OwnedRequest {
-    /// Borrows this request in the form the keying crate takes.
-    pub fn as_request(&self) -> Request<'_> {
-        Request {
-            target: &self.target,
-            method: &self.method,
-            path: &self.path,
-            query: &self.query,
-            headers: self
-                .headers
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_str()))
-                .collect(),
-            body: &self.body,
-        }
-    }
-}
-
-impl From<OwnedRequest> for cassette_recorder::IncomingRequest {
-    fn from(owned: OwnedRequest) -> Self {
-        cassette_recorder::IncomingRequest {
-            target: owned.target,
-            method: owned.method,
-            path: owned.path,
-            query: owned.query,
-            headers: owned.headers,
-            body: owned.body.into(),
-        }
-    }
-}
-
 /// Reads and parses the request file at `path`. Errors name the file.
-pub fn load(path: &Path) -> anyhow::Result<OwnedRequest> {
+pub fn load(path: &Path) -> anyhow::Result<Request> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading request file {}", path.display()))?;
     parse(&text).with_context(|| format!("in request file {}", path.display()))
@@ -92,7 +43,7 @@ const MEMBERS: &[&str] = &[
 ];
 
 /// Parses the text of a request file.
-pub fn parse(text: &str) -> anyhow::Result<OwnedRequest> {
+pub fn parse(text: &str) -> anyhow::Result<Request> {
     let value: Value = serde_json::from_str(text).context("not valid JSON")?;
     let Value::Object(obj) = value else {
         bail!("a request file is a JSON object");
@@ -117,7 +68,7 @@ pub fn parse(text: &str) -> anyhow::Result<OwnedRequest> {
         None => raw_path.to_owned(),
     };
 
-    Ok(OwnedRequest {
+    Ok(Request {
         target: string_member(&obj, "target")?
             .unwrap_or("default")
             .to_owned(),
@@ -125,7 +76,7 @@ pub fn parse(text: &str) -> anyhow::Result<OwnedRequest> {
         path,
         query: query.unwrap_or_default(),
         headers: headers(obj.get("headers"))?,
-        body: body(&obj)?,
+        body: body(&obj)?.into(),
     })
 }
 
@@ -218,10 +169,10 @@ mod tests {
                 ("x-api-key".to_owned(), "k".to_owned()),
             ]
         );
-        assert_eq!(r.body, br#"{"model":"m"}"#);
-        let borrowed = r.as_request();
+        assert_eq!(r.body, &br#"{"model":"m"}"#[..]);
+        let borrowed = r.as_keying();
         assert_eq!(borrowed.headers.len(), 3);
-        assert_eq!(borrowed.body, r.body.as_slice());
+        assert_eq!(borrowed.body, &r.body[..]);
     }
 
     #[test]
@@ -233,9 +184,9 @@ mod tests {
         assert_eq!((r.target.as_str(), r.method.as_str()), ("default", "POST"));
         assert_eq!(r.query, "a=1");
         assert_eq!(r.headers.len(), 2);
-        assert_eq!(r.body, b"hi");
+        assert_eq!(r.body, &b"hi"[..]);
         let r = parse(r#"{"path":"/x","body_base64":"/wA="}"#).unwrap();
-        assert_eq!(r.body, [0xff, 0x00]);
+        assert_eq!(r.body, &[0xff, 0x00][..]);
         assert!(parse(r#"{"path":"/x"}"#).unwrap().body.is_empty());
     }
 

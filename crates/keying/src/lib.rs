@@ -4,7 +4,8 @@
 //! request (target, method, path, query, headers, body) into canonical *material*, serializes
 //! that material with RFC 8785 (JSON Canonicalization Scheme) and hashes it with SHA-256.
 //! The contract is written down in `docs/keying.md`; the code follows it to the byte and the
-//! golden tests in `tests/golden.rs` pin it.
+//! golden tests in `tests/golden.rs` pin it. Requests to MCP tool servers have a profile of
+//! their own, [`mcp`], keyed with [`McpRequest`] and pinned by `tests/mcp_golden.rs`.
 //!
 //! # Architecture invariant
 //!
@@ -42,15 +43,19 @@ mod canonical;
 mod diff;
 mod doc;
 mod jcs;
+mod json_path;
+pub mod mcp;
 mod profile;
 mod special;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
 pub use diff::{diff, Change, Difference};
 pub use jcs::to_canonical_string;
+pub use json_path::{JsonPath, JsonPathError};
+pub use mcp::McpRequest;
 pub use profile::{normalize_path, Profile};
 
-use doc::Doc;
+use doc::{CanonicalBody, Doc};
 use jcs::{HashSink, Sink};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -74,13 +79,21 @@ pub const SEMANTIC_HEADERS: &[&str] = &["anthropic-version", "anthropic-beta", "
 /// take part in the key.
 pub const QUERY_CREDENTIALS: &[&str] = &["key", "api-key", "api_key", "apikey", "access_token"];
 
-/// Tunable parts of canonicalization. The default is the v1 contract.
+/// Tunable parts of canonicalization. The default is the v1 contract, and every setting left
+/// empty leaves every key unchanged.
+///
+/// A configuration changes which requests share a key, so a recording and its replays must use
+/// the same one: recorders store its [`fingerprint`](KeyConfig::fingerprint) beside the key
+/// version to tell "keyed under other settings" apart from "another request".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyConfig {
     /// Extra top-level body members to treat as volatile (dropped before keying).
     pub extra_volatile: Vec<String>,
     /// Members of the default volatile list to keep in the key after all.
     pub keep_volatile: Vec<String>,
+    /// Values left out of the key wherever they are in a JSON body (client-generated ids such
+    /// as `$.contents[*].parts[*].functionCall.id`): removed from the body after step 2.
+    pub ignore: Vec<JsonPath>,
 }
 
 impl KeyConfig {
@@ -92,6 +105,86 @@ impl KeyConfig {
         DEFAULT_VOLATILE.contains(&name)
             || (profile.is_ollama() && OLLAMA_VOLATILE.contains(&name))
             || self.extra_volatile.iter().any(|k| k == name)
+    }
+
+    /// The settings in their canonical form: each list sorted, without repeats, paths in their
+    /// canonical spelling. Two configurations that key alike by construction have one form.
+    pub fn canonical(&self) -> CanonicalKeyConfig {
+        fn sorted(items: impl Iterator<Item = String>) -> Vec<String> {
+            let mut items: Vec<String> = items.collect();
+            items.sort();
+            items.dedup();
+            items
+        }
+        CanonicalKeyConfig {
+            volatile: sorted(self.extra_volatile.iter().cloned()),
+            keep_volatile: sorted(self.keep_volatile.iter().cloned()),
+            ignore: sorted(self.ignore.iter().map(JsonPath::to_string)),
+        }
+    }
+
+    /// A short fingerprint of the settings: the first 12 hex characters of the SHA-256 of the
+    /// RFC 8785 serialization of `{"ignore": [...], "keep_volatile": [...], "volatile": [...]}`
+    /// built from [`KeyConfig::canonical`]. The default configuration's is
+    /// [`DEFAULT_KEY_CONFIG_FINGERPRINT`].
+    pub fn fingerprint(&self) -> String {
+        self.canonical().fingerprint()
+    }
+
+    /// Removes the [`ignore`](KeyConfig::ignore)d values from a canonical body.
+    fn remove_ignored(&self, body: &mut Value) {
+        for path in &self.ignore {
+            path.remove(body);
+        }
+    }
+}
+
+/// The fingerprint of `KeyConfig::default()`.
+pub const DEFAULT_KEY_CONFIG_FINGERPRINT: &str = "070e95e06023";
+
+/// A [`KeyConfig`] in canonical form (see [`KeyConfig::canonical`]): what recorders store and
+/// compare, as plain strings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CanonicalKeyConfig {
+    /// `extra_volatile`, sorted and deduplicated.
+    pub volatile: Vec<String>,
+    /// `keep_volatile`, sorted and deduplicated.
+    pub keep_volatile: Vec<String>,
+    /// `ignore` in canonical spelling, sorted and deduplicated.
+    pub ignore: Vec<String>,
+}
+
+impl CanonicalKeyConfig {
+    /// See [`KeyConfig::fingerprint`].
+    pub fn fingerprint(&self) -> String {
+        let list = |items: &[String]| Value::from(items.to_vec());
+        let mut object = Map::new();
+        object.insert("ignore".into(), list(&self.ignore));
+        object.insert("keep_volatile".into(), list(&self.keep_volatile));
+        object.insert("volatile".into(), list(&self.volatile));
+        let mut hex = sha256_hex(to_canonical_string(&Value::Object(object)).as_bytes());
+        hex.truncate(12);
+        hex
+    }
+
+    /// The settings that differ from `now`, one phrase each, recorded value first:
+    /// `volatile [seed]; now []`. Empty when both are alike.
+    pub fn differences(&self, now: &CanonicalKeyConfig) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, recorded, current) in [
+            ("volatile", &self.volatile, &now.volatile),
+            ("keep_volatile", &self.keep_volatile, &now.keep_volatile),
+            ("ignore", &self.ignore, &now.ignore),
+        ] {
+            if recorded != current {
+                out.push(format!(
+                    "{name} [{}]; now [{}]",
+                    recorded.join(", "),
+                    current.join(", ")
+                ));
+            }
+        }
+        out
     }
 }
 
@@ -185,6 +278,49 @@ impl Key {
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for Key {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+// Sound because `Eq`, `Ord` and `Hash` of a key are those of its string: a `BTreeMap<Key, _>`
+// can be searched by `&str` prefix and a `HashSet<Key>` asked about a `&str`.
+impl std::borrow::Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A key is written as its 64-character hex string.
+impl serde::Serialize for Key {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// A key is read from its hex string and validated like [`Key::parse`]: anything else (a
+/// hand-edited or truncated key) is a deserialization error, never a key that could panic later.
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
+        struct KeyVisitor;
+
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key: 64 lowercase hex characters")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Key, E> {
+                Key::parse(s).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(s), &self))
+            }
+        }
+
+        deserializer.deserialize_str(KeyVisitor)
     }
 }
 
@@ -296,28 +432,60 @@ struct Written {
     streaming: Streaming,
 }
 
+/// The canonical body (key contract step 2), ready to write.
+enum Body<'d, 'a> {
+    /// From the single-pass document: the common case.
+    Fast(CanonicalBody<'d, 'a>),
+    /// From the plain `Value` statement of the rules, for configurations that ignore JSON paths
+    /// (step 2b), which the document does not model.
+    Value(Value),
+}
+
 /// Writes the RFC 8785 material of `request` (key contract steps 1 to 7) into `out`.
 fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut S) -> Written {
     let path = normalize_path(request.path);
     let profile = Profile::from_path(&path);
-    let doc = match request.body {
+    let text = match request.body {
         [] => None,
-        bytes => std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|text| Doc::parse(text, profile)),
+        bytes => std::str::from_utf8(bytes).ok(),
     };
-    let body = doc.as_ref().map(|doc| doc.canonical(profile, config));
-    let body_sha256 = (doc.is_none() && !request.body.is_empty()).then(|| sha256_hex(request.body));
-    let system_sha256 = body
-        .as_ref()
-        .and_then(|body| body.system_text(profile))
-        .map(|pieces| {
+    let (doc, value) = if config.ignore.is_empty() {
+        (text.and_then(|text| Doc::parse(text, profile)), None)
+    } else {
+        (
+            None,
+            text.and_then(|text| serde_json::from_str::<Value>(text).ok()),
+        )
+    };
+    let streaming = match (&doc, &value) {
+        (Some(doc), _) => doc.streaming(profile),
+        (None, Some(value)) => streaming_of(profile, value),
+        (None, None) => Streaming::default(),
+    };
+    let is_json = doc.is_some() || value.is_some();
+    let body = match (&doc, value) {
+        (Some(doc), _) => Some(Body::Fast(doc.canonical(profile, config))),
+        (None, Some(value)) => {
+            let mut body = canonical_body(profile, value, config);
+            config.remove_ignored(&mut body);
+            Some(Body::Value(body))
+        }
+        (None, None) => None,
+    };
+    let body_sha256 = (!is_json && !request.body.is_empty()).then(|| sha256_hex(request.body));
+    let system_sha256 = match &body {
+        Some(Body::Fast(body)) => body.system_text(profile).map(|pieces| {
             let mut hasher = Sha256::new();
             for piece in pieces {
                 hasher.update(piece.as_bytes());
             }
             hex(&hasher.finalize().into())
-        });
+        }),
+        Some(Body::Value(body)) => {
+            system_text(profile, body).map(|text| sha256_hex(text.as_bytes()))
+        }
+        None => None,
+    };
     let written = Written {
         profile,
         method: request.method.to_ascii_uppercase(),
@@ -327,17 +495,17 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
         system_sha256,
         body_sha256,
         body: None,
-        streaming: doc
-            .as_ref()
-            .map(|d| d.streaming(profile))
-            .unwrap_or_default(),
+        streaming,
     };
 
     // Members in RFC 8785 order; their names are ASCII, so that is byte order.
     out.put("{\"body\":");
     let body_range = body.map(|body| {
         let start = out.written();
-        body.write(out);
+        match body {
+            Body::Fast(body) => body.write(out),
+            Body::Value(body) => jcs::write_value(out, &body),
+        }
         start..out.written()
     });
     if body_range.is_none() {
@@ -368,6 +536,20 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
     }
 }
 
+/// What a parsed body asks about streaming (see [`Streaming`]).
+fn streaming_of(profile: Profile, body: &Value) -> Streaming {
+    let wanted = match body.get("stream") {
+        Some(Value::Bool(stream)) => *stream,
+        Some(_) => false,
+        None => profile.streams_by_default(),
+    };
+    let include_usage = body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
+    Streaming {
+        wanted,
+        include_usage,
+    }
+}
+
 fn write_optional<S: Sink>(out: &mut S, text: Option<&str>) {
     match text {
         Some(text) => jcs::write_string(out, text),
@@ -388,4 +570,51 @@ fn hex(digest: &[u8; 32]) -> String {
         out.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_exactly_64_lowercase_hex_characters() {
+        let good = "0123456789abcdef".repeat(4);
+        let key = Key::parse(&good).map(|k| k.as_str().to_owned());
+        assert_eq!(key.as_deref(), Some(good.as_str()));
+        for bad in [
+            String::new(),
+            good[..63].to_owned(),
+            format!("{good}0"),
+            good.to_ascii_uppercase(),
+            format!("../{}", &good[3..]),
+            // 64 bytes, but not 64 hex characters: slicing such a string could panic.
+            "é".repeat(32),
+        ] {
+            assert!(Key::parse(&bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn keys_serialize_as_their_hex_string_and_are_validated_when_read() {
+        let key = Request::new("POST", "/v1/chat/completions")
+            .key(&KeyConfig::default())
+            .key;
+        let json = serde_json::to_string(&key).unwrap_or_default();
+        assert_eq!(json, format!("\"{key}\""));
+        let back: Result<Key, _> = serde_json::from_str(&json);
+        assert_eq!(back.ok(), Some(key.clone()));
+        for bad in [
+            "\"abc\"",
+            "\"éééééééééééééééééééééééééééééééé\"",
+            "12",
+            "null",
+        ] {
+            let err = serde_json::from_str::<Key>(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("64 lowercase hex"), "{bad}: {err}");
+        }
+        assert_eq!(key.short(), &key.as_str()[..16]);
+    }
 }

@@ -24,6 +24,9 @@ pub enum Profile {
     OllamaEmbed,
     /// Anything else: the body is only canonicalized, never interpreted.
     Http,
+    /// A JSON-RPC request to an MCP tool server (see [`crate::mcp`]). Never chosen from a
+    /// path: the MCP engine keys its messages with [`crate::McpRequest`].
+    Mcp,
 }
 
 /// Path suffixes in match order: `/chat/completions` must win over `/completions`.
@@ -61,12 +64,13 @@ impl Profile {
             Profile::OllamaGenerate => "ollama.generate",
             Profile::OllamaEmbed => "ollama.embed",
             Profile::Http => "http",
+            Profile::Mcp => "mcp",
         }
     }
 
-    /// Whether this is one of the LLM profiles (everything but `http`).
+    /// Whether this is one of the LLM profiles (everything but `http` and `mcp`).
     pub fn is_llm(self) -> bool {
-        self != Profile::Http
+        !matches!(self, Profile::Http | Profile::Mcp)
     }
 
     /// Whether the API streams its answer when the request does not say (Ollama's chat and

@@ -6,8 +6,8 @@
 //! `serde_json` rejects them.
 
 use cassette_keying::{
-    canonical_body, normalize_path, sha256_hex, system_text, to_canonical_string, KeyConfig,
-    Profile, Request, Streaming, KEY_VERSION,
+    canonical_body, normalize_path, sha256_hex, system_text, to_canonical_string, JsonPath,
+    KeyConfig, Profile, Request, Streaming, KEY_VERSION,
 };
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -51,11 +51,19 @@ fn configs() -> impl Strategy<Value = KeyConfig> {
         Just(KeyConfig::default()),
         Just(KeyConfig {
             extra_volatile: vec!["seed".into(), "messages".into(), "temperature".into()],
-            keep_volatile: vec![],
+            ..KeyConfig::default()
         }),
         Just(KeyConfig {
-            extra_volatile: vec![],
             keep_volatile: vec!["stream".into(), "user".into()],
+            ..KeyConfig::default()
+        }),
+        // Ignored paths take the `Value` route; the key must not tell.
+        Just(KeyConfig {
+            ignore: ["$.messages[*].content", "$..text", "$.system"]
+                .iter()
+                .filter_map(|path| JsonPath::parse(path).ok())
+                .collect(),
+            ..KeyConfig::default()
         }),
     ]
 }
@@ -333,8 +341,8 @@ fn mutate(text: &str, edits: &[(usize, usize, u8)]) -> Vec<u8> {
     bytes
 }
 
-/// The canonical material bytes by the plain statement of the rules, for a POST to `path`
-/// on the default target without query or headers.
+/// The canonical material bytes by the plain statement of the rules (steps 2 and 2b on a
+/// `Value`), for a POST to `path` on the default target without query or headers.
 fn reference_canonical(path: &str, body: &[u8], config: &KeyConfig) -> String {
     let path = normalize_path(path);
     let profile = Profile::from_path(&path);
@@ -343,7 +351,13 @@ fn reference_canonical(path: &str, body: &[u8], config: &KeyConfig) -> String {
         .and_then(|text| serde_json::from_str::<Value>(text).ok());
     let (body_value, body_sha256) = match parsed {
         _ if body.is_empty() => (Value::Null, Value::Null),
-        Some(value) => (canonical_body(profile, value, config), Value::Null),
+        Some(value) => {
+            let mut body = canonical_body(profile, value, config);
+            for path in &config.ignore {
+                path.remove(&mut body);
+            }
+            (body, Value::Null)
+        }
         None => (Value::Null, Value::from(sha256_hex(body))),
     };
     let system = system_text(profile, &body_value)

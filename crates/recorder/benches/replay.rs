@@ -3,7 +3,7 @@
 //! of reading the same cassette straight from the store.
 
 use cassette_recorder::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse};
-use cassette_recorder::{IncomingRequest, Mode, Recorder, RecorderConfig};
+use cassette_recorder::{Mode, Recorder, RecorderConfig, Request};
 use cassette_store::DynStore;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
@@ -12,8 +12,8 @@ use std::time::Duration;
 
 const CASSETTES: usize = 10_000;
 
-fn request(i: usize) -> IncomingRequest {
-    IncomingRequest::post_json(
+fn request(i: usize) -> Request {
+    Request::post_json(
         "/v1/chat/completions",
         &json!({
             "model": "gpt-4o-mini",
@@ -31,8 +31,9 @@ fn cassette(i: usize) -> Cassette {
     let keyed = incoming.key(&Default::default());
     Cassette {
         format: cassette_recorder::cassette::FORMAT_VERSION,
-        key: keyed.key.to_string(),
+        key: keyed.key.clone(),
         key_version: cassette_keying::KEY_VERSION,
+        key_settings: None,
         recorded_at: "2026-11-29T09:00:00Z".into(),
         tool: "bench".into(),
         target: "default".into(),
@@ -75,7 +76,7 @@ fn replay(c: &mut Criterion) {
     };
     let recorder = Recorder::new(config.clone(), store.clone()).unwrap();
     let hit = request(42);
-    let hit_key = hit.key(&Default::default()).key.to_string();
+    let hit_key = hit.key(&Default::default()).key;
     let miss = request(CASSETTES + 1);
 
     let mut group = c.benchmark_group("replay_10k");

@@ -1,8 +1,10 @@
 //! The cassette document: one recorded interaction, versioned, as stored (see
 //! `docs/cassette-format.md`).
 
+use crate::request::Request;
 use base64::Engine;
 use bytes::Bytes;
+use cassette_keying::{CanonicalKeyConfig, JsonPath, JsonPathError, Key, KeyConfig, Keyed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -16,10 +18,15 @@ pub const FORMAT_VERSION: u32 = 1;
 pub struct Cassette {
     /// Document layout version ([`FORMAT_VERSION`]).
     pub format: u32,
-    /// The key of the original (unredacted) request.
-    pub key: String,
+    /// The key of the original (unredacted) request. Read back validated: a hand-edited key
+    /// that is not 64 lowercase hex characters makes the whole document unreadable.
+    pub key: Key,
     /// The key contract version the key was computed under.
     pub key_version: u32,
+    /// The keying settings the key was computed under. `None` in documents written before
+    /// they were recorded (read with a default, so those documents stay valid format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_settings: Option<KeySettings>,
     /// When it was recorded, RFC 3339 in UTC.
     pub recorded_at: String,
     /// The tool that recorded it, e.g. `cassette 0.1.0`.
@@ -34,6 +41,59 @@ pub struct Cassette {
     pub response: StoredResponse,
     /// Facts for review; never used for matching.
     pub meta: Meta,
+}
+
+/// The keying settings a key was computed under (`KeyConfig` in canonical form), with their
+/// short fingerprint. Empty lists are left out of the document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySettings {
+    /// [`KeyConfig::fingerprint`] of these settings.
+    pub fingerprint: String,
+    /// Extra volatile members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volatile: Vec<String>,
+    /// Default volatile members kept in the key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_volatile: Vec<String>,
+    /// JSON paths left out of the key, in canonical spelling.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
+}
+
+impl KeySettings {
+    /// The settings of `config`.
+    pub fn of(config: &KeyConfig) -> KeySettings {
+        let canonical = config.canonical();
+        KeySettings {
+            fingerprint: canonical.fingerprint(),
+            volatile: canonical.volatile,
+            keep_volatile: canonical.keep_volatile,
+            ignore: canonical.ignore,
+        }
+    }
+
+    /// The lists, for comparing with another configuration.
+    pub fn canonical(&self) -> CanonicalKeyConfig {
+        CanonicalKeyConfig {
+            volatile: self.volatile.clone(),
+            keep_volatile: self.keep_volatile.clone(),
+            ignore: self.ignore.clone(),
+        }
+    }
+
+    /// The configuration to recompute the key with (`cassette verify`); fails only when a
+    /// stored path does not parse (a hand edit).
+    pub fn key_config(&self) -> Result<KeyConfig, JsonPathError> {
+        Ok(KeyConfig {
+            extra_volatile: self.volatile.clone(),
+            keep_volatile: self.keep_volatile.clone(),
+            ignore: self
+                .ignore
+                .iter()
+                .map(|p| JsonPath::parse(p))
+                .collect::<Result<_, _>>()?,
+        })
+    }
 }
 
 /// The request as stored: credentials removed, headers from the allow-list only.
@@ -176,6 +236,17 @@ impl Cassette {
     pub fn requested_model(&self) -> Option<&str> {
         self.request.body.as_json()?.get("model")?.as_str()
     }
+
+    /// Keys the request this cassette stored, under the current contract: an HTTP request as
+    /// [`Request::from`] gives it back, an MCP exchange with the `mcp` profile. It differs from
+    /// [`Cassette::key`] when redaction changed a keyed part (`meta.request_redacted`), when the
+    /// tape was edited by hand, or when keying changed without a key version bump.
+    pub fn keyed_request(&self, config: &KeyConfig) -> Keyed {
+        if crate::mcp::is_mcp_cassette(self) {
+            return crate::mcp::keyed_stored_request(self);
+        }
+        Request::from(self).key(config)
+    }
 }
 
 #[cfg(test)]
@@ -212,8 +283,9 @@ mod tests {
     fn sample() -> Cassette {
         Cassette {
             format: FORMAT_VERSION,
-            key: "ab".repeat(32),
+            key: Key::parse(&"ab".repeat(32)).expect("64 hex characters"),
             key_version: 1,
+            key_settings: Some(KeySettings::of(&KeyConfig::default())),
             recorded_at: "2026-11-29T09:00:00Z".into(),
             tool: "cassette 0.1.0".into(),
             target: "default".into(),
@@ -242,6 +314,43 @@ mod tests {
         assert!(doc.ends_with(b"}\n"));
         assert_eq!(Cassette::from_document(&doc).unwrap(), cassette);
         assert_eq!(cassette.requested_model(), Some("m"));
+    }
+
+    #[test]
+    fn key_settings_are_optional_and_compact() {
+        let mut cassette = sample();
+        let doc = String::from_utf8(cassette.to_document().to_vec()).unwrap();
+        assert!(
+            doc.contains("\"key_version\": 1,\n  \"key_settings\": {\n    \"fingerprint\": \"070e95e06023\"\n  },"),
+            "{doc}"
+        );
+        // A document written before the settings were recorded still reads.
+        cassette.key_settings = None;
+        let doc = cassette.to_document();
+        assert!(!String::from_utf8_lossy(&doc).contains("key_settings"));
+        assert_eq!(Cassette::from_document(&doc).unwrap().key_settings, None);
+        // Settings round-trip through the document and back into a configuration.
+        let config = KeyConfig {
+            extra_volatile: vec!["seed".into()],
+            keep_volatile: vec![],
+            ignore: vec![JsonPath::parse("$['a'].*").unwrap()],
+        };
+        cassette.key_settings = Some(KeySettings::of(&config));
+        let back = Cassette::from_document(&cassette.to_document()).unwrap();
+        let settings = back.key_settings.unwrap();
+        assert_eq!(settings.ignore, ["$.a[*]"]);
+        assert_eq!(settings.fingerprint, config.fingerprint());
+        assert_eq!(settings.key_config().unwrap(), config);
+    }
+
+    #[test]
+    fn a_hand_edited_key_is_refused_with_a_reason() {
+        let doc = String::from_utf8_lossy(&sample().to_document()).into_owned();
+        for bad in ["abab", "ABABABAB", "../../etc/passwd", "é"] {
+            let edited = doc.replace(&"ab".repeat(32), bad);
+            let err = Cassette::from_document(edited.as_bytes()).unwrap_err();
+            assert!(err.contains("64 lowercase hex"), "{bad}: {err}");
+        }
     }
 
     #[test]

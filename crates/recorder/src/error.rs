@@ -1,10 +1,22 @@
 //! The one public error type of the recorder crate.
+//!
+//! Messages say what to change in the recorder's own terms ("the body limit", "a route for
+//! target `x`"); they never name a command-line flag or an environment variable, which belong
+//! to the program embedding the recorder. A variant that wraps a cause returns it from
+//! [`std::error::Error::source`] and leaves it out of its own message: print the chain.
 
 use crate::miss::Miss;
+use cassette_keying::Key;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A recorder result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A boxed cause, for failures of dependencies the public API does not expose.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Everything the recorder can fail with. Each variant names the key, target, endpoint or file
 /// involved and says what to do.
@@ -14,14 +26,69 @@ pub enum Error {
     /// Replay found no cassette for the request. Never falls back to the network.
     #[error("{0}")]
     Miss(Box<Miss>),
-    /// The configuration is invalid; nothing was done.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    /// A route is invalid; nothing was done.
+    #[error("invalid route `{name}`: {reason}")]
+    InvalidRoute {
+        /// The route name as configured.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A numeric or size setting is out of range; nothing was done.
+    #[error("invalid {setting}: {reason}")]
+    InvalidSetting {
+        /// Which setting.
+        setting: Setting,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The proxy was asked to listen where other machines can reach it without being allowed to.
+    #[error(
+        "{addr} is not a loopback address; anyone who can reach it can use the proxy (and its \
+         upstream API key). Allow remote exposure explicitly to listen there anyway"
+    )]
+    NotLoopback {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// The proxy could not listen on its address.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The proxy's server failed after it started.
+    #[error("the proxy server failed while {action}")]
+    Server {
+        /// What it was doing.
+        action: &'static str,
+        /// Why.
+        source: BoxError,
+    },
+    /// The HTTP client for upstream calls could not be built.
+    #[error("cannot build the HTTP client for upstream calls")]
+    HttpClient {
+        /// Why.
+        source: BoxError,
+    },
+    /// The usage log could not be opened for appending.
+    #[error("cannot open the usage log {}", path.display())]
+    UsageLog {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The request cannot be handled as sent.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     /// The request body is over the configured limit.
-    #[error("request body of {size} bytes is over the limit of {limit} bytes; raise --max-body if this is intended")]
+    #[error(
+        "request body of {size} bytes is over the limit of {limit} bytes; raise the body limit \
+         if this is intended"
+    )]
     BodyTooLarge {
         /// The body size (or a lower bound, when it was cut off while reading).
         size: usize,
@@ -29,9 +96,7 @@ pub enum Error {
         limit: usize,
     },
     /// A request needs the network but no upstream is configured for its target.
-    #[error(
-        "no upstream configured for target `{target}`: set UPSTREAM_BASE or --route {target}=URL"
-    )]
+    #[error("no upstream configured for target `{target}`: add a route named `{target}`")]
     NoUpstream {
         /// The target (route name).
         target: String,
@@ -41,16 +106,33 @@ pub enum Error {
     Upstream {
         /// The URL that was called (without credentials).
         endpoint: String,
-        /// What went wrong.
+        /// What went wrong, with its causes.
         cause: String,
         /// Whether it was a timeout (gateway timeout) rather than a connection failure.
         timed_out: bool,
     },
+    /// A request needed an upstream in replay mode, which never opens a connection: a bug in
+    /// the caller's choice of path, reported instead of calling out.
+    #[error("replay mode never calls an upstream, yet a request for target `{target}` needed one")]
+    ReplayOnly {
+        /// The target (route name).
+        target: String,
+    },
+    /// An MCP server's command could not be started.
+    #[error("cannot start the MCP server `{command}`: {reason}")]
+    McpServerStart {
+        /// The command line.
+        command: String,
+        /// Why it did not start.
+        reason: String,
+    },
     /// A stored cassette cannot be read as a cassette document.
-    #[error("corrupt cassette {key} in {location}: {reason}; re-record it (CASSETTE_MODE=record) or delete it")]
+    #[error(
+        "corrupt cassette {key} in {location}: {reason}; re-record it (record mode) or delete it"
+    )]
     Corrupt {
         /// The key.
-        key: String,
+        key: Key,
         /// The store location.
         location: String,
         /// What is wrong.
@@ -67,6 +149,25 @@ pub enum Error {
     Stream(#[from] crate::stream::StreamError),
 }
 
+/// A setting named by [`Error::InvalidSetting`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Setting {
+    /// The largest request body accepted.
+    BodyLimit,
+    /// The size of the pieces a replayed stream is cut into.
+    StreamChunkSize,
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Setting::BodyLimit => "body limit",
+            Setting::StreamChunkSize => "stream chunk size",
+        })
+    }
+}
+
 impl Error {
     /// The HTTP status a proxy answers this error with.
     pub fn http_status(&self) -> u16 {
@@ -77,7 +178,7 @@ impl Error {
             Error::Upstream {
                 timed_out: true, ..
             } => 504,
-            Error::Upstream { .. } | Error::NoUpstream { .. } => 502,
+            Error::Upstream { .. } | Error::NoUpstream { .. } | Error::McpServerStart { .. } => 502,
             _ => 500,
         }
     }
@@ -86,17 +187,33 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Miss(_) => "cassette_miss",
-            Error::Config(_) => "cassette_config_error",
+            Error::InvalidRoute { .. }
+            | Error::InvalidSetting { .. }
+            | Error::NotLoopback { .. }
+            | Error::Bind { .. }
+            | Error::HttpClient { .. }
+            | Error::UsageLog { .. }
+            | Error::Redact(_) => "cassette_config_error",
+            Error::Server { .. } => "cassette_internal_error",
             Error::InvalidRequest(_) => "invalid_request_error",
             Error::BodyTooLarge { .. } => "request_too_large",
             Error::NoUpstream { .. } => "cassette_no_upstream",
             Error::Upstream { .. } => "cassette_upstream_error",
+            Error::McpServerStart { .. } => "cassette_mcp_server_error",
+            Error::ReplayOnly { .. } => "cassette_internal_error",
             Error::Corrupt { .. } => "cassette_corrupt",
             Error::Store(_) => "cassette_store_error",
-            Error::Redact(_) => "cassette_config_error",
             Error::Stream(_) => "cassette_stream_error",
         }
     }
+}
+
+/// An error and its causes on one line, `outer: inner: innermost`, for logs and HTTP bodies.
+pub(crate) fn report(err: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::successors(Some(err), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Duration) -> Error {
@@ -108,15 +225,65 @@ pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Dura
     } else {
         "request failed".to_owned()
     };
-    let mut source = std::error::Error::source(err);
-    while let Some(inner) = source {
+    // reqwest's own message repeats the URL, which `endpoint` already names without
+    // credentials; its causes say what actually went wrong.
+    if let Some(source) = std::error::Error::source(err) {
         cause.push_str(": ");
-        cause.push_str(&inner.to_string());
-        source = inner.source();
+        cause.push_str(&report(source));
     }
     Error::Upstream {
         endpoint: endpoint.to_owned(),
         cause,
         timed_out,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// Every error shows its cause in its message or returns it from `source()`, never both, so
+    /// a printed chain says each thing once.
+    #[test]
+    fn a_cause_is_shown_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+        let wrapped = [
+            Error::Bind {
+                addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+                source: io(),
+            },
+            Error::UsageLog {
+                path: "/x/usage.log".into(),
+                source: io(),
+            },
+            Error::Server {
+                action: "serving",
+                source: Box::new(io()),
+            },
+            Error::HttpClient {
+                source: Box::new(io()),
+            },
+        ];
+        for err in wrapped {
+            let source = err.source().map(ToString::to_string);
+            assert_eq!(source.as_deref(), Some("address in use"), "{err:?}");
+            assert!(!err.to_string().contains("address in use"), "{err}");
+            assert_eq!(
+                report(&err),
+                format!("{err}: address in use"),
+                "the chain names the cause once"
+            );
+        }
+        let store = Error::from(cassette_store::Error::Io {
+            store: "file",
+            action: "reading",
+            path: "/x/ab.json".into(),
+            source: io(),
+        });
+        assert_eq!(
+            report(&store),
+            "file store: reading /x/ab.json: address in use"
+        );
     }
 }

@@ -16,25 +16,39 @@
 //! The recorder is the only code path that may open a connection to an upstream (the
 //! `upstream` module), and it does so only in `record`, `auto` (on a miss) and `off` modes. A
 //! replay-mode recorder does not even own an HTTP client.
+//!
+//! The recorder knows no command line: its messages name no flag or environment variable (the
+//! CLI adds that advice), and its errors say what to change in the recorder's own terms.
+//!
+//! # Where things are
+//!
+//! [`Request`] (`request`) is the one owned request type; the engine (`engine/`) answers it
+//! through [`Recorder`] with a [`Response`] (`response`), replaying a [`Cassette`]
+//! (`cassette`) or recording one (`engine/recording.rs`) with [`redact`] and [`stream`]
+//! applied; [`miss`] explains what replay could not answer; [`proxy`] serves all of it over
+//! HTTP.
 
 #![deny(missing_docs)]
 
 pub mod cassette;
 pub mod config;
+mod engine;
 mod error;
+pub mod mcp;
 pub mod miss;
-pub mod mode;
+mod mode;
 pub mod proxy;
-mod recorder;
 pub mod redact;
+mod request;
+mod response;
 pub mod stream;
-pub mod upstream;
+mod upstream;
 
 pub use cassette::Cassette;
 pub use config::{ErrorRecording, RecorderConfig, Route};
-pub use error::{Error, Result};
+pub use engine::{Recorder, Stats};
+pub use error::{BoxError, Error, Result, Setting};
 pub use miss::Miss;
 pub use mode::Mode;
-pub use recorder::{
-    BodyStream, IncomingRequest, Outcome, Recorder, Response, ResponseBody, Source, Stats,
-};
+pub use request::Request;
+pub use response::{BodyStream, Outcome, Response, ResponseBody, Source};

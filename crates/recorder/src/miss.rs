@@ -4,7 +4,9 @@
 //! an in-memory index between misses; a hit never pays for it.
 
 use crate::cassette::Cassette;
-use cassette_keying::{diff, normalize_path, Change, Difference, KeyConfig, Request};
+use cassette_keying::{
+    diff, normalize_path, CanonicalKeyConfig, Change, Difference, Key, KeyConfig, KEY_VERSION,
+};
 use cassette_store::DynStore;
 use futures::StreamExt;
 use serde::Serialize;
@@ -21,8 +23,8 @@ const INDEX_CONCURRENCY: usize = 32;
 /// A request that replay could not answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Miss {
-    /// The request's key (64 hex).
-    pub key: String,
+    /// The request's key.
+    pub key: Key,
     /// Keying profile.
     pub profile: String,
     /// Route name.
@@ -52,10 +54,12 @@ pub struct Explanation {
 #[derive(Debug, Clone, Serialize)]
 pub struct Nearest {
     /// Its key.
-    pub key: String,
+    pub key: Key,
     /// When it was recorded.
     pub recorded_at: String,
-    /// The components that differ, recorded value first (`body.temperature: 0 -> 0.7`).
+    /// What differs, recorded value first: the keying settings or key version it was keyed
+    /// under when they are not the current ones (`recorded with volatile [seed]; now []`),
+    /// then the components of the request (`body.temperature: 0 -> 0.7`).
     pub differences: Vec<String>,
 }
 
@@ -81,7 +85,7 @@ impl fmt::Display for Miss {
         }
         write!(
             f,
-            ") with key {} in {}. {} Record it with CASSETTE_MODE=record or auto.",
+            ") with key {} in {}. {} Record it in record or auto mode.",
             self.key, self.store, self.explanation.summary
         )
     }
@@ -89,18 +93,24 @@ impl fmt::Display for Miss {
 
 #[derive(Debug, Clone)]
 struct IndexEntry {
-    key: String,
+    key: Key,
     target: String,
     path: String,
     recorded_at: String,
     material: Value,
+    key_version: u32,
+    /// The keying settings it was keyed under, when the document records them.
+    settings: Option<CanonicalKeyConfig>,
+    request_redacted: bool,
 }
 
 /// Materials of stored cassettes, loaded lazily and refreshed incrementally on each miss.
 #[derive(Debug, Default)]
 pub(crate) struct NearestIndex {
-    entries: HashMap<String, IndexEntry>,
-    unreadable: HashSet<String>,
+    entries: HashMap<Key, IndexEntry>,
+    unreadable: HashSet<Key>,
+    /// The settings the index's materials were computed under.
+    settings: CanonicalKeyConfig,
 }
 
 impl NearestIndex {
@@ -108,17 +118,18 @@ impl NearestIndex {
     /// deleted ones. Unreadable cassettes are skipped (a miss explanation is best effort; the
     /// corrupt file is reported when it is actually asked for).
     pub(crate) async fn refresh(&mut self, store: &DynStore, config: &KeyConfig) -> usize {
+        self.settings = config.canonical();
         let Ok(keys) = store.list("").await else {
             return self.entries.len();
         };
-        let present: HashSet<&String> = keys.iter().collect();
+        let present: HashSet<&Key> = keys.iter().collect();
         self.entries.retain(|k, _| present.contains(k));
-        let new_keys: Vec<String> = keys
+        let new_keys: Vec<Key> = keys
             .iter()
             .filter(|k| !self.entries.contains_key(*k) && !self.unreadable.contains(*k))
             .cloned()
             .collect();
-        let loaded: Vec<(String, Option<IndexEntry>)> = futures::stream::iter(new_keys)
+        let loaded: Vec<(Key, Option<IndexEntry>)> = futures::stream::iter(new_keys)
             .map(|key| async move {
                 let entry = match store.get(&key).await {
                     Ok(Some(bytes)) => Cassette::from_document(&bytes)
@@ -151,6 +162,7 @@ impl NearestIndex {
             .entries
             .values()
             .filter(|e| e.target == target && e.path == path)
+            .filter(|e| e.material.get("profile") == material.get("profile"))
             .map(|e| (e, diff(&e.material, material)))
             .min_by(|(a, da), (b, db)| {
                 distance(da)
@@ -166,13 +178,29 @@ impl NearestIndex {
                 ),
             },
             Some((entry, differences)) => {
-                let shown = render(&differences);
-                Explanation {
-                    summary: format!(
-                        "The nearest recording, {}, differs in: {}.",
-                        &entry.key[..16.min(entry.key.len())],
+                let keyed_under = self.keyed_under(entry, differences.is_empty());
+                let mut shown = keyed_under.clone();
+                shown.extend(render(&differences));
+                let key = entry.key.short();
+                let summary = if differences.is_empty() {
+                    format!(
+                        "The nearest recording, {key}, is this same request keyed differently: {}.",
                         shown.join("; ")
-                    ),
+                    )
+                } else if keyed_under.is_empty() {
+                    format!(
+                        "The nearest recording, {key}, differs in: {}.",
+                        shown.join("; ")
+                    )
+                } else {
+                    format!(
+                        "The nearest recording, {key}, was {}; and differs in: {}.",
+                        keyed_under.join("; "),
+                        render(&differences).join("; ")
+                    )
+                };
+                Explanation {
+                    summary,
                     nearest: Some(Nearest {
                         key: entry.key.clone(),
                         recorded_at: entry.recorded_at.clone(),
@@ -181,6 +209,41 @@ impl NearestIndex {
                 }
             }
         }
+    }
+
+    /// Why a recording keys differently besides its request: another key version, other
+    /// keying settings (named), or, when nothing else differs, redaction or a hand edit.
+    fn keyed_under(&self, entry: &IndexEntry, same_request: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if entry.key_version != KEY_VERSION {
+            out.push(format!(
+                "keyed under key version {}; this tool keys with version {KEY_VERSION}",
+                entry.key_version
+            ));
+        }
+        match &entry.settings {
+            Some(recorded) => out.extend(
+                recorded
+                    .differences(&self.settings)
+                    .into_iter()
+                    .map(|d| format!("recorded with {d}")),
+            ),
+            None if same_request && out.is_empty() => out.push(
+                "recorded by an older cassette that did not store its keying settings; it was \
+                 probably keyed with other volatile settings"
+                    .to_owned(),
+            ),
+            None => {}
+        }
+        if same_request && out.is_empty() {
+            out.push(if entry.request_redacted {
+                "the part of the request that differs was redacted when it was stored".to_owned()
+            } else {
+                "nothing in its stored request; it was edited by hand or stored under another key"
+                    .to_owned()
+            });
+        }
+        out
     }
 }
 
@@ -228,42 +291,23 @@ fn render(differences: &[Difference]) -> Vec<String> {
             differences.len() - SHOWN_DIFFERENCES
         ));
     }
-    if shown.is_empty() {
-        // Same material but another key: the tape was keyed under another contract version.
-        shown.push("nothing in the request; the tape was keyed under another key version".into());
-    }
     shown
 }
 
 fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
-    let material = stored_request_material(cassette, config);
+    // The stored request, redacted: it may key differently from the original where redaction
+    // removed something, which only makes such a tape look a little farther away.
+    let material = cassette.keyed_request(config).material;
     IndexEntry {
         key: cassette.key.clone(),
         target: cassette.target.clone(),
         path: normalize_path(&cassette.request.path),
         recorded_at: cassette.recorded_at.clone(),
         material,
+        key_version: cassette.key_version,
+        settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
+        request_redacted: cassette.meta.request_redacted,
     }
-}
-
-/// The key material of a cassette's stored request (which may differ from the original where
-/// redaction removed something).
-pub fn stored_request_material(cassette: &Cassette, config: &KeyConfig) -> Value {
-    keyed_stored_request(cassette, config).material
-}
-
-/// Keys a cassette's stored request under the current contract.
-pub fn keyed_stored_request(cassette: &Cassette, config: &KeyConfig) -> cassette_keying::Keyed {
-    let body = cassette.request.body.to_bytes().unwrap_or_default();
-    let request = &cassette.request;
-    let mut keyed = Request::new(&request.method, &request.path)
-        .target(&cassette.target)
-        .query(&request.query)
-        .body(&body);
-    for (name, value) in &request.headers {
-        keyed = keyed.header(name, value);
-    }
-    keyed.key(config)
 }
 
 #[cfg(test)]

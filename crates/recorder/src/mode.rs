@@ -1,4 +1,4 @@
-//! The four recorder modes and how they are spelled in flags and the environment.
+//! The four recorder modes and how they are spelled.
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,7 +18,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The mode's name as spelled in `CASSETTE_MODE` and `--mode`.
+    /// The mode's name, as [`FromStr`] reads it back.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Replay => "replay",

@@ -3,8 +3,9 @@
 mod support;
 
 use bytes::Bytes;
+use cassette_keying::KeyConfig;
 use cassette_recorder::{
-    Cassette, Error, ErrorRecording, IncomingRequest, Mode, Recorder, RecorderConfig, Route, Source,
+    Cassette, Error, ErrorRecording, Mode, Recorder, RecorderConfig, Request, Route, Source,
 };
 use cassette_store::{DynStore, StoreExt};
 use serde_json::{json, Value};
@@ -16,10 +17,7 @@ const CHAT: &str = "/v1/chat/completions";
 fn config(mode: Mode, upstream: &str) -> RecorderConfig {
     RecorderConfig {
         mode,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: format!("{upstream}/v1"),
-        }],
+        routes: vec![Route::new("default", format!("{upstream}/v1"))],
         ..RecorderConfig::default()
     }
 }
@@ -28,8 +26,8 @@ fn memory() -> DynStore {
     cassette_store::open("memory://").unwrap()
 }
 
-fn chat(content: &str, temperature: f64) -> IncomingRequest {
-    IncomingRequest::post_json(
+fn chat(content: &str, temperature: f64) -> Request {
+    Request::post_json(
         CHAT,
         &json!({
             "model": "gpt-4o-mini",
@@ -74,7 +72,7 @@ async fn replay_miss_is_an_error_and_never_calls_the_upstream() {
     assert_eq!(miss.path, CHAT);
     assert_eq!(miss.model.as_deref(), Some("gpt-4o-mini"));
     assert_eq!(miss.profile, "openai.chat");
-    assert!(err.to_string().contains(&miss.key), "{err}");
+    assert!(err.to_string().contains(miss.key.as_str()), "{err}");
     assert_eq!(err.http_status(), 409);
     assert_eq!(fake.connections(), 0);
     assert_eq!(recorder.stats().misses, 1);
@@ -98,9 +96,8 @@ async fn record_then_replay_answers_from_the_tape() {
     assert_eq!(fake.requests(), 1);
     assert_eq!(recorder.stats().recorded, 1);
 
-    let cassette =
-        Cassette::from_document(&store.get(key.as_str()).await.unwrap().unwrap()).unwrap();
-    assert_eq!(cassette.key, key.as_str());
+    let cassette = Cassette::from_document(&store.get(&key).await.unwrap().unwrap()).unwrap();
+    assert_eq!(cassette.key, key);
     assert_eq!(
         cassette.meta.requested_model.as_deref(),
         Some("gpt-4o-mini")
@@ -152,7 +149,7 @@ async fn record_overwrites_and_off_stores_nothing() {
     let key = recorder.handle(chat("Hi", 1.0)).await.unwrap().key;
     fake.reply(CHAT, Reply::json(200, completion("second")));
     recorder.handle(chat("Hi", 1.0)).await.unwrap();
-    let stored = store.get_json(key.as_str()).await.unwrap().unwrap();
+    let stored = store.get_json(&key).await.unwrap().unwrap();
     assert_eq!(
         stored["response"]["body"]["json"]["choices"][0]["message"]["content"],
         "second"
@@ -225,6 +222,118 @@ async fn a_miss_explains_what_differs_from_the_nearest_recording() {
             .contains("No recording exists at /v1/responses"),
         "{miss}"
     );
+}
+
+#[tokio::test]
+async fn a_miss_under_other_keying_settings_names_the_difference() {
+    let fake = fake_with_chat("ok").await;
+    let store = memory();
+    let seeded = |mode| RecorderConfig {
+        key: KeyConfig {
+            extra_volatile: vec!["seed".into()],
+            ..KeyConfig::default()
+        },
+        ..config(mode, &fake.url)
+    };
+    let mut request = chat("Where is my refund?", 0.0);
+    request.body = Bytes::from(
+        json!({"model": "gpt-4o-mini", "seed": 7, "messages": [{"role": "user", "content": "Where is my refund?"}]})
+            .to_string(),
+    );
+    let recorder = Recorder::new(seeded(Mode::Record), store.clone()).unwrap();
+    let recorded = recorder.handle(request.clone()).await.unwrap();
+    let cassette =
+        Cassette::from_document(&store.get(&recorded.key).await.unwrap().unwrap()).unwrap();
+    let settings = cassette.key_settings.expect("the settings are recorded");
+    assert_eq!(settings.volatile, ["seed"]);
+    assert_eq!(settings.fingerprint, seeded(Mode::Replay).key.fingerprint());
+
+    // Replayed without the setting: the seed now counts, the key differs, and the miss says
+    // why instead of blaming a key version.
+    let replayer = Recorder::new(config(Mode::Replay, &fake.url), store.clone()).unwrap();
+    let Err(Error::Miss(miss)) = replayer.handle(request.clone()).await else {
+        panic!("expected a miss")
+    };
+    assert_eq!(
+        miss.explanation_lines(),
+        ["recorded with volatile [seed]; now []"],
+        "{miss}"
+    );
+    let text = miss.to_string();
+    assert!(
+        text.contains("recorded with volatile [seed]; now []"),
+        "{text}"
+    );
+    assert!(!text.contains("key version"), "{text}");
+
+    // With the same settings it replays.
+    let replayer = Recorder::new(seeded(Mode::Replay), store.clone()).unwrap();
+    assert_eq!(
+        replayer.handle(request).await.unwrap().source,
+        Source::Replayed
+    );
+}
+
+#[tokio::test]
+async fn a_miss_names_another_key_version_only_when_the_versions_differ() {
+    let fake = fake_with_chat("ok").await;
+    let store = memory();
+    let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
+    let key = recorder
+        .handle(chat("Where is my refund?", 0.0))
+        .await
+        .unwrap()
+        .key;
+    // The same tape, as an older key contract would have stored it: another key, version 0.
+    let mut cassette = Cassette::from_document(&store.get(&key).await.unwrap().unwrap()).unwrap();
+    store.delete(&key).await.unwrap();
+    cassette.key = cassette_keying::Key::parse(&"0".repeat(64)).unwrap();
+    cassette.key_version = 0;
+    store
+        .put(&cassette.key, cassette.to_document())
+        .await
+        .unwrap();
+
+    let replayer = Recorder::new(config(Mode::Replay, &fake.url), store.clone()).unwrap();
+    let Err(Error::Miss(miss)) = replayer.handle(chat("Where is my refund?", 0.0)).await else {
+        panic!("expected a miss")
+    };
+    assert_eq!(
+        miss.explanation_lines(),
+        ["keyed under key version 0; this tool keys with version 1"],
+        "{miss}"
+    );
+}
+
+#[tokio::test]
+async fn a_hand_edited_key_field_never_panics_a_miss_report() {
+    let fake = fake_with_chat("ok").await;
+    let store = memory();
+    let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
+    let key = recorder
+        .handle(chat("Where is my refund?", 0.0))
+        .await
+        .unwrap()
+        .key;
+    // Someone edits the key field by hand: multi-byte characters put byte 16 inside a char,
+    // where slicing the first 16 bytes for a short form would panic.
+    let document = store.get(&key).await.unwrap().unwrap();
+    let edited = String::from_utf8_lossy(&document)
+        .replace(key.as_str(), &format!("a{}", "\u{e9}".repeat(20)));
+    store.put(&key, Bytes::from(edited)).await.unwrap();
+
+    let replayer = Recorder::new(config(Mode::Replay, &fake.url), store.clone()).unwrap();
+    let Err(Error::Miss(miss)) = replayer.handle(chat("Where's my refund?", 0.7)).await else {
+        panic!("expected a miss")
+    };
+    // The edited tape cannot be read, so it is no one's nearest recording.
+    assert!(miss.explanation.nearest.is_none(), "{miss}");
+    let err = replayer
+        .handle(chat("Where is my refund?", 0.0))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("64 lowercase hex"), "{err}");
 }
 
 #[tokio::test]
@@ -302,7 +411,12 @@ async fn a_target_without_a_route_names_the_setting_to_fix() {
     )
     .unwrap();
     let err = recorder.handle(chat("Hi", 1.0)).await.unwrap_err();
-    assert!(err.to_string().contains("UPSTREAM_BASE"), "{err}");
+    // In the recorder's terms; the CLI adds which flag or variable sets that route.
+    assert!(
+        matches!(&err, Error::NoUpstream { target } if target == "default"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("route named `default`"), "{err}");
 }
 
 #[tokio::test]
@@ -343,9 +457,9 @@ async fn binary_and_non_utf8_bodies_replay_byte_for_byte() {
     let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
     let replayer = Recorder::new(config(Mode::Replay, &fake.url), store).unwrap();
     for (path, expected) in [("/v1/audio/speech", &audio), ("/v1/files/content", &latin1)] {
-        let request = IncomingRequest {
+        let request = Request {
             body: Bytes::from_static(b"\x00\x01raw request"),
-            ..IncomingRequest::post_json(path, &json!({}))
+            ..Request::post_json(path, &json!({}))
         };
         let recorded = recorder.handle(request.clone()).await.unwrap();
         assert_eq!(
@@ -385,7 +499,7 @@ async fn planted_secrets_never_reach_the_store_and_max_tokens_survives() {
     ];
     let store = memory();
     let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
-    let request = IncomingRequest {
+    let request = Request {
         query: format!("api-version=1&key={}", secrets[2]),
         headers: vec![
             ("content-type".into(), "application/json".into()),
@@ -393,7 +507,7 @@ async fn planted_secrets_never_reach_the_store_and_max_tokens_survives() {
             ("x-api-key".into(), secrets[1].into()),
             ("cookie".into(), "session=abc".into()),
         ],
-        ..IncomingRequest::post_json(
+        ..Request::post_json(
             CHAT,
             &json!({
                 "model": "gpt-4o-mini",
@@ -416,7 +530,7 @@ async fn planted_secrets_never_reach_the_store_and_max_tokens_survives() {
             "{secret} reached the store:\n{text}"
         );
     }
-    let stored = store.get_json(key.as_str()).await.unwrap().unwrap();
+    let stored = store.get_json(&key).await.unwrap().unwrap();
     assert_eq!(stored["request"]["body"]["json"]["max_tokens"], 256);
     assert_eq!(stored["request"]["query"], "api-version=1");
     assert!(stored["request"]["headers"].get("authorization").is_none());
@@ -430,7 +544,7 @@ async fn an_undamaged_request_is_not_marked_redacted() {
     let store: DynStore = Arc::new(cassette_store::memory::MemoryStore::new());
     let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
     let key = recorder.handle(chat("Hi", 1.0)).await.unwrap().key;
-    let stored = store.get_json(key.as_str()).await.unwrap().unwrap();
+    let stored = store.get_json(&key).await.unwrap().unwrap();
     assert!(stored["meta"].get("request_redacted").is_none(), "{stored}");
 }
 
@@ -467,7 +581,7 @@ async fn a_corrupt_cassette_is_an_error_naming_the_key_and_store() {
     let key = request.key(&Default::default()).key;
     store
         .put(
-            key.as_str(),
+            &key,
             Bytes::from_static(b"{\"format\": 1, \"key\": \"trunc"),
         )
         .await

@@ -5,7 +5,7 @@ mod support;
 
 use cassette_recorder::stream::{Assembler, StreamFormat};
 use cassette_recorder::{
-    Cassette, IncomingRequest, Mode, Recorder, RecorderConfig, ResponseBody, Route, Source,
+    Cassette, Mode, Recorder, RecorderConfig, Request, ResponseBody, Route, Source,
 };
 use cassette_store::DynStore;
 use futures::StreamExt;
@@ -63,20 +63,17 @@ fn cases() -> Vec<Case> {
 fn recorder(mode: Mode, upstream: &str, store: &DynStore) -> Recorder {
     let config = RecorderConfig {
         mode,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: upstream.to_owned(),
-        }],
+        routes: vec![Route::new("default", upstream)],
         stream_chunk_size: 7,
         ..RecorderConfig::default()
     };
     Recorder::new(config, store.clone()).unwrap()
 }
 
-fn request(case: &Case, stream: bool) -> IncomingRequest {
+fn request(case: &Case, stream: bool) -> Request {
     let mut body = case.body.clone();
     body["stream"] = json!(stream);
-    IncomingRequest::post_json(case.path, &body)
+    Request::post_json(case.path, &body)
 }
 
 fn final_of(name: &str) -> Value {
@@ -128,7 +125,7 @@ async fn each_stream_format_records_once_and_replays_both_ways() {
         assert_eq!(forwarded.concat(), raw.to_vec(), "{}", case.fixture);
 
         // Stored: one final response, not the transport's chunks.
-        let document = store.get(outcome.key.as_str()).await.unwrap().unwrap();
+        let document = store.get(&outcome.key).await.unwrap().unwrap();
         let cassette = Cassette::from_document(&document).unwrap();
         assert_eq!(
             cassette.response.stream.as_deref(),
@@ -214,10 +211,10 @@ async fn generic_streams_replay_as_recorded() {
         },
     );
     let store = cassette_store::open("memory://").unwrap();
-    let get = IncomingRequest {
+    let get = Request {
         method: "GET".into(),
         body: bytes::Bytes::new(),
-        ..IncomingRequest::post_json("/events", &json!({}))
+        ..Request::post_json("/events", &json!({}))
     };
     let recorded = recorder(Mode::Record, &fake.url, &store)
         .handle(get.clone())
@@ -239,7 +236,7 @@ async fn a_json_answer_on_a_non_llm_path_replays_as_json_even_when_stream_is_ask
     let fake = FakeUpstream::start().await;
     fake.reply("/v1/custom/run", Reply::json(200, json!({"ok": true})));
     let store = cassette_store::open("memory://").unwrap();
-    let asks_stream = IncomingRequest::post_json("/v1/custom/run", &json!({"stream": true}));
+    let asks_stream = Request::post_json("/v1/custom/run", &json!({"stream": true}));
     recorder(Mode::Record, &fake.url, &store)
         .handle(asks_stream.clone())
         .await

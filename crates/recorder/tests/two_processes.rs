@@ -5,7 +5,7 @@
 
 mod support;
 
-use cassette_recorder::{Cassette, IncomingRequest, Mode, Recorder, RecorderConfig, Route};
+use cassette_recorder::{Cassette, Mode, Recorder, RecorderConfig, Request, Route};
 use serde_json::json;
 use std::path::Path;
 use support::{FakeUpstream, Reply};
@@ -14,8 +14,8 @@ const ROLE: &str = "CASSETTE_TEST_WRITER_STORE";
 const UPSTREAM: &str = "CASSETTE_TEST_WRITER_UPSTREAM";
 const TEST_NAME: &str = "two_processes_recording_one_key_leave_one_complete_cassette";
 
-fn request() -> IncomingRequest {
-    IncomingRequest::post_json(
+fn request() -> Request {
+    Request::post_json(
         "/v1/chat/completions",
         &json!({"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "Weather?"}]}),
     )
@@ -24,10 +24,7 @@ fn request() -> IncomingRequest {
 async fn write_as_child(store_url: &str, upstream: &str) {
     let config = RecorderConfig {
         mode: Mode::Record,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: upstream.to_owned(),
-        }],
+        routes: vec![Route::new("default", upstream)],
         ..RecorderConfig::default()
     };
     let store = cassette_store::open(store_url).unwrap();

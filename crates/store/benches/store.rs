@@ -7,7 +7,7 @@
 //! fsync per cassette; the benchmarks then go through the public `Store` API only.
 
 use cassette_store::conformance::{document, key};
-use cassette_store::{open, DynStore};
+use cassette_store::{open, DynStore, Key};
 use criterion::{BenchmarkId, Criterion};
 use futures::StreamExt;
 use std::io::Write;
@@ -19,7 +19,7 @@ const SIZES: [usize; 2] = [100, 100_000];
 /// About the size of a small chat completion cassette.
 const BODY: usize = 1000;
 
-fn keys(n: usize) -> Vec<String> {
+fn keys(n: usize) -> Vec<Key> {
     // Spread keys over every shard, like real SHA-256 keys.
     (0..n as u64)
         .map(|i| key(&format!("{:02x}", (i * 37) % 256), i))
@@ -31,15 +31,15 @@ fn compact(doc: &[u8]) -> Vec<u8> {
     serde_json::to_vec(&value).expect("bench document")
 }
 
-fn build_file(root: &Path, keys: &[String]) {
+fn build_file(root: &Path, keys: &[Key]) {
     for k in keys {
-        let dir = root.join(&k[..2]);
+        let dir = root.join(&k.as_str()[..2]);
         std::fs::create_dir_all(&dir).expect("shard folder");
         std::fs::write(dir.join(format!("{k}.json")), document(k, 1, BODY)).expect("fixture");
     }
 }
 
-fn build_jsonl(path: &Path, keys: &[String]) {
+fn build_jsonl(path: &Path, keys: &[Key]) {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("log"));
     for k in keys {
         out.write_all(format!("{{\"key\":\"{k}\",\"cassette\":").as_bytes())
@@ -50,16 +50,16 @@ fn build_jsonl(path: &Path, keys: &[String]) {
     out.flush().expect("log");
 }
 
-fn build_sled(path: &Path, keys: &[String]) {
+fn build_sled(path: &Path, keys: &[Key]) {
     let db = sled::open(path).expect("sled");
     for k in keys {
-        db.insert(k.as_bytes(), document(k, 1, BODY).as_ref())
+        db.insert(k.as_str().as_bytes(), document(k, 1, BODY).as_ref())
             .expect("sled");
     }
     db.flush().expect("sled");
 }
 
-async fn build_remote(store: &DynStore, keys: &[String]) {
+async fn build_remote(store: &DynStore, keys: &[Key]) {
     futures::stream::iter(keys.iter())
         .map(|k| {
             let store = store.clone();
@@ -79,7 +79,7 @@ struct Fixture {
     backend: &'static str,
     size: usize,
     store: DynStore,
-    keys: Vec<String>,
+    keys: Vec<Key>,
 }
 
 fn fixtures(rt: &tokio::runtime::Runtime, work: &Path) -> Vec<Fixture> {

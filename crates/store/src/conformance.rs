@@ -7,20 +7,25 @@
 //! Documents are pretty-printed JSON with a trailing newline, the form the recorder writes, so
 //! every backend must hand them back byte for byte, including the ones that re-lay out JSON.
 
-use crate::{Created, Error, Store, StoreExt};
+use crate::{Created, Error, Key, Store, StoreExt};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
 /// A key made of `tag` (two hex characters) followed by `n` in hex, 64 characters in all.
-pub fn key(tag: &str, n: u64) -> String {
-    format!("{tag}{n:062x}")
+///
+/// # Panics
+///
+/// When `tag` is not two lowercase hex characters: a bug in the calling test.
+pub fn key(tag: &str, n: u64) -> Key {
+    let text = format!("{tag}{n:062x}");
+    Key::parse(&text).unwrap_or_else(|| panic!("`{text}` is not a key: use a two-hex-digit tag"))
 }
 
 /// A cassette-like document for `key`, about `size` bytes of body, pretty-printed with a
 /// trailing newline. `version` distinguishes recordings of the same key.
-pub fn document(key: &str, version: u64, size: usize) -> Bytes {
+pub fn document(key: &Key, version: u64, size: usize) -> Bytes {
     let value = serde_json::json!({
-        "key": key,
+        "key": key.as_str(),
         "version": version,
         "request": {"method": "POST", "url": "https://api.example.com/v1/chat/completions"},
         "response": {"status": 200, "body": "x".repeat(size), "big": 12345678901234567u64},
@@ -30,21 +35,21 @@ pub fn document(key: &str, version: u64, size: usize) -> Bytes {
     Bytes::from(bytes)
 }
 
-async fn get(store: &dyn Store, key: &str) -> Option<Bytes> {
+async fn get(store: &dyn Store, key: &Key) -> Option<Bytes> {
     store
         .get(key)
         .await
         .unwrap_or_else(|e| panic!("{}: get {key}: {e}", store.location()))
 }
 
-async fn put(store: &dyn Store, key: &str, document: Bytes) {
+async fn put(store: &dyn Store, key: &Key, document: Bytes) {
     store
         .put(key, document)
         .await
         .unwrap_or_else(|e| panic!("{}: put {key}: {e}", store.location()))
 }
 
-async fn list(store: &dyn Store, prefix: &str) -> Vec<String> {
+async fn list(store: &dyn Store, prefix: &str) -> Vec<Key> {
     store
         .list(prefix)
         .await
@@ -168,7 +173,7 @@ pub async fn list_prefix(store: &dyn Store) {
     assert_eq!(in_5, expected, "{}: list(\"5\")", store.location());
     let in_50: Vec<_> = expected
         .iter()
-        .filter(|k| k.starts_with("50"))
+        .filter(|k| k.as_str().starts_with("50"))
         .cloned()
         .collect();
     assert_eq!(
@@ -179,14 +184,14 @@ pub async fn list_prefix(store: &dyn Store) {
     );
     let long = key("50", 0x10);
     assert_eq!(
-        list(store, &long).await,
+        list(store, long.as_str()).await,
         vec![long.clone()],
         "{}: list(full key)",
         store.location()
     );
     assert_eq!(
-        list(store, &long[..63]).await,
-        vec![long],
+        list(store, &long.as_str()[..63]).await,
+        vec![long.clone()],
         "{}: list(63 chars)",
         store.location()
     );
@@ -206,12 +211,14 @@ pub async fn list_prefix(store: &dyn Store) {
         "{}: list(\"\") misses keys",
         store.location()
     );
-    let invalid = store.list("XY").await;
-    assert!(
-        matches!(invalid, Err(Error::InvalidKey { .. })),
-        "{}: list(\"XY\"): {invalid:?}",
-        store.location()
-    );
+    for bad in ["XY", "5/", "../5", &format!("{long}0")] {
+        let invalid = store.list(bad).await;
+        assert!(
+            matches!(invalid, Err(Error::InvalidPrefix { .. })),
+            "{}: list({bad:?}): {invalid:?}",
+            store.location()
+        );
+    }
 }
 
 /// Delete removes the cassette and its listing; deleting a missing key is fine.
@@ -250,15 +257,18 @@ pub async fn delete(store: &dyn Store) {
     );
 }
 
-/// Keys starting with, and made of, every hex character work; anything else is `InvalidKey`.
+/// Keys starting with, and made of, every hex character work. (Anything else cannot be asked
+/// for: a [`Key`] is 64 lowercase hex characters by construction.)
 pub async fn every_hex_character(store: &dyn Store) {
     // Tag `7?` keeps this check's range apart; the 16 extra keys cover every first character
     // and are listed back by their own prefix.
     let digits = "0123456789abcdef";
-    let mut keys = vec![format!("7{}", &digits.repeat(4)[..63])];
+    let mut texts = vec![format!("7{}", &digits.repeat(4)[..63])];
     for c in digits.chars() {
-        keys.push(format!("7{c}{}", c.to_string().repeat(62)));
+        texts.push(format!("7{c}{}", c.to_string().repeat(62)));
     }
+    let keys: Vec<Key> = texts.iter().filter_map(|t| Key::parse(t)).collect();
+    assert_eq!(keys.len(), texts.len(), "every test key parses");
     for (n, key) in keys.iter().enumerate() {
         put(store, key, document(key, n as u64, 10)).await;
     }
@@ -279,20 +289,6 @@ pub async fn every_hex_character(store: &dyn Store) {
         "{}: list of hex keys",
         store.location()
     );
-    for bad in ["", "ABCDEF", "7g", "../7a", "7a/7b", "7a.json", "7a\0"] {
-        let res = store.get(bad).await;
-        assert!(
-            matches!(res, Err(Error::InvalidKey { .. })),
-            "{}: get({bad:?}): {res:?}",
-            store.location()
-        );
-        let res = store.put(bad, document("x", 0, 1)).await;
-        assert!(
-            matches!(res, Err(Error::InvalidKey { .. } | Error::ReadOnly { .. })),
-            "{}: put({bad:?}): {res:?}",
-            store.location()
-        );
-    }
 }
 
 /// A 5 MiB cassette round-trips intact.
@@ -305,7 +301,7 @@ pub async fn large_cassette(store: &dyn Store) {
 
 /// 1,000 cassettes are all listed (no page limit drops any).
 pub async fn thousand_listed(store: &dyn Store) {
-    let keys: Vec<String> = (0..1000).map(|n| key("90", n)).collect();
+    let keys: Vec<Key> = (0..1000).map(|n| key("90", n)).collect();
     futures::stream::iter(keys.iter().cloned())
         .map(|k| async move {
             let doc = document(&k, 1, 64);
@@ -395,6 +391,6 @@ pub async fn read_only(store: &dyn Store, seeded: &dyn Store) {
     );
 }
 
-fn key_b() -> String {
+fn key_b() -> Key {
     key("a1", 1)
 }

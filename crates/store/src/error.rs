@@ -1,12 +1,14 @@
 //! The one public error type of the store crate.
 
+use cassette_keying::Key;
 use std::path::PathBuf;
 
 /// A store result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything a store can fail with. Each variant names where (backend, file or endpoint) and
-/// what (key), so a message can tell the user what to do.
+/// what (key), so a message can tell the user what to do. A variant that wraps a cause returns
+/// it from [`std::error::Error::source`] and leaves it out of its own message: print the chain.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -18,11 +20,11 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// A key (or list prefix) is not lowercase hex, so it cannot be used as a file or object name.
-    #[error("invalid cassette key `{key}`: {reason}")]
-    InvalidKey {
-        /// The key as given.
-        key: String,
+    /// A list prefix is not lowercase hex, so no key can start with it.
+    #[error("invalid list prefix `{prefix}`: {reason}")]
+    InvalidPrefix {
+        /// The prefix as given.
+        prefix: String,
         /// What is wrong with it.
         reason: String,
     },
@@ -32,7 +34,7 @@ pub enum Error {
         /// The store.
         location: String,
         /// The key it was to be stored under.
-        key: String,
+        key: Key,
         /// What is wrong with it.
         reason: String,
     },
@@ -42,12 +44,12 @@ pub enum Error {
         /// Where the document lives (file path or store URL).
         location: String,
         /// Its key.
-        key: String,
+        key: Key,
         /// What is wrong.
         reason: String,
     },
     /// Filesystem trouble in a file, JSON Lines or sled store.
-    #[error("{store} store: {action} {}: {source}", path.display())]
+    #[error("{store} store: {action} {}", path.display())]
     Io {
         /// The backend (`file`, `jsonl`, `sled`).
         store: &'static str,
@@ -73,10 +75,10 @@ pub enum Error {
         /// The store.
         location: String,
         /// The key that was to be written.
-        key: String,
+        key: Key,
     },
     /// A remote store (S3-compatible) failed or could not be reached.
-    #[error("{store} store at {endpoint}: {action} {key}: {source}")]
+    #[error("{store} store at {endpoint}: {action} {key}")]
     Remote {
         /// The backend (`s3`).
         store: &'static str,
@@ -91,7 +93,7 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Any other backend failure.
-    #[error("{store} store at {location}: {source}")]
+    #[error("{store} store at {location} failed")]
     Generic {
         /// The backend.
         store: &'static str,

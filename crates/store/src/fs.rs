@@ -7,8 +7,8 @@
 //! never sees a partial file; a writer killed mid-put leaves at most a hidden temp file, which
 //! `get` and `list` ignore and `list` deletes once it is older than [`STALE_TEMP_AGE`].
 
-use crate::key::{shard, validate_key, validate_prefix};
-use crate::{json, Created, Error, Result, Store};
+use crate::key::{is_shard_name, shard, stored_key, validate_prefix};
+use crate::{json, Created, Error, Key, Result, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -48,9 +48,8 @@ impl FileStore {
     }
 
     /// The file a key is stored in (whether or not it exists), for messages and tooling.
-    pub fn path_for(&self, key: &str) -> Result<PathBuf> {
-        validate_key(key)?;
-        Ok(self.root.join(shard(key)).join(format!("{key}.json")))
+    pub fn path_for(&self, key: &Key) -> PathBuf {
+        self.root.join(shard(key)).join(format!("{key}.json"))
     }
 
     /// Deletes temp files left by interrupted writers that are older than `older_than`, and
@@ -81,8 +80,7 @@ impl FileStore {
         for entry in read_dir(&self.root)? {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if (1..=2).contains(&name.len())
-                && validate_key(&name).is_ok()
+            if is_shard_name(&name)
                 && name.starts_with(prefix)
                 && entry.file_type().map(|t| t.is_dir()).unwrap_or(false)
             {
@@ -92,7 +90,7 @@ impl FileStore {
         Ok(dirs)
     }
 
-    fn list_blocking(&self, prefix: &str) -> Result<Vec<String>> {
+    fn list_blocking(&self, prefix: &str) -> Result<Vec<Key>> {
         let mut keys = Vec::new();
         for dir in self.shard_dirs(prefix)? {
             let shard_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -105,14 +103,14 @@ impl FileStore {
                     }
                     continue;
                 }
-                let Some(key) = name.strip_suffix(".json") else {
+                let Some(key) = name
+                    .strip_suffix(".json")
+                    .and_then(|n| stored_key(n, prefix))
+                else {
                     continue;
                 };
-                if key.starts_with(prefix)
-                    && validate_key(key).is_ok()
-                    && shard_name.as_deref() == Some(shard(key))
-                {
-                    keys.push(key.to_owned());
+                if shard_name.as_deref() == Some(shard(&key)) {
+                    keys.push(key);
                 }
             }
         }
@@ -120,7 +118,7 @@ impl FileStore {
         Ok(keys)
     }
 
-    fn get_blocking(&self, key: &str, path: &Path) -> Result<Option<Bytes>> {
+    fn get_blocking(&self, key: &Key, path: &Path) -> Result<Option<Bytes>> {
         let bytes = match fs::read(path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -128,7 +126,7 @@ impl FileStore {
         };
         json::validate(&bytes).map_err(|reason| Error::Corrupt {
             location: path.display().to_string(),
-            key: key.to_owned(),
+            key: key.clone(),
             reason,
         })?;
         Ok(Some(Bytes::from(bytes)))
@@ -165,11 +163,11 @@ impl FileStore {
         result
     }
 
-    async fn write(&self, key: &str, document: Bytes, mode: Mode) -> Result<Created> {
-        let path = self.path_for(key)?;
+    async fn write(&self, key: &Key, document: Bytes, mode: Mode) -> Result<Created> {
+        let path = self.path_for(key);
         json::validate(&document).map_err(|reason| Error::InvalidDocument {
             location: self.location(),
-            key: key.to_owned(),
+            key: key.clone(),
             reason,
         })?;
         let this = self.clone();
@@ -254,9 +252,9 @@ impl fmt::Display for FileStore {
 
 #[async_trait]
 impl Store for FileStore {
-    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        let path = self.path_for(key)?;
-        let (this, key) = (self.clone(), key.to_owned());
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
+        let path = self.path_for(key);
+        let (this, key) = (self.clone(), key.clone());
         blocking("file", self.location(), move || {
             this.get_blocking(&key, &path)
         })
@@ -265,16 +263,16 @@ impl Store for FileStore {
 
     /// Stores the document pretty-printed with a trailing newline (member order, numbers and
     /// strings kept exactly), atomically replacing any previous file.
-    async fn put(&self, key: &str, document: Bytes) -> Result<()> {
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
         self.write(key, document, Mode::Overwrite).await.map(|_| ())
     }
 
-    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
         self.write(key, document, Mode::Create).await
     }
 
-    async fn delete(&self, key: &str) -> Result<()> {
-        let path = self.path_for(key)?;
+    async fn delete(&self, key: &Key) -> Result<()> {
+        let path = self.path_for(key);
         blocking("file", self.location(), move || {
             match fs::remove_file(&path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
@@ -286,7 +284,7 @@ impl Store for FileStore {
         .await
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
         validate_prefix(prefix)?;
         let (this, prefix) = (self.clone(), prefix.to_owned());
         blocking("file", self.location(), move || this.list_blocking(&prefix)).await

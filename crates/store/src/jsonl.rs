@@ -13,8 +13,8 @@
 //! never spreads to a good line.
 
 use crate::fs::blocking;
-use crate::key::{validate_key, validate_prefix};
-use crate::{json, Created, Error, Result, Store};
+use crate::key::{stored_key, validate_prefix};
+use crate::{json, Created, Error, Key, Result, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use fs2::FileExt;
@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::ops::Bound;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -45,7 +46,7 @@ struct State {
     /// Shared with the lock guards, which must outlive borrows of the rest of the state.
     file: Arc<File>,
     /// Where each live key's cassette JSON sits in the file: `(offset, length)`.
-    index: BTreeMap<String, (u64, u64)>,
+    index: BTreeMap<Key, (u64, u64)>,
     /// Everything before this offset has been indexed (it always ends just after a newline).
     indexed_to: u64,
     /// The file length at the last catch-up; an unchanged length means nothing to read.
@@ -115,23 +116,22 @@ impl JsonlStore {
         .await
     }
 
-    async fn append(&self, key: &str, document: Bytes, mode: Mode) -> Result<Created> {
-        validate_key(key)?;
+    async fn append(&self, key: &Key, document: Bytes, mode: Mode) -> Result<Created> {
         json::validate(&document).map_err(|reason| Error::InvalidDocument {
             location: self.location(),
-            key: key.to_owned(),
+            key: key.clone(),
             reason,
         })?;
-        let key = key.to_owned();
+        let key = key.clone();
         self.run(move |inner, state| {
             let _lock = Lock::exclusive(state.file.clone(), &inner.path)?;
             state.catch_up(&inner.path)?;
             if matches!(mode, Mode::Create) && state.index.contains_key(&key) {
                 return Ok(Created::AlreadyExists);
             }
-            let mut line = Vec::with_capacity(document.len() + key.len() + 24);
+            let mut line = Vec::with_capacity(document.len() + 96);
             line.extend_from_slice(b"{\"key\":\"");
-            line.extend_from_slice(key.as_bytes());
+            line.extend_from_slice(key.as_str().as_bytes());
             line.extend_from_slice(b"\",\"cassette\":");
             let cassette_at = line.len() as u64;
             let cassette = json::compact(&document);
@@ -229,24 +229,27 @@ impl State {
         }
         let parsed = serde_json::from_slice::<Line<'_>>(body)
             .map_err(|e| e.to_string())
-            .and_then(|l| validate_key(&l.key).map(|()| l).map_err(|e| e.to_string()));
+            .and_then(|line| match stored_key(&line.key, "") {
+                Some(key) => Ok((key, line)),
+                None => Err(format!("`{}` is not a cassette key", line.key)),
+            });
         match parsed {
-            Ok(Line {
-                key, deleted: true, ..
-            }) => {
+            Ok((key, Line { deleted: true, .. })) => {
                 self.index.remove(&key);
             }
-            Ok(Line {
+            Ok((
                 key,
-                cassette: Some(raw),
-                ..
-            }) => {
+                Line {
+                    cassette: Some(raw),
+                    ..
+                },
+            )) => {
                 // The raw value borrows from `body`, so its position in the line is exact.
                 let at = raw.get().as_ptr() as usize - body.as_ptr() as usize;
                 self.index
                     .insert(key, (offset + at as u64, raw.get().len() as u64));
             }
-            Ok(Line { key, .. }) => tracing::warn!(
+            Ok((key, _)) => tracing::warn!(
                 "skipping line at byte {offset} of cassette log {}: key {key} has neither \
                  `cassette` nor `deleted`",
                 path.display()
@@ -348,9 +351,8 @@ fn refresh(inner: &Inner, state: &mut State) -> Result<()> {
 impl Store for JsonlStore {
     /// Returns the latest cassette for `key`, pretty-printed with a trailing newline like the
     /// file store does, so both give the same bytes for the same recording.
-    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        validate_key(key)?;
-        let key = key.to_owned();
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
+        let key = key.clone();
         self.run(move |inner, state| {
             refresh(inner, state)?;
             match state.index.get(&key) {
@@ -365,19 +367,18 @@ impl Store for JsonlStore {
     }
 
     /// Appends the cassette as one line; it replaces any earlier line for the same key.
-    async fn put(&self, key: &str, document: Bytes) -> Result<()> {
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
         self.append(key, document, Mode::Overwrite)
             .await
             .map(|_| ())
     }
 
-    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
         self.append(key, document, Mode::Create).await
     }
 
-    async fn delete(&self, key: &str) -> Result<()> {
-        validate_key(key)?;
-        let key = key.to_owned();
+    async fn delete(&self, key: &Key) -> Result<()> {
+        let key = key.clone();
         self.run(move |inner, state| {
             let _lock = Lock::exclusive(state.file.clone(), &inner.path)?;
             state.catch_up(&inner.path)?;
@@ -391,15 +392,15 @@ impl Store for JsonlStore {
         .await
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
         validate_prefix(prefix)?;
         let prefix = prefix.to_owned();
         self.run(move |inner, state| {
             refresh(inner, state)?;
             Ok(state
                 .index
-                .range(prefix.clone()..)
-                .take_while(|(k, _)| k.starts_with(&prefix))
+                .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                .take_while(|(k, _)| k.as_str().starts_with(&prefix))
                 .map(|(k, _)| k.clone())
                 .collect())
         })

@@ -1,48 +1,42 @@
-//! Key and prefix validation, shared by every backend so that a key is always a safe file name.
+//! Keys as names: the typed [`Key`] of `cassette-keying` is 64 lowercase hex characters, so it can
+//! never name a path outside the store; list prefixes and names read back from a backend are
+//! checked here with the same rule.
 
 use crate::{Error, Result};
-
-/// Keys are SHA-256 hex digests today; the bound only keeps file and object names sane.
-const MAX_KEY_LEN: usize = 128;
+use cassette_keying::Key;
 
 fn is_hex(s: &str) -> bool {
     s.bytes()
         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// Accepts non-empty lowercase hex of at most 128 characters: such a key can never contain a path
-/// separator, `..` or a character a filesystem or bucket would mangle.
-pub(crate) fn validate_key(key: &str) -> Result<()> {
-    let reason = if key.is_empty() {
-        "a key must not be empty"
-    } else if key.len() > MAX_KEY_LEN {
-        "a key must be at most 128 characters"
-    } else if !is_hex(key) {
-        "a key must be lowercase hex (0-9, a-f), like the keys `cassette-keying` computes"
-    } else {
+/// A list prefix is the start of a key: empty, or lowercase hex no longer than a key.
+pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.len() <= 64 && is_hex(prefix) {
         return Ok(());
-    };
-    Err(Error::InvalidKey {
-        key: key.to_owned(),
-        reason: reason.to_owned(),
+    }
+    Err(Error::InvalidPrefix {
+        prefix: prefix.to_owned(),
+        reason: "a list prefix must be empty or lowercase hex (0-9, a-f), at most 64 characters"
+            .to_owned(),
     })
 }
 
-/// A list prefix is the start of a key: empty, or lowercase hex.
-pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
-    if prefix.len() <= MAX_KEY_LEN && is_hex(prefix) {
-        return Ok(());
-    }
-    Err(Error::InvalidKey {
-        key: prefix.to_owned(),
-        reason: "a list prefix must be empty or lowercase hex (0-9, a-f)".to_owned(),
-    })
+/// Whether a folder name can be the shard of some key (one or two hex characters).
+pub(crate) fn is_shard_name(name: &str) -> bool {
+    (1..=2).contains(&name.len()) && is_hex(name)
+}
+
+/// The key a stored name (file name, object name, database key, log entry) stands for, when it
+/// is one that starts with `prefix`; anything else in a backend is not a cassette of ours.
+pub(crate) fn stored_key(name: &str, prefix: &str) -> Option<Key> {
+    Key::parse(name).filter(|key| key.as_str().starts_with(prefix))
 }
 
 /// The folder a key is sharded into: its first two characters, so that 100,000 keys spread over
 /// 256 folders of about 400 files each.
-pub(crate) fn shard(key: &str) -> &str {
-    &key[..key.len().min(2)]
+pub(crate) fn shard(key: &Key) -> &str {
+    &key.as_str()[..2]
 }
 
 #[cfg(test)]
@@ -50,32 +44,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys() {
-        for ok in ["0", "ab", &"0123456789abcdef".repeat(4), &"f".repeat(128)] {
-            assert!(validate_key(ok).is_ok(), "{ok}");
+    fn prefixes_names_and_shards() {
+        let key = "0123456789abcdef".repeat(4);
+        for ok in ["", "0", "ab", &key] {
+            assert!(validate_prefix(ok).is_ok(), "{ok}");
         }
         for bad in [
-            "",
             "AB",
             "g0",
             "../etc",
             "ab/cd",
             "ab.json",
             " ab",
-            &"a".repeat(129),
+            &format!("{key}0"),
         ] {
             assert!(
-                matches!(validate_key(bad), Err(Error::InvalidKey { .. })),
+                matches!(validate_prefix(bad), Err(Error::InvalidPrefix { .. })),
                 "{bad}"
             );
         }
-        assert!(validate_prefix("").is_ok());
-        assert!(validate_prefix("a").is_ok());
-        assert!(matches!(
-            validate_prefix("A"),
-            Err(Error::InvalidKey { .. })
-        ));
-        assert_eq!(shard("abcdef"), "ab");
-        assert_eq!(shard("a"), "a");
+        assert!(is_shard_name("a") && is_shard_name("ab"));
+        assert!(!is_shard_name("") && !is_shard_name("abc") && !is_shard_name("AB"));
+        let parsed = stored_key(&key, "0123").map(|k| shard(&k).to_owned());
+        assert_eq!(parsed.as_deref(), Some("01"));
+        assert!(stored_key(&key, "1").is_none());
+        for bad in [
+            "ab",
+            "../etc",
+            &key.to_ascii_uppercase(),
+            &format!("{key}.json"),
+        ] {
+            assert!(stored_key(bad, "").is_none(), "{bad}");
+        }
     }
 }

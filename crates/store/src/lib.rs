@@ -1,7 +1,7 @@
 //! Where cassettes live: one async [`Store`] contract over local files, JSON Lines logs, sled,
 //! S3-compatible buckets and memory, plus wrappers (tiered cache, read-only).
 //!
-//! A cassette is one JSON document addressed by its key (64 lowercase hex characters from
+//! A cassette is one JSON document addressed by its [`Key`] (64 lowercase hex characters, from
 //! `cassette-keying`). Stores treat the document as opaque bytes: they do not interpret it beyond
 //! what they need. A miss is `Ok(None)`, never an error; errors name the backend, the key or file
 //! and the cause.
@@ -12,19 +12,23 @@
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! use cassette_store::{Created, StoreExt};
+//! use cassette_store::{Created, Key, StoreExt};
 //! let store = cassette_store::open("memory://")?;
-//! let key = "3fa2".repeat(16);
+//! let key = Key::parse(&"3fa2".repeat(16)).expect("64 hex characters");
 //! assert_eq!(store.put_if_absent(&key, "{}\n".into()).await?, Created::Won);
 //! assert_eq!(store.put_if_absent(&key, "[]\n".into()).await?, Created::AlreadyExists);
 //! assert!(store.get_json(&key).await?.is_some());
-//! assert!(store.get(&"00".repeat(32)).await?.is_none()); // a miss is not an error
+//! let other = Key::parse(&"00".repeat(32)).expect("64 hex characters");
+//! assert!(store.get(&other).await?.is_none()); // a miss is not an error
+//! assert_eq!(store.list("3f").await?, vec![key]);
 //! # Ok::<(), cassette_store::Error>(())
 //! # }).unwrap();
 //! ```
 //!
-//! Architecture invariant: every backend validates keys with the same rule (non-empty lowercase
-//! hex), so a key can never name a path outside the store, whatever the backend.
+//! Architecture invariant: a [`Key`] is 64 lowercase hex characters by construction, and every
+//! backend reads names back and checks list prefixes with that same rule, so a key can never name
+//! a path outside the store, whatever the backend. Stores know nothing of the recorder: documents
+//! are opaque bytes.
 
 #![deny(missing_docs)]
 
@@ -45,6 +49,7 @@ mod url;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use cassette_keying::Key;
 pub use error::{Error, Result};
 pub use url::{open, open_tiered, StoreUrl};
 
@@ -69,19 +74,20 @@ pub enum Created {
 #[async_trait]
 pub trait Store: fmt::Debug + fmt::Display + Send + Sync + 'static {
     /// Reads the cassette stored under `key`; `Ok(None)` when there is none.
-    async fn get(&self, key: &str) -> Result<Option<Bytes>>;
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>>;
 
     /// Stores `document` under `key`, replacing any previous one.
-    async fn put(&self, key: &str, document: Bytes) -> Result<()>;
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()>;
 
     /// Stores `document` under `key` only when nothing is stored there yet.
-    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created>;
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created>;
 
     /// Removes the cassette under `key`; removing a missing key is not an error.
-    async fn delete(&self, key: &str) -> Result<()>;
+    async fn delete(&self, key: &Key) -> Result<()>;
 
-    /// Lists every stored key that starts with `prefix` (all keys for `""`), sorted.
-    async fn list(&self, prefix: &str) -> Result<Vec<String>>;
+    /// Lists every stored key that starts with `prefix` (all keys for `""`), sorted. A prefix
+    /// that is not lowercase hex is [`Error::InvalidPrefix`].
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>>;
 
     /// A human-readable location for messages, such as `file:///repo/cassettes`.
     fn location(&self) -> String;
@@ -94,20 +100,20 @@ pub type DynStore = Arc<dyn Store>;
 #[async_trait]
 pub trait StoreExt: Store {
     /// Whether a cassette is stored under `key`.
-    async fn contains(&self, key: &str) -> Result<bool> {
+    async fn contains(&self, key: &Key) -> Result<bool> {
         Ok(self.get(key).await?.is_some())
     }
 
     /// Reads and parses the cassette under `key` as JSON; a document that does not parse is an
     /// [`Error::Corrupt`] naming the key and location.
-    async fn get_json(&self, key: &str) -> Result<Option<serde_json::Value>> {
+    async fn get_json(&self, key: &Key) -> Result<Option<serde_json::Value>> {
         match self.get(key).await? {
             None => Ok(None),
             Some(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)
                 .map_err(|e| Error::Corrupt {
                     location: self.location(),
-                    key: key.to_owned(),
+                    key: key.clone(),
                     reason: e.to_string(),
                 }),
         }

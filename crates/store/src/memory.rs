@@ -1,17 +1,18 @@
 //! An in-process store for tests: nothing survives the process.
 
-use crate::key::{validate_key, validate_prefix};
-use crate::{Created, Result, Store};
+use crate::key::validate_prefix;
+use crate::{Created, Key, Result, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Bound;
 use std::sync::Mutex;
 
 /// Cassettes held in memory, sorted by key.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    entries: Mutex<BTreeMap<String, Bytes>>,
+    entries: Mutex<BTreeMap<Key, Bytes>>,
 }
 
 impl MemoryStore {
@@ -20,7 +21,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Bytes>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<Key, Bytes>> {
         // A panic while holding the lock cannot leave the map half-updated (every operation is
         // a single insert or remove), so a poisoned lock is still safe to use.
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
@@ -35,39 +36,35 @@ impl fmt::Display for MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        validate_key(key)?;
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
         Ok(self.entries().get(key).cloned())
     }
 
-    async fn put(&self, key: &str, document: Bytes) -> Result<()> {
-        validate_key(key)?;
-        self.entries().insert(key.to_owned(), document);
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
+        self.entries().insert(key.clone(), document);
         Ok(())
     }
 
-    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
-        validate_key(key)?;
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
         let mut entries = self.entries();
         if entries.contains_key(key) {
             return Ok(Created::AlreadyExists);
         }
-        entries.insert(key.to_owned(), document);
+        entries.insert(key.clone(), document);
         Ok(Created::Won)
     }
 
-    async fn delete(&self, key: &str) -> Result<()> {
-        validate_key(key)?;
+    async fn delete(&self, key: &Key) -> Result<()> {
         self.entries().remove(key);
         Ok(())
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
         validate_prefix(prefix)?;
         Ok(self
             .entries()
-            .range(prefix.to_owned()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.as_str().starts_with(prefix))
             .map(|(k, _)| k.clone())
             .collect())
     }

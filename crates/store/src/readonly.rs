@@ -1,7 +1,7 @@
 //! A read-only wrapper for replay: reads pass through, every write is refused with
 //! [`Error::ReadOnly`] so a replay run can never change the recorded cassettes.
 
-use crate::{Created, DynStore, Error, Result, Store};
+use crate::{Created, DynStore, Error, Key, Result, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -23,10 +23,10 @@ impl ReadOnlyStore {
         &self.inner
     }
 
-    fn refuse<T>(&self, key: &str) -> Result<T> {
+    fn refuse<T>(&self, key: &Key) -> Result<T> {
         Err(Error::ReadOnly {
             location: self.inner.location(),
-            key: key.to_owned(),
+            key: key.clone(),
         })
     }
 }
@@ -39,23 +39,23 @@ impl fmt::Display for ReadOnlyStore {
 
 #[async_trait]
 impl Store for ReadOnlyStore {
-    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
         self.inner.get(key).await
     }
 
-    async fn put(&self, key: &str, _document: Bytes) -> Result<()> {
+    async fn put(&self, key: &Key, _document: Bytes) -> Result<()> {
         self.refuse(key)
     }
 
-    async fn put_if_absent(&self, key: &str, _document: Bytes) -> Result<Created> {
+    async fn put_if_absent(&self, key: &Key, _document: Bytes) -> Result<Created> {
         self.refuse(key)
     }
 
-    async fn delete(&self, key: &str) -> Result<()> {
+    async fn delete(&self, key: &Key) -> Result<()> {
         self.refuse(key)
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
         self.inner.list(prefix).await
     }
 

@@ -10,8 +10,8 @@
 //! same key, the service lets exactly one win. Timeouts and retries are bounded so an unreachable
 //! endpoint fails within seconds, naming the endpoint, instead of hanging a test run.
 
-use crate::key::{shard, validate_key, validate_prefix};
-use crate::{Created, Error, Result, Store};
+use crate::key::{shard, stored_key, validate_prefix};
+use crate::{Created, Error, Key, Result, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -188,7 +188,7 @@ impl S3Store {
     }
 
     /// The object path of a key: `PREFIX/ab/abcdef….json`.
-    fn object(&self, key: &str) -> Path {
+    fn object(&self, key: &Key) -> Path {
         self.folder(shard(key)).child(format!("{key}.json"))
     }
 
@@ -210,8 +210,7 @@ impl S3Store {
         }
     }
 
-    async fn put_mode(&self, key: &str, document: Bytes, mode: PutMode) -> Result<Created> {
-        validate_key(key)?;
+    async fn put_mode(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
         let opts = PutOptions {
             mode,
             ..Default::default()
@@ -227,7 +226,7 @@ impl S3Store {
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
             ) => Ok(Created::AlreadyExists),
-            Err(e) => Err(self.error("writing", key, e)),
+            Err(e) => Err(self.error("writing", key.as_str(), e)),
         }
     }
 }
@@ -244,39 +243,37 @@ impl fmt::Display for S3Store {
 
 #[async_trait]
 impl Store for S3Store {
-    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        validate_key(key)?;
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
         let result = match self.store.get(&self.object(key)).await {
             Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(self.error("reading", key, e)),
+            Err(e) => return Err(self.error("reading", key.as_str(), e)),
         };
         result
             .bytes()
             .await
             .map(Some)
-            .map_err(|e| self.error("reading", key, e))
+            .map_err(|e| self.error("reading", key.as_str(), e))
     }
 
-    async fn put(&self, key: &str, document: Bytes) -> Result<()> {
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
         self.put_mode(key, document, PutMode::Overwrite)
             .await
             .map(|_| ())
     }
 
-    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
         self.put_mode(key, document, PutMode::Create).await
     }
 
-    async fn delete(&self, key: &str) -> Result<()> {
-        validate_key(key)?;
+    async fn delete(&self, key: &Key) -> Result<()> {
         match self.store.delete(&self.object(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(self.error("deleting", key, e)),
+            Err(e) => Err(self.error("deleting", key.as_str(), e)),
         }
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
         validate_prefix(prefix)?;
         let folder = self.folder(if prefix.len() >= 2 { &prefix[..2] } else { "" });
         let folder = (!folder.as_ref().is_empty()).then_some(folder);
@@ -287,7 +284,7 @@ impl Store for S3Store {
             .await
             .map_err(|e| self.error("listing", prefix, e))?;
         let depth = Path::from(self.prefix.as_str()).parts().count();
-        let mut keys: Vec<String> = objects
+        let mut keys: Vec<Key> = objects
             .into_iter()
             .filter_map(|meta| {
                 let parts: Vec<_> = meta.location.parts().collect();
@@ -295,11 +292,8 @@ impl Store for S3Store {
                 if parts.len() != depth + 2 {
                     return None;
                 }
-                let key = parts[depth + 1].as_ref().strip_suffix(".json")?.to_owned();
-                (key.starts_with(prefix)
-                    && validate_key(&key).is_ok()
-                    && parts[depth].as_ref() == shard(&key))
-                .then_some(key)
+                let key = stored_key(parts[depth + 1].as_ref().strip_suffix(".json")?, prefix)?;
+                (parts[depth].as_ref() == shard(&key)).then_some(key)
             })
             .collect();
         keys.sort_unstable();

@@ -6,8 +6,8 @@
 //! process: from the PID file every opener writes beside the database, checked against
 //! `/proc/PID/fd`, or else by scanning `/proc/*/fd` for the database file.
 
-use crate::key::{validate_key, validate_prefix};
-use crate::{Created, Error, Result, Store};
+use crate::key::{stored_key, validate_prefix};
+use crate::{Created, Error, Key, Result, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -168,25 +168,25 @@ impl fmt::Display for SledStore {
 
 #[async_trait]
 impl Store for SledStore {
-    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        validate_key(key)?;
-        let value = self.db.get(key).map_err(|e| sled_error(&self.path, e))?;
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
+        let value = self
+            .db
+            .get(key.as_str())
+            .map_err(|e| sled_error(&self.path, e))?;
         Ok(value.map(|v| Bytes::copy_from_slice(&v)))
     }
 
-    async fn put(&self, key: &str, document: Bytes) -> Result<()> {
-        validate_key(key)?;
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
         self.db
-            .insert(key, document.as_ref())
+            .insert(key.as_str(), document.as_ref())
             .map_err(|e| sled_error(&self.path, e))?;
         self.flush().await
     }
 
-    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
-        validate_key(key)?;
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
         let swapped = self
             .db
-            .compare_and_swap(key, None as Option<&[u8]>, Some(document.as_ref()))
+            .compare_and_swap(key.as_str(), None as Option<&[u8]>, Some(document.as_ref()))
             .map_err(|e| sled_error(&self.path, e))?;
         match swapped {
             Ok(()) => {
@@ -197,11 +197,10 @@ impl Store for SledStore {
         }
     }
 
-    async fn delete(&self, key: &str) -> Result<()> {
-        validate_key(key)?;
+    async fn delete(&self, key: &Key) -> Result<()> {
         if self
             .db
-            .remove(key)
+            .remove(key.as_str())
             .map_err(|e| sled_error(&self.path, e))?
             .is_some()
         {
@@ -210,14 +209,17 @@ impl Store for SledStore {
         Ok(())
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
         validate_prefix(prefix)?;
         let mut keys = Vec::new();
         for entry in self.db.scan_prefix(prefix) {
             let key = entry.map_err(|e| sled_error(&self.path, e))?.0;
-            // Only keys this store wrote are valid UTF-8 hex; anything else is not a cassette.
-            if let Ok(key) = std::str::from_utf8(&key) {
-                keys.push(key.to_owned());
+            // Only keys this store wrote are keys; anything else is not a cassette.
+            if let Some(key) = std::str::from_utf8(&key)
+                .ok()
+                .and_then(|k| stored_key(k, prefix))
+            {
+                keys.push(key);
             }
         }
         Ok(keys)

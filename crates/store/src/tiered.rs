@@ -8,7 +8,7 @@
 //! then receives whatever the remote holds, so racing runners all keep the first recording;
 //! `put` (a deliberate re-record) overwrites both.
 
-use crate::{Created, DynStore, Result, Store};
+use crate::{Created, DynStore, Key, Result, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -50,7 +50,7 @@ impl fmt::Display for TieredStore {
 
 #[async_trait]
 impl Store for TieredStore {
-    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
         if let Some(document) = self.local.get(key).await? {
             return Ok(Some(document));
         }
@@ -61,19 +61,20 @@ impl Store for TieredStore {
         // cassette, so the failure is reported but not returned.
         if let Err(e) = self.local.put(key, document.clone()).await {
             tracing::warn!(
-                "could not cache cassette {key} in {}: {e}",
-                self.local.location()
+                "could not cache cassette {key} in {}: {}",
+                self.local.location(),
+                report(&e)
             );
         }
         Ok(Some(document))
     }
 
-    async fn put(&self, key: &str, document: Bytes) -> Result<()> {
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
         self.remote.put(key, document.clone()).await?;
         self.local.put(key, document).await
     }
 
-    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
         match self.remote.put_if_absent(key, document.clone()).await? {
             Created::Won => {
                 self.local.put(key, document).await?;
@@ -89,13 +90,13 @@ impl Store for TieredStore {
         }
     }
 
-    async fn delete(&self, key: &str) -> Result<()> {
+    async fn delete(&self, key: &Key) -> Result<()> {
         self.remote.delete(key).await?;
         self.local.delete(key).await
     }
 
     /// Lists what a `get` can find: the remote's keys and any the local tier still holds.
-    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
         let mut keys = self.remote.list(prefix).await?;
         keys.extend(self.local.list(prefix).await?);
         keys.sort_unstable();
@@ -106,4 +107,12 @@ impl Store for TieredStore {
     fn location(&self) -> String {
         self.to_string()
     }
+}
+
+/// An error and its causes on one line, for the log.
+fn report(err: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::successors(Some(err), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }

@@ -97,8 +97,8 @@ pub fn open(url: &str) -> Result<DynStore> {
     StoreUrl::parse(url)?.open()
 }
 
-/// Opens `store_url`, with `cache_url` (when given) as a local tier in front of it: the CLI's
-/// `--store s3://bucket/prefix --cache sled://.cassette-cache` (`CASSETTE_STORE`, `CASSETTE_CACHE`).
+/// Opens `store_url`, with `cache_url` (when given) as a local tier in front of it, such as the
+/// store `s3://bucket/prefix` cached in `sled://.cassette-cache`.
 pub fn open_tiered(store_url: &str, cache_url: Option<&str>) -> Result<DynStore> {
     let remote = open(store_url)?;
     match cache_url {
@@ -107,7 +107,9 @@ pub fn open_tiered(store_url: &str, cache_url: Option<&str>) -> Result<DynStore>
             if cache_url == store_url {
                 return Err(Error::InvalidUrl {
                     url: cache_url.to_owned(),
-                    reason: "the cache is the store itself; point --cache at a local path".into(),
+                    reason: "the cache is the store itself; give a local cache such as \
+                             sled://.cassette-cache"
+                        .into(),
                 });
             }
             let local = open(cache_url)?;

@@ -6,7 +6,7 @@
 //! and `threshold` (numbers); other members are kept as they are. With `--suite`, the suite
 //! lines of the kept ids are printed instead, which is the canary suite itself.
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ use std::process::ExitCode;
 #[command(
     after_help = "Example:\n  cassette canary results.jsonl --band 0.05 --suite suite.jsonl > canary.jsonl"
 )]
-pub struct CanaryArgs {
+pub(crate) struct CanaryArgs {
     /// Scored results: one {"id", "score", "threshold"} object a line.
     #[arg(value_name = "RESULTS.jsonl")]
     results: PathBuf,
@@ -32,7 +32,7 @@ pub struct CanaryArgs {
 }
 
 /// Runs `cassette canary`.
-pub fn run(args: CanaryArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: CanaryArgs) -> anyhow::Result<ExitCode> {
     if !args.band.is_finite() || args.band < 0.0 {
         bail!("--band must be a number of at least 0, found {}", args.band);
     }
@@ -47,12 +47,12 @@ pub fn run(args: CanaryArgs) -> anyhow::Result<ExitCode> {
         let at = || format!("{}:{}", args.results.display(), i + 1);
         let value: Value =
             serde_json::from_str(line).with_context(|| format!("{}: invalid JSON", at()))?;
-        let id = id_of(&value).ok_or_else(|| anyhow!("{}: missing \"id\"", at()))?;
+        let id = id_of(&value).with_context(|| format!("{}: missing \"id\"", at()))?;
         let number = |name: &str| {
             value
                 .get(name)
                 .and_then(Value::as_f64)
-                .ok_or_else(|| anyhow!("{}: \"{name}\" must be a number", at()))
+                .with_context(|| format!("{}: \"{name}\" must be a number", at()))
         };
         let (score, threshold) = (number("score")?, number("threshold")?);
         total += 1;

@@ -2,8 +2,9 @@
 //! default, so an interrupted copy resumes by running it again (what is there is skipped);
 //! `--overwrite` replaces instead.
 
-use super::{open, runtime};
-use cassette_store::{Created, DynStore};
+use super::runtime;
+use crate::settings::StoreSpec;
+use cassette_store::{Created, DynStore, Key};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
@@ -14,12 +15,12 @@ use std::process::ExitCode;
     after_help = "Exit status: 0 every cassette copied or skipped, 2 some failed.\n\n\
 Example:\n  cassette copy file://cassettes s3://my-bucket/cassettes"
 )]
-pub struct CopyArgs {
+pub(crate) struct CopyArgs {
     /// The store to read: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX.
-    from: String,
+    from: StoreSpec,
 
     /// The store to write.
-    to: String,
+    to: StoreSpec,
 
     /// Replace cassettes that already exist in TO (default: keep them and count them skipped).
     #[arg(long)]
@@ -43,14 +44,17 @@ enum Copied {
 }
 
 /// Runs `cassette copy`.
-pub fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let write = if args.overwrite {
         Write::Overwrite
     } else {
         Write::CreateOnly
     };
-    let from = open(&args.from)?;
-    let to = open(&args.to)?;
+    if args.from.url() == args.to.url() {
+        anyhow::bail!("FROM and TO are the same store ({})", args.from);
+    }
+    let from = args.from.open()?;
+    let to = args.to.open()?;
     if from.location() == to.location() {
         anyhow::bail!("FROM and TO are the same store ({})", from.location());
     }
@@ -106,7 +110,7 @@ async fn copy_all(
 async fn copy_one(
     from: &DynStore,
     to: &DynStore,
-    key: &str,
+    key: &Key,
     write: Write,
 ) -> anyhow::Result<Copied> {
     if write == Write::CreateOnly && to.get(key).await?.is_some() {

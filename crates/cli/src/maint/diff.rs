@@ -1,34 +1,38 @@
 //! `cassette diff A B`: two stores (or folders), for example before and after a re-record: keys
 //! only in A, only in B, and for shared keys whose answer text changed, a line diff.
 
-use super::{cassette_answer, load_all, open, runtime};
+use super::{cassette_answer, load_all, runtime};
+use crate::settings::StoreSpec;
 use cassette_recorder::Cassette;
+use cassette_store::Key;
+use similar::{Algorithm, ChangeTag, TextDiff};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Arguments of `cassette diff`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit status: 0 same keys and answers, 1 differences, 2 error.")]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// The first store (URL or folder).
-    a: String,
+    a: StoreSpec,
     /// The second store (URL or folder).
-    b: String,
+    b: StoreSpec,
 }
 
 /// Runs `cassette diff`.
-pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let a = open(&args.a)?;
-    let b = open(&args.b)?;
+pub(crate) fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let a = args.a.open()?;
+    let b = args.b.open()?;
     let rt = runtime()?;
-    let read = |loaded: Vec<super::Loaded>| -> BTreeMap<String, Result<Cassette, String>> {
+    let read = |loaded: Vec<super::Loaded>| -> BTreeMap<Key, Result<Cassette, String>> {
         loaded.into_iter().map(|(k, _, c)| (k, c)).collect()
     };
     let left = read(rt.block_on(load_all(&a))?);
     let right = read(rt.block_on(load_all(&b))?);
 
-    let only_a: Vec<&String> = left.keys().filter(|k| !right.contains_key(*k)).collect();
-    let only_b: Vec<&String> = right.keys().filter(|k| !left.contains_key(*k)).collect();
+    let only_a: Vec<&Key> = left.keys().filter(|k| !right.contains_key(*k)).collect();
+    let only_b: Vec<&Key> = right.keys().filter(|k| !left.contains_key(*k)).collect();
     for key in &only_a {
         println!("only in A: {key}{}", describe(&left[*key]));
     }
@@ -96,42 +100,25 @@ fn answer_text(cassette: &Cassette) -> String {
     text
 }
 
-/// Lines the longest common subsequence of `a` and `b` does not explain: `- ` from A, `+ `
-/// from B, in order. Quadratic, which is fine for answers; very long ones are compared whole.
-pub fn line_diff(a: &str, b: &str) -> Vec<String> {
+/// How long a diff may search for the shortest edit script before it settles for a longer
+/// (still correct) one: answers are short, but a store may hold a huge one.
+const DIFF_DEADLINE: Duration = Duration::from_millis(500);
+
+/// The lines a line diff of `a` and `b` does not keep: `- ` from A, `+ ` from B, in order.
+pub(crate) fn line_diff(a: &str, b: &str) -> Vec<String> {
     let a: Vec<&str> = a.lines().collect();
     let b: Vec<&str> = b.lines().collect();
-    if a.len() * b.len() > 4_000_000 {
-        let mut out: Vec<String> = a.iter().map(|l| format!("- {l}")).collect();
-        out.extend(b.iter().map(|l| format!("+ {l}")));
-        return out;
-    }
-    let (n, m) = (a.len(), b.len());
-    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j) = (0, 0);
-    let mut out = Vec::new();
-    while i < n || j < m {
-        if i < n && j < m && a[i] == b[j] {
-            i += 1;
-            j += 1;
-        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
-            out.push(format!("- {}", a[i]));
-            i += 1;
-        } else {
-            out.push(format!("+ {}", b[j]));
-            j += 1;
-        }
-    }
-    out
+    TextDiff::configure()
+        .algorithm(Algorithm::Myers)
+        .timeout(DIFF_DEADLINE)
+        .diff_slices(&a, &b)
+        .iter_all_changes()
+        .filter_map(|change| match change.tag() {
+            ChangeTag::Equal => None,
+            ChangeTag::Delete => Some(format!("- {}", change.value())),
+            ChangeTag::Insert => Some(format!("+ {}", change.value())),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -145,5 +132,9 @@ mod tests {
             ["- b", "+ B", "+ d"].map(String::from)
         );
         assert!(line_diff("same", "same").is_empty());
+        // A last line without a newline is the same line as one with it.
+        assert!(line_diff("a\nb", "a\nb\n").is_empty());
+        assert_eq!(line_diff("", "x"), ["+ x"]);
+        assert_eq!(line_diff("x\ny", ""), ["- x", "- y"]);
     }
 }

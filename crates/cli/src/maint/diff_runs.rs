@@ -14,7 +14,7 @@ use std::process::ExitCode;
     after_help = "RUN_A and RUN_B are names given to --save-run or paths to saved run files.\n\
 Exit status: 0, or 1 with --fail-on-regression when a case regressed; 2 error."
 )]
-pub struct DiffRunsArgs {
+pub(crate) struct DiffRunsArgs {
     /// The earlier run.
     run_a: String,
     /// The later run.
@@ -36,7 +36,7 @@ enum OnRegression {
 }
 
 /// Runs `cassette diff-runs`.
-pub fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
     let policy = if args.fail_on_regression {
         OnRegression::Fail
     } else {

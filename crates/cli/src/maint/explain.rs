@@ -3,15 +3,15 @@
 
 use crate::request_file;
 use crate::run::print_miss;
-use crate::settings::RecorderArgs;
-use cassette_recorder::{IncomingRequest, Mode};
+use crate::settings::{RecorderArgs, SettingsFile};
+use cassette_recorder::Mode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `cassette explain`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit status: 0 recorded, 1 not recorded, 2 error.")]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// A request file, as `cassette key --request` takes it.
     #[arg(value_name = "REQUEST")]
     request: PathBuf,
@@ -25,13 +25,12 @@ pub struct ExplainArgs {
 }
 
 /// Runs `cassette explain`.
-pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
-    let owned = request_file::load(&args.request)?;
-    let request = IncomingRequest::from(owned);
-    let mut config = args.recorder.config()?;
+pub(crate) fn run(args: ExplainArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let request = request_file::load(&args.request)?;
+    let mut settings = args.recorder.resolve(file)?;
     // Explaining must never reach an upstream, whatever CASSETTE_MODE says.
-    config.mode = Mode::Replay;
-    let recorder = args.recorder.build(config)?;
+    settings.config.mode = Mode::Replay;
+    let recorder = settings.build()?;
     let key = request.key(&recorder.config().key).key.to_string();
     let miss = super::runtime()?.block_on(recorder.explain(&request))?;
     match miss {

@@ -3,14 +3,16 @@
 //! (`--usage-log`); whatever no log names is dead weight.
 
 use super::{runtime, StoreArgs};
+use crate::settings::SettingsFile;
 use anyhow::{bail, Context};
+use cassette_store::Key;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `cassette gc`.
 #[derive(Debug, clap::Args)]
-pub struct GcArgs {
+pub(crate) struct GcArgs {
     /// Select the cassettes no usage log names (the only selection there is, spelled out so a
     /// bare `cassette gc` can never delete anything).
     #[arg(long, required = true)]
@@ -35,14 +37,14 @@ enum Action {
 }
 
 /// Runs `cassette gc`.
-pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     debug_assert!(args.unused);
     let action = if args.dry_run {
         Action::List
     } else {
         Action::Delete
     };
-    let mut used: HashSet<String> = HashSet::new();
+    let mut used: HashSet<Key> = HashSet::new();
     for log in &args.usage_logs {
         let text = std::fs::read_to_string(log)
             .with_context(|| format!("reading the usage log {}", log.display()))?;
@@ -51,10 +53,10 @@ pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
             if line.is_empty() {
                 continue;
             }
-            if cassette_keying::Key::parse(line).is_none() {
+            let Some(key) = Key::parse(line) else {
                 bail!("{}:{}: {line:?} is not a key", log.display(), i + 1);
-            }
-            used.insert(line.to_owned());
+            };
+            used.insert(key);
         }
     }
     if used.is_empty() {
@@ -62,10 +64,10 @@ pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
         // evidence would be a disaster.
         bail!("the usage logs name no key; refusing to treat every cassette as unused");
     }
-    let store = args.store.open()?;
+    let store = args.store.open(file)?;
     let (unused, total, failed) = runtime()?.block_on(async {
         let keys = store.list("").await?;
-        let unused: Vec<String> = keys
+        let unused: Vec<Key> = keys
             .iter()
             .filter(|k| !used.contains(*k))
             .cloned()
@@ -78,7 +80,7 @@ pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
                     Ok(()) => println!("deleted {key}"),
                     Err(err) => {
                         failed += 1;
-                        eprintln!("cannot delete {key}: {err}");
+                        eprintln!("cannot delete {key}: {:#}", anyhow::Error::from(err));
                     }
                 },
             }

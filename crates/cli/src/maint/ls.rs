@@ -2,13 +2,16 @@
 //! recorded_at.
 
 use super::{load_all, runtime, StoreArgs};
+use crate::settings::SettingsFile;
+use cassette_recorder::Cassette;
+use cassette_store::Key;
 use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
 
 /// Arguments of `cassette ls`.
 #[derive(Debug, clap::Args)]
-pub struct LsArgs {
+pub(crate) struct LsArgs {
     #[command(flatten)]
     store: StoreArgs,
 
@@ -20,8 +23,8 @@ pub struct LsArgs {
 
 /// Runs `cassette ls`. Unreadable cassettes are listed with their error and make the exit
 /// status 1, so a listing is also a cheap health check.
-pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
-    match list(args) {
+pub(crate) fn run(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    match list(args, file) {
         // `cassette ls | head` closes the pipe early: that is a finished listing, not an error.
         Err(err)
             if err
@@ -34,8 +37,8 @@ pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
-    let store = args.store.open()?;
+fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let store = args.store.open(file)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let loaded = runtime()?.block_on(load_all(&store))?;
@@ -49,58 +52,14 @@ fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
     }
     for (key, bytes, parsed) in &loaded {
         let size = bytes.as_ref().map_or(0, |b| b.len());
-        match parsed {
-            Ok(c) => {
-                let model = c.requested_model().unwrap_or("-");
-                if args.json {
-                    let line = json!({
-                        "key": key,
-                        "target": c.target,
-                        "method": c.request.method,
-                        "path": c.request.path,
-                        "model": c.requested_model(),
-                        "response_model": c.meta.response_model,
-                        "status": c.response.status,
-                        "size": size,
-                        "recorded_at": c.recorded_at,
-                        "key_version": c.key_version,
-                    });
-                    writeln!(out, "{line}")?;
-                } else {
-                    let path = if c.target == "default" {
-                        c.request.path.clone()
-                    } else {
-                        format!("{}:{}", c.target, c.request.path)
-                    };
-                    writeln!(
-                        out,
-                        "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
-                        &key[..16.min(key.len())],
-                        c.recorded_at,
-                        model,
-                        path,
-                        c.response.status,
-                        size
-                    )?;
-                }
-            }
-            Err(reason) => {
-                broken += 1;
-                if args.json {
-                    writeln!(
-                        out,
-                        "{}",
-                        json!({"key": key, "size": size, "error": reason})
-                    )?;
-                } else {
-                    writeln!(
-                        out,
-                        "{:<16}  unreadable: {reason}",
-                        &key[..16.min(key.len())]
-                    )?;
-                }
-            }
-        }
+        let line = match (parsed, args.json) {
+            (Ok(cassette), true) => json_line(key, size, cassette),
+            (Ok(cassette), false) => table_row(key, size, cassette),
+            (Err(reason), true) => json!({"key": key, "size": size, "error": reason}).to_string(),
+            (Err(reason), false) => format!("{:<16}  unreadable: {reason}", key.short()),
+        };
+        broken += usize::from(parsed.is_err());
+        writeln!(out, "{line}")?;
     }
     out.flush()?;
     eprintln!(
@@ -118,4 +77,39 @@ fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// One cassette as a JSON line.
+fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
+    json!({
+        "key": key,
+        "target": c.target,
+        "method": c.request.method,
+        "path": c.request.path,
+        "model": c.requested_model(),
+        "response_model": c.meta.response_model,
+        "status": c.response.status,
+        "size": size,
+        "recorded_at": c.recorded_at,
+        "key_version": c.key_version,
+    })
+    .to_string()
+}
+
+/// One cassette as a row of the table.
+fn table_row(key: &Key, size: usize, c: &Cassette) -> String {
+    let path = if c.target == "default" {
+        c.request.path.clone()
+    } else {
+        format!("{}:{}", c.target, c.request.path)
+    };
+    format!(
+        "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
+        key.short(),
+        c.recorded_at,
+        c.requested_model().unwrap_or("-"),
+        path,
+        c.response.status,
+        size
+    )
 }

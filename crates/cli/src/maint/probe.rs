@@ -3,15 +3,15 @@
 
 use crate::answer;
 use crate::request_file;
-use crate::settings::RecorderArgs;
+use crate::settings::{RecorderArgs, SettingsFile};
 use cassette_keying::Profile;
-use cassette_recorder::{IncomingRequest, Mode};
+use cassette_recorder::Mode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `cassette probe`.
 #[derive(Debug, clap::Args)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// A request file, as `cassette key --request` takes it.
     #[arg(value_name = "REQUEST")]
     request: PathBuf,
@@ -25,14 +25,13 @@ pub struct ProbeArgs {
 }
 
 /// Runs `cassette probe`.
-pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
-    let owned = request_file::load(&args.request)?;
-    let profile = Profile::from_path(&owned.path);
-    let request = IncomingRequest::from(owned);
-    let mut config = args.recorder.config()?;
+pub(crate) fn run(args: ProbeArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let request = request_file::load(&args.request)?;
+    let profile = Profile::from_path(&request.path);
+    let mut settings = args.recorder.resolve(file)?;
     // A probe measures the live model: it never reads a cassette and never writes one.
-    config.mode = Mode::Off;
-    let recorder = args.recorder.build(config)?;
+    settings.config.mode = Mode::Off;
+    let recorder = settings.build()?;
     let answers = super::runtime()?.block_on(async {
         let mut answers: Vec<(String, usize)> = Vec::new();
         for i in 0..args.n {

@@ -2,14 +2,15 @@
 //! answer's text and tool calls. A unique key prefix is enough.
 
 use super::{cassette_answer, resolve_key, runtime, StoreArgs};
-use anyhow::anyhow;
+use crate::settings::SettingsFile;
+use anyhow::Context;
 use cassette_recorder::cassette::StoredBody;
 use cassette_recorder::Cassette;
 use std::process::ExitCode;
 
 /// Arguments of `cassette show`.
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// The key, or a prefix of it that matches one cassette.
     key: String,
 
@@ -22,26 +23,23 @@ pub struct ShowArgs {
 }
 
 /// Runs `cassette show`.
-pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let store = args.store.open()?;
+pub(crate) fn run(args: ShowArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let store = args.store.open(file)?;
     let (key, bytes) = runtime()?.block_on(async {
         let key = resolve_key(&store, &args.key).await?;
         let bytes = store
             .get(&key)
             .await?
-            .ok_or_else(|| anyhow!("cassette {key} disappeared while reading"))?;
+            .with_context(|| format!("cassette {key} disappeared while reading"))?;
         anyhow::Ok((key, bytes))
     })?;
     if args.json {
         print!("{}", String::from_utf8_lossy(&bytes));
         return Ok(ExitCode::SUCCESS);
     }
-    let cassette = Cassette::from_document(&bytes).map_err(|reason| {
-        anyhow!(
-            "cassette {key} in {} does not parse: {reason}",
-            store.location()
-        )
-    })?;
+    let cassette = Cassette::from_document(&bytes)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("cassette {key} in {} does not parse", store.location()))?;
     print!("{}", render(&cassette));
     Ok(ExitCode::SUCCESS)
 }
@@ -49,7 +47,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
 fn render(c: &Cassette) -> String {
     let mut out = String::new();
     let mut fact = |name: &str, value: &str| out.push_str(&format!("{name:<15}{value}\n"));
-    fact("key", &c.key);
+    fact("key", c.key.as_str());
     fact("key_version", &c.key_version.to_string());
     fact("recorded_at", &c.recorded_at);
     fact("tool", &c.tool);

@@ -4,17 +4,20 @@
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
 use super::{load_all, runtime, StoreArgs};
+use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
+use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
-use cassette_recorder::miss::keyed_stored_request;
 use cassette_recorder::redact::find_credentials;
+use cassette_recorder::Cassette;
+use cassette_store::{Key, StoreUrl};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// Arguments of `cassette verify`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit status: 0 all cassettes verified, 1 a problem was found, 2 error.")]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[command(flatten)]
     store: StoreArgs,
 
@@ -22,14 +25,9 @@ pub struct VerifyArgs {
     #[arg(long)]
     strict: bool,
 
-    /// A body member the recorder was told to treat as volatile (its `--volatile`), so keys
-    /// are recomputed the way they were computed. Repeatable.
-    #[arg(long = "volatile", value_name = "NAME")]
-    volatile: Vec<String>,
-
-    /// A default-volatile member the recorder kept in the key (its `--keep-volatile`).
-    #[arg(long = "keep-volatile", value_name = "NAME")]
-    keep_volatile: Vec<String>,
+    /// How the recorder keyed bodies, so keys are recomputed the way they were computed.
+    #[command(flatten)]
+    keying: KeyingArgs,
 }
 
 /// Whether uncommitted changes fail the run.
@@ -40,87 +38,35 @@ enum GitCheck {
 }
 
 /// Runs `cassette verify`.
-pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let git = if args.strict {
         GitCheck::RequireClean
     } else {
         GitCheck::Skip
     };
-    let url = args.store.url();
+    let spec = args.store.resolve(file);
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
-        GitCheck::RequireClean => Some(local_folder(&url)?),
+        GitCheck::RequireClean => Some(local_folder(&spec)?),
         GitCheck::Skip => None,
     };
-    let store = args.store.open()?;
+    let store = spec.open()?;
     let loaded = runtime()?.block_on(load_all(&store))?;
-    let config = KeyConfig {
-        extra_volatile: args.volatile.clone(),
-        keep_volatile: args.keep_volatile.clone(),
-    };
+    let config = args.keying.config(file);
     let mut problems = 0usize;
     let mut unverifiable = 0usize;
     for (key, bytes, parsed) in &loaded {
-        let mut report = |what: String| {
-            problems += 1;
+        let checked = check(key, bytes.as_ref(), parsed, &config);
+        for what in &checked.problems {
             println!("{key}: {what}");
-        };
-        if let Some(bytes) = bytes {
-            for found in find_credentials(bytes) {
-                // The secret itself is never printed: this output ends up in CI logs.
-                report(format!(
-                    "credential-shaped text ({}) at byte {}, {} bytes long; redact or re-record it",
-                    found.pattern, found.offset, found.len
-                ));
-            }
         }
-        let cassette = match parsed {
-            Ok(cassette) => cassette,
-            Err(reason) => {
-                report(format!("does not parse as a cassette: {reason}"));
-                continue;
-            }
-        };
-        if cassette.key != *key {
-            report(format!(
-                "stored under {key} but the document says key {}; renamed or edited by hand",
-                cassette.key
-            ));
-            continue;
-        }
-        if cassette.key_version != KEY_VERSION {
-            report(format!(
-                "keyed under key version {}, this tool keys with version {KEY_VERSION}; re-record it",
-                cassette.key_version
-            ));
-            continue;
-        }
-        if cassette.meta.request_redacted {
-            // Redaction changed keyed parts of the stored request, so its key cannot be
-            // recomputed; that is expected, not a fault.
+        problems += checked.problems.len();
+        if checked.key == KeyCheck::Redacted {
             unverifiable += 1;
-            continue;
-        }
-        let recomputed = keyed_stored_request(cassette, &config).key;
-        if recomputed.as_str() != key {
-            report(format!(
-                "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other --volatile settings, or the keying changed without a key version bump)"
-            ));
         }
     }
     if let Some(folder) = folder {
-        let dirty = git_changes(&folder)?;
-        for line in &dirty {
-            println!("uncommitted: {line}");
-        }
-        if !dirty.is_empty() {
-            problems += 1;
-            println!(
-                "{} has {} uncommitted change(s): commit the cassettes (replay would use tapes CI does not have)",
-                folder.display(),
-                dirty.len()
-            );
-        }
+        problems += check_committed(&folder)?;
     }
     eprintln!(
         "verified {} cassettes in {}: {problems} problem(s){}",
@@ -139,16 +85,144 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The folder of a file store, which is what git can check.
-fn local_folder(url: &str) -> anyhow::Result<PathBuf> {
-    let path = match url.split_once("://") {
-        Some(("file", path)) => path,
-        Some((scheme, _)) => bail!(
-            "--strict checks the cassette folder with git, so it needs a file:// store, not {scheme}://"
-        ),
-        None => url,
+/// Whether a cassette's key could be recomputed from its stored request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyCheck {
+    /// Recomputed (and compared), or not reached because of an earlier problem.
+    Done,
+    /// Redaction changed keyed parts of the stored request, so the key cannot be recomputed;
+    /// that is expected, not a fault.
+    Redacted,
+}
+
+/// What verifying one cassette found.
+struct Checked {
+    /// Each problem, as printed after the key.
+    problems: Vec<String>,
+    key: KeyCheck,
+}
+
+/// Verifies one cassette: no credential-shaped bytes, and its document checks out.
+fn check(
+    key: &Key,
+    bytes: Option<&Bytes>,
+    parsed: &Result<Cassette, String>,
+    config: &KeyConfig,
+) -> Checked {
+    let mut problems: Vec<String> = bytes
+        .map(|b| find_credentials(b))
+        .unwrap_or_default()
+        .into_iter()
+        // The secret itself is never printed: this output ends up in CI logs.
+        .map(|found| {
+            format!(
+                "credential-shaped text ({}) at byte {}, {} bytes long; redact or re-record it",
+                found.pattern, found.offset, found.len
+            )
+        })
+        .collect();
+    let (problem, key) = check_document(key, parsed, config);
+    problems.extend(problem);
+    Checked { problems, key }
+}
+
+/// The document parses, is stored under its own key and key version, and its stored request
+/// still keys to that key. Stops at the first problem.
+fn check_document(
+    key: &Key,
+    parsed: &Result<Cassette, String>,
+    config: &KeyConfig,
+) -> (Option<String>, KeyCheck) {
+    let cassette = match parsed {
+        Ok(cassette) => cassette,
+        Err(reason) => {
+            let problem = format!("does not parse as a cassette: {reason}");
+            return (Some(problem), KeyCheck::Done);
+        }
     };
-    Ok(PathBuf::from(path))
+    if cassette.key != *key {
+        let problem = format!(
+            "stored under {key} but the document says key {}; renamed or edited by hand",
+            cassette.key
+        );
+        return (Some(problem), KeyCheck::Done);
+    }
+    if cassette.key_version != KEY_VERSION {
+        let problem = format!(
+            "keyed under key version {}, this tool keys with version {KEY_VERSION}; re-record it",
+            cassette.key_version
+        );
+        return (Some(problem), KeyCheck::Done);
+    }
+    // A tape is checked under the settings it records (the current ones for older tapes):
+    // a hand edit shows as a key mismatch, other settings as what they are.
+    let recorded = match &cassette.key_settings {
+        Some(settings) => match settings.key_config() {
+            Ok(recorded) => Some(recorded),
+            Err(err) => {
+                let problem = format!("its stored keying settings do not parse: {err}");
+                return (Some(problem), KeyCheck::Done);
+            }
+        },
+        None => None,
+    };
+    if let Some(recorded) = &recorded {
+        let differences = recorded.canonical().differences(&config.canonical());
+        if !differences.is_empty() {
+            let problem = format!(
+                "keyed under other settings (recorded with {}): replay with the current settings misses it; re-record it or restore the setting",
+                differences.join(", recorded with ")
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
+    }
+    if cassette.meta.request_redacted {
+        return (None, KeyCheck::Redacted);
+    }
+    let recomputed = cassette
+        .keyed_request(recorded.as_ref().unwrap_or(config))
+        .key;
+    if recomputed == *key {
+        return (None, KeyCheck::Done);
+    }
+    let problem = if recorded.is_some() {
+        format!(
+            "its stored request keys to {recomputed}: the request was edited by hand (or the keying changed without a key version bump)"
+        )
+    } else {
+        format!(
+            "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other keying settings, or the keying changed without a key version bump)"
+        )
+    };
+    (Some(problem), KeyCheck::Done)
+}
+
+/// Prints the uncommitted changes in `folder`; one problem when there are any.
+fn check_committed(folder: &Path) -> anyhow::Result<usize> {
+    let dirty = git_changes(folder)?;
+    for line in &dirty {
+        println!("uncommitted: {line}");
+    }
+    if dirty.is_empty() {
+        return Ok(0);
+    }
+    println!(
+        "{} has {} uncommitted change(s): commit the cassettes (replay would use tapes CI does not have)",
+        folder.display(),
+        dirty.len()
+    );
+    Ok(1)
+}
+
+/// The folder of a file store, which is what git can check.
+fn local_folder(store: &StoreSpec) -> anyhow::Result<PathBuf> {
+    match store.url() {
+        StoreUrl::File(path) => Ok(path.clone()),
+        _ => bail!(
+            "--strict checks the cassette folder with git, so it needs a file:// store, not {}://",
+            store.scheme()
+        ),
+    }
 }
 
 /// `git status --porcelain` lines for the folder (untracked files included).

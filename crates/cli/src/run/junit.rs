@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 /// A case's result as JUnit reports it.
 #[derive(Debug, Clone)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Passed.
     Passed,
     /// Failed, with the reason.
@@ -16,17 +16,17 @@ pub enum Outcome {
 
 /// One `<testcase>`.
 #[derive(Debug, Clone)]
-pub struct TestCase {
+pub(crate) struct TestCase {
     /// The case id.
-    pub id: String,
+    pub(crate) id: String,
     /// Seconds the case took.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Its result.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
 }
 
 /// Renders a JUnit document for the suite `name`.
-pub fn render(name: &str, cases: &[TestCase], seconds: f64) -> String {
+pub(crate) fn render(name: &str, cases: &[TestCase], seconds: f64) -> String {
     let failures = cases
         .iter()
         .filter(|c| matches!(c.outcome, Outcome::Failed(_)))

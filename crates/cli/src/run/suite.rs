@@ -8,35 +8,36 @@
 
 use super::graders::{self, Check};
 use crate::request_file;
-use cassette_recorder::IncomingRequest;
+use anyhow::Context;
+use cassette_recorder::Request;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// The path the prompt shorthand posts to.
-pub const CHAT_PATH: &str = "/v1/chat/completions";
+pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
 
 /// Members a case may have.
 const MEMBERS: &[&str] = &["id", "prompt", "params", "request", "grader", "expect"];
 
 /// One case, ready to run.
 #[derive(Debug)]
-pub struct Case {
+pub(crate) struct Case {
     /// Unique id.
-    pub id: String,
+    pub(crate) id: String,
     /// 1-based line in the suite file.
-    pub line: usize,
+    pub(crate) line: usize,
     /// The request to send.
-    pub request: IncomingRequest,
+    pub(crate) request: Request,
     /// What to check.
-    pub check: Check,
+    pub(crate) check: Check,
 }
 
 /// Reads and validates a whole suite. Every bad line is reported, not just the first.
-pub fn load(path: &Path) -> anyhow::Result<Vec<Case>> {
+pub(crate) fn load(path: &Path) -> anyhow::Result<Vec<Case>> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read suite {}: {e}", path.display()))?;
+        .with_context(|| format!("cannot read suite {}", path.display()))?;
     parse(&text).map_err(|errors| {
         let mut message = format!(
             "suite {} has {} bad line(s); nothing was run:",
@@ -46,12 +47,12 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<Case>> {
         for (line, error) in &errors {
             let _ = write!(message, "\n  {}:{line}: {error}", path.display());
         }
-        anyhow::anyhow!(message)
+        anyhow::Error::msg(message)
     })
 }
 
 /// Parses a suite's text; on failure, every bad line with its 1-based number.
-pub fn parse(text: &str) -> Result<Vec<Case>, Vec<(usize, String)>> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Case>, Vec<(usize, String)>> {
     let mut cases = Vec::new();
     let mut errors = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
@@ -86,8 +87,7 @@ pub fn parse(text: &str) -> Result<Vec<Case>, Vec<(usize, String)>> {
 }
 
 fn case(text: &str, line: usize) -> anyhow::Result<Case> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| anyhow::anyhow!("invalid JSON: {e}"))?;
+    let value: Value = serde_json::from_str(text).context("invalid JSON")?;
     let Value::Object(obj) = value else {
         anyhow::bail!("a case is a JSON object");
     };
@@ -103,28 +103,7 @@ fn case(text: &str, line: usize) -> anyhow::Result<Case> {
         Some(other) => anyhow::bail!("\"id\" must be a non-empty string, found {other}"),
         None => anyhow::bail!("missing member \"id\""),
     };
-    let with_id = |e: anyhow::Error| e.context(format!("case {id:?}"));
-    let request = request(&obj).map_err(with_id)?;
-    let grader = match obj.get("grader") {
-        Some(Value::String(name)) => name.clone(),
-        Some(other) => {
-            return Err(with_id(anyhow::anyhow!(
-                "\"grader\" must be a string, found {other}"
-            )))
-        }
-        None => return Err(with_id(anyhow::anyhow!("missing member \"grader\""))),
-    };
-    let empty = Map::new();
-    let expect = match obj.get("expect") {
-        None | Some(Value::Null) => &empty,
-        Some(Value::Object(expect)) => expect,
-        Some(other) => {
-            return Err(with_id(anyhow::anyhow!(
-                "\"expect\" must be an object, found {other}"
-            )))
-        }
-    };
-    let check = graders::build(&grader, expect).map_err(with_id)?;
+    let (request, check) = request_and_check(&obj).with_context(|| format!("case {id:?}"))?;
     Ok(Case {
         id,
         line,
@@ -133,7 +112,24 @@ fn case(text: &str, line: usize) -> anyhow::Result<Case> {
     })
 }
 
-fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
+/// A case's request and its grader, built from its `expect`.
+fn request_and_check(obj: &Map<String, Value>) -> anyhow::Result<(Request, Check)> {
+    let request = request(obj)?;
+    let grader = match obj.get("grader") {
+        Some(Value::String(name)) => name,
+        Some(other) => anyhow::bail!("\"grader\" must be a string, found {other}"),
+        None => anyhow::bail!("missing member \"grader\""),
+    };
+    let empty = Map::new();
+    let expect = match obj.get("expect") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(expect)) => expect,
+        Some(other) => anyhow::bail!("\"expect\" must be an object, found {other}"),
+    };
+    Ok((request, graders::build(grader, expect)?))
+}
+
+fn request(obj: &Map<String, Value>) -> anyhow::Result<Request> {
     match (obj.get("prompt"), obj.get("request")) {
         (Some(_), Some(_)) => anyhow::bail!("give either \"prompt\" or \"request\", not both"),
         (None, None) => anyhow::bail!("missing member \"prompt\" (or a full \"request\")"),
@@ -146,10 +142,7 @@ fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
                 Some(Value::Object(params)) => params.clone(),
                 Some(other) => anyhow::bail!("\"params\" must be an object, found {other}"),
             };
-            Ok(IncomingRequest::post_json(
-                CHAT_PATH,
-                &chat_body(prompt, params)?,
-            ))
+            Ok(Request::post_json(CHAT_PATH, &chat_body(prompt, params)?))
         }
         (None, Some(request)) => {
             if obj.contains_key("params") {
@@ -160,9 +153,7 @@ fn request(obj: &Map<String, Value>) -> anyhow::Result<IncomingRequest> {
             if !request.is_object() {
                 anyhow::bail!("\"request\" must be an object, found {request}");
             }
-            let owned = request_file::parse(&request.to_string())
-                .map_err(|e| e.context("in \"request\""))?;
-            Ok(IncomingRequest::from(owned))
+            request_file::parse(&request.to_string()).context("in \"request\"")
         }
     }
 }

@@ -43,7 +43,7 @@ impl Block {
 }
 
 impl Assembly {
-    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+    pub(super) fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
         let format = FORMAT.name();
         let data = event.data.trim();
         if self.stopped || data.is_empty() {
@@ -56,58 +56,33 @@ impl Assembly {
             .and_then(Value::as_str)
             .or(event.name.as_deref())
             .unwrap_or("");
-        let index = || {
-            payload
-                .get("index")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| malformed(format, at(), "missing content block `index`"))
-        };
-        if kind == "error" {
-            let error = payload.get("error").unwrap_or(&payload);
-            return Err(StreamError::Upstream {
+        match kind {
+            "error" => Err(StreamError::Upstream {
                 format,
                 at: at(),
-                message: error_message(error),
-            });
-        }
-        if kind == "ping" {
-            return Ok(());
-        }
-        if kind == "message_start" {
-            let Some(Value::Object(message)) = payload.get("message") else {
-                return Err(malformed(
-                    format,
-                    at(),
-                    "`message` is missing or not an object",
-                ));
-            };
-            self.message = Some(message.clone());
-            return Ok(());
-        }
-        let Some(message) = &mut self.message else {
-            return Err(malformed(format, at(), "event before `message_start`"));
-        };
-        match kind {
+                message: error_message(payload.get("error").unwrap_or(&payload)),
+            }),
+            "ping" => Ok(()),
+            "message_start" => {
+                let message = object(&payload, "message", &at)?;
+                self.message = Some(message.clone());
+                Ok(())
+            }
+            _ if self.message.is_none() => {
+                Err(malformed(format, at(), "event before `message_start`"))
+            }
             "content_block_start" => {
-                let index = index()?;
-                let Some(Value::Object(block)) = payload.get("content_block") else {
-                    return Err(malformed(
-                        format,
-                        at(),
-                        "`content_block` is missing or not an object",
-                    ));
+                let index = block_index(&payload, &at)?;
+                let block = Block {
+                    block: object(&payload, "content_block", &at)?.clone(),
+                    json: String::new(),
+                    at: at(),
                 };
-                self.blocks.insert(
-                    index,
-                    Block {
-                        block: block.clone(),
-                        json: String::new(),
-                        at: at(),
-                    },
-                );
+                self.blocks.insert(index, block);
+                Ok(())
             }
             "content_block_delta" => {
-                let index = index()?;
+                let index = block_index(&payload, &at)?;
                 let Some(block) = self.blocks.get_mut(&index) else {
                     return Err(malformed(
                         format,
@@ -115,46 +90,28 @@ impl Assembly {
                         format!("delta for content block {index} before its content_block_start"),
                     ));
                 };
-                let Some(Value::Object(delta)) = payload.get("delta") else {
-                    return Err(malformed(
-                        format,
-                        at(),
-                        "`delta` is missing or not an object",
-                    ));
-                };
-                apply_delta(block, delta);
+                apply_delta(block, object(&payload, "delta", &at)?);
+                Ok(())
             }
-            "content_block_stop" => {
-                let index = index()?;
-                if let Some(block) = self.blocks.get_mut(&index) {
-                    block.close()?;
-                }
-            }
+            "content_block_stop" => match self.blocks.get_mut(&block_index(&payload, &at)?) {
+                Some(block) => block.close(),
+                None => Ok(()),
+            },
             "message_delta" => {
-                if let Some(Value::Object(delta)) = payload.get("delta") {
-                    for (key, value) in delta {
-                        message.insert(key.clone(), value.clone());
-                    }
+                if let Some(message) = &mut self.message {
+                    apply_message_delta(message, &payload);
                 }
-                if let Some(Value::Object(usage)) = payload.get("usage") {
-                    let total = message
-                        .entry("usage")
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if let Value::Object(total) = total {
-                        // The delta carries cumulative counts; nulls mean "not reported here".
-                        for (key, value) in usage.iter().filter(|(_, v)| !v.is_null()) {
-                            total.insert(key.clone(), value.clone());
-                        }
-                    }
-                }
+                Ok(())
             }
-            "message_stop" => self.stopped = true,
-            _ => {}
+            "message_stop" => {
+                self.stopped = true;
+                Ok(())
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 
-    pub fn finish(self) -> Result<Value, StreamError> {
+    pub(super) fn finish(self) -> Result<Value, StreamError> {
         let format = FORMAT.name();
         let Some(mut message) = self.message else {
             return Err(StreamError::Incomplete {
@@ -175,6 +132,51 @@ impl Assembly {
         }
         message.insert("content".into(), Value::Array(content));
         Ok(Value::Object(message))
+    }
+}
+
+/// The object member `name` of an event's payload; an error naming the event when it is missing.
+fn object<'a>(
+    payload: &'a Value,
+    name: &str,
+    at: &dyn Fn() -> String,
+) -> Result<&'a Map<String, Value>, StreamError> {
+    match payload.get(name) {
+        Some(Value::Object(object)) => Ok(object),
+        _ => Err(malformed(
+            FORMAT.name(),
+            at(),
+            format!("`{name}` is missing or not an object"),
+        )),
+    }
+}
+
+/// The content block an event is about.
+fn block_index(payload: &Value, at: &dyn Fn() -> String) -> Result<u64, StreamError> {
+    payload
+        .get("index")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| malformed(FORMAT.name(), at(), "missing content block `index`"))
+}
+
+/// A `message_delta`: top-level members (stop reason, ...) replace the message's, and usage
+/// counts, which are cumulative, replace the ones reported so far.
+fn apply_message_delta(message: &mut Map<String, Value>, payload: &Value) {
+    if let Some(Value::Object(delta)) = payload.get("delta") {
+        for (key, value) in delta {
+            message.insert(key.clone(), value.clone());
+        }
+    }
+    if let Some(Value::Object(usage)) = payload.get("usage") {
+        let total = message
+            .entry("usage")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(total) = total {
+            // Nulls mean "not reported here".
+            for (key, value) in usage.iter().filter(|(_, v)| !v.is_null()) {
+                total.insert(key.clone(), value.clone());
+            }
+        }
     }
 }
 

@@ -27,7 +27,7 @@ pub(crate) struct LineSplitter {
 }
 
 impl LineSplitter {
-    pub fn new(format: &'static str) -> Self {
+    pub(crate) fn new(format: &'static str) -> Self {
         LineSplitter {
             format,
             buf: Vec::new(),
@@ -36,7 +36,7 @@ impl LineSplitter {
         }
     }
 
-    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<Line>) -> Result<(), StreamError> {
+    pub(crate) fn push(&mut self, chunk: &[u8], out: &mut Vec<Line>) -> Result<(), StreamError> {
         for &byte in chunk {
             if self.skip_lf {
                 self.skip_lf = false;
@@ -57,12 +57,12 @@ impl LineSplitter {
     }
 
     /// How many lines have been split off so far.
-    pub fn lines_seen(&self) -> u64 {
+    pub(crate) fn lines_seen(&self) -> u64 {
         self.line_no
     }
 
     /// The unterminated last line, if any.
-    pub fn finish(&mut self) -> Result<Option<Line>, StreamError> {
+    pub(crate) fn finish(&mut self) -> Result<Option<Line>, StreamError> {
         if self.buf.is_empty() {
             return Ok(None);
         }
@@ -102,7 +102,7 @@ pub(crate) struct SseEvent {
 
 impl SseEvent {
     /// Where the event is, for error messages.
-    pub fn at(&self) -> String {
+    pub(crate) fn at(&self) -> String {
         match &self.name {
             Some(name) => format!(
                 "event {} (`{name}`) ending at line {}",
@@ -125,7 +125,7 @@ pub(crate) struct SseParser {
 }
 
 impl SseParser {
-    pub fn line(&mut self, line: &Line) -> Option<SseEvent> {
+    pub(crate) fn line(&mut self, line: &Line) -> Option<SseEvent> {
         let mut text = line.text.as_str();
         if !self.seen_line {
             self.seen_line = true;
@@ -163,7 +163,7 @@ impl SseParser {
 
     /// Dispatches an event left open when the stream ended without its blank line: providers
     /// always send one, so a missing one means a cut stream, but the event itself is whole.
-    pub fn finish(&mut self, last_line: u64) -> Option<SseEvent> {
+    pub(crate) fn finish(&mut self, last_line: u64) -> Option<SseEvent> {
         self.dispatch(last_line)
     }
 

@@ -14,7 +14,7 @@ pub(crate) struct SseAssembly {
 }
 
 impl SseAssembly {
-    pub fn event(&mut self, event: &SseEvent) {
+    pub(super) fn event(&mut self, event: &SseEvent) {
         let mut stored = Map::new();
         if let Some(name) = &event.name {
             stored.insert("event".into(), json!(name));
@@ -29,7 +29,7 @@ impl SseAssembly {
         self.events.push(Value::Object(stored));
     }
 
-    pub fn finish(self) -> Value {
+    pub(super) fn finish(self) -> Value {
         json!({ "events": self.events })
     }
 }
@@ -40,13 +40,13 @@ pub(crate) struct NdjsonAssembly {
 }
 
 impl NdjsonAssembly {
-    pub fn line(&mut self, line: &Line) {
+    pub(super) fn line(&mut self, line: &Line) {
         if !line.text.trim().is_empty() {
             self.events.push(json!(line.text));
         }
     }
 
-    pub fn finish(self) -> Value {
+    pub(super) fn finish(self) -> Value {
         json!({ "events": self.events })
     }
 }

@@ -12,7 +12,7 @@
 //! This module is pure: no IO, no clock, no global state.
 
 mod anthropic;
-mod framing;
+pub(crate) mod framing;
 mod generic;
 mod ollama;
 mod openai_chat;

@@ -22,7 +22,7 @@ pub(crate) struct Assembly {
 }
 
 impl Assembly {
-    pub fn line(&mut self, line: &Line) -> Result<(), StreamError> {
+    pub(super) fn line(&mut self, line: &Line) -> Result<(), StreamError> {
         let format = FORMAT.name();
         let text = line.text.trim();
         if self.done || text.is_empty() {
@@ -63,7 +63,7 @@ impl Assembly {
         Ok(())
     }
 
-    pub fn finish(self) -> Result<Value, StreamError> {
+    pub(super) fn finish(self) -> Result<Value, StreamError> {
         let (Some(mut last), true) = (self.last, self.done) else {
             return Err(StreamError::Incomplete {
                 format: FORMAT.name(),
@@ -103,67 +103,84 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
     let mut last = response.clone();
     match response.get("message") {
         Some(Value::Object(message)) => {
-            let role = message
-                .get("role")
-                .cloned()
-                .unwrap_or_else(|| json!("assistant"));
-            let mut rest = message.clone();
-            for key in ["thinking", "content"] {
-                let Some(text) = message.get(key).and_then(Value::as_str) else {
-                    continue;
-                };
-                for piece in fragments(text) {
-                    let mut msg = Map::new();
-                    msg.insert("role".into(), role.clone());
-                    msg.insert("content".into(), json!(""));
-                    msg.insert(key.into(), json!(piece));
-                    line(members(json!({ "message": msg })));
-                }
-                if key == "content" {
-                    rest.insert(key.into(), json!(""));
-                } else if !text.is_empty() {
-                    rest.remove(key);
-                }
-            }
-            if let Some(calls @ Value::Array(list)) = message.get("tool_calls") {
-                if !list.is_empty() {
-                    line(members(json!({
-                        "message": { "role": role, "content": "", "tool_calls": calls }
-                    })));
-                    rest.remove("tool_calls");
-                }
-            }
-            rest.entry("content").or_insert_with(|| json!(""));
+            let rest = chat_lines(message, &mut line);
             last.insert("message".into(), Value::Object(rest));
         }
         Some(_) => return Err(synthesis_error(FORMAT, "`message` is not an object")),
-        None => {
-            if !response.contains_key("response") {
-                return Err(synthesis_error(
-                    FORMAT,
-                    "the final response has neither `message` (chat) nor `response` (generate)",
-                ));
-            }
-            for key in ["thinking", "response"] {
-                let Some(text) = response.get(key).and_then(Value::as_str) else {
-                    continue;
-                };
-                for piece in fragments(text) {
-                    let mut fields = Map::new();
-                    fields.insert("response".into(), json!(""));
-                    fields.insert(key.into(), json!(piece));
-                    line(fields);
-                }
-                if key == "response" {
-                    last.insert(key.into(), json!(""));
-                } else if !text.is_empty() {
-                    last.remove(key);
-                }
-            }
+        None if !response.contains_key("response") => {
+            return Err(synthesis_error(
+                FORMAT,
+                "the final response has neither `message` (chat) nor `response` (generate)",
+            ))
         }
+        None => generate_lines(response, &mut last, &mut line),
     }
     last.insert("done".into(), json!(true));
     out.extend_from_slice(Value::Object(last).to_string().as_bytes());
     out.push(b'\n');
     Ok(out)
+}
+
+/// The lines of a chat answer: thinking and content in pieces, then the tool calls at once.
+/// Returns the message the last line carries: what was not streamed.
+fn chat_lines(
+    message: &Map<String, Value>,
+    line: &mut dyn FnMut(Map<String, Value>),
+) -> Map<String, Value> {
+    let role = message
+        .get("role")
+        .cloned()
+        .unwrap_or_else(|| json!("assistant"));
+    let mut rest = message.clone();
+    for key in ["thinking", "content"] {
+        let Some(text) = message.get(key).and_then(Value::as_str) else {
+            continue;
+        };
+        for piece in fragments(text) {
+            let mut msg = Map::new();
+            msg.insert("role".into(), role.clone());
+            msg.insert("content".into(), json!(""));
+            msg.insert(key.into(), json!(piece));
+            line(members(json!({ "message": msg })));
+        }
+        if key == "content" {
+            rest.insert(key.into(), json!(""));
+        } else if !text.is_empty() {
+            rest.remove(key);
+        }
+    }
+    if let Some(calls @ Value::Array(list)) = message.get("tool_calls") {
+        if !list.is_empty() {
+            line(members(json!({
+                "message": { "role": role, "content": "", "tool_calls": calls }
+            })));
+            rest.remove("tool_calls");
+        }
+    }
+    rest.entry("content").or_insert_with(|| json!(""));
+    rest
+}
+
+/// The lines of a generate answer: thinking and response in pieces, taken out of `last`.
+fn generate_lines(
+    response: &Map<String, Value>,
+    last: &mut Map<String, Value>,
+    line: &mut dyn FnMut(Map<String, Value>),
+) {
+    for key in ["thinking", "response"] {
+        let Some(text) = response.get(key).and_then(Value::as_str) else {
+            continue;
+        };
+        for piece in fragments(text) {
+            let mut fields = Map::new();
+            fields.insert("response".into(), json!(""));
+            fields.insert(key.into(), json!(piece));
+            line(fields);
+        }
+        if key == "response" {
+            last.insert(key.into(), json!(""));
+        } else if !text.is_empty() {
+            last.remove(key);
+        }
+    }
 }

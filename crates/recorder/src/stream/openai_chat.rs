@@ -30,7 +30,7 @@ struct Choice {
 }
 
 impl Assembly {
-    pub fn new(legacy: bool) -> Self {
+    pub(super) fn new(legacy: bool) -> Self {
         Assembly {
             legacy,
             top: Map::new(),
@@ -49,7 +49,7 @@ impl Assembly {
         }
     }
 
-    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+    pub(super) fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
         let format = self.format();
         let data = event.data.trim();
         if self.done || data.is_empty() {
@@ -165,7 +165,7 @@ impl Assembly {
         Ok(())
     }
 
-    pub fn finish(self) -> Result<Value, StreamError> {
+    pub(super) fn finish(self) -> Result<Value, StreamError> {
         let format = self.format();
         if self.chunks == 0 {
             return Err(StreamError::Incomplete {
@@ -333,20 +333,7 @@ pub(crate) fn synthesize(
             "the final response has no `choices` array",
         ));
     };
-    let mut base: Map<String, Value> = response
-        .iter()
-        .filter(|(k, _)| !TRANSPORT_MEMBERS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let object = if legacy {
-        "text_completion"
-    } else {
-        "chat.completion.chunk"
-    };
-    base.insert("object".into(), json!(object));
-    if include_usage {
-        base.insert("usage".into(), Value::Null);
-    }
+    let base = chunk_base(response, legacy, include_usage);
 
     let mut out = Vec::new();
     let mut emit = |choice: Value| {
@@ -361,51 +348,7 @@ pub(crate) fn synthesize(
                 format!("choices[{position}] is not an object"),
             ));
         };
-        let index = choice
-            .get("index")
-            .cloned()
-            .unwrap_or_else(|| json!(position));
-        let open = |delta_or_text: (&str, Value)| {
-            json!({
-                "index": index,
-                delta_or_text.0: delta_or_text.1,
-                "logprobs": null,
-                "finish_reason": null,
-            })
-        };
-        if legacy {
-            let text = choice.get("text").and_then(Value::as_str).unwrap_or("");
-            for piece in fragments(text) {
-                emit(open(("text", json!(piece))));
-            }
-        } else {
-            let empty = Map::new();
-            let message = choice
-                .get("message")
-                .and_then(Value::as_object)
-                .unwrap_or(&empty);
-            chat_deltas(
-                message,
-                &mut |delta| emit(open(("delta", delta))),
-                format,
-                position,
-            )?;
-        }
-        let mut last = Map::new();
-        for (key, value) in choice {
-            if !matches!(key.as_str(), "message" | "text") {
-                last.insert(key.clone(), value.clone());
-            }
-        }
-        last.insert("index".into(), index.clone());
-        if legacy {
-            last.insert("text".into(), json!(""));
-        } else {
-            last.insert("delta".into(), json!({}));
-        }
-        last.entry("logprobs").or_insert(Value::Null);
-        last.entry("finish_reason").or_insert(Value::Null);
-        emit(Value::Object(last));
+        choice_chunks(choice, position, legacy, &mut emit)?;
     }
     if include_usage {
         if let Some(usage) = response.get("usage").filter(|u| !u.is_null()) {
@@ -419,12 +362,86 @@ pub(crate) fn synthesize(
     Ok(out)
 }
 
+/// What every chunk repeats: the response's own members (id, model, created, ...) under the
+/// chunk object type, with `usage: null` until the usage chunk when the client asked for one.
+fn chunk_base(
+    response: &Map<String, Value>,
+    legacy: bool,
+    include_usage: bool,
+) -> Map<String, Value> {
+    let mut base: Map<String, Value> = response
+        .iter()
+        .filter(|(k, _)| !TRANSPORT_MEMBERS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let object = if legacy {
+        "text_completion"
+    } else {
+        "chat.completion.chunk"
+    };
+    base.insert("object".into(), json!(object));
+    if include_usage {
+        base.insert("usage".into(), Value::Null);
+    }
+    base
+}
+
+/// The chunks of one choice: its text or message in pieces, then a last chunk carrying the
+/// choice's other members (finish reason, logprobs).
+fn choice_chunks(
+    choice: &Map<String, Value>,
+    position: usize,
+    legacy: bool,
+    emit: &mut dyn FnMut(Value),
+) -> Result<(), StreamError> {
+    let index = choice
+        .get("index")
+        .cloned()
+        .unwrap_or_else(|| json!(position));
+    let open = |delta_or_text: (&str, Value)| {
+        json!({
+            "index": index,
+            delta_or_text.0: delta_or_text.1,
+            "logprobs": null,
+            "finish_reason": null,
+        })
+    };
+    if legacy {
+        let text = choice.get("text").and_then(Value::as_str).unwrap_or("");
+        for piece in fragments(text) {
+            emit(open(("text", json!(piece))));
+        }
+    } else {
+        let empty = Map::new();
+        let message = choice
+            .get("message")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        chat_deltas(message, &mut |delta| emit(open(("delta", delta))), position)?;
+    }
+    let mut last = Map::new();
+    for (key, value) in choice {
+        if !matches!(key.as_str(), "message" | "text") {
+            last.insert(key.clone(), value.clone());
+        }
+    }
+    last.insert("index".into(), index.clone());
+    if legacy {
+        last.insert("text".into(), json!(""));
+    } else {
+        last.insert("delta".into(), json!({}));
+    }
+    last.entry("logprobs").or_insert(Value::Null);
+    last.entry("finish_reason").or_insert(Value::Null);
+    emit(Value::Object(last));
+    Ok(())
+}
+
 /// The deltas of one assistant message: the role chunk first, then streamed text fields
-/// (reasoning, content, refusal), then each tool call (id and name once, arguments in pieces).
+/// (reasoning, content, refusal), then each tool call.
 fn chat_deltas(
     message: &Map<String, Value>,
     emit: &mut dyn FnMut(Value),
-    format: StreamFormat,
     position: usize,
 ) -> Result<(), StreamError> {
     let mut first = Map::new();
@@ -466,20 +483,26 @@ fn chat_deltas(
             emit(json!({ key: piece }));
         }
     }
-    let calls = match message.get("tool_calls") {
-        None | Some(Value::Null) => return Ok(()),
-        Some(Value::Array(calls)) => calls,
-        Some(_) => {
-            return Err(synthesis_error(
-                format,
-                format!("choices[{position}].message.tool_calls is not an array"),
-            ))
-        }
-    };
+    match message.get("tool_calls") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(calls)) => tool_call_chunks(calls, emit, position),
+        Some(_) => Err(synthesis_error(
+            StreamFormat::OpenaiChat,
+            format!("choices[{position}].message.tool_calls is not an array"),
+        )),
+    }
+}
+
+/// Each tool call: its id, type and name once, then its arguments in pieces.
+fn tool_call_chunks(
+    calls: &[Value],
+    emit: &mut dyn FnMut(Value),
+    position: usize,
+) -> Result<(), StreamError> {
     for (index, call) in calls.iter().enumerate() {
         let Some(call) = call.as_object() else {
             return Err(synthesis_error(
-                format,
+                StreamFormat::OpenaiChat,
                 format!("choices[{position}].message.tool_calls[{index}] is not an object"),
             ));
         };

@@ -19,7 +19,7 @@ pub(crate) struct Assembly {
 }
 
 impl Assembly {
-    pub fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
+    pub(super) fn event(&mut self, event: &SseEvent) -> Result<(), StreamError> {
         let format = FORMAT.name();
         let data = event.data.trim();
         if self.terminal.is_some() || data.is_empty() || data == "[DONE]" {
@@ -55,56 +55,19 @@ impl Assembly {
                 self.terminal = Some(response_of(&payload, format, &at)?);
             }
             "response.output_item.added" => {
-                let item = payload.get("item").cloned().unwrap_or(Value::Null);
-                if !item.is_object() {
-                    return Err(malformed(format, at(), "`item` is not an object"));
-                }
+                let item = item_of(&payload, &at)?;
                 self.items.insert(output_index()?, item);
             }
             "response.output_item.done" => {
-                let item = payload.get("item").cloned().unwrap_or(Value::Null);
-                if !item.is_object() {
-                    return Err(malformed(format, at(), "`item` is not an object"));
-                }
+                let item = item_of(&payload, &at)?;
                 self.done_items.insert(output_index()?, item);
             }
-            // Deltas only matter when the terminal event leaves `output` out; the terminal
-            // event is authoritative, so a delta this code cannot place is skipped rather than
-            // failing a recording whose answer arrives whole at the end anyway.
-            "response.content_part.added" => {
-                let part = payload.get("part").cloned().unwrap_or(Value::Null);
-                if let Some(content) = self
-                    .items
-                    .get_mut(&output_index()?)
-                    .and_then(|item| item.get_mut("content"))
-                    .and_then(Value::as_array_mut)
-                {
-                    content.push(part);
-                }
-            }
-            "response.output_text.delta" | "response.refusal.delta" => {
-                let field = if kind == "response.output_text.delta" {
-                    "text"
-                } else {
-                    "refusal"
-                };
-                let content_index = payload.get("content_index").and_then(Value::as_u64);
-                let delta = payload.get("delta").and_then(Value::as_str).unwrap_or("");
-                let part = self
-                    .items
-                    .get_mut(&output_index()?)
-                    .and_then(|item| item.get_mut("content"))
-                    .and_then(Value::as_array_mut)
-                    .zip(content_index)
-                    .and_then(|(content, ci)| content.get_mut(usize::try_from(ci).ok()?));
-                if let Some(Value::Object(part)) = part {
-                    super::merge_field(part, field, json!(delta));
-                }
-            }
-            "response.function_call_arguments.delta" => {
-                let delta = payload.get("delta").and_then(Value::as_str).unwrap_or("");
-                if let Some(Value::Object(item)) = self.items.get_mut(&output_index()?) {
-                    super::merge_field(item, "arguments", json!(delta));
+            "response.content_part.added"
+            | "response.output_text.delta"
+            | "response.refusal.delta"
+            | "response.function_call_arguments.delta" => {
+                if let Some(item) = self.items.get_mut(&output_index()?) {
+                    apply_delta(item, &kind, &payload);
                 }
             }
             _ => {}
@@ -112,7 +75,7 @@ impl Assembly {
         Ok(())
     }
 
-    pub fn finish(self) -> Result<Value, StreamError> {
+    pub(super) fn finish(self) -> Result<Value, StreamError> {
         let Some(mut response) = self.terminal else {
             return Err(StreamError::Incomplete {
                 format: FORMAT.name(),
@@ -133,6 +96,52 @@ impl Assembly {
             }
         }
         Ok(response)
+    }
+}
+
+/// The `item` of an `output_item` event.
+fn item_of(payload: &Value, at: &dyn Fn() -> String) -> Result<Value, StreamError> {
+    let item = payload.get("item").cloned().unwrap_or(Value::Null);
+    if !item.is_object() {
+        return Err(malformed(FORMAT.name(), at(), "`item` is not an object"));
+    }
+    Ok(item)
+}
+
+/// Grows a streamed item by one delta event. Deltas only matter when the terminal event leaves
+/// `output` out; the terminal event is authoritative, so a delta this code cannot place is
+/// skipped rather than failing a recording whose answer arrives whole at the end anyway.
+fn apply_delta(item: &mut Value, kind: &str, payload: &Value) {
+    let delta = || json!(payload.get("delta").and_then(Value::as_str).unwrap_or(""));
+    match kind {
+        "response.content_part.added" => {
+            let part = payload.get("part").cloned().unwrap_or(Value::Null);
+            if let Some(content) = item.get_mut("content").and_then(Value::as_array_mut) {
+                content.push(part);
+            }
+        }
+        "response.output_text.delta" | "response.refusal.delta" => {
+            let field = if kind == "response.output_text.delta" {
+                "text"
+            } else {
+                "refusal"
+            };
+            let content_index = payload.get("content_index").and_then(Value::as_u64);
+            let part = item
+                .get_mut("content")
+                .and_then(Value::as_array_mut)
+                .zip(content_index)
+                .and_then(|(content, ci)| content.get_mut(usize::try_from(ci).ok()?));
+            if let Some(Value::Object(part)) = part {
+                super::merge_field(part, field, delta());
+            }
+        }
+        "response.function_call_arguments.delta" => {
+            if let Value::Object(item) = item {
+                super::merge_field(item, "arguments", delta());
+            }
+        }
+        _ => {}
     }
 }
 
@@ -224,23 +233,24 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
 fn item_events(w: &mut Writer, index: usize, item: &Map<String, Value>) -> Result<(), StreamError> {
     let item_id = item.get("id").cloned().unwrap_or_else(|| json!(""));
     let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+    // The item as first announced: in progress, with the parts that stream in still empty.
     let mut added = item.clone();
     if added.contains_key("status") {
         added.insert("status".into(), json!("in_progress"));
     }
     match kind {
+        "message" => added.insert("content".into(), json!([])),
+        "function_call" => added.insert("arguments".into(), json!("")),
+        "reasoning" => added.insert("summary".into(), json!([])),
+        _ => None,
+    };
+    w.event(
+        "response.output_item.added",
+        members(json!({ "output_index": index, "item": added })),
+    );
+    match kind {
         "message" => {
-            added.insert("content".into(), json!([]));
-            w.event(
-                "response.output_item.added",
-                members(json!({ "output_index": index, "item": added })),
-            );
-            let parts = item
-                .get("content")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
-            for (content_index, part) in parts.iter().enumerate() {
+            for (content_index, part) in array(item, "content").iter().enumerate() {
                 let at = json!({
                     "item_id": item_id,
                     "output_index": index,
@@ -249,83 +259,79 @@ fn item_events(w: &mut Writer, index: usize, item: &Map<String, Value>) -> Resul
                 part_events(w, at, part);
             }
         }
-        "function_call" => {
-            let arguments = item.get("arguments").and_then(Value::as_str).unwrap_or("");
-            added.insert("arguments".into(), json!(""));
-            w.event(
-                "response.output_item.added",
-                members(json!({ "output_index": index, "item": added })),
-            );
-            for piece in fragments(arguments) {
-                w.event(
-                    "response.function_call_arguments.delta",
-                    members(json!({ "item_id": item_id, "output_index": index, "delta": piece })),
-                );
-            }
-            let mut done = members(json!({
-                "item_id": item_id,
-                "output_index": index,
-                "arguments": arguments,
-            }));
-            if let Some(name) = item.get("name") {
-                done.insert("name".into(), name.clone());
-            }
-            w.event("response.function_call_arguments.done", done);
-        }
+        "function_call" => arguments_events(w, index, &item_id, item),
         "reasoning" => {
-            let summary = item
-                .get("summary")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
-            added.insert("summary".into(), json!([]));
-            w.event(
-                "response.output_item.added",
-                members(json!({ "output_index": index, "item": added })),
-            );
-            for (summary_index, part) in summary.iter().enumerate() {
-                let text = part.get("text").and_then(Value::as_str).unwrap_or("");
+            for (summary_index, part) in array(item, "summary").iter().enumerate() {
                 let at = json!({
                     "item_id": item_id,
                     "output_index": index,
                     "summary_index": summary_index,
                 });
-                let mut empty = part.clone();
-                if let Value::Object(map) = &mut empty {
-                    map.insert("text".into(), json!(""));
-                }
-                w.event(
-                    "response.reasoning_summary_part.added",
-                    with(&at, "part", empty),
-                );
-                for piece in fragments(text) {
-                    w.event(
-                        "response.reasoning_summary_text.delta",
-                        with(&at, "delta", json!(piece)),
-                    );
-                }
-                w.event(
-                    "response.reasoning_summary_text.done",
-                    with(&at, "text", json!(text)),
-                );
-                w.event(
-                    "response.reasoning_summary_part.done",
-                    with(&at, "part", part.clone()),
-                );
+                summary_events(w, &at, part);
             }
         }
-        _ => {
-            w.event(
-                "response.output_item.added",
-                members(json!({ "output_index": index, "item": added })),
-            );
-        }
+        _ => {}
     }
     w.event(
         "response.output_item.done",
         members(json!({ "output_index": index, "item": item })),
     );
     Ok(())
+}
+
+/// The array member `name` of an item; empty when it has none.
+fn array<'a>(item: &'a Map<String, Value>, name: &str) -> &'a [Value] {
+    item.get(name)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// A function call's arguments, streamed in pieces, then whole.
+fn arguments_events(w: &mut Writer, index: usize, item_id: &Value, item: &Map<String, Value>) {
+    let arguments = item.get("arguments").and_then(Value::as_str).unwrap_or("");
+    for piece in fragments(arguments) {
+        w.event(
+            "response.function_call_arguments.delta",
+            members(json!({ "item_id": item_id, "output_index": index, "delta": piece })),
+        );
+    }
+    let mut done = members(json!({
+        "item_id": item_id,
+        "output_index": index,
+        "arguments": arguments,
+    }));
+    if let Some(name) = item.get("name") {
+        done.insert("name".into(), name.clone());
+    }
+    w.event("response.function_call_arguments.done", done);
+}
+
+/// One part of a reasoning summary: announced empty, its text streamed in pieces, then done.
+fn summary_events(w: &mut Writer, at: &Value, part: &Value) {
+    let text = part.get("text").and_then(Value::as_str).unwrap_or("");
+    let mut empty = part.clone();
+    if let Value::Object(map) = &mut empty {
+        map.insert("text".into(), json!(""));
+    }
+    w.event(
+        "response.reasoning_summary_part.added",
+        with(at, "part", empty),
+    );
+    for piece in fragments(text) {
+        w.event(
+            "response.reasoning_summary_text.delta",
+            with(at, "delta", json!(piece)),
+        );
+    }
+    w.event(
+        "response.reasoning_summary_text.done",
+        with(at, "text", json!(text)),
+    );
+    w.event(
+        "response.reasoning_summary_part.done",
+        with(at, "part", part.clone()),
+    );
 }
 
 fn with(at: &Value, key: &str, value: Value) -> Map<String, Value> {

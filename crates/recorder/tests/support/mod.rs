@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// What the fake answers on a path.
 #[derive(Clone, Debug)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A complete body with this status and content type.
     Body {
         status: u16,
@@ -35,7 +35,7 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub fn json(status: u16, value: serde_json::Value) -> Reply {
+    pub(crate) fn json(status: u16, value: serde_json::Value) -> Reply {
         Reply::Body {
             status,
             content_type: "application/json".into(),
@@ -46,7 +46,7 @@ impl Reply {
 
 /// A request the fake received.
 #[derive(Clone, Debug)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub method: String,
     pub uri: String,
     pub headers: HashMap<String, String>,
@@ -61,14 +61,14 @@ struct Shared {
     requests: AtomicU64,
 }
 
-pub struct FakeUpstream {
+pub(crate) struct FakeUpstream {
     pub url: String,
     shared: Arc<Shared>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl FakeUpstream {
-    pub async fn start() -> FakeUpstream {
+    pub(crate) async fn start() -> FakeUpstream {
         let shared = Arc::new(Shared::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -96,7 +96,7 @@ impl FakeUpstream {
     }
 
     /// Scripts the reply for a path (without query).
-    pub fn reply(&self, path: &str, reply: Reply) {
+    pub(crate) fn reply(&self, path: &str, reply: Reply) {
         self.shared
             .replies
             .lock()
@@ -104,19 +104,19 @@ impl FakeUpstream {
             .insert(path.to_owned(), reply);
     }
 
-    pub fn connections(&self) -> u64 {
+    pub(crate) fn connections(&self) -> u64 {
         self.shared.connections.load(Ordering::SeqCst)
     }
 
-    pub fn requests(&self) -> u64 {
+    pub(crate) fn requests(&self) -> u64 {
         self.shared.requests.load(Ordering::SeqCst)
     }
 
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.shared.seen.lock().unwrap().clone()
     }
 
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -187,7 +187,7 @@ async fn answer(
 use futures::StreamExt;
 
 /// Cuts `body` into pieces of the given sizes, cycling through them.
-pub fn cut(body: &Bytes, sizes: &[usize]) -> Vec<Bytes> {
+pub(crate) fn cut(body: &Bytes, sizes: &[usize]) -> Vec<Bytes> {
     let mut out = Vec::new();
     let mut at = 0;
     let mut i = 0;
@@ -202,7 +202,7 @@ pub fn cut(body: &Bytes, sizes: &[usize]) -> Vec<Bytes> {
 }
 
 /// Reads a file under the repository's tests/fixtures/streams folder.
-pub fn fixture(name: &str) -> Bytes {
+pub(crate) fn fixture(name: &str) -> Bytes {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/streams")
         .join(name);

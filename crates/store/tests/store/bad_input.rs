@@ -9,7 +9,7 @@ use cassette_store::fs::FileStore;
 use cassette_store::jsonl::JsonlStore;
 use cassette_store::sled::SledStore;
 use cassette_store::tiered::TieredStore;
-use cassette_store::{open, Created, DynStore, Error, Result, Store};
+use cassette_store::{open, Created, DynStore, Error, Key, Result, Store};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -23,7 +23,7 @@ async fn corrupt_file_names_file_and_key_and_list_lists_the_rest() {
     for k in &keys {
         store.put(k, document(k, 1, 100)).await.unwrap();
     }
-    let broken = store.path_for(&keys[1]).unwrap();
+    let broken = store.path_for(&keys[1]);
     let text = std::fs::read(&broken).unwrap();
     std::fs::write(&broken, &text[..text.len() / 2]).unwrap();
 
@@ -34,7 +34,10 @@ async fn corrupt_file_names_file_and_key_and_list_lists_the_rest() {
         message.contains(&broken.display().to_string()),
         "names the file: {message}"
     );
-    assert!(message.contains(&keys[1]), "names the key: {message}");
+    assert!(
+        message.contains(keys[1].as_str()),
+        "names the key: {message}"
+    );
     assert_eq!(
         store.list("").await.unwrap(),
         keys,
@@ -72,7 +75,7 @@ async fn non_json_documents_are_refused_by_json_stores() {
             .await
             .unwrap_err();
         assert!(matches!(err, Error::InvalidDocument { .. }), "{err:?}");
-        assert!(err.to_string().contains(&k));
+        assert!(err.to_string().contains(k.as_str()));
         assert!(
             store.get(&k).await.unwrap().is_none(),
             "{}: nothing written",
@@ -191,7 +194,7 @@ async fn assert_unreachable_fails_fast(endpoint: &str) {
     assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
     let message = err.to_string();
     assert!(message.contains(endpoint), "names the endpoint: {message}");
-    assert!(message.contains(&k), "names the key: {message}");
+    assert!(message.contains(k.as_str()), "names the key: {message}");
     let err = store
         .put_if_absent(&k, document(&k, 1, 10))
         .await
@@ -275,20 +278,20 @@ impl std::fmt::Display for CountingStore {
 
 #[async_trait]
 impl Store for CountingStore {
-    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+    async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
         self.gets.fetch_add(1, Ordering::SeqCst);
         self.inner.get(key).await
     }
-    async fn put(&self, key: &str, document: Bytes) -> Result<()> {
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
         self.inner.put(key, document).await
     }
-    async fn put_if_absent(&self, key: &str, document: Bytes) -> Result<Created> {
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
         self.inner.put_if_absent(key, document).await
     }
-    async fn delete(&self, key: &str) -> Result<()> {
+    async fn delete(&self, key: &Key) -> Result<()> {
         self.inner.delete(key).await
     }
-    async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
         self.inner.list(prefix).await
     }
     fn location(&self) -> String {

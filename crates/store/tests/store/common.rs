@@ -1,18 +1,18 @@
 //! Shared helpers: S3 settings from the environment, child processes, documents.
 
 use cassette_store::conformance::document;
-use cassette_store::{Created, DynStore};
+use cassette_store::{Created, DynStore, Key};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Set in a child process to the role it plays.
-pub const CHILD_ENV: &str = "CASSETTE_STORE_CHILD";
+pub(crate) const CHILD_ENV: &str = "CASSETTE_STORE_CHILD";
 
 /// The S3 URL for one test, with its own prefix so tests can run in parallel: `None` (after
 /// printing why) when `CASSETTE_TEST_S3` is unset on a developer machine; a failure on CI.
-pub fn s3_url(test: &str) -> Option<String> {
+pub(crate) fn s3_url(test: &str) -> Option<String> {
     let Ok(base) = std::env::var("CASSETTE_TEST_S3") else {
         if std::env::var_os("CI").is_some() {
             panic!(
@@ -34,7 +34,7 @@ pub fn s3_url(test: &str) -> Option<String> {
 }
 
 /// A name no other test or run uses.
-pub fn unique(test: &str) -> String {
+pub(crate) fn unique(test: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -48,10 +48,10 @@ pub fn unique(test: &str) -> String {
 }
 
 /// A small xorshift generator: enough randomness for kill timings without a dependency.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -61,7 +61,7 @@ impl Rng {
         Self(seed)
     }
 
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -70,7 +70,7 @@ impl Rng {
 }
 
 /// Starts this test binary again as a child playing `role`, with `envs` set.
-pub fn spawn_child(role: &str, envs: &[(&str, String)]) -> Child {
+pub(crate) fn spawn_child(role: &str, envs: &[(&str, String)]) -> Child {
     let exe = std::env::current_exe().expect("test binary path");
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -89,7 +89,7 @@ pub fn spawn_child(role: &str, envs: &[(&str, String)]) -> Child {
 }
 
 /// Waits for a child, failing the test if it takes longer than `limit`.
-pub fn wait_ok(child: &mut Child, limit: Duration, what: &str) {
+pub(crate) fn wait_ok(child: &mut Child, limit: Duration, what: &str) {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().expect("wait for child") {
@@ -105,7 +105,7 @@ pub fn wait_ok(child: &mut Child, limit: Duration, what: &str) {
 }
 
 /// Waits until `path` exists, failing after `limit`.
-pub fn wait_for_file(path: &Path, limit: Duration, what: &str) {
+pub(crate) fn wait_for_file(path: &Path, limit: Duration, what: &str) {
     let deadline = Instant::now() + limit;
     while !path.exists() {
         assert!(
@@ -129,7 +129,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// The keys the concurrency test races on.
-pub fn race_keys() -> Vec<String> {
+pub(crate) fn race_keys() -> Vec<Key> {
     (0..200)
         .map(|n| cassette_store::conformance::key(&format!("{:02x}", n % 256), n))
         .collect()
@@ -137,16 +137,16 @@ pub fn race_keys() -> Vec<String> {
 
 /// The size of the documents the crash test writes: large enough that a kill often lands
 /// in the middle of a write.
-pub const CRASH_DOC_SIZE: usize = 256 * 1024;
+pub(crate) const CRASH_DOC_SIZE: usize = 256 * 1024;
 
 /// The keys the crash test rewrites.
-pub fn crash_keys() -> Vec<String> {
+pub(crate) fn crash_keys() -> Vec<Key> {
     (0..4)
         .map(|n| cassette_store::conformance::key("c0", n))
         .collect()
 }
 
-pub fn run_child(role: &str) {
+pub(crate) fn run_child(role: &str) {
     let url = env("STORE_URL");
     match role {
         // Opens the store, says it is ready, waits for the start signal, then create-only puts
@@ -210,7 +210,7 @@ pub fn run_child(role: &str) {
 }
 
 /// Every temp file left under `dir`.
-pub fn temp_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn temp_files(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(dir) = stack.pop() {

@@ -66,7 +66,10 @@ async fn race(url: &str, work: &Path) {
         "exactly the 200 keys"
     );
     for key in &keys {
-        let won = winners.get(key).map(Vec::as_slice).unwrap_or_default();
+        let won = winners
+            .get(key.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         assert_eq!(won.len(), 1, "key {key}: winners {won:?}");
         let stored = store
             .get(key)

@@ -23,11 +23,8 @@ async fn file() {
     run_all(&store).await;
     // The layout the docs promise: sharded, pretty-printed, trailing newline.
     let key = cassette_store::conformance::key("10", 1);
-    let text = std::fs::read_to_string(store.path_for(&key).unwrap()).unwrap();
-    assert!(store
-        .path_for(&key)
-        .unwrap()
-        .ends_with(format!("10/{key}.json")));
+    let text = std::fs::read_to_string(store.path_for(&key)).unwrap();
+    assert!(store.path_for(&key).ends_with(format!("10/{key}.json")));
     assert!(
         text.starts_with("{\n  \"") && text.ends_with("}\n"),
         "{text}"

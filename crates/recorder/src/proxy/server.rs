@@ -1,160 +1,42 @@
-//! The HTTP proxy: any client in any language records and replays by pointing its base URL here.
-//!
-//! # Routing
-//!
-//! A request whose first path segment names a configured route (`/anthropic/v1/messages` with
-//! a route `anthropic`) goes to that route: the segment is stripped before keying and before
-//! forwarding, and the route name becomes the key's target. Everything else goes to the
-//! `default` route with its path unchanged. The upstream URL is the route's base URL joined
-//! with the remaining path by [`crate::upstream::join_url`], which never doubles a shared run
-//! such as `/v1`.
-//!
-//! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
-//!
-//! # Errors
-//!
-//! Every error is answered as JSON in the style the OpenAI and Anthropic SDKs parse
-//! (`{"type": "error", "error": {"type", "message", ...}}`). A replay miss is a 409 with
-//! `x-should-retry: false`, so the SDKs raise at once instead of retrying: they retry 409 by
-//! default and would otherwise bury the miss under a slow, misleading connection error.
+//! The proxy's HTTP server (axum): turns HTTP requests into recorder requests and outcomes and
+//! errors back into HTTP answers. Nothing outside this module sees an axum type.
 
+use super::{Advice, ProxyConfig, ProxyStats, StatsHandle};
 use crate::config::DEFAULT_TARGET;
-use crate::error::Error;
-use crate::recorder::{IncomingRequest, Outcome, Recorder, ResponseBody, Source, Stats};
+use crate::engine::Recorder;
+use crate::error::{report, Error};
+use crate::request::Request;
+use crate::response::{Outcome, ResponseBody, Source};
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Request as HttpRequest, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use serde::Serialize;
 use serde_json::{json, Value};
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
-/// The address `cassette proxy` listens on by default.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8089";
 
 /// How much of an over-limit body is still read (and discarded) before the 413 goes out, so
 /// the client, still sending, sees the answer rather than a reset connection.
 const DRAIN_AFTER_LIMIT: usize = 16 * 1024 * 1024;
 
-/// Whether the proxy may listen on an address other machines can reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Exposure {
-    /// Loopback addresses only (the default: a proxy holding an API key must not be open to
-    /// the network by accident).
-    #[default]
-    LoopbackOnly,
-    /// Any address; the caller asked for it explicitly and should warn.
-    AllowRemote,
-}
-
-/// Proxy settings, validated before a socket is opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProxyConfig {
-    /// Address to listen on; port 0 picks a free one.
-    pub listen: SocketAddr,
-    /// Largest request body accepted; larger ones get 413.
-    pub max_body: usize,
-    /// Whether a non-loopback `listen` is allowed.
-    pub exposure: Exposure,
-}
-
-impl Default for ProxyConfig {
-    fn default() -> Self {
-        ProxyConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8089)),
-            max_body: crate::config::DEFAULT_MAX_BODY,
-            exposure: Exposure::LoopbackOnly,
-        }
-    }
-}
-
-impl ProxyConfig {
-    /// Loopback on a free port, the default body limit: what tests and `cassette exec` use.
-    pub fn ephemeral() -> ProxyConfig {
-        ProxyConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            ..ProxyConfig::default()
-        }
-    }
-
-    /// Checks the settings without opening anything.
-    pub fn validate(&self) -> Result<(), Error> {
-        if self.max_body == 0 {
-            return Err(Error::Config(
-                "the body limit must be at least 1 byte".to_owned(),
-            ));
-        }
-        if !self.listen.ip().is_loopback() && self.exposure == Exposure::LoopbackOnly {
-            return Err(Error::Config(format!(
-                "{} is not a loopback address; anyone who can reach it can use the proxy (and \
-                 its upstream API key). Pass --allow-remote to listen there anyway",
-                self.listen
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Counters of the proxy: the recorder's plus the requests the proxy received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct ProxyStats {
-    /// Requests received for upstream paths (health and stats requests not counted).
-    pub requests: u64,
-    /// The recorder's counters.
-    #[serde(flatten)]
-    pub recorder: Stats,
-}
-
-struct AppState {
-    recorder: Recorder,
+/// What every request handler shares.
+pub(super) struct AppState {
+    pub(super) recorder: Recorder,
     max_body: usize,
+    advice: Option<Advice>,
     /// Mounted route names (every configured route except `default`).
     mounts: Vec<String>,
-    requests: AtomicU64,
+    pub(super) requests: AtomicU64,
 }
 
-/// A proxy bound to a socket, ready to [`serve`](Proxy::serve).
-pub struct Proxy {
-    state: Arc<AppState>,
-    listener: TcpListener,
-    addr: SocketAddr,
-}
-
-impl std::fmt::Debug for Proxy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Proxy").field("addr", &self.addr).finish()
-    }
-}
-
-impl Proxy {
-    /// Validates `config` and binds its address.
-    pub async fn bind(recorder: Recorder, config: &ProxyConfig) -> Result<Proxy, Error> {
-        config.validate()?;
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", config.listen)))?;
-        Proxy::from_listener(recorder, listener, config.max_body)
-    }
-
-    /// Wraps an already bound listener.
-    pub fn from_listener(
-        recorder: Recorder,
-        listener: TcpListener,
-        max_body: usize,
-    ) -> Result<Proxy, Error> {
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::Config(format!("cannot read the listening address: {e}")))?;
+impl AppState {
+    pub(super) fn new(recorder: Recorder, config: &ProxyConfig) -> AppState {
         let mounts = recorder
             .config()
             .routes
@@ -162,144 +44,44 @@ impl Proxy {
             .map(|r| r.name.clone())
             .filter(|name| name != DEFAULT_TARGET)
             .collect();
-        Ok(Proxy {
-            state: Arc::new(AppState {
-                recorder,
-                max_body,
-                mounts,
-                requests: AtomicU64::new(0),
-            }),
-            listener,
-            addr,
-        })
-    }
-
-    /// The address actually bound (with the real port when port 0 was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The base URL clients use, such as `http://127.0.0.1:8089`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// A handle on the counters that stays valid while and after the proxy serves.
-    pub fn stats_handle(&self) -> StatsHandle {
-        StatsHandle(self.state.clone())
-    }
-
-    /// Serves until `shutdown` completes, then stops accepting, lets requests in flight
-    /// (streams included) finish, and returns the final counters.
-    pub async fn serve(
-        self,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<ProxyStats, Error> {
-        let state = self.state.clone();
-        axum::serve(self.listener, router(self.state))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| Error::Config(format!("the proxy server failed: {e}")))?;
-        Ok(StatsHandle(state).get())
-    }
-}
-
-/// Reads the proxy's counters.
-#[derive(Clone)]
-pub struct StatsHandle(Arc<AppState>);
-
-impl std::fmt::Debug for StatsHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("StatsHandle").field(&self.get()).finish()
-    }
-}
-
-impl StatsHandle {
-    /// The counters now.
-    pub fn get(&self) -> ProxyStats {
-        ProxyStats {
-            requests: self.0.requests.load(Ordering::Relaxed),
-            recorder: self.0.recorder.stats(),
+        AppState {
+            recorder,
+            max_body: config.max_body,
+            advice: config.advice,
+            mounts,
+            requests: AtomicU64::new(0),
         }
     }
 }
 
-/// Serves `recorder` on `listener` until `shutdown` completes; requests in flight finish first.
-pub async fn serve(
-    recorder: Recorder,
+impl AppState {
+    /// The text of an error answer: the error with its causes, and the embedder's advice.
+    fn message(&self, err: &Error) -> String {
+        let message = report(err);
+        match self.advice.and_then(|advice| advice(err)) {
+            Some(advice) => format!("{message} ({advice})"),
+            None => message,
+        }
+    }
+
+    /// Answers a recorder error. The client gets the details, but a 409 is easy to lose inside
+    /// a test framework's output, so the proxy's own log keeps every error visible too.
+    fn error_response(&self, err: &Error) -> Response {
+        let message = self.message(err);
+        tracing::warn!("{message}");
+        recorder_error_response(err, &message)
+    }
+}
+
+/// Serves `state` on `listener` until `shutdown` completes; requests in flight finish first.
+pub(super) async fn serve(
     listener: TcpListener,
-    max_body: usize,
+    state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<ProxyStats, Error> {
-    Proxy::from_listener(recorder, listener, max_body)?
-        .serve(shutdown)
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
         .await
-}
-
-/// Starts the proxy in the background of the current Tokio runtime, for the Rust API and
-/// `cassette exec`: point any client at [`RunningProxy::url`].
-pub async fn spawn(recorder: Recorder, config: &ProxyConfig) -> Result<RunningProxy, Error> {
-    let proxy = Proxy::bind(recorder, config).await?;
-    let addr = proxy.local_addr();
-    let stats = proxy.stats_handle();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(proxy.serve(async move {
-        // A dropped sender stops the proxy as well.
-        let _ = stop_rx.await;
-    }));
-    Ok(RunningProxy {
-        addr,
-        stats,
-        stop_tx: Some(stop_tx),
-        task: Some(task),
-    })
-}
-
-/// A proxy running in the background. Dropping it stops it without waiting.
-#[derive(Debug)]
-pub struct RunningProxy {
-    addr: SocketAddr,
-    stats: StatsHandle,
-    stop_tx: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<ProxyStats, Error>>>,
-}
-
-impl RunningProxy {
-    /// The base URL, such as `http://127.0.0.1:41234`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// The bound address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The counters now.
-    pub fn stats(&self) -> ProxyStats {
-        self.stats.get()
-    }
-
-    /// Stops accepting, waits for requests in flight, and returns the final counters.
-    pub async fn stop(mut self) -> Result<ProxyStats, Error> {
-        if let Some(tx) = self.stop_tx.take() {
-            let _ = tx.send(());
-        }
-        match self.task.take() {
-            Some(task) => task
-                .await
-                .map_err(|e| Error::Config(format!("the proxy task failed: {e}")))?,
-            None => Ok(self.stats.get()),
-        }
-    }
-}
-
-impl Drop for RunningProxy {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop_tx.take() {
-            let _ = tx.send(());
-        }
-    }
 }
 
 fn router(state: Arc<AppState>) -> Router {
@@ -324,7 +106,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn stats(State(state): State<Arc<AppState>>) -> Response {
-    let stats = StatsHandle(state).get();
+    let stats: ProxyStats = StatsHandle(state).get();
     match serde_json::to_value(stats) {
         Ok(value) => json_response(StatusCode::OK, &value),
         Err(e) => error_response(
@@ -336,7 +118,7 @@ async fn stats(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn proxy_request(State(state): State<Arc<AppState>>, request: Request) -> Response {
+async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     state.requests.fetch_add(1, Ordering::Relaxed);
     let incoming = match read_request(&state, request).await {
         Ok(incoming) => incoming,
@@ -344,18 +126,13 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: Request) -> 
     };
     match state.recorder.handle(incoming).await {
         Ok(outcome) => outcome_response(outcome),
-        Err(err) => {
-            // The client gets the details too, but a 409 is easy to lose inside a test
-            // framework's output; the proxy's own log keeps every miss visible.
-            tracing::warn!("{err}");
-            recorder_error_response(&err)
-        }
+        Err(err) => state.error_response(&err),
     }
 }
 
 /// Turns an HTTP request into the recorder's request: routes it, checks the body limit and the
 /// headers, reads the body.
-async fn read_request(state: &AppState, request: Request) -> Result<IncomingRequest, Response> {
+async fn read_request(state: &AppState, request: HttpRequest) -> Result<Request, Response> {
     let (parts, body) = request.into_parts();
     let limit = state.max_body;
 
@@ -367,7 +144,7 @@ async fn read_request(state: &AppState, request: Request) -> Result<IncomingRequ
     {
         if length > limit as u64 {
             drain(body, DRAIN_AFTER_LIMIT).await;
-            return Err(recorder_error_response(&Error::BodyTooLarge {
+            return Err(state.error_response(&Error::BodyTooLarge {
                 size: usize::try_from(length).unwrap_or(usize::MAX),
                 limit,
             }));
@@ -390,7 +167,7 @@ async fn read_request(state: &AppState, request: Request) -> Result<IncomingRequ
     let (target, path) = route(&state.mounts, raw_path);
     let query = parts.uri.query().unwrap_or("").to_owned();
 
-    let body = read_body(body, limit).await?;
+    let body = read_body(state, body).await?;
 
     if parts.method == http::Method::POST && is_json(&headers) && !body.is_empty() {
         if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&body) {
@@ -400,7 +177,7 @@ async fn read_request(state: &AppState, request: Request) -> Result<IncomingRequ
         }
     }
 
-    Ok(IncomingRequest {
+    Ok(Request {
         target,
         method: parts.method.as_str().to_owned(),
         path,
@@ -440,7 +217,8 @@ fn is_json(headers: &[(String, String)]) -> bool {
     })
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
+async fn read_body(state: &AppState, body: Body) -> Result<Bytes, Response> {
+    let limit = state.max_body;
     let mut body = body;
     let mut buffer: Vec<u8> = Vec::new();
     while let Some(frame) = body.frame().await {
@@ -450,10 +228,7 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
             if buffer.len() + data.len() > limit {
                 let size = buffer.len() + data.len();
                 drain(body, DRAIN_AFTER_LIMIT).await;
-                return Err(recorder_error_response(&Error::BodyTooLarge {
-                    size,
-                    limit,
-                }));
+                return Err(state.error_response(&Error::BodyTooLarge { size, limit }));
             }
             buffer.extend_from_slice(&data);
         }
@@ -503,6 +278,7 @@ fn outcome_response(outcome: Outcome) -> Response {
         Source::Replayed => "replayed",
         Source::Recorded => "recorded",
         Source::PassedThrough => "passed-through",
+        Source::Missed => "missed",
     };
     headers.insert("x-cassette", HeaderValue::from_static(source));
     if let Ok(value) = HeaderValue::from_str(key.as_str()) {
@@ -511,11 +287,10 @@ fn outcome_response(outcome: Outcome) -> Response {
     out
 }
 
-/// The JSON error answer for a recorder error.
-pub fn recorder_error_response(err: &Error) -> Response {
+/// The JSON error answer for a recorder error, with `message` as its text.
+fn recorder_error_response(err: &Error, message: &str) -> Response {
     let status =
         StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let message = err.to_string();
     let mut detail = serde_json::Map::new();
     match err {
         Error::Miss(miss) => {
@@ -542,7 +317,7 @@ pub fn recorder_error_response(err: &Error) -> Response {
         }
         _ => {}
     }
-    let mut response = error_response(status, err.kind(), &message, Some(detail));
+    let mut response = error_response(status, err.kind(), message, Some(detail));
     // Only an unreachable upstream is worth retrying; a miss, a bad request or a broken
     // configuration answers the same way every time.
     if !matches!(err, Error::Upstream { .. }) {
@@ -591,7 +366,6 @@ fn json_response(status: StatusCode, value: &Value) -> Response {
     );
     response
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,26 +388,6 @@ mod tests {
                 "{raw}"
             );
         }
-    }
-
-    #[test]
-    fn remote_listen_needs_explicit_exposure() {
-        let remote = ProxyConfig {
-            listen: SocketAddr::from(([0, 0, 0, 0], 8089)),
-            ..ProxyConfig::default()
-        };
-        assert!(remote
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("--allow-remote"));
-        let allowed = ProxyConfig {
-            exposure: Exposure::AllowRemote,
-            ..remote
-        };
-        assert!(allowed.validate().is_ok());
-        assert!(ProxyConfig::default().validate().is_ok());
-        assert!(ProxyConfig::ephemeral().validate().is_ok());
     }
 
     #[test]

@@ -6,13 +6,16 @@
 //! the vote's number and count. Editing any of them asks a new question; an old verdict can
 //! never answer it.
 
-use super::{call, Stop};
-use cassette_recorder::{IncomingRequest, Recorder};
+use super::fields::Fields;
+use crate::answer::shorten;
+use crate::run::call::{call, Stop};
+use anyhow::bail;
+use cassette_recorder::{Recorder, Request};
 use serde::Serialize;
 use serde_json::{json, Value};
 
 /// Most votes a case may ask for.
-pub const MAX_VOTES: u64 = 15;
+pub(crate) const MAX_VOTES: u64 = 15;
 
 /// The instructions the judge model gets. Part of every judge key: editing it re-asks.
 const INSTRUCTIONS: &str = "You are a strict evaluator of text written by an AI assistant. \
@@ -27,20 +30,39 @@ const QUESTION: &str = "Criterion: {criterion}\n\n{context}Text:\n<<<\n{text}\n>
 
 /// How a case's judge is configured in the suite.
 #[derive(Debug, Clone)]
-pub struct JudgeSpec {
+pub(crate) struct JudgeSpec {
     /// What the text must do (intent, tone, groundedness...).
-    pub criterion: String,
+    pub(crate) criterion: String,
     /// Material the text must be grounded in.
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     /// Independent judgements; the majority decides.
-    pub votes: u32,
+    pub(crate) votes: u32,
     /// Overrides `--judge-model` for this case.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
+}
+
+/// Reads a judged case's `expect`: `criterion`, `context`, `votes` and `model`.
+pub(super) fn spec(f: &Fields) -> anyhow::Result<JudgeSpec> {
+    f.only(&["criterion", "context", "votes", "model"])?;
+    let criterion = f.string("criterion")?;
+    if criterion.trim().is_empty() {
+        bail!("expect.criterion must not be empty");
+    }
+    let votes = f.optional_count("votes", MAX_VOTES)?.unwrap_or(1);
+    if votes == 0 {
+        bail!("expect.votes must be at least 1");
+    }
+    Ok(JudgeSpec {
+        criterion,
+        context: f.optional_string("context")?,
+        votes: votes as u32,
+        model: f.optional_string("model")?,
+    })
 }
 
 /// The API the judge endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum JudgeApi {
+pub(crate) enum JudgeApi {
     /// OpenAI-compatible `/v1/chat/completions` (OpenAI, vLLM, llama.cpp, LM Studio, ...).
     Openai,
     /// Ollama `/api/chat` with `stream: false`.
@@ -49,50 +71,70 @@ pub enum JudgeApi {
 
 /// The judge endpoint, from the command line.
 #[derive(Debug, Clone)]
-pub struct JudgeConfig {
+pub(crate) struct JudgeConfig {
     /// Default judge model.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The route (key target) the judge is reached through.
-    pub route: String,
+    pub(crate) route: String,
     /// The API.
-    pub api: JudgeApi,
+    pub(crate) api: JudgeApi,
     /// The request path.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// One vote.
 #[derive(Debug, Clone, Serialize)]
-pub struct Vote {
+pub(crate) struct Vote {
     /// The judge request's key.
-    pub key: String,
+    pub(crate) key: String,
     /// Whether it was replayed.
-    pub hit: bool,
+    pub(crate) hit: bool,
     /// `pass`, `fail`, or `invalid` when the reply did not start with PASS or FAIL.
-    pub verdict: &'static str,
+    pub(crate) verdict: &'static str,
     /// The judge's reply, shortened.
-    pub reply: String,
+    pub(crate) reply: String,
 }
 
 /// A judged case.
 #[derive(Debug, Clone, Serialize)]
-pub struct Judgement {
+pub(crate) struct Judgement {
     /// Whether a strict majority of votes passed.
-    pub pass: bool,
+    pub(crate) pass: bool,
     /// Votes that passed.
-    pub passed: u32,
+    pub(crate) passed: u32,
     /// Votes that failed or were invalid.
-    pub failed: u32,
+    pub(crate) failed: u32,
     /// The share of votes against the majority: 0 when all agree.
-    pub disagreement: f64,
+    pub(crate) disagreement: f64,
     /// Each vote.
-    pub votes: Vec<Vote>,
+    pub(crate) votes: Vec<Vote>,
+}
+
+impl Judgement {
+    /// The case's verdict: `Ok` when the majority passed, else the votes' replies.
+    pub(crate) fn verdict(&self) -> Result<(), String> {
+        if self.pass {
+            return Ok(());
+        }
+        let replies: Vec<String> = self
+            .votes
+            .iter()
+            .map(|v| format!("{}: {}", v.verdict, v.reply))
+            .collect();
+        Err(format!(
+            "judge: {} of {} votes passed ({})",
+            self.passed,
+            self.votes.len(),
+            replies.join(" | ")
+        ))
+    }
 }
 
 /// Reads a verdict from the first token of a judge reply. Strict on purpose: `PASS` or `FAIL`
 /// in capitals, optionally followed by punctuation; anything else (`**PASS**`, `Pass`,
 /// `I think PASS`) is not a verdict, so a chatty judge shows up as invalid votes rather than
 /// as quietly guessed ones.
-pub fn parse_verdict(reply: &str) -> Option<bool> {
+pub(crate) fn parse_verdict(reply: &str) -> Option<bool> {
     let first = reply.split_whitespace().next()?;
     match first.trim_end_matches(['.', ',', ':', ';', '!']) {
         "PASS" => Some(true),
@@ -103,12 +145,12 @@ pub fn parse_verdict(reply: &str) -> Option<bool> {
 
 impl JudgeConfig {
     /// The model for a case, or `None` when neither the case nor `--judge-model` names one.
-    pub fn model_for<'a>(&'a self, spec: &'a JudgeSpec) -> Option<&'a str> {
+    pub(crate) fn model_for<'a>(&'a self, spec: &'a JudgeSpec) -> Option<&'a str> {
         spec.model.as_deref().or(self.model.as_deref())
     }
 
     /// The request for one vote.
-    pub fn request(&self, spec: &JudgeSpec, text: &str, vote: u32) -> IncomingRequest {
+    pub(crate) fn request(&self, spec: &JudgeSpec, text: &str, vote: u32) -> Request {
         let context = match &spec.context {
             Some(context) => format!("Context:\n<<<\n{context}\n>>>\n\n"),
             None => String::new(),
@@ -141,13 +183,13 @@ impl JudgeConfig {
                 "options": {"temperature": temperature, "seed": vote},
             }),
         };
-        let mut request = IncomingRequest::post_json(&self.path, &body);
+        let mut request = Request::post_json(&self.path, &body);
         request.target = self.route.clone();
         request
     }
 
     /// Asks the judge `spec.votes` times about `text`.
-    pub async fn judge(
+    pub(crate) async fn judge(
         &self,
         recorder: &Recorder,
         spec: &JudgeSpec,
@@ -166,7 +208,7 @@ impl JudgeConfig {
                 }
             };
             let reply = if (200..300).contains(&answer.status) {
-                super::graders::shorten(answer.answer.text.trim())
+                shorten(answer.answer.text.trim())
             } else {
                 format!("judge answered HTTP {}", answer.status)
             };

@@ -1,0 +1,50 @@
+//! A case's `expect` object, read with errors that name the field (`expect.needle`), for the
+//! builders of every grader.
+
+use anyhow::{anyhow, bail};
+use serde_json::{Map, Value};
+
+/// Typed access to `expect`, with errors that name the field.
+pub(super) struct Fields<'a> {
+    pub(super) expect: &'a Map<String, Value>,
+}
+
+impl<'a> Fields<'a> {
+    /// Reads `expect`.
+    pub(super) fn new(expect: &'a Map<String, Value>) -> Self {
+        Fields { expect }
+    }
+
+    pub(super) fn only(&self, allowed: &[&str]) -> anyhow::Result<()> {
+        if let Some(unknown) = self.expect.keys().find(|k| !allowed.contains(&k.as_str())) {
+            bail!(
+                "unknown field expect.{unknown} (this grader takes: {})",
+                allowed.join(", ")
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn string(&self, name: &str) -> anyhow::Result<String> {
+        self.optional_string(name)?
+            .ok_or_else(|| anyhow!("missing field expect.{name}"))
+    }
+
+    pub(super) fn optional_string(&self, name: &str) -> anyhow::Result<Option<String>> {
+        match self.expect.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => bail!("expect.{name} must be a string, found {other}"),
+        }
+    }
+
+    pub(super) fn optional_count(&self, name: &str, max: u64) -> anyhow::Result<Option<u64>> {
+        match self.expect.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(n) if n <= max => Ok(Some(n)),
+                _ => bail!("expect.{name} must be a whole number from 0 to {max}, found {v}"),
+            },
+        }
+    }
+}

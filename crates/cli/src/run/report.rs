@@ -1,0 +1,149 @@
+//! What `cassette run` writes besides its result lines: the JUnit report, the saved run, the
+//! summary on stderr and the explanation of a replay miss.
+
+use super::case::Done;
+use super::{junit, SavedCase, Verdict};
+use crate::answer::ToolCall;
+use anyhow::Context;
+use cassette_recorder::{Miss, Recorder};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// A case that reached a verdict, as JUnit reports it.
+pub(super) fn junit_case(done: &Done) -> junit::TestCase {
+    junit::TestCase {
+        id: done.result.id.clone(),
+        seconds: done.seconds,
+        outcome: match &done.result.reason {
+            None => junit::Outcome::Passed,
+            Some(reason) => junit::Outcome::Failed(reason.clone()),
+        },
+    }
+}
+
+/// Writes the JUnit report of the suite at `suite` to `path`.
+pub(super) fn write_junit(
+    path: &Path,
+    suite: &Path,
+    cases: &[junit::TestCase],
+    seconds: f64,
+) -> anyhow::Result<()> {
+    let name = suite
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "suite".to_owned());
+    write_atomic(path, junit::render(&name, cases, seconds).as_bytes())
+        .with_context(|| format!("writing the JUnit report {}", path.display()))
+}
+
+/// Saves every case's result and answer to `path`, for `cassette diff-runs`.
+pub(super) fn save_run(path: &Path, done: &[Done]) -> anyhow::Result<()> {
+    let mut text = Vec::new();
+    for case in done {
+        let saved = SavedCase {
+            result: case.result.clone(),
+            text: case.answer.text.clone(),
+            tool_calls: case.answer.tool_calls.iter().map(tool_call_json).collect(),
+        };
+        serde_json::to_writer(&mut text, &saved)?;
+        text.push(b'\n');
+    }
+    write_atomic(path, &text).with_context(|| format!("saving the run {}", path.display()))
+}
+
+fn tool_call_json(call: &ToolCall) -> serde_json::Value {
+    serde_json::json!({"name": call.name, "arguments": call.arguments})
+}
+
+/// Prints the failed cases and the summary line; the exit status is 1 when a verdict failed.
+pub(super) fn summary(done: &[Done], recorder: &Recorder, seconds: f64) -> ExitCode {
+    let passed = done
+        .iter()
+        .filter(|d| d.result.verdict == Verdict::Pass)
+        .count();
+    let failed = done.len() - passed;
+    let stats = recorder.stats();
+    let requests = stats.hits + stats.misses + stats.upstream_requests;
+    let hit_rate = if requests == 0 {
+        0.0
+    } else {
+        stats.hits as f64 / requests as f64
+    };
+    for case in done.iter().filter(|d| d.result.verdict == Verdict::Fail) {
+        eprintln!(
+            "FAIL {}: {}",
+            case.result.id,
+            case.result.reason.as_deref().unwrap_or("")
+        );
+    }
+    eprintln!(
+        "cassette run: {} cases: {passed} passed, {failed} failed, hit_rate {hit_rate:.2} \
+         ({} of {requests} requests replayed, {} recorded; mode {}, {seconds:.2}s)",
+        done.len(),
+        stats.hits,
+        stats.recorded,
+        recorder.mode(),
+    );
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Prints a miss the way every command does: key, request, nearest recording, differences.
+pub(crate) fn print_miss(miss: &Miss) {
+    eprintln!("  key:     {}", miss.key);
+    eprintln!(
+        "  request: {} {} (target {}, profile {}{})",
+        miss.method,
+        miss.path,
+        miss.target,
+        miss.profile,
+        miss.model
+            .as_deref()
+            .map(|m| format!(", model {m}"))
+            .unwrap_or_default()
+    );
+    eprintln!("  store:   {}", miss.store);
+    match &miss.explanation.nearest {
+        Some(nearest) => {
+            eprintln!(
+                "  nearest: {} (recorded {}), which differs in:",
+                nearest.key, nearest.recorded_at
+            );
+            for line in &nearest.differences {
+                eprintln!("    - {line}");
+            }
+        }
+        None => eprintln!("  {}", miss.explanation.summary),
+    }
+    eprintln!("  Record it with CASSETTE_MODE=record (or auto), or fix the request.");
+}
+
+/// Writes a file whole or not at all, creating its folder.
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the folder {}", dir.display()))?;
+    }
+    let file_name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file path", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = std::fs::write(&tmp, bytes)
+        .with_context(|| format!("cannot write {}", tmp.display()))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
+        });
+    if written.is_err() {
+        // Leave no temporary file behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}

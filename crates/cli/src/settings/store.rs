@@ -1,0 +1,206 @@
+//! Which store a command reads or writes: `--store URL` (`CASSETTE_STORE`), the older
+//! `CASSETTE_DIR`, `store` in cassette.toml, or the default `file://cassettes` (next to the
+//! settings file when there is one).
+
+use super::file::{join_clean, SettingsFile};
+use anyhow::Context;
+use cassette_store::{DynStore, StoreUrl};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// The store used when neither `--store`, `CASSETTE_STORE` nor `CASSETTE_DIR` is set.
+pub(crate) const DEFAULT_STORE: &str = "cassettes";
+
+/// A store as the user named it: the parsed URL, and the text it was given as, which is how
+/// messages name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoreSpec {
+    url: StoreUrl,
+    text: String,
+}
+
+impl FromStr for StoreSpec {
+    type Err = cassette_store::Error;
+
+    /// Parses a store URL (surrounding whitespace ignored); clap uses this as the value parser
+    /// of every store flag and argument.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        Ok(StoreSpec {
+            url: StoreUrl::parse(text)?,
+            text: text.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl StoreSpec {
+    /// A folder of cassette files.
+    pub(crate) fn folder(dir: PathBuf) -> StoreSpec {
+        StoreSpec {
+            text: format!("file://{}", dir.display()),
+            url: StoreUrl::File(dir),
+        }
+    }
+
+    /// The store with a relative local path (`file://`, `jsonl://`, `sled://`, a bare path)
+    /// resolved against `dir`; other stores as they are.
+    pub(crate) fn relative_to(self, dir: &Path) -> StoreSpec {
+        let scheme = self.scheme().to_owned();
+        let rebuilt = |path: &Path| format!("{scheme}://{}", join_clean(dir, path).display());
+        let url = match &self.url {
+            StoreUrl::File(path) if path.is_relative() => StoreUrl::File(join_clean(dir, path)),
+            StoreUrl::Jsonl(path) if path.is_relative() => StoreUrl::Jsonl(join_clean(dir, path)),
+            #[cfg(feature = "sled")]
+            StoreUrl::Sled(path) if path.is_relative() => StoreUrl::Sled(join_clean(dir, path)),
+            _ => return self,
+        };
+        let text = match &url {
+            StoreUrl::File(path) | StoreUrl::Jsonl(path) => rebuilt(path),
+            #[cfg(feature = "sled")]
+            StoreUrl::Sled(path) => rebuilt(path),
+            _ => self.text,
+        };
+        StoreSpec { url, text }
+    }
+
+    /// The parsed URL.
+    pub(crate) fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// The scheme as written (`file` for a bare path).
+    pub(crate) fn scheme(&self) -> &str {
+        self.text
+            .split_once("://")
+            .map_or("file", |(scheme, _)| scheme)
+    }
+
+    /// Opens (creating when needed) the store, naming it on failure.
+    pub(crate) fn open(&self) -> anyhow::Result<DynStore> {
+        self.url
+            .open()
+            .with_context(|| format!("cannot open the store {self}"))
+    }
+}
+
+/// Which store a command uses (raw flags; [`StoreArgs::resolve`] picks one).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct StoreArgs {
+    /// Store URL: file://DIR, jsonl://FILE, sled://DIR, s3://BUCKET/PREFIX or memory://
+    /// [default: file://cassettes, or file://$CASSETTE_DIR].
+    #[arg(long, env = "CASSETTE_STORE", value_name = "URL")]
+    store: Option<StoreSpec>,
+
+    /// Older spelling of the store: a directory of cassette files.
+    #[arg(
+        long = "cassette-dir",
+        env = "CASSETTE_DIR",
+        value_name = "DIR",
+        hide = true
+    )]
+    dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The store: `--store`/`CASSETTE_STORE`, else `CASSETTE_DIR`, else the file's `store`,
+    /// else `file://cassettes` (beside the settings file when there is one).
+    pub(crate) fn resolve(&self, file: &SettingsFile) -> StoreSpec {
+        match (&self.store, &self.dir, &file.store) {
+            (Some(store), _, _) => store.clone(),
+            (None, Some(dir), _) => StoreSpec::folder(dir.clone()),
+            (None, None, Some(store)) => store.clone(),
+            (None, None, None) => {
+                let default = StoreSpec::folder(PathBuf::from(DEFAULT_STORE));
+                match file.base_dir() {
+                    Some(dir) => default.relative_to(dir),
+                    None => default,
+                }
+            }
+        }
+    }
+
+    /// Opens the store, naming it on failure.
+    pub(crate) fn open(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
+        self.resolve(file).open()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        store: StoreArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<StoreArgs, String> {
+        Cli::try_parse_from(std::iter::once("cassette").chain(argv.iter().copied()))
+            .map(|c| c.store)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn store_urls_are_parsed_with_the_flag() {
+        let store = parse(&["--store", " jsonl://tapes.jsonl "])
+            .unwrap()
+            .resolve(&SettingsFile::default());
+        assert_eq!(store.url(), &StoreUrl::Jsonl("tapes.jsonl".into()));
+        assert_eq!(store.to_string(), "jsonl://tapes.jsonl");
+        assert_eq!(store.scheme(), "jsonl");
+        let err = parse(&["--store", "ftp://x"]).unwrap_err();
+        assert!(err.contains("--store") && err.contains("ftp"), "{err}");
+        let err = parse(&["--store", ""]).unwrap_err();
+        assert!(err.contains("--store") && err.contains("empty"), "{err}");
+    }
+
+    #[test]
+    fn the_default_store_is_a_cassettes_folder() {
+        // Built directly: CASSETTE_STORE or CASSETTE_DIR in the test's environment must not
+        // change what is tested.
+        let unset = StoreArgs {
+            store: None,
+            dir: None,
+        };
+        let none = SettingsFile::default();
+        let store = unset.resolve(&none);
+        assert_eq!(store.url(), &StoreUrl::File("cassettes".into()));
+        assert_eq!(store.to_string(), "file://cassettes");
+        assert_eq!(store.scheme(), "file");
+        let dir = StoreArgs {
+            dir: Some("tapes".into()),
+            ..unset.clone()
+        };
+        assert_eq!(dir.resolve(&none).url(), &StoreUrl::File("tapes".into()));
+        let both = StoreArgs {
+            store: Some("memory://".parse().unwrap()),
+            ..dir.clone()
+        };
+        assert_eq!(both.resolve(&none).url(), &StoreUrl::Memory);
+
+        // A settings file: its store comes below the flag and both variables; without one
+        // the default folder sits beside the file.
+        let file =
+            SettingsFile::parse(Path::new("/p/cassette.toml"), "store = \"jsonl://t.jsonl\"")
+                .unwrap();
+        assert_eq!(
+            unset.resolve(&file).url(),
+            &StoreUrl::Jsonl("/p/t.jsonl".into())
+        );
+        assert_eq!(dir.resolve(&file).url(), &StoreUrl::File("tapes".into()));
+        assert_eq!(both.resolve(&file).url(), &StoreUrl::Memory);
+        let empty = SettingsFile::parse(Path::new("/p/cassette.toml"), "").unwrap();
+        let store = unset.resolve(&empty);
+        assert_eq!(store.url(), &StoreUrl::File("/p/cassettes".into()));
+        assert_eq!(store.to_string(), "file:///p/cassettes");
+    }
+}

@@ -1,0 +1,513 @@
+//! The engine: answers a request from the store or the upstream, according to the mode
+//! (`recording` writes what the upstream answered, `replay` turns a cassette back into an answer).
+
+mod recording;
+mod replay;
+
+use crate::cassette::{Cassette, StoredBody};
+use crate::config::{ErrorRecording, RecorderConfig};
+use crate::error::{Error, Result};
+use crate::miss::{Miss, NearestIndex};
+use crate::mode::Mode;
+use crate::redact::Redactor;
+use crate::request::Request;
+use crate::response::{Outcome, Response, ResponseBody, Source};
+use crate::stream::StreamFormat;
+use crate::upstream::{Upstream, HOP_BY_HOP};
+use cassette_keying::{Key, Keyed};
+use cassette_store::DynStore;
+use recording::{Draft, Persist};
+use replay::replay_response;
+use serde::Serialize;
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Counters since the recorder was built.
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    recorded: AtomicU64,
+    upstream_requests: AtomicU64,
+    upstream_errors: AtomicU64,
+}
+
+/// A snapshot of the recorder's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Stats {
+    /// Requests answered from a cassette.
+    pub hits: u64,
+    /// Replay misses.
+    pub misses: u64,
+    /// Cassettes written.
+    pub recorded: u64,
+    /// Requests sent to an upstream.
+    pub upstream_requests: u64,
+    /// Upstream requests that failed to connect, timed out or broke off.
+    pub upstream_errors: u64,
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} hits, {} misses, {} recorded, {} upstream requests, {} upstream errors",
+            self.hits, self.misses, self.recorded, self.upstream_requests, self.upstream_errors
+        )
+    }
+}
+
+/// What the mode asks of a request, with the upstream client for the modes that call one: a
+/// replay-mode recorder owns no HTTP client at all.
+enum Plan {
+    Replay,
+    Auto(Upstream),
+    Record(Upstream),
+    Off(Upstream),
+}
+
+struct Inner {
+    config: RecorderConfig,
+    store: DynStore,
+    plan: Plan,
+    redactor: Redactor,
+    counters: Counters,
+    index: tokio::sync::Mutex<NearestIndex>,
+    usage_log: Option<Mutex<std::fs::File>>,
+}
+
+/// Answers LLM API requests from cassettes or the upstream. Cheap to clone; clones share
+/// counters and the store.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recorder")
+            .field("mode", &self.inner.config.mode)
+            .field("store", &self.inner.store.location())
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// Builds a recorder over `store`. The configuration is validated first; no IO happens
+    /// here, and no HTTP client exists at all in replay mode.
+    pub fn new(config: RecorderConfig, store: DynStore) -> Result<Recorder> {
+        Self::with_usage_log(config, store, None)
+    }
+
+    /// Opens the store at `store_url`, with an optional local cache in front of it,
+    /// and builds a recorder over it. The configuration is validated before the store is
+    /// touched; in replay mode the store is wrapped read-only, so replay cannot write.
+    pub fn open(
+        config: RecorderConfig,
+        store_url: &str,
+        cache_url: Option<&str>,
+    ) -> Result<Recorder> {
+        config.validate()?;
+        let store = cassette_store::open_tiered(store_url, cache_url)?;
+        let store: DynStore = match config.mode {
+            Mode::Replay => Arc::new(cassette_store::readonly::ReadOnlyStore::new(store)),
+            _ => store,
+        };
+        Self::new(config, store)
+    }
+
+    /// Like [`Recorder::new`], also appending the key of every cassette served or recorded to
+    /// `usage_log` (one key a line), so that cassettes no run used can be found and removed.
+    pub fn with_usage_log(
+        config: RecorderConfig,
+        store: DynStore,
+        usage_log: Option<PathBuf>,
+    ) -> Result<Recorder> {
+        config.validate()?;
+        let redactor = redactor_with_keys(&config)?;
+        let plan = match config.mode {
+            Mode::Replay => Plan::Replay,
+            Mode::Auto => Plan::Auto(Upstream::new(config.upstream_timeout)?),
+            Mode::Record => Plan::Record(Upstream::new(config.upstream_timeout)?),
+            Mode::Off => Plan::Off(Upstream::new(config.upstream_timeout)?),
+        };
+        let usage_log = match usage_log {
+            None => None,
+            Some(path) => Some(Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|source| Error::UsageLog { path, source })?,
+            )),
+        };
+        Ok(Recorder {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                plan,
+                redactor,
+                counters: Counters::default(),
+                index: tokio::sync::Mutex::new(NearestIndex::default()),
+                usage_log,
+            }),
+        })
+    }
+
+    /// The mode, fixed when the recorder was built.
+    pub fn mode(&self) -> Mode {
+        self.inner.config.mode
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RecorderConfig {
+        &self.inner.config
+    }
+
+    /// The store.
+    pub fn store(&self) -> &DynStore {
+        &self.inner.store
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        Stats {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            recorded: c.recorded.load(Ordering::Relaxed),
+            upstream_requests: c.upstream_requests.load(Ordering::Relaxed),
+            upstream_errors: c.upstream_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Answers `request` according to the mode.
+    pub async fn handle(&self, request: Request) -> Result<Outcome> {
+        let limit = self.inner.config.max_body;
+        if request.body.len() > limit {
+            return Err(Error::BodyTooLarge {
+                size: request.body.len(),
+                limit,
+            });
+        }
+        if self.inner.config.is_mcp_route(&request.target) {
+            return crate::mcp::http::handle(self, request).await;
+        }
+        let keyed = request.key(&self.inner.config.key);
+        match &self.inner.plan {
+            Plan::Replay => match self.lookup(&keyed).await? {
+                Some(cassette) => self.replay(&request, keyed, cassette),
+                None => Err(self.miss(&request, &keyed).await),
+            },
+            Plan::Auto(upstream) => match self.lookup(&keyed).await? {
+                Some(cassette) => self.replay(&request, keyed, cassette),
+                None => {
+                    self.forward(upstream, request, keyed, Persist::CreateOnly)
+                        .await
+                }
+            },
+            Plan::Record(upstream) => {
+                self.forward(upstream, request, keyed, Persist::Overwrite)
+                    .await
+            }
+            Plan::Off(upstream) => {
+                self.forward(upstream, request, keyed, Persist::Nothing)
+                    .await
+            }
+        }
+    }
+
+    /// Explains why `request` has no recording (or says it has one): the nearest recording at
+    /// the same target and path and what differs. Reads the store only.
+    pub async fn explain(&self, request: &Request) -> Result<Option<Miss>> {
+        let keyed = request.key(&self.inner.config.key);
+        if self.inner.store.get(&keyed.key).await?.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(self.build_miss(request, &keyed).await))
+    }
+
+    async fn lookup(&self, keyed: &Keyed) -> Result<Option<Cassette>> {
+        let key = &keyed.key;
+        let Some(bytes) = self.inner.store.get(key).await? else {
+            return Ok(None);
+        };
+        Cassette::from_document(&bytes)
+            .map(Some)
+            .map_err(|reason| Error::Corrupt {
+                key: key.clone(),
+                location: self.inner.store.location(),
+                reason,
+            })
+    }
+
+    async fn miss(&self, request: &Request, keyed: &Keyed) -> Error {
+        self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
+        Error::Miss(Box::new(self.build_miss(request, keyed).await))
+    }
+
+    async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
+        let explanation = {
+            let mut index = self.inner.index.lock().await;
+            index
+                .refresh(&self.inner.store, &self.inner.config.key)
+                .await;
+            index.explain(&request.target, &request.path, &keyed.material)
+        };
+        Miss {
+            key: keyed.key.clone(),
+            profile: keyed.profile.to_string(),
+            target: request.target.clone(),
+            method: request.method.to_ascii_uppercase(),
+            path: request.path.clone(),
+            model: request.model(),
+            store: self.inner.store.location(),
+            explanation,
+        }
+    }
+
+    pub(crate) fn log_usage(&self, key: &Key) {
+        if let Some(log) = &self.inner.usage_log {
+            let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
+            // One write per line on an O_APPEND file keeps concurrent writers' lines whole.
+            if let Err(err) = file.write_all(format!("{key}\n").as_bytes()) {
+                tracing::warn!("cannot append to the usage log: {err}");
+            }
+        }
+    }
+
+    fn replay(&self, request: &Request, keyed: Keyed, cassette: Cassette) -> Result<Outcome> {
+        self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
+        self.log_usage(&keyed.key);
+        let response = replay_response(
+            keyed.profile,
+            &request.body,
+            cassette,
+            self.inner.config.stream_chunk_size,
+        )
+        .map_err(|reason| Error::Corrupt {
+            key: keyed.key.clone(),
+            location: self.inner.store.location(),
+            reason,
+        })?;
+        Ok(Outcome {
+            key: keyed.key,
+            source: Source::Replayed,
+            response,
+        })
+    }
+
+    /// Calls the upstream and hands its answer on, recording it as `persist` says (and not at
+    /// all when it is an error answer the configuration does not record).
+    async fn forward(
+        &self,
+        upstream: &Upstream,
+        request: Request,
+        keyed: Keyed,
+        persist: Persist,
+    ) -> Result<Outcome> {
+        let sent = self.send(upstream, &request).await?;
+        let status = sent.response.status().as_u16();
+        let headers: Vec<(String, String)> = sent
+            .response
+            .headers()
+            .iter()
+            .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+            .collect();
+        let success = (200..300).contains(&status);
+        let keep = success || self.inner.config.errors == ErrorRecording::Record;
+        let persist = if keep { persist } else { Persist::Nothing };
+        // Only a successful answer is a stream worth re-assembling; an error is kept as sent.
+        let format = success
+            .then(|| {
+                let content_type = header_value(&headers, "content-type").unwrap_or_default();
+                StreamFormat::detect(keyed.profile, &content_type)
+            })
+            .flatten();
+        let client_headers = client_headers(&headers);
+        let draft = Draft {
+            recorder: self.clone(),
+            request,
+            keyed_key: keyed.key.clone(),
+            profile: keyed.profile,
+            upstream: sent.upstream,
+            status,
+            headers,
+            started: sent.started,
+            persist,
+        };
+        let body = self
+            .relay(draft, format, &sent.endpoint, sent.response)
+            .await?;
+        let source = match persist {
+            Persist::Nothing => Source::PassedThrough,
+            Persist::Overwrite | Persist::CreateOnly => Source::Recorded,
+        };
+        if source == Source::Recorded {
+            self.log_usage(&keyed.key);
+        }
+        Ok(Outcome {
+            key: keyed.key,
+            source,
+            response: Response {
+                status,
+                headers: client_headers,
+                body,
+            },
+        })
+    }
+
+    /// Sends `request` to its route's upstream, counting the call and a failure to get an
+    /// answer. The body of the answer is left to stream.
+    async fn send(&self, upstream: &Upstream, request: &Request) -> Result<Sent> {
+        let inner = &self.inner;
+        let route = inner
+            .config
+            .route(&request.target)
+            .ok_or_else(|| Error::NoUpstream {
+                target: request.target.clone(),
+            })?;
+        let counters = &inner.counters;
+        counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let (endpoint, response) = upstream
+            .send(route, request, &inner.redactor)
+            .await
+            .inspect_err(|_| {
+                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+            })?;
+        Ok(Sent {
+            upstream: inner.redactor.url(&route.base_url),
+            endpoint,
+            response,
+            started,
+        })
+    }
+
+    /// The body handed to the client: a stream of a known format is relayed piece by piece as
+    /// it arrives and recorded once complete; anything else is read whole and recorded first.
+    async fn relay(
+        &self,
+        draft: Draft,
+        format: Option<StreamFormat>,
+        endpoint: &str,
+        response: reqwest::Response,
+    ) -> Result<ResponseBody> {
+        if let Some(format) = format {
+            return Ok(ResponseBody::Stream(draft.relay_stream(format, response)));
+        }
+        let bytes = response.bytes().await.map_err(|e| {
+            let counters = &self.inner.counters;
+            counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+            // The URL may hold a route's key (a `query:` auth style).
+            let e = e.without_url();
+            crate::error::upstream_error(endpoint, &e, self.inner.config.upstream_timeout)
+        })?;
+        draft.store(StoredBody::from_bytes(&bytes), None).await?;
+        Ok(ResponseBody::Full(bytes))
+    }
+}
+
+/// An upstream answer whose headers have arrived.
+struct Sent {
+    /// The route's base URL, without credentials: what the cassette records as its upstream.
+    upstream: String,
+    /// The URL called, without credentials, for messages.
+    endpoint: String,
+    response: reqwest::Response,
+    started: Instant,
+}
+
+/// Keys shorter than this are not added to the redaction rules: a short word ("local", "test")
+/// would mangle every stored answer that contains it, and is no secret anyway.
+const MIN_REDACTED_KEY: usize = 8;
+
+/// The configured redactor, also replacing every route key wherever it would be stored (an
+/// upstream that echoes the key in an error answer, say): keys never reach a cassette.
+fn redactor_with_keys(config: &RecorderConfig) -> Result<Redactor> {
+    let mut rules = config.redaction.clone();
+    let user_rules = rules.patterns.len();
+    let keyed: Vec<(&str, &str)> = config
+        .routes
+        .iter()
+        .filter_map(|r| Some((r.name.as_str(), r.api_key.as_ref()?.expose())))
+        .filter(|(_, key)| key.len() >= MIN_REDACTED_KEY)
+        .collect();
+    rules
+        .patterns
+        .extend(keyed.iter().map(|(_, key)| regex::escape(key)));
+    Redactor::new(&rules).or_else(|_| {
+        // The error would quote the pattern, which is a key: name the user's rule instead, or
+        // the route, never the key.
+        rules.patterns.truncate(user_rules);
+        Redactor::new(&rules)?;
+        Err(Error::InvalidRoute {
+            name: keyed
+                .iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            reason: "a key of this route cannot be turned into a redaction rule (too long?)"
+                .to_owned(),
+        })
+    })
+}
+
+fn header_value(headers: &[(String, String)], name: &str) -> Option<String> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.clone())
+}
+
+/// Upstream headers fit to pass on: the server frames the body itself.
+pub(crate) fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(n, _)| !HOP_BY_HOP.contains(&n.to_ascii_lowercase().as_str()))
+        .cloned()
+        .collect()
+}
+
+// For the MCP engine (`crate::mcp`), which answers through the same store, counters, usage log
+// and upstream client as HTTP requests, so `cassette exec` and the proxy's stats see its hits
+// and misses.
+impl Recorder {
+    pub(crate) fn count_hit(&self) {
+        self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_miss(&self) {
+        self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_recorded(&self) {
+        self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upstream_request(&self) {
+        let counters = &self.inner.counters;
+        counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upstream_error(&self) {
+        let counters = &self.inner.counters;
+        counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The upstream client; none in replay mode.
+    pub(crate) fn upstream_client(&self) -> Option<&Upstream> {
+        match &self.inner.plan {
+            Plan::Replay => None,
+            Plan::Auto(upstream) | Plan::Record(upstream) | Plan::Off(upstream) => Some(upstream),
+        }
+    }
+
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.inner.redactor
+    }
+}

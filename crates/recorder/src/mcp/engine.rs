@@ -1,0 +1,558 @@
+//! The transport-independent half of MCP record/replay: keys, lookups, recordings as cassette
+//! documents, replayed messages and miss explanations. The stdio relay and the proxy's MCP
+//! routes both answer through an [`McpRecorder`].
+
+use super::message::{self, id_text, subject, with_id, MISS_CODE};
+use crate::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION};
+use crate::engine::Recorder;
+use crate::error::{Error, Result};
+use crate::miss::{Explanation, NearestIndex};
+use crate::mode::Mode;
+use crate::ErrorRecording;
+use cassette_keying::{Keyed, McpRequest};
+use cassette_store::Created;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// The version string recorded in cassettes.
+const TOOL: &str = concat!("cassette ", env!("CARGO_PKG_VERSION"));
+
+/// The `meta.profile` of MCP cassettes.
+pub const MCP_PROFILE: &str = "mcp";
+
+/// The `request.method` of MCP cassettes: the JSON-RPC method is stored as the `path`.
+pub const MCP_METHOD: &str = "MCP";
+
+/// The `response.stream` of an MCP answer that came as server-sent events.
+pub const SSE_STREAM: &str = "mcp.sse";
+
+/// Called with every miss as it happens (for `cassette exec`'s report).
+pub type MissHook = Arc<dyn Fn(&McpMiss) + Send + Sync>;
+
+/// A request from the client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpCall {
+    /// The client's JSON-RPC id.
+    pub id: Value,
+    /// The method.
+    pub method: String,
+    /// The params, when present.
+    pub params: Option<Value>,
+}
+
+impl McpCall {
+    /// What the request is about (tool, prompt or resource), for messages.
+    pub fn subject(&self) -> Option<String> {
+        subject(&self.method, self.params.as_ref())
+    }
+}
+
+/// What a server answered to one request: the notifications it sent in the course of the call,
+/// in order, and the response message (with the recorded id).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    /// Notifications, as whole JSON-RPC messages.
+    pub notifications: Vec<Value>,
+    /// The response, as a whole JSON-RPC message.
+    pub response: Value,
+}
+
+impl Recording {
+    /// Whether the response is a JSON-RPC error.
+    pub fn is_error(&self) -> bool {
+        self.response.get("error").is_some()
+    }
+
+    fn to_body(&self) -> Value {
+        json!({"notifications": self.notifications, "response": self.response})
+    }
+
+    fn from_body(body: &Value) -> std::result::Result<Recording, String> {
+        let response = body
+            .get("response")
+            .filter(|r| r.get("result").is_some() || r.get("error").is_some())
+            .cloned()
+            .ok_or("an MCP cassette needs a `response` with a `result` or an `error`")?;
+        let notifications = match body.get("notifications") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items.clone(),
+            Some(_) => return Err("`notifications` must be an array".to_owned()),
+        };
+        Ok(Recording {
+            notifications,
+            response,
+        })
+    }
+
+    /// The messages to send the client for `call`: the notifications in order, then the
+    /// response with the client's id. Progress notifications carry the client's own progress
+    /// token, and are left out when the client asked for no progress.
+    pub fn replay_messages(&self, call: &McpCall, recorded_token: Option<&Value>) -> Vec<Value> {
+        let token = message::progress_token(call.params.as_ref());
+        let mut out = Vec::with_capacity(self.notifications.len() + 1);
+        for note in &self.notifications {
+            let carries = note.get("params").and_then(|p| p.get("progressToken"));
+            match (carries, token) {
+                (None, _) => out.push(note.clone()),
+                (Some(_), None) => {}
+                (Some(carried), Some(token)) => {
+                    if recorded_token.is_some_and(|r| id_text(r) != id_text(carried)) {
+                        // Progress of another call that was in flight at the same time.
+                        continue;
+                    }
+                    let mut note = note.clone();
+                    note["params"]["progressToken"] = token.clone();
+                    out.push(note);
+                }
+            }
+        }
+        out.push(with_id(self.response.clone(), &call.id));
+        out
+    }
+}
+
+/// What a transport knows about a recorded exchange besides its messages.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    /// Request headers (kept from the redaction allow-list only).
+    pub request_headers: Vec<(String, String)>,
+    /// The HTTP status (200 for stdio).
+    pub status: u16,
+    /// Response headers (redacted like any response's).
+    pub response_headers: Vec<(String, String)>,
+    /// Whether the answer came as server-sent events.
+    pub sse: bool,
+    /// Milliseconds from the request to the response.
+    pub latency_ms: u64,
+}
+
+/// How a recording is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// Replace a previous recording (mode `record`).
+    Overwrite,
+    /// Keep a recording another runner stored first (mode `auto`).
+    CreateOnly,
+    /// Store nothing (mode `off`).
+    Nothing,
+}
+
+impl Persistence {
+    /// How `mode` writes recordings.
+    pub fn of(mode: Mode) -> Persistence {
+        match mode {
+            Mode::Record => Persistence::Overwrite,
+            Mode::Auto => Persistence::CreateOnly,
+            Mode::Replay | Mode::Off => Persistence::Nothing,
+        }
+    }
+}
+
+/// The answer of a replay lookup.
+#[derive(Debug)]
+pub enum Replayed {
+    /// The messages to send, in order (notifications, then the response).
+    Hit(Vec<Value>),
+    /// Nothing recorded: the explanation.
+    Miss(Box<McpMiss>),
+}
+
+/// An MCP request that replay could not answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct McpMiss {
+    /// The request's key (64 hex).
+    pub key: String,
+    /// The server's identity.
+    pub server: String,
+    /// The JSON-RPC method.
+    pub method: String,
+    /// The tool, prompt or resource the request is about.
+    pub subject: Option<String>,
+    /// Where the engine looked.
+    pub store: String,
+    /// The nearest recording of the same server and method, and what differs.
+    pub explanation: Explanation,
+}
+
+impl McpMiss {
+    /// The differences from the nearest recording, one a line, or why there is none.
+    pub fn explanation_lines(&self) -> Vec<String> {
+        match &self.explanation.nearest {
+            Some(nearest) => nearest.differences.clone(),
+            None => vec![self.explanation.summary.clone()],
+        }
+    }
+
+    /// The JSON-RPC error answering the client's request `id`.
+    pub fn error_line(&self, id: &Value) -> String {
+        let mut data = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut data {
+            map.insert("type".into(), Value::from("cassette_miss"));
+        }
+        message::error_line(id, MISS_CODE, &self.to_string(), Some(data))
+    }
+}
+
+impl fmt::Display for McpMiss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cassette miss: no recording of {}", self.method)?;
+        match (self.method.as_str(), &self.subject) {
+            ("tools/call", Some(tool)) => write!(f, " of tool `{tool}`")?,
+            ("prompts/get", Some(prompt)) => write!(f, " of prompt `{prompt}`")?,
+            (_, Some(subject)) => write!(f, " of `{subject}`")?,
+            (_, None) => {}
+        }
+        write!(
+            f,
+            " on MCP server `{}` with key {} in {}. {} Record it in record or auto mode.",
+            self.server, self.key, self.store, self.explanation.summary
+        )
+    }
+}
+
+struct Inner {
+    recorder: Recorder,
+    server: String,
+    upstream: String,
+    index: tokio::sync::Mutex<NearestIndex>,
+}
+
+/// Records and replays the requests of one MCP server through a [`Recorder`]'s store, mode,
+/// redaction rules, counters and usage log. Cheap to clone.
+#[derive(Clone)]
+pub struct McpRecorder {
+    inner: Arc<Inner>,
+    miss_hook: Option<MissHook>,
+}
+
+impl fmt::Debug for McpRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpRecorder")
+            .field("server", &self.inner.server)
+            .field("recorder", &self.inner.recorder)
+            .finish()
+    }
+}
+
+impl McpRecorder {
+    /// An engine for the server named `server` (its key identity) over `recorder`; `upstream`
+    /// describes where the server is, for the cassettes' `upstream` field (never a secret: a
+    /// command's file name or a URL without credentials).
+    pub fn new(recorder: Recorder, server: &str, upstream: &str) -> McpRecorder {
+        McpRecorder {
+            inner: Arc::new(Inner {
+                recorder,
+                server: server.to_owned(),
+                upstream: upstream.to_owned(),
+                index: tokio::sync::Mutex::new(NearestIndex::default()),
+            }),
+            miss_hook: None,
+        }
+    }
+
+    /// Also calls `hook` with every miss, as it happens.
+    pub fn with_miss_hook(mut self, hook: MissHook) -> McpRecorder {
+        self.miss_hook = Some(hook);
+        self
+    }
+
+    /// The server's identity in keys.
+    pub fn server(&self) -> &str {
+        &self.inner.server
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.inner.recorder.mode()
+    }
+
+    /// The recorder whose store and counters this engine uses.
+    pub fn recorder(&self) -> &Recorder {
+        &self.inner.recorder
+    }
+
+    /// The key of a request to this server.
+    pub fn key(&self, call: &McpCall) -> Keyed {
+        let request = McpRequest::new(&self.inner.server, &call.method);
+        match &call.params {
+            Some(params) => request.params(params).key(),
+            None => request.key(),
+        }
+    }
+
+    /// Answers `call` from the store: the messages to send on a hit, the explanation on a miss
+    /// (counted, and passed to the miss hook; the caller logs it and answers the client).
+    pub async fn replay(&self, call: &McpCall, keyed: &Keyed) -> Result<Replayed> {
+        match self.replay_hit(call, keyed).await? {
+            Some(messages) => Ok(Replayed::Hit(messages)),
+            None => Ok(Replayed::Miss(Box::new(self.miss(call, keyed).await))),
+        }
+    }
+
+    /// The messages that answer `call` when it is recorded (counted as a hit), else `None`
+    /// (not counted: in mode `auto` a missing recording is recorded, not a miss).
+    pub async fn replay_hit(&self, call: &McpCall, keyed: &Keyed) -> Result<Option<Vec<Value>>> {
+        let Some((recording, recorded_token)) = self.lookup(keyed).await? else {
+            return Ok(None);
+        };
+        let recorder = &self.inner.recorder;
+        recorder.count_hit();
+        recorder.log_usage(&keyed.key);
+        Ok(Some(
+            recording.replay_messages(call, recorded_token.as_ref()),
+        ))
+    }
+
+    /// The recording of `keyed` and the progress token its request carried, if recorded.
+    pub async fn lookup(&self, keyed: &Keyed) -> Result<Option<(Recording, Option<Value>)>> {
+        let store = self.inner.recorder.store();
+        let key = &keyed.key;
+        let Some(bytes) = store.get(key).await? else {
+            return Ok(None);
+        };
+        let corrupt = |reason: String| Error::Corrupt {
+            key: key.clone(),
+            location: store.location(),
+            reason,
+        };
+        let cassette = Cassette::from_document(&bytes).map_err(corrupt)?;
+        let body = cassette
+            .response
+            .body
+            .as_json()
+            .ok_or_else(|| corrupt("an MCP cassette's response body must be JSON".into()))?;
+        let recording = Recording::from_body(body).map_err(corrupt)?;
+        let token = cassette
+            .request
+            .body
+            .as_json()
+            .and_then(|params| message::progress_token(Some(params)))
+            .cloned();
+        Ok(Some((recording, token)))
+    }
+
+    /// Counts a miss of `call` and explains it: the nearest recording of the same server and
+    /// method and what differs.
+    pub async fn miss(&self, call: &McpCall, keyed: &Keyed) -> McpMiss {
+        let recorder = &self.inner.recorder;
+        recorder.count_miss();
+        let store = recorder.store();
+        let mut explanation = {
+            let mut index = self.inner.index.lock().await;
+            index.refresh(store, &recorder.config().key).await;
+            index.explain(&self.inner.server, &call.method, &keyed.material)
+        };
+        if explanation.nearest.is_none() {
+            explanation.summary =
+                format!("Nothing is recorded for {} on this server.", call.method);
+        }
+        let miss = McpMiss {
+            key: keyed.key.to_string(),
+            server: self.inner.server.clone(),
+            method: call.method.clone(),
+            subject: call.subject(),
+            store: store.location(),
+            explanation,
+        };
+        if let Some(hook) = &self.miss_hook {
+            hook(&miss);
+        }
+        miss
+    }
+
+    /// Whether an answer is kept: results always, JSON-RPC errors only when the settings ask
+    /// for error recording (an outage should not become a tape).
+    pub fn keeps(&self, recording: &Recording) -> bool {
+        !recording.is_error() || self.inner.recorder.config().errors == ErrorRecording::Record
+    }
+
+    /// Stores `recording` as the answer to `call` according to `persistence`. Returns whether
+    /// a cassette was written.
+    pub async fn store(
+        &self,
+        call: &McpCall,
+        keyed: &Keyed,
+        recording: &Recording,
+        transcript: &Transcript,
+        persistence: Persistence,
+    ) -> Result<bool> {
+        if persistence == Persistence::Nothing || !self.keeps(recording) {
+            return Ok(false);
+        }
+        let recorder = &self.inner.recorder;
+        let store = recorder.store();
+        let key = &keyed.key;
+        let document = self
+            .cassette(call, keyed, recording, transcript)
+            .to_document();
+        match persistence {
+            Persistence::Overwrite => store.put(key, document).await?,
+            Persistence::CreateOnly => {
+                if store.put_if_absent(key, document).await? == Created::AlreadyExists {
+                    tracing::info!("cassette {key} was recorded by another runner first; kept it");
+                    return Ok(false);
+                }
+            }
+            Persistence::Nothing => return Ok(false),
+        }
+        recorder.count_recorded();
+        recorder.log_usage(&keyed.key);
+        Ok(true)
+    }
+
+    /// Like [`McpRecorder::store`], logging a failure instead of returning it: the answer
+    /// still reaches the client, only the recording is lost, and the log says which.
+    pub async fn store_or_log(
+        &self,
+        call: &McpCall,
+        keyed: &Keyed,
+        recording: &Recording,
+        transcript: &Transcript,
+        persistence: Persistence,
+    ) {
+        let stored = self
+            .store(call, keyed, recording, transcript, persistence)
+            .await;
+        if let Err(err) = stored {
+            tracing::error!(
+                "cannot record {} {} for MCP server `{}`: {err}",
+                call.method,
+                keyed.key,
+                self.server()
+            );
+        }
+    }
+
+    fn cassette(
+        &self,
+        call: &McpCall,
+        keyed: &Keyed,
+        recording: &Recording,
+        transcript: &Transcript,
+    ) -> Cassette {
+        let redactor = self.inner.recorder.redactor();
+        let request_body = match &call.params {
+            None => StoredBody::Empty,
+            Some(params) => {
+                let mut params = params.clone();
+                redactor.json(&mut params);
+                StoredBody::Json(params)
+            }
+        };
+        let mut response_body = recording.to_body();
+        redactor.json(&mut response_body);
+        let mut cassette = Cassette {
+            format: FORMAT_VERSION,
+            key: keyed.key.clone(),
+            key_version: cassette_keying::KEY_VERSION,
+            // MCP keys take no keying settings.
+            key_settings: None,
+            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            tool: TOOL.to_owned(),
+            target: self.inner.server.clone(),
+            upstream: redactor.url(&self.inner.upstream),
+            request: StoredRequest {
+                method: MCP_METHOD.to_owned(),
+                path: call.method.clone(),
+                query: String::new(),
+                headers: redactor
+                    .request_headers(&transcript.request_headers)
+                    .into_iter()
+                    .collect(),
+                body: request_body,
+            },
+            response: StoredResponse {
+                status: if transcript.status == 0 {
+                    200
+                } else {
+                    transcript.status
+                },
+                headers: redactor
+                    .response_headers(&transcript.response_headers)
+                    .into_iter()
+                    .collect::<BTreeMap<_, _>>(),
+                body: StoredBody::Json(response_body),
+                stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
+            },
+            meta: Meta {
+                profile: MCP_PROFILE.to_owned(),
+                latency_ms: transcript.latency_ms,
+                ..Meta::default()
+            },
+        };
+        cassette.meta.request_redacted = keyed_stored_request(&cassette).key != keyed.key;
+        cassette
+    }
+}
+
+/// Whether a cassette holds an MCP exchange.
+pub fn is_mcp_cassette(cassette: &Cassette) -> bool {
+    cassette.meta.profile == MCP_PROFILE
+}
+
+/// Keys an MCP cassette's stored request (server, method, params) under the current contract.
+pub(crate) fn keyed_stored_request(cassette: &Cassette) -> Keyed {
+    let request = McpRequest::new(&cassette.target, &cassette.request.path);
+    match cassette.request.body.as_json() {
+        Some(params) => request.params(params).key(),
+        None => request.key(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: Value, params: Value) -> McpCall {
+        McpCall {
+            id,
+            method: "tools/call".into(),
+            params: Some(params),
+        }
+    }
+
+    #[test]
+    fn replayed_messages_carry_the_clients_id_and_progress_token() {
+        let recording = Recording {
+            notifications: vec![
+                json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "one"}}),
+                json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 5, "progress": 1}}),
+                json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 9, "progress": 1}}),
+            ],
+            response: json!({"jsonrpc": "2.0", "id": 3, "result": {"n": 1}}),
+        };
+        let with_token = call(json!("c-1"), json!({"_meta": {"progressToken": "t"}}));
+        let out = recording.replay_messages(&with_token, Some(&json!(5)));
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(out[0]["params"]["data"], "one");
+        assert_eq!(out[1]["params"]["progressToken"], "t");
+        assert_eq!(out[2]["id"], "c-1");
+        assert_eq!(out[2]["result"], json!({"n": 1}));
+
+        let without = call(json!(8), json!({}));
+        let out = recording.replay_messages(&without, Some(&json!(5)));
+        assert_eq!(
+            out.len(),
+            2,
+            "progress is only sent when asked for: {out:?}"
+        );
+        assert_eq!(out[1]["id"], 8);
+    }
+
+    #[test]
+    fn recordings_round_trip_through_the_body() {
+        let recording = Recording {
+            notifications: vec![json!({"method": "n"})],
+            response: json!({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "x"}}),
+        };
+        assert!(recording.is_error());
+        assert_eq!(Recording::from_body(&recording.to_body()), Ok(recording));
+        assert!(Recording::from_body(&json!({"response": {"id": 1}})).is_err());
+        assert!(
+            Recording::from_body(&json!({"notifications": 1, "response": {"result": 1}})).is_err()
+        );
+    }
+}

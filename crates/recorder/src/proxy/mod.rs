@@ -1,0 +1,299 @@
+//! The HTTP proxy: any client in any language records and replays by pointing its base URL here.
+//!
+//! # Routing
+//!
+//! A request whose first path segment names a configured route (`/anthropic/v1/messages` with
+//! a route `anthropic`) goes to that route: the segment is stripped before keying and before
+//! forwarding, and the route name becomes the key's target. Everything else goes to the
+//! `default` route with its path unchanged. The upstream URL is the route's base URL joined
+//! with the remaining path without doubling a shared run such as `/v1`.
+//!
+//! The server itself (axum) lives in the private `server` module: no axum type appears in
+//! this module's API.
+//!
+//! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
+//!
+//! # Errors
+//!
+//! Every error is answered as JSON in the style the OpenAI and Anthropic SDKs parse
+//! (`{"type": "error", "error": {"type", "message", ...}}`). A replay miss is a 409 with
+//! `x-should-retry: false`, so the SDKs raise at once instead of retrying: they retry 409 by
+//! default and would otherwise bury the miss under a slow, misleading connection error.
+
+mod server;
+
+use crate::engine::{Recorder, Stats};
+use crate::error::{Error, Setting};
+use serde::Serialize;
+use server::AppState;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The address `cassette proxy` listens on by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8089";
+
+/// Whether the proxy may listen on an address other machines can reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Exposure {
+    /// Loopback addresses only (the default: a proxy holding an API key must not be open to
+    /// the network by accident).
+    #[default]
+    LoopbackOnly,
+    /// Any address; the caller asked for it explicitly and should warn.
+    AllowRemote,
+}
+
+/// Advice appended to the message of an error the proxy answers with or logs: how to change
+/// the setting at fault in the program that embeds the proxy (a flag, a variable), which the
+/// recorder's own messages cannot name.
+pub type Advice = fn(&Error) -> Option<String>;
+
+/// Proxy settings, validated before a socket is opened.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Address to listen on; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Largest request body accepted; larger ones get 413.
+    pub max_body: usize,
+    /// Whether a non-loopback `listen` is allowed.
+    pub exposure: Exposure,
+    /// Advice added to error messages; none by default.
+    pub advice: Option<Advice>,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8089)),
+            max_body: crate::config::DEFAULT_MAX_BODY,
+            exposure: Exposure::LoopbackOnly,
+            advice: None,
+        }
+    }
+}
+
+impl ProxyConfig {
+    /// Loopback on a free port, the default body limit: what tests and `cassette exec` use.
+    pub fn ephemeral() -> ProxyConfig {
+        ProxyConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..ProxyConfig::default()
+        }
+    }
+
+    /// Checks the settings without opening anything.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.max_body == 0 {
+            return Err(Error::InvalidSetting {
+                setting: Setting::BodyLimit,
+                reason: "it must be at least 1 byte",
+            });
+        }
+        if !self.listen.ip().is_loopback() && self.exposure == Exposure::LoopbackOnly {
+            return Err(Error::NotLoopback { addr: self.listen });
+        }
+        Ok(())
+    }
+}
+
+/// Counters of the proxy: the recorder's plus the requests the proxy received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct ProxyStats {
+    /// Requests received for upstream paths (health and stats requests not counted).
+    pub requests: u64,
+    /// The recorder's counters.
+    #[serde(flatten)]
+    pub recorder: Stats,
+}
+
+/// A proxy bound to a socket, ready to [`serve`](Proxy::serve).
+pub struct Proxy {
+    state: Arc<AppState>,
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy").field("addr", &self.addr).finish()
+    }
+}
+
+impl Proxy {
+    /// Validates `config` and binds its address.
+    pub async fn bind(recorder: Recorder, config: &ProxyConfig) -> Result<Proxy, Error> {
+        config.validate()?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        Proxy::from_listener(recorder, listener, config)
+    }
+
+    /// Wraps an already bound listener, with the body limit and advice of `config` (its address
+    /// and exposure are the caller's business: the listener is bound already).
+    pub fn from_listener(
+        recorder: Recorder,
+        listener: TcpListener,
+        config: &ProxyConfig,
+    ) -> Result<Proxy, Error> {
+        let addr = listener.local_addr().map_err(|e| Error::Server {
+            action: "reading its listening address",
+            source: Box::new(e),
+        })?;
+        Ok(Proxy {
+            state: Arc::new(AppState::new(recorder, config)),
+            listener,
+            addr,
+        })
+    }
+
+    /// The address actually bound (with the real port when port 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL clients use, such as `http://127.0.0.1:8089`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A handle on the counters that stays valid while and after the proxy serves.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(self.state.clone())
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, lets requests in flight
+    /// (streams included) finish, and returns the final counters.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<ProxyStats, Error> {
+        let state = self.state.clone();
+        server::serve(self.listener, self.state, shutdown)
+            .await
+            .map_err(|e| Error::Server {
+                action: "serving",
+                source: Box::new(e),
+            })?;
+        Ok(StatsHandle(state).get())
+    }
+}
+
+/// Reads the proxy's counters.
+#[derive(Clone)]
+pub struct StatsHandle(Arc<AppState>);
+
+impl std::fmt::Debug for StatsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StatsHandle").field(&self.get()).finish()
+    }
+}
+
+impl StatsHandle {
+    /// The counters now.
+    pub fn get(&self) -> ProxyStats {
+        ProxyStats {
+            requests: self.0.requests.load(Ordering::Relaxed),
+            recorder: self.0.recorder.stats(),
+        }
+    }
+}
+
+/// Starts the proxy in the background of the current Tokio runtime, for the Rust API and
+/// `cassette exec`: point any client at [`RunningProxy::url`].
+pub async fn spawn(recorder: Recorder, config: &ProxyConfig) -> Result<RunningProxy, Error> {
+    let proxy = Proxy::bind(recorder, config).await?;
+    let addr = proxy.local_addr();
+    let stats = proxy.stats_handle();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(proxy.serve(async move {
+        // A dropped sender stops the proxy as well.
+        let _ = stop_rx.await;
+    }));
+    Ok(RunningProxy {
+        addr,
+        stats,
+        stop_tx: Some(stop_tx),
+        task: Some(task),
+    })
+}
+
+/// A proxy running in the background. Dropping it stops it without waiting.
+#[derive(Debug)]
+pub struct RunningProxy {
+    addr: SocketAddr,
+    stats: StatsHandle,
+    stop_tx: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<ProxyStats, Error>>>,
+}
+
+impl RunningProxy {
+    /// The base URL, such as `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> ProxyStats {
+        self.stats.get()
+    }
+
+    /// Stops accepting, waits for requests in flight, and returns the final counters.
+    pub async fn stop(mut self) -> Result<ProxyStats, Error> {
+        if let Some(tx) = self.stop_tx.take() {
+            let _ = tx.send(());
+        }
+        match self.task.take() {
+            Some(task) => task.await.map_err(|e| Error::Server {
+                action: "running in the background",
+                source: Box::new(e),
+            })?,
+            None => Ok(self.stats.get()),
+        }
+    }
+}
+
+impl Drop for RunningProxy {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop_tx.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_listen_needs_explicit_exposure() {
+        let remote = ProxyConfig {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8089)),
+            ..ProxyConfig::default()
+        };
+        assert!(matches!(
+            remote.validate(),
+            Err(Error::NotLoopback { addr }) if addr == remote.listen
+        ));
+        let allowed = ProxyConfig {
+            exposure: Exposure::AllowRemote,
+            ..remote
+        };
+        assert!(allowed.validate().is_ok());
+        assert!(ProxyConfig::default().validate().is_ok());
+        assert!(ProxyConfig::ephemeral().validate().is_ok());
+    }
+}

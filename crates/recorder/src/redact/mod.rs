@@ -1,0 +1,78 @@
+//! Redaction: what never reaches disk. Pure transformations of what gets stored; the key is
+//! computed from the original request elsewhere, so nothing here changes which tape answers.
+//!
+//! The rules, in order of strength (see `docs/redaction.md`):
+//!
+//! * request headers are kept from an allow-list only; response headers lose a deny-list
+//!   (cookies, hop-by-hop, framing, credentials);
+//! * query parameters named like credentials are removed;
+//! * JSON members whose *name* is an exact credential name lose their value, except names on an
+//!   explicit safe-list of LLM API fields and anything under `logprobs`-like subtrees (whose
+//!   member names are model tokens, not field names);
+//! * credential-*shaped* substrings (`sk-...`, `AKIA...`, JWTs, `Bearer <token>`, ...) are
+//!   replaced wherever they appear in a stored string;
+//! * users add JSON paths and regexes for their own data (personal data, internal ids).
+//!
+//! One file per job: `shapes` finds credential-shaped text, `names` holds the header, query and
+//! body name lists, `json_path` applies user JSON paths (parsed by `cassette_keying::JsonPath`), and `redactor` puts them
+//! together in [`Redactor`].
+
+mod json_path;
+mod names;
+mod redactor;
+mod shapes;
+
+pub use names::{
+    normalize_name, BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, QUERY_CREDENTIAL_NAMES,
+    REQUEST_HEADER_ALLOW_LIST, RESPONSE_HEADER_DENY_LIST,
+};
+pub use redactor::Redactor;
+pub use shapes::{credential_shape_names, find_credentials, CredentialMatch};
+
+use serde::{Deserialize, Serialize};
+
+/// What every redacted value or substring is replaced with.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// The capture group that, when present in a pattern, limits the replacement to that group
+/// (so `Bearer [REDACTED]` keeps its scheme, and users can keep context around a match).
+const SECRET_GROUP: &str = "redact";
+
+/// User-supplied extra rules (from config).
+///
+/// * `json_paths`: JSON paths into request and response bodies whose values are replaced with
+///   [`REDACTED`], e.g. `$.messages[*].content` or `$..email`. Supported syntax: `$`, `.name`,
+///   `['name']`, `[N]`, `[*]`, `.*`, `..name`.
+/// * `patterns`: regexes replaced wherever they match in stored strings (JSON string values and
+///   member names, text bodies, kept header values, query strings). When a pattern has a group
+///   named `redact`, only that group is replaced: `email: (?P<redact>\S+)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RedactionRules {
+    /// JSON paths whose values are replaced with [`REDACTED`].
+    pub json_paths: Vec<String>,
+    /// Regexes whose matches are replaced with [`REDACTED`].
+    pub patterns: Vec<String>,
+}
+
+/// An invalid user redaction rule; names the rule so the config can be fixed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedactError {
+    /// A user regex does not compile.
+    #[error("invalid redaction pattern `{pattern}`: {reason}")]
+    InvalidPattern {
+        /// The pattern as configured.
+        pattern: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A user JSON path does not parse.
+    #[error("invalid redaction JSON path `{path}`: {reason}")]
+    InvalidJsonPath {
+        /// The path as configured.
+        path: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+}

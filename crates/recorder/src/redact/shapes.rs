@@ -1,0 +1,407 @@
+//! Built-in credential shapes: `sk-...`, `AKIA...`, JWTs, `Bearer <token>` and the rest, found
+//! wherever they appear in stored text and in `cassette verify` audits.
+
+use super::{REDACTED, SECRET_GROUP};
+use regex::bytes::Regex as BytesRegex;
+use regex::{Captures, Regex, RegexSet};
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+/// One credential-shaped match found by [`find_credentials`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CredentialMatch {
+    /// Which shape matched, e.g. `openai_api_key` or `jwt`.
+    pub pattern: &'static str,
+    /// Byte offset of the secret in the audited bytes.
+    pub offset: usize,
+    /// Length of the secret in bytes.
+    pub len: usize,
+}
+
+/// A known credential shape. `check` sees the secret part of a match and rejects look-alikes
+/// the regex alone cannot (the regex crate has no look-around).
+struct ShapeDef {
+    name: &'static str,
+    regex: &'static str,
+    check: fn(&str) -> bool,
+}
+
+fn always(_: &str) -> bool {
+    true
+}
+
+/// Hyphenated or underscored words (`sk-learn-compatible-estimator`) are prose, not keys: real
+/// keys are random and carry digits or capitals.
+fn not_prose(secret: &str) -> bool {
+    let tail = secret.split_once('-').map_or(secret, |(_, t)| t);
+    let segments: Vec<&str> = tail.split(['-', '_']).collect();
+    let prose = segments.len() >= 2
+        && segments
+            .iter()
+            .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase()));
+    !prose
+}
+
+/// A bearer token is random: it has a digit, or it is long and not made of words.
+fn bearer_token(token: &str) -> bool {
+    if token.bytes().any(|b| b.is_ascii_digit()) {
+        return true;
+    }
+    let wordy = token
+        .split(['-', '_', '.', '~', '+', '/'])
+        .filter(|s| !s.is_empty())
+        .count()
+        >= 2;
+    token.len() >= 24 && !wordy
+}
+
+// `(?-u:\b)` keeps the regexes on the fast DFA engines (a Unicode word boundary makes them fall
+// back on non-ASCII text); every shape is ASCII, so ASCII boundaries are what we mean. The order
+// is priority: more specific shapes first, `bearer` last, so an audit names the best match.
+const SHAPES: &[ShapeDef] = &[
+    ShapeDef {
+        name: "private_key",
+        regex: r"(?P<redact>-----BEGIN[A-Z ]{0,20}PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]{0,20}PRIVATE KEY-----|$))",
+        check: always,
+    },
+    ShapeDef {
+        name: "jwt",
+        regex: r"(?-u:\b)(?P<redact>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)",
+        check: always,
+    },
+    ShapeDef {
+        name: "anthropic_api_key",
+        regex: r"(?-u:\b)(?P<redact>sk-ant-[A-Za-z0-9_-]{20,})",
+        check: always,
+    },
+    ShapeDef {
+        name: "openai_api_key",
+        regex: r"(?-u:\b)(?P<redact>sk-[A-Za-z0-9_-]{20,})",
+        check: not_prose,
+    },
+    ShapeDef {
+        name: "stripe_key",
+        regex: r"(?-u:\b)(?P<redact>[sr]k_(?:live|test)_[A-Za-z0-9]{16,})",
+        check: always,
+    },
+    ShapeDef {
+        name: "aws_access_key_id",
+        regex: r"(?-u:\b)(?P<redact>(?:AKIA|ASIA)[0-9A-Z]{16})(?-u:\b)",
+        check: always,
+    },
+    ShapeDef {
+        name: "github_token",
+        regex: r"(?-u:\b)(?P<redact>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))",
+        check: always,
+    },
+    ShapeDef {
+        name: "google_api_key",
+        regex: r"(?-u:\b)(?P<redact>AIza[0-9A-Za-z_-]{35,})",
+        check: always,
+    },
+    ShapeDef {
+        name: "slack_token",
+        regex: r"(?-u:\b)(?P<redact>xox[abprse]-[A-Za-z0-9-]{10,})",
+        check: always,
+    },
+    ShapeDef {
+        name: "huggingface_token",
+        regex: r"(?-u:\b)(?P<redact>hf_[A-Za-z0-9]{30,})(?-u:\b)",
+        check: always,
+    },
+    ShapeDef {
+        name: "groq_api_key",
+        regex: r"(?-u:\b)(?P<redact>gsk_[A-Za-z0-9]{30,})",
+        check: always,
+    },
+    ShapeDef {
+        name: "xai_api_key",
+        regex: r"(?-u:\b)(?P<redact>xai-[A-Za-z0-9]{30,})",
+        check: always,
+    },
+    ShapeDef {
+        name: "bearer_token",
+        regex: r"(?i-u:\bbearer)\s+(?P<redact>[A-Za-z0-9._~+/-]{16,}=*)",
+        check: bearer_token,
+    },
+];
+
+struct Shapes {
+    set: RegexSet,
+    regexes: Vec<Regex>,
+    bytes: Vec<BytesRegex>,
+}
+
+// The shape regexes are constants; `compiled_shapes_are_valid` (a unit test) compiles every one
+// of them, so the `None` fallback below is unreachable in a tested build. If it ever were hit,
+// the redactor degrades to name- and path-based rules rather than panicking.
+static SHAPES_COMPILED: LazyLock<Option<Shapes>> = LazyLock::new(|| {
+    let set = RegexSet::new(SHAPES.iter().map(|s| s.regex)).ok()?;
+    let regexes = SHAPES
+        .iter()
+        .map(|s| Regex::new(s.regex).ok())
+        .collect::<Option<Vec<_>>>()?;
+    let bytes = SHAPES
+        .iter()
+        .map(|s| BytesRegex::new(s.regex).ok())
+        .collect::<Option<Vec<_>>>()?;
+    Some(Shapes {
+        set,
+        regexes,
+        bytes,
+    })
+});
+pub(super) fn redact_shapes(text: &str) -> Cow<'_, str> {
+    let Some(shapes) = SHAPES_COMPILED.as_ref() else {
+        return Cow::Borrowed(text);
+    };
+    // One pass over the text decides which shapes can match at all; most strings match none.
+    let hits = shapes.set.matches(text);
+    if !hits.matched_any() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = Cow::Borrowed(text);
+    for i in hits.iter() {
+        let (Some(def), Some(regex)) = (SHAPES.get(i), shapes.regexes.get(i)) else {
+            continue;
+        };
+        if let Cow::Owned(new) = replace_matches(regex, true, &out, def.check) {
+            out = Cow::Owned(new);
+        }
+    }
+    out
+}
+
+/// Replaces each match (or its `redact` group) accepted by `check`; `Cow::Borrowed` when none
+/// was replaced. Empty matches are skipped so no pattern can sprinkle markers between letters.
+pub(super) fn replace_matches<'a>(
+    regex: &Regex,
+    grouped: bool,
+    text: &'a str,
+    check: impl Fn(&str) -> bool,
+) -> Cow<'a, str> {
+    let mut out = String::new();
+    let mut last = 0;
+    for caps in regex.captures_iter(text) {
+        let Some(m) = secret_range(&caps, grouped) else {
+            continue;
+        };
+        if m.0 == m.1 || m.0 < last || !check(&text[m.0..m.1]) {
+            continue;
+        }
+        out.push_str(&text[last..m.0]);
+        out.push_str(REDACTED);
+        last = m.1;
+    }
+    if last == 0 && out.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
+
+fn secret_range(caps: &Captures<'_>, grouped: bool) -> Option<(usize, usize)> {
+    let m = if grouped {
+        caps.name(SECRET_GROUP).or_else(|| caps.get(0))
+    } else {
+        caps.get(0)
+    }?;
+    Some((m.start(), m.end()))
+}
+
+/// For `cassette verify`: every credential-shaped match in stored bytes, by byte offset (the
+/// shapes are ASCII, so the bytes are searched as they are; invalid UTF-8 is skipped over, not
+/// converted). Overlapping matches are reported once, under the most specific shape. Text
+/// already replaced with [`REDACTED`] never matches.
+pub fn find_credentials(bytes: &[u8]) -> Vec<CredentialMatch> {
+    let Some(shapes) = SHAPES_COMPILED.as_ref() else {
+        return Vec::new();
+    };
+    let mut found: Vec<(usize, usize, usize, &'static str)> = Vec::new();
+    for (i, (def, regex)) in SHAPES.iter().zip(&shapes.bytes).enumerate() {
+        for caps in regex.captures_iter(bytes) {
+            let Some(m) = caps.name(SECRET_GROUP).or_else(|| caps.get(0)) else {
+                continue;
+            };
+            if m.start() == m.end() || !(def.check)(&String::from_utf8_lossy(m.as_bytes())) {
+                continue;
+            }
+            found.push((m.start(), m.end(), i, def.name));
+        }
+    }
+    found.sort_by_key(|&(start, end, priority, _)| (start, priority, std::cmp::Reverse(end)));
+    let mut out: Vec<CredentialMatch> = Vec::new();
+    let mut covered_to = 0;
+    for (start, end, _, pattern) in found {
+        if start < covered_to {
+            continue;
+        }
+        covered_to = end;
+        out.push(CredentialMatch {
+            pattern,
+            offset: start,
+            len: end - start,
+        });
+    }
+    out
+}
+
+/// The names of the built-in credential shapes, in priority order (for docs and help texts).
+pub fn credential_shape_names() -> impl Iterator<Item = &'static str> {
+    SHAPES.iter().map(|s| s.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::Redactor;
+    use serde_json::json;
+
+    fn r() -> Redactor {
+        Redactor::default()
+    }
+
+    /// Realistic examples of every built-in shape, by shape name.
+    fn samples() -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "private_key",
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7x9\n-----END RSA PRIVATE KEY-----"
+                    .to_owned(),
+            ),
+            (
+                "jwt",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+                    .to_owned(),
+            ),
+            (
+                "anthropic_api_key",
+                "sk-ant-api03-Q9x2Lm7Vb4Kp1Zt8Rw3Yc6Hn0Js5Fd2Ga9Ue4Oi7_AA".to_owned(),
+            ),
+            (
+                "openai_api_key",
+                "sk-proj-7Fh2Kd9Lq3Wz8Xc1Vb6Nm4Tr0Yp5Ju2Ie8Ow3Aq".to_owned(),
+            ),
+            ("openai_api_key", format!("sk-{}", "aB3".repeat(16))),
+            ("stripe_key", "sk_live_4eC39HqLyjWDarjtT1zdp7dc".to_owned()),
+            ("aws_access_key_id", "AKIAIOSFODNN7EXAMPLE".to_owned()),
+            ("github_token", format!("ghp_{}", "a1B2c3D4e5F6".repeat(3))),
+            (
+                "github_token",
+                format!("github_pat_11ABCDEFG0{}", "x9Y8z7W6_".repeat(4)),
+            ),
+            ("google_api_key", format!("AIza{}", "SyB1c2D3e4F".repeat(3) + "5g6")),
+            ("slack_token", "xoxb-1234567890-0987654321-AbCdEfGh".to_owned()),
+            ("huggingface_token", format!("hf_{}", "QwErTyUiOpAsDfGhJk".repeat(2))),
+            ("groq_api_key", format!("gsk_{}", "Zx8Cv7Bn6M".repeat(5))),
+            ("xai_api_key", format!("xai-{}", "Pq1Wo2Ei3R".repeat(5))),
+        ]
+    }
+
+    #[test]
+    fn compiled_shapes_are_valid() {
+        for shape in SHAPES {
+            assert!(Regex::new(shape.regex).is_ok(), "{}", shape.name);
+            assert!(BytesRegex::new(shape.regex).is_ok(), "{}", shape.name);
+        }
+        assert!(SHAPES_COMPILED.is_some());
+        let mut names: Vec<_> = credential_shape_names().collect();
+        names.dedup();
+        assert_eq!(names.len(), SHAPES.len());
+    }
+
+    #[test]
+    fn each_shape_is_redacted_in_context() {
+        let red = r();
+        for (name, secret) in samples() {
+            let text = format!("before {secret} after");
+            assert_eq!(red.text(&text), "before [REDACTED] after", "{name}");
+            let mut v = json!({"messages": [{"content": [{"text": text}]}]});
+            red.json(&mut v);
+            assert_eq!(
+                v["messages"][0]["content"][0]["text"], "before [REDACTED] after",
+                "{name}"
+            );
+            let found = find_credentials(format!("xx {secret} yy").as_bytes());
+            assert_eq!(
+                found,
+                vec![CredentialMatch {
+                    pattern: name,
+                    offset: 3,
+                    len: secret.len()
+                }],
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn bearer_keeps_its_scheme_and_needs_a_token() {
+        let red = r();
+        assert_eq!(
+            red.text("Authorization: Bearer 8f3a9c2e1b7d4f60a5e2c9b1"),
+            "Authorization: Bearer [REDACTED]"
+        );
+        assert_eq!(
+            red.text("bearer abcDEFghiJKLmnoPQRstuVWXyz"),
+            "bearer [REDACTED]"
+        );
+        for prose in [
+            "Bearer of bad news",
+            "The Bearer tokens section of RFC 6750",
+            "a bearer authentication-mechanism-overview",
+            "Bearer [REDACTED]",
+        ] {
+            assert_eq!(red.text(prose), prose);
+        }
+    }
+
+    #[test]
+    fn look_alikes_are_not_mangled() {
+        let red = r();
+        for text in [
+            "skeleton",
+            "task-list",
+            "risk-assessment-framework-for-banks",
+            "ask-me-anything-about-the-universe",
+            "sk-learn-compatible-estimator-library",
+            "sk-short",
+            "disk-0123456789abcdefghijklmnop",
+            "AKIA is a prefix",
+            "eyJhbGciOiJIUzI1NiJ9 alone is just base64 JSON",
+            "the ghp_ prefix",
+            "max_tokens=1024 tokens=12 token_budget=7",
+            "model: claude-3-5-sonnet-20241022, id: msg_01XFDUDYJgAACzvnptvVoYEL",
+            "chatcmpl-9pWz2Xf8hYqL3mN7vKj5tR1sD0aB, call_Ab12Cd34Ef56Gh78",
+        ] {
+            assert_eq!(red.text(text), text);
+            assert!(find_credentials(text.as_bytes()).is_empty(), "{text}");
+        }
+    }
+
+    #[test]
+    fn find_credentials_reports_byte_offsets_once_per_secret() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N";
+        let mut bytes = vec![0xff, 0xfe, b' '];
+        bytes.extend_from_slice(format!("Bearer {jwt} ").as_bytes());
+        bytes.extend_from_slice("é sk-ant-api03-Q9x2Lm7Vb4Kp1Zt8Rw3Yc6Hn0Js5Fd2G".as_bytes());
+        let found = find_credentials(&bytes);
+        assert_eq!(
+            found,
+            vec![
+                CredentialMatch {
+                    pattern: "jwt",
+                    offset: 10,
+                    len: jwt.len()
+                },
+                CredentialMatch {
+                    pattern: "anthropic_api_key",
+                    offset: 10 + jwt.len() + 1 + 3,
+                    len: 45
+                },
+            ]
+        );
+        let redacted = r().text(&String::from_utf8_lossy(&bytes));
+        assert!(find_credentials(redacted.as_bytes()).is_empty());
+    }
+}

@@ -1,0 +1,134 @@
+//! The one owned request type of the recorder, and its view as the keying crate sees it.
+
+use crate::cassette::Cassette;
+use crate::config::DEFAULT_TARGET;
+use bytes::Bytes;
+use cassette_keying::{KeyConfig, Keyed};
+use serde_json::Value;
+
+/// An HTTP request as the recorder handles it: already routed, so `path` has lost any route
+/// prefix and `target` names the route. The proxy builds one per HTTP request; the suite
+/// runner, `cassette key` and `cassette explain` build them from files; a stored cassette gives
+/// back the (redacted) one it recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Route name; `default` for the unnamed route.
+    pub target: String,
+    /// HTTP method, any case.
+    pub method: String,
+    /// Path as the upstream will see it, without the query.
+    pub path: String,
+    /// Raw query string without `?`.
+    pub query: String,
+    /// Headers as received, repeats allowed.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Request {
+    /// A request to the default target with no query, headers or body.
+    pub fn new(method: &str, path: &str) -> Request {
+        Request {
+            target: DEFAULT_TARGET.to_owned(),
+            method: method.to_owned(),
+            path: path.to_owned(),
+            query: String::new(),
+            headers: Vec::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    /// A POST of a JSON body to the default target.
+    pub fn post_json(path: &str, body: &Value) -> Request {
+        Request {
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+            body: Bytes::from(body.to_string()),
+            ..Request::new("POST", path)
+        }
+    }
+
+    /// Borrows this request as the keying crate's request: the one way a recorder request is
+    /// keyed, explained or compared.
+    pub fn as_keying(&self) -> cassette_keying::Request<'_> {
+        cassette_keying::Request {
+            target: &self.target,
+            method: &self.method,
+            path: &self.path,
+            query: &self.query,
+            headers: self
+                .headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str()))
+                .collect(),
+            body: &self.body,
+        }
+    }
+
+    /// The `model` the body names, when the body is JSON and names one.
+    pub(crate) fn model(&self) -> Option<String> {
+        let value: Value = serde_json::from_slice(&self.body).ok()?;
+        value.get("model")?.as_str().map(str::to_owned)
+    }
+
+    /// The key of this request under `config` (shorthand for `as_keying().key(config)`).
+    pub fn key(&self, config: &KeyConfig) -> Keyed {
+        self.as_keying().key(config)
+    }
+}
+
+/// The request a cassette stored: redacted, so its key differs from the cassette's own key when
+/// redaction changed a keyed part (`meta.request_redacted`). A body whose base64 does not
+/// decode (a hand-edited file) becomes empty, so such a request keys differently and shows up
+/// in `cassette verify` instead of failing here.
+impl From<&Cassette> for Request {
+    fn from(cassette: &Cassette) -> Request {
+        let stored = &cassette.request;
+        Request {
+            target: cassette.target.clone(),
+            method: stored.method.clone(),
+            path: stored.path.clone(),
+            query: stored.query.clone(),
+            headers: stored
+                .headers
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            body: stored.body.to_bytes().unwrap_or_default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_keying_view_borrows_every_part() {
+        let request = Request {
+            target: "anthropic".into(),
+            query: "beta=true".into(),
+            headers: vec![
+                ("anthropic-version".into(), "2023-06-01".into()),
+                ("anthropic-beta".into(), "a".into()),
+            ],
+            ..Request::post_json("/v1/messages", &json!({"model": "m"}))
+        };
+        let view = request.as_keying();
+        assert_eq!(
+            (view.target, view.method, view.path, view.query),
+            ("anthropic", "POST", "/v1/messages", "beta=true")
+        );
+        assert_eq!(view.headers.len(), 2);
+        assert_eq!(view.body, br#"{"model":"m"}"#);
+        let built = cassette_keying::Request::new("POST", "/v1/messages")
+            .target("anthropic")
+            .query("beta=true")
+            .header("anthropic-version", "2023-06-01")
+            .header("anthropic-beta", "a")
+            .body(br#"{"model":"m"}"#)
+            .key(&KeyConfig::default());
+        assert_eq!(request.key(&KeyConfig::default()).key, built.key);
+    }
+}
