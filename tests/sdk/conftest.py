@@ -77,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {}
-        self.server.owner.record(self.path, dict(self.headers.items()), body)
+        self.server.owner.record(self.path, list(self.headers.items()), body)
         content_type, answer = _answer_for(self.path, body)
         if not content_type:
             self.send_response(404)
@@ -128,6 +128,8 @@ class FakeUpstream:
         self._lock = threading.Lock()
         self.connections = 0
         self.requests: list[tuple[str, dict, dict]] = []
+        # Every header line of each request, names lowercased, repeats kept.
+        self.header_lines: list[list[tuple[str, str]]] = []
         self._server = _FakeServer(self, 0)
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -139,9 +141,11 @@ class FakeUpstream:
         with self._lock:
             self.connections += 1
 
-    def record(self, path: str, headers: dict, body: dict):
+    def record(self, path: str, header_lines: list, body: dict):
         with self._lock:
+            headers = {name.lower(): value for name, value in header_lines}
             self.requests.append((path, headers, body))
+            self.header_lines.append([(name.lower(), value) for name, value in header_lines])
 
     def stop(self):
         """Stops serving HTTP; keeps counting (and dropping) connections to the port.
@@ -184,11 +188,12 @@ class FakeUpstream:
 class Proxy:
     """A `cassette proxy` process on a free loopback port."""
 
-    def __init__(self, args: list[str], env: dict | None = None):
+    def __init__(self, args: list[str], env: dict | None = None, cwd: str | None = None):
         self.args = args
         full_env = dict(os.environ)
         for name in ("CASSETTE_MODE", "CASSETTE_STORE", "CASSETTE_DIR", "CASSETTE_CACHE",
-                     "UPSTREAM_BASE", "UPSTREAM_API_KEY", "PORT"):
+                     "CASSETTE_CONFIG", "UPSTREAM_BASE", "UPSTREAM_API_KEY", "OPENAI_API_KEY",
+                     "ANTHROPIC_API_KEY", "PORT"):
             full_env.pop(name, None)
         full_env.update(env or {})
         self.process = subprocess.Popen(
@@ -197,6 +202,7 @@ class Proxy:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=full_env,
+            cwd=cwd,
             text=True,
         )
         self.stderr: list[str] = []

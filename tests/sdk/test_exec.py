@@ -36,7 +36,8 @@ ENV_PROBE = textwrap.dedent(
     """
     import json, os
     names = ["CASSETTE_PROXY_URL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST",
-             "OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+             "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+             "UPSTREAM_API_KEY"]
     print(json.dumps({n: os.environ.get(n) for n in names}))
     """
 )
@@ -50,7 +51,8 @@ def app(tmp_path_factory):
 
 
 def exec_(cassette, store_url, args, env=None):
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_"))}
+    full = {k: v for k, v in os.environ.items()
+            if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
     full.update(env or {})
     return subprocess.run(
         [cassette, "exec", "--store", store_url, *args],
@@ -145,11 +147,24 @@ def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_ur
     assert env["OPENAI_BASE_URL"] == f"{url}/v1"
     assert env["ANTHROPIC_BASE_URL"] == f"{url}/anthropic"
     assert env["OLLAMA_HOST"] == f"{url}/ollama"
-    assert env["OPENAI_API_KEY"] and env["ANTHROPIC_API_KEY"]
+    # Every client constructs: a placeholder key for each, in every mode.
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        assert env[name] == "cassette", (name, env)
 
-    # A key the user set is kept.
-    result = exec_(cassette, store_url, ["--", sys.executable, str(probe)], env={"OPENAI_API_KEY": "mine"})
-    assert json.loads(result.stdout)["OPENAI_API_KEY"] == "mine"
+    # Keys the proxy holds never reach the command, in any mode; a key no route reads does.
+    real = {"OPENAI_API_KEY": "sk-real-openai-0123456789", "UPSTREAM_API_KEY": "sk-real-upstream-987",
+            "ANTHROPIC_API_KEY": "sk-ant-real-0123456789", "GEMINI_API_KEY": "AIza-the-users-own"}
+    for mode in ("replay", "record", "auto", "off"):
+        result = exec_(cassette, store_url, ["--", sys.executable, str(probe)], env={**real, "CASSETTE_MODE": mode})
+        assert result.returncode == 0, result.stderr
+        env = json.loads(result.stdout)
+        assert env["OPENAI_API_KEY"] == "cassette" and env["ANTHROPIC_API_KEY"] == "cassette", (mode, env)
+        assert env["UPSTREAM_API_KEY"] is None, (mode, env)
+        assert env["GEMINI_API_KEY"] == "AIza-the-users-own", (mode, env)
+        for secret in ("sk-real", "sk-ant-real"):
+            assert secret not in result.stdout + result.stderr
+        if mode != "replay":
+            assert "keys held for default (UPSTREAM_API_KEY), anthropic (ANTHROPIC_API_KEY)" in result.stderr, result.stderr
 
 
 def test_a_command_that_cannot_start_is_an_error(cassette, store_url):

@@ -7,19 +7,29 @@
 
 use crate::mcp::ReportedMiss;
 use crate::proxy::{init_logging, summary};
-use crate::settings::{RecorderArgs, RecorderSettings};
+use crate::settings::{keys_summary, RecorderArgs, RecorderSettings, RouteKey, SettingsFile};
 use crate::EXIT_ERROR;
 use anyhow::Context;
 use cassette_recorder::miss::MissLog;
 use cassette_recorder::proxy::{spawn, ProxyConfig};
-use cassette_recorder::Mode;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::process::{ExitCode, ExitStatus};
 
-/// The API key given to SDKs in replay mode when none is set: SDKs refuse to construct without
-/// one, and replay never sends it anywhere.
-pub(crate) const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
+/// The API key the command gets in every key variable: SDKs refuse to construct without one,
+/// and the proxy replaces it with the route's real key (or, in replay, never sends anything).
+pub(crate) const PLACEHOLDER_API_KEY: &str = "cassette";
+
+/// Key variables popular clients need set to construct, whatever the routes are.
+const CLIENT_KEY_VARIABLES: &[&str] = &[
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+];
+
+/// cassette's own key variable: no client reads it, so the command does not get it at all.
+const CASSETTE_KEY_VARIABLE: &str = "UPSTREAM_API_KEY";
 
 /// Arguments of `cassette exec`.
 #[derive(Debug, clap::Args)]
@@ -30,10 +40,12 @@ pub(crate) const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
     CASSETTE_PROXY_URL=<proxy>\n  \
     CASSETTE_MODE, CASSETTE_STORE (and CASSETTE_CACHE) of this exec\n  \
     CASSETTE_EXEC_REPORT=<file where cassette mcp reports misses>\n\
-    and, in replay mode, placeholder OPENAI_API_KEY/ANTHROPIC_API_KEY when unset.\n\
+    and OPENAI_API_KEY=cassette (ANTHROPIC_API_KEY, GEMINI_API_KEY, GOOGLE_API_KEY and every\n\
+    route's key variable alike): the real keys stay with the proxy, which sends each route's\n\
+    own key upstream. A client key variable no route reads is passed on as set.\n\
     Exit status: 2 on any replay miss, else the command's status.\n\
     Examples:\n  \
-    CASSETTE_MODE=record cassette exec -- pytest\n  \
+    CASSETTE_MODE=record OPENAI_API_KEY=sk-... cassette exec -- pytest\n  \
     cassette exec -- pytest        # replay in CI: no key, no network")]
 pub(crate) struct ExecArgs {
     #[command(flatten)]
@@ -49,23 +61,54 @@ pub(crate) struct ExecArgs {
     command: Vec<OsString>,
 }
 
-/// The environment the child gets, given the proxy's base URL.
-pub(crate) fn child_env(url: &str, mode: Mode) -> Vec<(String, String)> {
+/// What the child's environment gains or loses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EnvChange {
+    Set(String, String),
+    Remove(String),
+}
+
+/// The environment changes for the child, given the proxy's base URL, where the routes' keys
+/// come from, and the current environment (`lookup`).
+pub(crate) fn child_env(
+    url: &str,
+    keys: &[RouteKey],
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Vec<EnvChange> {
+    let set = |name: &str, value: String| EnvChange::Set(name.to_owned(), value);
     let mut env = vec![
-        ("CASSETTE_PROXY_URL".to_owned(), url.to_owned()),
-        ("OPENAI_BASE_URL".to_owned(), format!("{url}/v1")),
-        ("ANTHROPIC_BASE_URL".to_owned(), format!("{url}/anthropic")),
-        ("OLLAMA_HOST".to_owned(), format!("{url}/ollama")),
+        set("CASSETTE_PROXY_URL", url.to_owned()),
+        set("OPENAI_BASE_URL", format!("{url}/v1")),
+        set("ANTHROPIC_BASE_URL", format!("{url}/anthropic")),
+        set("OLLAMA_HOST", format!("{url}/ollama")),
     ];
-    if mode == Mode::Replay {
-        for name in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
-            let set = std::env::var_os(name).is_some_and(|v| !v.is_empty());
-            if !set {
-                env.push((name.to_owned(), PLACEHOLDER_API_KEY.to_owned()));
+    let held = |name: &str| keys.iter().any(|k| k.sources.iter().any(|s| s == name));
+    let mut names: Vec<&str> = CLIENT_KEY_VARIABLES.to_vec();
+    for key in keys {
+        for source in &key.sources {
+            if !names.contains(&source.as_str()) {
+                names.push(source);
             }
         }
     }
+    for name in names {
+        let unset = !matches!(lookup(name), Some(v) if !v.trim().is_empty());
+        if name == CASSETTE_KEY_VARIABLE {
+            env.push(EnvChange::Remove(name.to_owned()));
+        } else if held(name) || unset {
+            env.push(set(name, PLACEHOLDER_API_KEY.to_owned()));
+        }
+    }
+    if !names_contain(&env, CASSETTE_KEY_VARIABLE) && lookup(CASSETTE_KEY_VARIABLE).is_some() {
+        env.push(EnvChange::Remove(CASSETTE_KEY_VARIABLE.to_owned()));
+    }
     env
+}
+
+fn names_contain(env: &[EnvChange], name: &str) -> bool {
+    env.iter().any(|change| match change {
+        EnvChange::Set(n, _) | EnvChange::Remove(n) => n == name,
+    })
 }
 
 /// The settings a `cassette` command run by the command inherits (a `cassette mcp` that an
@@ -81,17 +124,21 @@ fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
     if let Some(cache) = &settings.cache {
         env.push(("CASSETTE_CACHE".to_owned(), cache.to_string()));
     }
+    // The same settings file, wherever the nested command runs.
+    if let Some(path) = &settings.file {
+        env.push(("CASSETTE_CONFIG".to_owned(), path.display().to_string()));
+    }
     env
 }
 
 /// Runs the command behind the proxy.
-pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     init_logging();
     let (program, rest) = args
         .command
         .split_first()
         .context("no command given: cassette exec -- COMMAND [ARGS...]")?;
-    let settings = args.recorder.resolve()?;
+    let settings = args.recorder.resolve(file)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -114,9 +161,14 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         let mut command = tokio::process::Command::new(program);
         command
             .args(rest)
-            .envs(child_env(&url, mode))
             .envs(nested_env(&settings))
             .env(crate::mcp::REPORT_ENV, mcp_report.path());
+        for change in child_env(&url, &settings.keys, |name| std::env::var(name).ok()) {
+            match change {
+                EnvChange::Set(name, value) => command.env(name, value),
+                EnvChange::Remove(name) => command.env_remove(name),
+            };
+        }
         let mut child = command
             .spawn()
             .with_context(|| format!("cannot run `{}`", program.to_string_lossy()))?;
@@ -135,9 +187,14 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         } else {
             ""
         };
+        let keys = if mode.may_call_upstream() {
+            format!("; {}", keys_summary(&settings.keys))
+        } else {
+            String::new()
+        };
         let mcp_summary = mcp.summary().map(|s| format!("; {s}")).unwrap_or_default();
         eprintln!(
-            "cassette exec ({mode}, store {store}): {}{mcp_summary}{hint}",
+            "cassette exec ({mode}, store {store}): {}{mcp_summary}{keys}{hint}",
             summary(&stats)
         );
         for line in missed_lines(&handle.misses(), &mcp.misses) {
@@ -242,19 +299,88 @@ fn status_code(status: ExitStatus) -> u8 {
 mod tests {
     use super::*;
 
+    fn route_key(route: &str, sources: &[&str], from: Option<&str>) -> RouteKey {
+        RouteKey {
+            route: route.to_owned(),
+            sources: sources.iter().map(|s| (*s).to_owned()).collect(),
+            from: from.map(str::to_owned),
+        }
+    }
+
+    fn built_in(from: Option<&str>, anthropic: Option<&str>) -> Vec<RouteKey> {
+        vec![
+            route_key("default", &["UPSTREAM_API_KEY", "OPENAI_API_KEY"], from),
+            route_key("anthropic", &["ANTHROPIC_API_KEY"], anthropic),
+            route_key("ollama", &[], None),
+        ]
+    }
+
+    fn get<'a>(env: &'a [EnvChange], name: &str) -> Option<&'a str> {
+        env.iter().find_map(|c| match c {
+            EnvChange::Set(n, v) if n == name => Some(v.as_str()),
+            _ => None,
+        })
+    }
+
+    fn removed(env: &[EnvChange], name: &str) -> bool {
+        env.contains(&EnvChange::Remove(name.to_owned()))
+    }
+
     #[test]
     fn child_env_points_every_sdk_at_the_proxy() {
-        let env = child_env("http://127.0.0.1:5", Mode::Record);
-        let get = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
-        assert_eq!(get("OPENAI_BASE_URL"), Some("http://127.0.0.1:5/v1"));
+        let env = child_env("http://127.0.0.1:5", &built_in(None, None), |_| None);
+        assert_eq!(get(&env, "OPENAI_BASE_URL"), Some("http://127.0.0.1:5/v1"));
         assert_eq!(
-            get("ANTHROPIC_BASE_URL"),
+            get(&env, "ANTHROPIC_BASE_URL"),
             Some("http://127.0.0.1:5/anthropic")
         );
-        assert_eq!(get("OLLAMA_HOST"), Some("http://127.0.0.1:5/ollama"));
-        assert_eq!(get("CASSETTE_PROXY_URL"), Some("http://127.0.0.1:5"));
-        // Record mode never invents keys: the real upstream must get real ones.
-        assert_eq!(get("OPENAI_API_KEY"), None);
+        assert_eq!(get(&env, "OLLAMA_HOST"), Some("http://127.0.0.1:5/ollama"));
+        assert_eq!(get(&env, "CASSETTE_PROXY_URL"), Some("http://127.0.0.1:5"));
+        // Nothing set: every client gets a placeholder, so SDKs construct.
+        for name in CLIENT_KEY_VARIABLES {
+            assert_eq!(get(&env, name), Some(PLACEHOLDER_API_KEY), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_command_never_sees_a_key_the_proxy_holds() {
+        let real = |name: &str| match name {
+            "OPENAI_API_KEY" => Some("sk-real-openai".to_owned()),
+            "UPSTREAM_API_KEY" => Some("sk-real-upstream".to_owned()),
+            "ANTHROPIC_API_KEY" => Some("sk-ant-real".to_owned()),
+            "GEMINI_API_KEY" => Some("AIza-own".to_owned()),
+            "ACME_LLM_KEY" => Some("acme-real".to_owned()),
+            _ => None,
+        };
+        let mut keys = built_in(Some("UPSTREAM_API_KEY"), Some("ANTHROPIC_API_KEY"));
+        keys.push(route_key("acme", &["ACME_LLM_KEY"], Some("ACME_LLM_KEY")));
+        let env = child_env("http://p", &keys, real);
+        assert_eq!(get(&env, "OPENAI_API_KEY"), Some(PLACEHOLDER_API_KEY));
+        assert_eq!(get(&env, "ANTHROPIC_API_KEY"), Some(PLACEHOLDER_API_KEY));
+        assert_eq!(get(&env, "ACME_LLM_KEY"), Some(PLACEHOLDER_API_KEY));
+        assert!(removed(&env, "UPSTREAM_API_KEY"));
+        // No route reads GEMINI_API_KEY: the client's own key passes through as set.
+        assert_eq!(get(&env, "GEMINI_API_KEY"), None);
+        assert!(!removed(&env, "GEMINI_API_KEY"));
+        assert_eq!(get(&env, "GOOGLE_API_KEY"), Some(PLACEHOLDER_API_KEY));
+        let shown = format!("{env:?}");
+        for secret in ["sk-real", "sk-ant-real", "acme-real"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+    }
+
+    #[test]
+    fn the_summary_names_where_each_key_came_from() {
+        let mut keys = built_in(Some("OPENAI_API_KEY"), None);
+        keys.push(route_key("acme", &["ACME_LLM_KEY"], Some("ACME_LLM_KEY")));
+        assert_eq!(
+            keys_summary(&keys),
+            "keys held for default (OPENAI_API_KEY), acme (ACME_LLM_KEY); none for anthropic, ollama"
+        );
+        assert_eq!(
+            keys_summary(&built_in(None, None)),
+            "no route holds a key (clients' own credentials pass through)"
+        );
     }
 
     #[test]

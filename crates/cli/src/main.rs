@@ -3,7 +3,9 @@
 
 mod advice;
 mod answer;
+mod config;
 mod exec;
+mod init;
 mod key;
 mod maint;
 mod mcp;
@@ -12,7 +14,7 @@ mod request_file;
 mod run;
 mod settings;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Exit status for errors that are not a test verdict: usage errors, missing files, replay
@@ -26,12 +28,20 @@ pub(crate) const EXIT_ERROR: u8 = 2;
     about = "Record real LLM API calls once, replay them offline."
 )]
 struct Cli {
+    /// Which settings file is read (global: `--config FILE`, `--no-config`).
+    #[command(flatten)]
+    settings: settings::FileArgs,
+
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a commented starter cassette.toml here (never over an existing one).
+    Init(init::InitArgs),
+    /// Print the effective settings and where each came from (flag, env, file, default).
+    Config(config::ConfigArgs),
     /// Print the key of a request.
     Key(key::KeyArgs),
     /// Serve record/replay over HTTP: point any SDK's base URL at it.
@@ -84,29 +94,20 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
         mcp::inherit_exec_env();
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     if cli.command.only_prints() {
         restore_default_sigpipe();
     }
-    let result = match cli.command {
-        Command::Key(args) => key::run(args),
-        Command::Proxy(args) => proxy::run(args),
-        Command::Exec(args) => exec::run(args),
-        Command::Run(args) => run::run(args),
-        Command::Mcp(args) => mcp::run(args),
-        Command::Explain(args) => maint::explain::run(args),
-        Command::Ls(args) => maint::ls::run(args),
-        Command::Show(args) => maint::show::run(args),
-        Command::Verify(args) => maint::verify::run(args),
-        Command::Gc(args) => maint::gc::run(args),
-        Command::Copy(args) => maint::copy::run(args),
-        Command::Import(args) => maint::import::run(args),
-        Command::Index(args) => maint::index::run(args),
-        Command::Diff(args) => maint::diff::run(args),
-        Command::DiffRuns(args) => maint::diff_runs::run(args),
-        Command::Probe(args) => maint::probe::run(args),
-        Command::Canary(args) => maint::canary::run(args),
+    // `init` writes a new file: a broken one in a parent folder must not stop it.
+    let file = match (&cli.command, cli.settings.load()) {
+        (Command::Init(_), Err(_)) => Ok(settings::SettingsFile::default()),
+        (_, loaded) => loaded,
     };
+    let result = file.and_then(|file| run_command(cli.command, &file, &matches));
     match result {
         Ok(code) => code,
         Err(err) => {
@@ -116,6 +117,38 @@ fn main() -> ExitCode {
             }
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+/// Runs one command with the settings file already read and validated.
+fn run_command(
+    command: Command,
+    file: &settings::SettingsFile,
+    matches: &ArgMatches,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Init(args) => init::run(args, file),
+        Command::Config(args) => {
+            let sub = matches.subcommand_matches("config").unwrap_or(matches);
+            config::run(args, file, sub)
+        }
+        Command::Key(args) => key::run(args, file),
+        Command::Proxy(args) => proxy::run(args, file),
+        Command::Exec(args) => exec::run(args, file),
+        Command::Run(args) => run::run(args, file),
+        Command::Mcp(args) => mcp::run(args, file),
+        Command::Explain(args) => maint::explain::run(args, file),
+        Command::Ls(args) => maint::ls::run(args, file),
+        Command::Show(args) => maint::show::run(args, file),
+        Command::Verify(args) => maint::verify::run(args, file),
+        Command::Gc(args) => maint::gc::run(args, file),
+        Command::Copy(args) => maint::copy::run(args),
+        Command::Import(args) => maint::import::run(args, file),
+        Command::Index(args) => maint::index::run(args, file),
+        Command::Diff(args) => maint::diff::run(args),
+        Command::DiffRuns(args) => maint::diff_runs::run(args),
+        Command::Probe(args) => maint::probe::run(args, file),
+        Command::Canary(args) => maint::canary::run(args),
     }
 }
 

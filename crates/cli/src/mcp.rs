@@ -6,7 +6,7 @@
 //! so exec exits 2 on an MCP miss as on an HTTP one (see docs/mcp.md).
 
 use crate::proxy::{init_logging, shutdown_signal};
-use crate::settings::{parse_size, RecorderArgs};
+use crate::settings::{parse_size, RecorderArgs, SettingsFile};
 use crate::EXIT_ERROR;
 use anyhow::{anyhow, bail, Context};
 use cassette_recorder::mcp::stdio::{self, ServerCommand, StdioOptions, StdioReport};
@@ -65,7 +65,7 @@ pub(crate) struct McpArgs {
 }
 
 /// Runs one MCP session on stdin/stdout.
-pub(crate) fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: McpArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     init_logging();
     let (program, rest) = args
         .command
@@ -73,7 +73,7 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow!("no server command given: cassette mcp -- COMMAND [ARGS...]"))?;
     let command = ServerCommand::new(program.clone(), rest.to_vec());
     let name = server_name(args.name.as_deref(), &command)?;
-    let settings = args.recorder.resolve()?;
+    let settings = args.recorder.resolve(file)?;
     let report = std::env::var_os(REPORT_ENV).map(PathBuf::from);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,7 +1,7 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::settings::{parse_size, RecorderArgs, RecorderSettings};
+use crate::settings::{parse_size, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
 use cassette_recorder::proxy::{Exposure, Proxy, ProxyConfig, ProxyStats};
 use std::net::SocketAddr;
@@ -47,12 +47,13 @@ struct ProxySettings {
 
 impl ProxyArgs {
     /// Applies the defaults and validates; no IO.
-    fn resolve(&self) -> anyhow::Result<ProxySettings> {
+    fn resolve(&self, file: &SettingsFile) -> anyhow::Result<ProxySettings> {
         let defaults = ProxyConfig::default();
-        let listen = match (self.listen, self.port) {
-            (Some(addr), _) => addr,
-            (None, Some(port)) => SocketAddr::from(([127, 0, 0, 1], port)),
-            (None, None) => defaults.listen,
+        let listen = match (self.listen, self.port, file.listen) {
+            (Some(addr), _, _) => addr,
+            (None, Some(port), _) => SocketAddr::from(([127, 0, 0, 1], port)),
+            (None, None, Some(addr)) => addr,
+            (None, None, None) => defaults.listen,
         };
         let exposure = if self.allow_remote {
             Exposure::AllowRemote
@@ -67,21 +68,21 @@ impl ProxyArgs {
         }
         let proxy = ProxyConfig {
             listen,
-            max_body: self.max_body.unwrap_or(defaults.max_body),
+            max_body: self.max_body.or(file.max_body).unwrap_or(defaults.max_body),
             exposure,
             advice: Some(crate::advice::for_recorder),
         };
         proxy.validate()?;
-        let mut recorder = self.recorder.resolve()?;
+        let mut recorder = self.recorder.resolve(file)?;
         recorder.config.max_body = proxy.max_body;
         Ok(ProxySettings { recorder, proxy })
     }
 }
 
 /// Runs the proxy until SIGINT or SIGTERM, then prints the counters.
-pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ProxyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     init_logging();
-    let settings = args.resolve()?;
+    let settings = args.resolve(file)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -92,6 +93,7 @@ pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
+    let keys = settings.recorder.keys.clone();
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
     let store = recorder.store().location();
@@ -109,6 +111,9 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         "cassette proxy: listening on {} (mode {mode}, store {store})",
         proxy.url()
     );
+    if mode.may_call_upstream() {
+        eprintln!("cassette proxy: {}", crate::settings::keys_summary(&keys));
+    }
     let stats = proxy.serve(shutdown_signal()).await;
     crate::flush_index(&recording).await;
     Ok(stats?)

@@ -126,6 +126,7 @@ fn cassette(i: usize) -> Cassette {
         format: cassette_recorder::cassette::FORMAT_VERSION,
         key: keyed.key,
         key_version: cassette_keying::KEY_VERSION,
+        key_settings: None,
         recorded_at: "2026-11-29T09:00:00Z".into(),
         tool: "bench".into(),
         target: "default".into(),
@@ -230,14 +231,26 @@ async fn main() {
 
     let mut rows = Vec::new();
     let (ms, requests, named) = first_miss(Counting::new(store.clone(), false), &missed).await;
-    rows.push(("no index: list the keys, read every cassette (before)", ms, requests, named));
+    rows.push((
+        "no index: list the keys, read every cassette (before)",
+        ms,
+        requests,
+        named,
+    ));
     let (ms, requests, named) = first_miss(Counting::new(store.clone(), true), &missed).await;
     rows.push(("writer segments, not compacted", ms, requests, named));
     let started = Instant::now();
-    let compacted = compact(&store, &Default::default()).await.expect("compacting");
+    let compacted = compact(&store, &Default::default())
+        .await
+        .expect("compacting");
     let compact_s = started.elapsed().as_secs_f64();
     let (ms, requests, named) = first_miss(Counting::new(store.clone(), true), &missed).await;
-    rows.push(("compacted base segment (`cassette index`)", ms, requests, named));
+    rows.push((
+        "compacted base segment (`cassette index`)",
+        ms,
+        requests,
+        named,
+    ));
 
     println!("first miss with {n} cassettes in {}", store.location());
     println!("| index | store requests | time | vs no index | nearest named |");

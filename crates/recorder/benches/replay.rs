@@ -33,6 +33,7 @@ fn cassette(i: usize) -> Cassette {
         format: cassette_recorder::cassette::FORMAT_VERSION,
         key: keyed.key.clone(),
         key_version: cassette_keying::KEY_VERSION,
+        key_settings: None,
         recorded_at: "2026-11-29T09:00:00Z".into(),
         tool: "bench".into(),
         target: "default".into(),

@@ -4,7 +4,7 @@
 use crate::request::Request;
 use base64::Engine;
 use bytes::Bytes;
-use cassette_keying::{Key, KeyConfig, Keyed};
+use cassette_keying::{CanonicalKeyConfig, JsonPath, JsonPathError, Key, KeyConfig, Keyed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -23,6 +23,10 @@ pub struct Cassette {
     pub key: Key,
     /// The key contract version the key was computed under.
     pub key_version: u32,
+    /// The keying settings the key was computed under. `None` in documents written before
+    /// they were recorded (read with a default, so those documents stay valid format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_settings: Option<KeySettings>,
     /// When it was recorded, RFC 3339 in UTC.
     pub recorded_at: String,
     /// The tool that recorded it, e.g. `cassette 0.1.0`.
@@ -37,6 +41,59 @@ pub struct Cassette {
     pub response: StoredResponse,
     /// Facts for review; never used for matching.
     pub meta: Meta,
+}
+
+/// The keying settings a key was computed under (`KeyConfig` in canonical form), with their
+/// short fingerprint. Empty lists are left out of the document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySettings {
+    /// [`KeyConfig::fingerprint`] of these settings.
+    pub fingerprint: String,
+    /// Extra volatile members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volatile: Vec<String>,
+    /// Default volatile members kept in the key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_volatile: Vec<String>,
+    /// JSON paths left out of the key, in canonical spelling.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
+}
+
+impl KeySettings {
+    /// The settings of `config`.
+    pub fn of(config: &KeyConfig) -> KeySettings {
+        let canonical = config.canonical();
+        KeySettings {
+            fingerprint: canonical.fingerprint(),
+            volatile: canonical.volatile,
+            keep_volatile: canonical.keep_volatile,
+            ignore: canonical.ignore,
+        }
+    }
+
+    /// The lists, for comparing with another configuration.
+    pub fn canonical(&self) -> CanonicalKeyConfig {
+        CanonicalKeyConfig {
+            volatile: self.volatile.clone(),
+            keep_volatile: self.keep_volatile.clone(),
+            ignore: self.ignore.clone(),
+        }
+    }
+
+    /// The configuration to recompute the key with (`cassette verify`); fails only when a
+    /// stored path does not parse (a hand edit).
+    pub fn key_config(&self) -> Result<KeyConfig, JsonPathError> {
+        Ok(KeyConfig {
+            extra_volatile: self.volatile.clone(),
+            keep_volatile: self.keep_volatile.clone(),
+            ignore: self
+                .ignore
+                .iter()
+                .map(|p| JsonPath::parse(p))
+                .collect::<Result<_, _>>()?,
+        })
+    }
 }
 
 /// The request as stored: credentials removed, headers from the allow-list only.
@@ -62,7 +119,8 @@ pub struct StoredRequest {
 pub struct StoredResponse {
     /// HTTP status.
     pub status: u16,
-    /// Headers without hop-by-hop, encoding, length or credential-carrying ones.
+    /// The allow-listed headers only (content type, request ids, retry advice, rate limits,
+    /// processing time, `location` without credentials), lowercased names.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// The body (decoded: never compressed).
@@ -228,6 +286,7 @@ mod tests {
             format: FORMAT_VERSION,
             key: Key::parse(&"ab".repeat(32)).expect("64 hex characters"),
             key_version: 1,
+            key_settings: Some(KeySettings::of(&KeyConfig::default())),
             recorded_at: "2026-11-29T09:00:00Z".into(),
             tool: "cassette 0.1.0".into(),
             target: "default".into(),
@@ -256,6 +315,33 @@ mod tests {
         assert!(doc.ends_with(b"}\n"));
         assert_eq!(Cassette::from_document(&doc).unwrap(), cassette);
         assert_eq!(cassette.requested_model(), Some("m"));
+    }
+
+    #[test]
+    fn key_settings_are_optional_and_compact() {
+        let mut cassette = sample();
+        let doc = String::from_utf8(cassette.to_document().to_vec()).unwrap();
+        assert!(
+            doc.contains("\"key_version\": 1,\n  \"key_settings\": {\n    \"fingerprint\": \"070e95e06023\"\n  },"),
+            "{doc}"
+        );
+        // A document written before the settings were recorded still reads.
+        cassette.key_settings = None;
+        let doc = cassette.to_document();
+        assert!(!String::from_utf8_lossy(&doc).contains("key_settings"));
+        assert_eq!(Cassette::from_document(&doc).unwrap().key_settings, None);
+        // Settings round-trip through the document and back into a configuration.
+        let config = KeyConfig {
+            extra_volatile: vec!["seed".into()],
+            keep_volatile: vec![],
+            ignore: vec![JsonPath::parse("$['a'].*").unwrap()],
+        };
+        cassette.key_settings = Some(KeySettings::of(&config));
+        let back = Cassette::from_document(&cassette.to_document()).unwrap();
+        let settings = back.key_settings.unwrap();
+        assert_eq!(settings.ignore, ["$.a[*]"]);
+        assert_eq!(settings.fingerprint, config.fingerprint());
+        assert_eq!(settings.key_config().unwrap(), config);
     }
 
     #[test]

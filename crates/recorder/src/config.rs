@@ -15,13 +15,123 @@ pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
 /// Default size of the pieces a replayed stream is cut into.
 pub const DEFAULT_STREAM_CHUNK: usize = 64;
 
-/// One upstream: requests for `name` go to `base_url`.
+/// One upstream: requests for `name` go to `base_url`, with the route's own key when it has
+/// one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     /// The route name and key target (`default` for the unnamed route).
     pub name: String,
     /// Base URL such as `https://api.openai.com` or `http://127.0.0.1:11434`.
     pub base_url: String,
+    /// How `api_key` is sent.
+    pub auth: AuthStyle,
+    /// The route's API key. When set, it **replaces** whatever credential the client sent
+    /// (a placeholder such as `cassette`): the upstream receives exactly this one. When
+    /// unset, the client's own credential passes through. Never stored, logged or shown.
+    pub api_key: Option<ApiKey>,
+}
+
+impl Route {
+    /// A route without a key, sending one (when given later) in the style its name suggests
+    /// ([`AuthStyle::for_route`]).
+    pub fn new(name: impl Into<String>, base_url: impl Into<String>) -> Route {
+        let name = name.into();
+        Route {
+            auth: AuthStyle::for_route(&name),
+            name,
+            base_url: base_url.into(),
+            api_key: None,
+        }
+    }
+}
+
+/// How a route's key is sent to its upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthStyle {
+    /// `Authorization: Bearer KEY`: OpenAI and every OpenAI-compatible server.
+    Bearer,
+    /// `x-api-key: KEY`: Anthropic.
+    XApiKey,
+    /// `api-key: KEY`: Azure OpenAI.
+    ApiKey,
+    /// `x-goog-api-key: KEY`: Gemini.
+    XGoogApiKey,
+    /// A query parameter, `?NAME=KEY` (`query:key` for Gemini's `?key=`).
+    Query(String),
+}
+
+impl AuthStyle {
+    /// The style of a built-in route: `x-api-key` for `anthropic`, a bearer token otherwise.
+    pub fn for_route(name: &str) -> AuthStyle {
+        match name {
+            "anthropic" => AuthStyle::XApiKey,
+            _ => AuthStyle::Bearer,
+        }
+    }
+}
+
+impl std::fmt::Display for AuthStyle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthStyle::Bearer => f.write_str("bearer"),
+            AuthStyle::XApiKey => f.write_str("x-api-key"),
+            AuthStyle::ApiKey => f.write_str("api-key"),
+            AuthStyle::XGoogApiKey => f.write_str("x-goog-api-key"),
+            AuthStyle::Query(name) => write!(f, "query:{name}"),
+        }
+    }
+}
+
+impl std::str::FromStr for AuthStyle {
+    type Err = String;
+
+    /// `bearer`, `x-api-key`, `api-key`, `x-goog-api-key` or `query:NAME`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "bearer" => Ok(AuthStyle::Bearer),
+            "x-api-key" => Ok(AuthStyle::XApiKey),
+            "api-key" => Ok(AuthStyle::ApiKey),
+            "x-goog-api-key" => Ok(AuthStyle::XGoogApiKey),
+            other => match other.strip_prefix("query:") {
+                Some(name)
+                    if !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+                {
+                    Ok(AuthStyle::Query(name.to_owned()))
+                }
+                _ => Err(format!(
+                    "`{other}` is not an auth style: use bearer, x-api-key, api-key, x-goog-api-key or query:NAME"
+                )),
+            },
+        }
+    }
+}
+
+/// An API key. It is never printed, serialized or stored: `Debug` shows only that a key is
+/// there, and there is no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// A key from its text (surrounding whitespace removed); `None` when that leaves nothing.
+    pub fn new(key: &str) -> Option<ApiKey> {
+        let key = key.trim();
+        (!key.is_empty()).then(|| ApiKey(key.to_owned()))
+    }
+
+    /// The key itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<set>)")
+    }
 }
 
 /// Whether upstream 4xx/5xx answers are stored.
@@ -39,10 +149,8 @@ pub enum ErrorRecording {
 pub struct RecorderConfig {
     /// What to do with requests.
     pub mode: Mode,
-    /// Upstreams by target.
+    /// Upstreams by target, each with its own key (if any).
     pub routes: Vec<Route>,
-    /// Added to upstream requests that carry no credentials of their own; never stored.
-    pub upstream_api_key: Option<String>,
     /// Canonicalization options.
     pub key: KeyConfig,
     /// Extra redaction rules.
@@ -65,7 +173,6 @@ impl Default for RecorderConfig {
         RecorderConfig {
             mode: Mode::Replay,
             routes: Vec::new(),
-            upstream_api_key: None,
             key: KeyConfig::default(),
             redaction: RedactionRules::default(),
             errors: ErrorRecording::default(),
@@ -150,12 +257,51 @@ mod tests {
 
     fn with_route(name: &str, url: &str) -> RecorderConfig {
         RecorderConfig {
-            routes: vec![Route {
-                name: name.into(),
-                base_url: url.into(),
-            }],
+            routes: vec![Route::new(name, url)],
             ..RecorderConfig::default()
         }
+    }
+
+    #[test]
+    fn auth_styles_parse_and_display_alike() {
+        for text in [
+            "bearer",
+            "x-api-key",
+            "api-key",
+            "x-goog-api-key",
+            "query:key",
+        ] {
+            let style: AuthStyle = text.parse().unwrap();
+            assert_eq!(style.to_string(), text);
+        }
+        assert_eq!(
+            "query:api_key".parse::<AuthStyle>(),
+            Ok(AuthStyle::Query("api_key".into()))
+        );
+        for bad in ["Bearer", "query:", "query:a b", "basic"] {
+            let err = bad.parse::<AuthStyle>().unwrap_err();
+            assert!(err.contains("bearer, x-api-key"), "{bad}: {err}");
+        }
+        assert_eq!(AuthStyle::for_route("anthropic"), AuthStyle::XApiKey);
+        assert_eq!(AuthStyle::for_route("default"), AuthStyle::Bearer);
+    }
+
+    #[test]
+    fn keys_never_show_in_debug_output() {
+        let mut route = Route::new("default", "https://api.openai.com");
+        route.api_key = ApiKey::new(" sk-live-secret-1234 ");
+        assert_eq!(
+            route.api_key.as_ref().map(ApiKey::expose),
+            Some("sk-live-secret-1234")
+        );
+        let config = RecorderConfig {
+            routes: vec![route],
+            ..RecorderConfig::default()
+        };
+        let shown = format!("{config:?} {config:#?}");
+        assert!(!shown.contains("sk-live"), "{shown}");
+        assert!(shown.contains("ApiKey(<set>)"), "{shown}");
+        assert_eq!(ApiKey::new("  "), None);
     }
 
     #[test]

@@ -15,10 +15,7 @@ use std::sync::Arc;
 fn config(mode: Mode) -> RecorderConfig {
     RecorderConfig {
         mode,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: "http://127.0.0.1:9".into(),
-        }],
+        routes: vec![Route::new("default", "http://127.0.0.1:9")],
         ..RecorderConfig::default()
     }
 }

@@ -150,14 +150,8 @@ fn config(mode: Mode, upstream: &str) -> RecorderConfig {
     RecorderConfig {
         mode,
         routes: vec![
-            Route {
-                name: "default".into(),
-                base_url: format!("{upstream}/v1"),
-            },
-            Route {
-                name: "anthropic".into(),
-                base_url: upstream.to_owned(),
-            },
+            Route::new("default", format!("{upstream}/v1")),
+            Route::new("anthropic", upstream),
         ],
         ..RecorderConfig::default()
     }

@@ -3,6 +3,7 @@
 //! (`--usage-log`); whatever no log names is dead weight.
 
 use super::{runtime, StoreArgs};
+use crate::settings::SettingsFile;
 use anyhow::{bail, Context};
 use cassette_store::Key;
 use std::collections::HashSet;
@@ -36,7 +37,7 @@ enum Action {
 }
 
 /// Runs `cassette gc`.
-pub(crate) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     debug_assert!(args.unused);
     let action = if args.dry_run {
         Action::List
@@ -63,7 +64,7 @@ pub(crate) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
         // evidence would be a disaster.
         bail!("the usage logs name no key; refusing to treat every cassette as unused");
     }
-    let store = args.store.open()?;
+    let store = args.store.open(file)?;
     let (unused, total, failed) = runtime()?.block_on(async {
         let keys = store.list("").await?;
         let unused: Vec<Key> = keys

@@ -12,7 +12,7 @@
 //! stored) and are create-only unless `--overwrite`; the source files are left in place.
 
 use crate::run::suite::CHAT_PATH;
-use crate::settings::RecorderArgs;
+use crate::settings::{RecorderArgs, SettingsFile};
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use cassette_recorder::config::DEFAULT_TARGET;
@@ -55,13 +55,13 @@ enum Source {
 }
 
 /// Runs `cassette import`.
-pub(crate) fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let write = if args.overwrite {
         ImportWrite::Overwrite
     } else {
         ImportWrite::CreateOnly
     };
-    let mut settings = args.recorder.resolve()?;
+    let mut settings = args.recorder.resolve(file)?;
     // Writing needs a writable store; nothing is ever sent upstream by an import.
     settings.config.mode = Mode::Record;
     let routes = settings.config.routes.clone();
@@ -417,10 +417,7 @@ mod tests {
             ("groq", "https://api.groq.com/openai/v1"),
         ]
         .iter()
-        .map(|(name, base)| Route {
-            name: (*name).into(),
-            base_url: (*base).into(),
-        })
+        .map(|(name, base)| Route::new(*name, *base))
         .collect()
     }
 

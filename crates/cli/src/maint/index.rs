@@ -3,7 +3,7 @@
 //! cassette (see `cassette_recorder::miss`). Reads only the cassettes no segment covers yet.
 
 use super::{runtime, StoreArgs};
-use crate::settings::KeyingArgs;
+use crate::settings::{KeyingArgs, SettingsFile};
 use anyhow::Context;
 use cassette_recorder::miss::compact;
 use std::process::ExitCode;
@@ -25,8 +25,8 @@ pub(crate) struct IndexArgs {
 }
 
 /// Runs `cassette index`.
-pub(crate) fn run(args: IndexArgs) -> anyhow::Result<ExitCode> {
-    let store = args.store.open()?;
+pub(crate) fn run(args: IndexArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let store = args.store.open(file)?;
     if !store.keeps_segments() {
         eprintln!(
             "{} keeps no index segments: a miss there reads the cassettes themselves",
@@ -34,7 +34,7 @@ pub(crate) fn run(args: IndexArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let config = args.keying.config();
+    let config = args.keying.config(file);
     let done = runtime()?
         .block_on(compact(&store, &config))
         .with_context(|| format!("indexing {}", store.location()))?;

@@ -2,6 +2,7 @@
 //! recorded_at.
 
 use super::{foreign_files, load_all, runtime, StoreArgs};
+use crate::settings::SettingsFile;
 use cassette_recorder::Cassette;
 use cassette_store::Key;
 use serde_json::json;
@@ -22,8 +23,8 @@ pub(crate) struct LsArgs {
 
 /// Runs `cassette ls`. Unreadable cassettes are listed with their error and make the exit
 /// status 1, so a listing is also a cheap health check.
-pub(crate) fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
-    match list(args) {
+pub(crate) fn run(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    match list(args, file) {
         // `cassette ls | head` closes the pipe early: that is a finished listing, not an error.
         Err(err)
             if err
@@ -36,8 +37,8 @@ pub(crate) fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
-    let spec = args.store.resolve();
+fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let spec = args.store.resolve(file);
     let store = spec.open()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

@@ -10,7 +10,7 @@ use crate::answer::{self, Answer};
 use crate::request_file;
 use crate::run::graders::Check;
 use crate::run::suite::{self, Case};
-use crate::settings::RecorderArgs;
+use crate::settings::{RecorderArgs, SettingsFile};
 use anyhow::{bail, Context};
 use cassette_keying::Profile;
 use cassette_recorder::{Mode, Recorder, Request, Source};
@@ -90,9 +90,9 @@ struct Probed {
 }
 
 /// Runs `cassette probe`.
-pub(crate) fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ProbeArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let targets = targets(&args)?;
-    let mut settings = args.recorder.resolve()?;
+    let mut settings = args.recorder.resolve(file)?;
     // A probe measures the live model: it never replays. It records only when asked to.
     settings.config.mode = match settings.config.mode {
         Mode::Record => Mode::Record,

@@ -1,14 +1,16 @@
 //! `cassette verify [--strict]`: every cassette parses, its key still matches its stored request
-//! under the current key version (tapes from an older version and hand edits are flagged), and
-//! no stored byte looks like a credential. `--strict` also fails when git has uncommitted
+//! under the current key version (tapes from an older version and hand edits are flagged), no
+//! stored byte looks like a credential, and nothing is stored that today's redaction would not
+//! store (credential names, cookie and token headers outside the allow-lists, keys in binary
+//! bodies or split across stream events). `--strict` also fails when git has uncommitted
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
 use super::{foreign_files, load_all, runtime, store_exists, StoreArgs};
-use crate::settings::{KeyingArgs, StoreSpec};
+use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
-use cassette_recorder::redact::find_credentials;
+use cassette_recorder::redact::{audit, find_credentials};
 use cassette_recorder::Cassette;
 use cassette_store::{Key, StoreUrl};
 use std::path::{Path, PathBuf};
@@ -38,13 +40,13 @@ enum GitCheck {
 }
 
 /// Runs `cassette verify`.
-pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let git = if args.strict {
         GitCheck::RequireClean
     } else {
         GitCheck::Skip
     };
-    let spec = args.store.resolve();
+    let spec = args.store.resolve(file);
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
         GitCheck::RequireClean => Some(local_folder(&spec)?),
@@ -57,7 +59,7 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     let store = spec.open()?;
     let loaded = runtime()?.block_on(load_all(&store))?;
-    let config = args.keying.config();
+    let config = args.keying.config(file);
     let mut problems = 0usize;
     for foreign in foreign_files(&spec)? {
         println!("{}: {}", foreign.path.display(), foreign.what);
@@ -118,7 +120,8 @@ struct Checked {
     key: KeyCheck,
 }
 
-/// Verifies one cassette: no credential-shaped bytes, and its document checks out.
+/// Verifies one cassette: no credential-shaped bytes, nothing today's redaction would not have
+/// stored, and its document checks out.
 fn check(
     key: &Key,
     bytes: Option<&Bytes>,
@@ -137,6 +140,16 @@ fn check(
             )
         })
         .collect();
+    // What the current redaction rules would not have stored: names, headers outside today's
+    // allow-lists, binary bodies, secrets split across stream events. By place, never by value.
+    if let Ok(cassette) = parsed {
+        problems.extend(audit(cassette).into_iter().map(|finding| {
+            format!(
+                "{} holds {}; redact or re-record it",
+                finding.location, finding.reason
+            )
+        }));
+    }
     let (problem, key) = check_document(key, parsed, config);
     problems.extend(problem);
     Checked { problems, key }
@@ -170,16 +183,46 @@ fn check_document(
         );
         return (Some(problem), KeyCheck::Done);
     }
+    // A tape is checked under the settings it records (the current ones for older tapes):
+    // a hand edit shows as a key mismatch, other settings as what they are.
+    let recorded = match &cassette.key_settings {
+        Some(settings) => match settings.key_config() {
+            Ok(recorded) => Some(recorded),
+            Err(err) => {
+                let problem = format!("its stored keying settings do not parse: {err}");
+                return (Some(problem), KeyCheck::Done);
+            }
+        },
+        None => None,
+    };
+    if let Some(recorded) = &recorded {
+        let differences = recorded.canonical().differences(&config.canonical());
+        if !differences.is_empty() {
+            let problem = format!(
+                "keyed under other settings (recorded with {}): replay with the current settings misses it; re-record it or restore the setting",
+                differences.join(", recorded with ")
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
+    }
     if cassette.meta.request_redacted {
         return (None, KeyCheck::Redacted);
     }
-    let recomputed = cassette.keyed_request(config).key;
+    let recomputed = cassette
+        .keyed_request(recorded.as_ref().unwrap_or(config))
+        .key;
     if recomputed == *key {
         return (None, KeyCheck::Done);
     }
-    let problem = format!(
-        "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other --volatile settings, or the keying changed without a key version bump)"
-    );
+    let problem = if recorded.is_some() {
+        format!(
+            "its stored request keys to {recomputed}: the request was edited by hand (or the keying changed without a key version bump)"
+        )
+    } else {
+        format!(
+            "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other keying settings, or the keying changed without a key version bump)"
+        )
+    };
     (Some(problem), KeyCheck::Done)
 }
 

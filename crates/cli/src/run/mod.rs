@@ -16,7 +16,7 @@ pub(crate) mod suite;
 
 pub(crate) use report::print_miss;
 
-use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings};
+use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
 use call::Stop;
 use case::{run_case, Done};
@@ -152,7 +152,7 @@ struct SuiteRun {
 
 impl RunArgs {
     /// Loads the suite and validates every setting; no store is opened, no request sent.
-    fn resolve(&self) -> anyhow::Result<RunSettings> {
+    fn resolve(&self, file: &SettingsFile) -> anyhow::Result<RunSettings> {
         let cases = self.pick(suite::load(&self.suite)?)?;
         let api = self.judge_api.unwrap_or(JudgeApi::Openai);
         let judge = JudgeConfig {
@@ -170,7 +170,8 @@ impl RunArgs {
                 .to_owned()
             }),
         };
-        let recorder = self.recorder.resolve()?;
+        let recorder = self.recorder.resolve(file)?;
+        self.check_routes(&cases, &recorder, file)?;
         self.check_judge(&cases, &judge, &recorder)?;
         let runs_dir = self.runs_dir.as_deref().unwrap_or(Path::new(RUNS_DIR));
         Ok(RunSettings {
@@ -228,6 +229,54 @@ impl RunArgs {
             Some(limit) => picked.take(limit as usize).collect(),
             None => picked.collect(),
         })
+    }
+
+    /// Every case's target is a route, so no case fails half-way through a recording.
+    fn check_routes(
+        &self,
+        cases: &[Case],
+        recorder: &RecorderSettings,
+        file: &SettingsFile,
+    ) -> anyhow::Result<()> {
+        let mut unknown = Vec::new();
+        for case in cases {
+            let target = &case.request.target;
+            if recorder.config.route(target).is_none() {
+                unknown.push(format!(
+                    "{}:{}: case {:?}: target {target:?} is not a route",
+                    self.suite.display(),
+                    case.line,
+                    case.id
+                ));
+            }
+        }
+        let Some(first) = cases
+            .iter()
+            .find(|c| recorder.config.route(&c.request.target).is_none())
+        else {
+            return Ok(());
+        };
+        let target = &first.request.target;
+        let known: Vec<&str> = recorder
+            .config
+            .routes
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        let fix = match &file.path {
+            Some(path) => format!(
+                "add [routes.{target}] with an upstream to {} or pass --route {target}=URL",
+                path.display()
+            ),
+            None => format!(
+                "add [routes.{target}] with an upstream to cassette.toml or pass --route {target}=URL"
+            ),
+        };
+        bail!(
+            "{}\nthe routes are {}; {fix}. Nothing was run",
+            unknown.join("\n"),
+            known.join(", ")
+        )
     }
 
     /// Every judged case has a model, and the judge's route exists.
@@ -395,13 +444,13 @@ pub(crate) fn run_file(runs_dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Runs `cassette run`.
-pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: RunArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     // Everything is validated before the store is opened or a request is sent.
     let RunSettings {
         recorder,
         suite,
         against,
-    } = args.resolve()?;
+    } = args.resolve(file)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -17,7 +17,7 @@ use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::stream::StreamFormat;
 use crate::upstream::{Upstream, HOP_BY_HOP};
-use cassette_keying::{Key, Keyed, Profile};
+use cassette_keying::{Key, Keyed};
 use cassette_store::DynStore;
 use recording::{Draft, Persist};
 use replay::replay_response;
@@ -142,7 +142,7 @@ impl Recorder {
         usage_log: Option<PathBuf>,
     ) -> Result<Recorder> {
         config.validate()?;
-        let redactor = Redactor::new(&config.redaction)?;
+        let redactor = redactor_with_keys(&config)?;
         let plan = match config.mode {
             Mode::Replay => Plan::Replay,
             Mode::Auto => Plan::Auto(Upstream::new(config.upstream_timeout)?),
@@ -288,24 +288,25 @@ impl Recorder {
         let explanation = {
             let mut index = self.inner.index.lock().await;
             let (store, config) = (&self.inner.store, &self.inner.config.key);
-            index
-                .explain(
-                    store,
-                    config,
-                    &request.target,
-                    &request.path,
-                    &keyed.material,
-                )
-                .await
+            let redactor = &self.inner.redactor;
+            let asked = (
+                request.target.as_str(),
+                request.path.as_str(),
+                &keyed.material,
+            );
+            index.explain(store, config, redactor, asked).await
         };
+        // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
+        // credential the request carried.
+        let redactor = &self.inner.redactor;
         Miss {
             key: keyed.key.clone(),
             profile: keyed.profile.to_string(),
             target: request.target.clone(),
             method: request.method.to_ascii_uppercase(),
-            path: request.path.clone(),
-            model: request.model(),
-            store: self.inner.store.location(),
+            path: redactor.text(&request.path),
+            model: request.model().map(|model| redactor.text(&model)),
+            store: redactor.url(&self.inner.store.location()),
             explanation,
         }
     }
@@ -407,7 +408,7 @@ impl Recorder {
         keyed: Keyed,
         persist: Persist,
     ) -> Result<Outcome> {
-        let sent = self.send(upstream, &request, keyed.profile).await?;
+        let sent = self.send(upstream, &request).await?;
         let status = sent.response.status().as_u16();
         let headers: Vec<(String, String)> = sent
             .response
@@ -460,7 +461,7 @@ impl Recorder {
 
     /// Sends `request` to its route's upstream, counting the call and a failure to get an
     /// answer. The body of the answer is left to stream.
-    async fn send(&self, upstream: &Upstream, request: &Request, profile: Profile) -> Result<Sent> {
+    async fn send(&self, upstream: &Upstream, request: &Request) -> Result<Sent> {
         let inner = &self.inner;
         let route = inner
             .config
@@ -472,13 +473,7 @@ impl Recorder {
         counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let (endpoint, response) = upstream
-            .send(
-                &route.base_url,
-                profile,
-                request,
-                inner.config.upstream_api_key.as_deref(),
-                &inner.redactor,
-            )
+            .send(route, request, &inner.redactor)
             .await
             .inspect_err(|_| {
                 counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
@@ -506,6 +501,8 @@ impl Recorder {
         let bytes = response.bytes().await.map_err(|e| {
             let counters = &self.inner.counters;
             counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+            // The URL may hold a route's key (a `query:` auth style).
+            let e = e.without_url();
             crate::error::upstream_error(endpoint, &e, self.inner.config.upstream_timeout)
         })?;
         draft.store(StoredBody::from_bytes(&bytes), None).await?;
@@ -521,6 +518,41 @@ struct Sent {
     endpoint: String,
     response: reqwest::Response,
     started: Instant,
+}
+
+/// Keys shorter than this are not added to the redaction rules: a short word ("local", "test")
+/// would mangle every stored answer that contains it, and is no secret anyway.
+const MIN_REDACTED_KEY: usize = 8;
+
+/// The configured redactor, also replacing every route key wherever it would be stored (an
+/// upstream that echoes the key in an error answer, say): keys never reach a cassette.
+fn redactor_with_keys(config: &RecorderConfig) -> Result<Redactor> {
+    let mut rules = config.redaction.clone();
+    let user_rules = rules.patterns.len();
+    let keyed: Vec<(&str, &str)> = config
+        .routes
+        .iter()
+        .filter_map(|r| Some((r.name.as_str(), r.api_key.as_ref()?.expose())))
+        .filter(|(_, key)| key.len() >= MIN_REDACTED_KEY)
+        .collect();
+    rules
+        .patterns
+        .extend(keyed.iter().map(|(_, key)| regex::escape(key)));
+    Redactor::new(&rules).or_else(|_| {
+        // The error would quote the pattern, which is a key: name the user's rule instead, or
+        // the route, never the key.
+        rules.patterns.truncate(user_rules);
+        Redactor::new(&rules)?;
+        Err(Error::InvalidRoute {
+            name: keyed
+                .iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            reason: "a key of this route cannot be turned into a redaction rule (too long?)"
+                .to_owned(),
+        })
+    })
 }
 
 fn header_value(headers: &[(String, String)], name: &str) -> Option<String> {

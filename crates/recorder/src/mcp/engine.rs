@@ -353,16 +353,13 @@ impl McpRecorder {
         let store = recorder.store();
         let mut explanation = {
             let mut index = self.inner.index.lock().await;
-            let config = &recorder.config().key;
-            index
-                .explain(
-                    store,
-                    config,
-                    &self.inner.server,
-                    &call.method,
-                    &keyed.material,
-                )
-                .await
+            let (config, redactor) = (&recorder.config().key, recorder.redactor());
+            let asked = (
+                self.inner.server.as_str(),
+                call.method.as_str(),
+                &keyed.material,
+            );
+            index.explain(store, config, redactor, asked).await
         };
         if explanation.nearest.is_none() {
             explanation.summary =
@@ -372,8 +369,10 @@ impl McpRecorder {
             key: keyed.key.to_string(),
             server: self.inner.server.clone(),
             method: call.method.clone(),
-            subject: call.subject(),
-            store: store.location(),
+            subject: call
+                .subject()
+                .map(|subject| recorder.redactor().text(&subject)),
+            store: recorder.redactor().url(&store.location()),
             explanation,
         };
         recorder.note_miss(
@@ -460,30 +459,29 @@ impl McpRecorder {
         let redactor = self.inner.recorder.redactor();
         let request_body = match &call.params {
             None => StoredBody::Empty,
-            Some(params) => {
-                let mut params = params.clone();
-                redactor.json(&mut params);
-                StoredBody::Json(params)
-            }
+            Some(params) => StoredBody::Json(params.clone()),
         };
-        let mut response_body = recording.to_body();
-        redactor.json(&mut response_body);
+        let lowercased = |headers: &[(String, String)]| -> BTreeMap<String, String> {
+            headers
+                .iter()
+                .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
+                .collect()
+        };
         let mut cassette = Cassette {
             format: FORMAT_VERSION,
             key: keyed.key.clone(),
             key_version: cassette_keying::KEY_VERSION,
+            // MCP keys take no keying settings.
+            key_settings: None,
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: self.inner.server.clone(),
-            upstream: redactor.url(&self.inner.upstream),
+            upstream: self.inner.upstream.clone(),
             request: StoredRequest {
                 method: MCP_METHOD.to_owned(),
                 path: call.method.clone(),
                 query: String::new(),
-                headers: redactor
-                    .request_headers(&transcript.request_headers)
-                    .into_iter()
-                    .collect(),
+                headers: lowercased(&transcript.request_headers),
                 body: request_body,
             },
             response: StoredResponse {
@@ -492,11 +490,8 @@ impl McpRecorder {
                 } else {
                     transcript.status
                 },
-                headers: redactor
-                    .response_headers(&transcript.response_headers)
-                    .into_iter()
-                    .collect::<BTreeMap<_, _>>(),
-                body: StoredBody::Json(response_body),
+                headers: lowercased(&transcript.response_headers),
+                body: StoredBody::Json(recording.to_body()),
                 stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
             },
             meta: Meta {
@@ -505,6 +500,8 @@ impl McpRecorder {
                 ..Meta::default()
             },
         };
+        // The whole document through the same redaction as an HTTP recording.
+        redactor.cassette(&mut cassette);
         cassette.meta.request_redacted = keyed_stored_request(&cassette).key != keyed.key;
         cassette
     }

@@ -21,7 +21,7 @@ use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::stream::framing::{LineSplitter, SseParser};
 use bytes::Bytes;
-use cassette_keying::{Key, Keyed, Profile};
+use cassette_keying::{Key, Keyed};
 use futures::StreamExt;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -294,15 +294,9 @@ async fn send(engine: &McpRecorder, request: &Request) -> Result<(String, reqwes
             target: request.target.clone(),
         })?;
     recorder.count_upstream_request();
-    // The proxy's LLM API key is never sent to an MCP server.
+    // Only a key configured for this very route is sent; an LLM route's key never is.
     upstream
-        .send(
-            &route.base_url,
-            Profile::Mcp,
-            request,
-            None,
-            recorder.redactor(),
-        )
+        .send(route, request, recorder.redactor())
         .await
         .inspect_err(|_| recorder.count_upstream_error())
 }

@@ -25,9 +25,13 @@
 //! explanation is the same as a full scan would give whenever the ranking keeps the true
 //! nearest among them. Segments are hints: a record whose cassette is gone is skipped.
 
-use super::{distance, render, Explanation, Nearest};
+use super::{distance, redacted_material, render, Explanation, Nearest};
 use crate::cassette::Cassette;
-use cassette_keying::{diff, normalize_path, to_canonical_string, Key, KeyConfig};
+use crate::redact::Redactor;
+use cassette_keying::{
+    diff, normalize_path, to_canonical_string, CanonicalKeyConfig, Difference, Key, KeyConfig,
+    KEY_VERSION,
+};
 use cassette_store::{Created, DynStore, SegmentName};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -414,6 +418,18 @@ pub(crate) struct NearestIndex {
     unreadable: HashSet<Key>,
     /// Requests to the store since the index was built, for benchmarks and tests.
     requests: u64,
+    /// The keying settings of the requests explained, to name a recording keyed otherwise.
+    settings: CanonicalKeyConfig,
+}
+
+/// The nearest recording found: its key and time, how it was keyed, and what differs.
+struct Found {
+    key: Key,
+    recorded_at: String,
+    key_version: u32,
+    settings: Option<CanonicalKeyConfig>,
+    request_redacted: bool,
+    differences: Vec<Difference>,
 }
 
 impl fmt::Debug for NearestIndex {
@@ -489,17 +505,21 @@ impl NearestIndex {
 
     /// Explains a miss of a request with this target, path and material: brings the index up
     /// to date, ranks the recordings at the same target, path and profile, and diffs the best
-    /// few exactly.
+    /// few exactly. The material is redacted first, as a recording of it would be: the
+    /// explanation ends up in 409 bodies, logs and CI output, and must not echo the request's
+    /// credentials. A difference only in a redacted value then shows as the same request,
+    /// explained as redacted.
     pub(crate) async fn explain(
         &mut self,
         store: &DynStore,
         config: &KeyConfig,
-        target: &str,
-        path: &str,
-        material: &Value,
+        redactor: &Redactor,
+        (target, path, material): (&str, &str, &Value),
     ) -> Explanation {
+        self.settings = config.canonical();
+        let material = &redacted_material(material, redactor);
         self.refresh(store, config).await;
-        let path = normalize_path(path);
+        let path = redactor.text(&normalize_path(path));
         let mut nearest = self.nearest(store, config, target, &path, material).await;
         if nearest.is_none() && self.has_base {
             // The segments know of nothing here: a cassette no segment covers (copied in by an
@@ -515,22 +535,79 @@ impl NearestIndex {
                     self.entries.len()
                 ),
             },
-            Some((key, recorded_at, differences)) => {
-                let shown = render(&differences);
-                Explanation {
-                    summary: format!(
-                        "The nearest recording, {}, differs in: {}.",
-                        key.short(),
-                        shown.join("; ")
-                    ),
-                    nearest: Some(Nearest {
-                        key,
-                        recorded_at,
-                        differences: shown,
-                    }),
-                }
-            }
+            Some(found) => self.explained(found),
         }
+    }
+
+    /// The explanation of the nearest recording: how it was keyed when that differs, then what
+    /// differs in the request.
+    fn explained(&self, found: Found) -> Explanation {
+        let same_request = found.differences.is_empty();
+        let keyed_under = self.keyed_under(&found, same_request);
+        let differences = render(&found.differences);
+        let mut shown = keyed_under.clone();
+        shown.extend(differences.iter().cloned());
+        let key = found.key.short();
+        let summary = if same_request {
+            format!(
+                "The nearest recording, {key}, is this same request keyed differently: {}.",
+                shown.join("; ")
+            )
+        } else if keyed_under.is_empty() {
+            format!(
+                "The nearest recording, {key}, differs in: {}.",
+                shown.join("; ")
+            )
+        } else {
+            format!(
+                "The nearest recording, {key}, was {}; and differs in: {}.",
+                keyed_under.join("; "),
+                differences.join("; ")
+            )
+        };
+        Explanation {
+            summary,
+            nearest: Some(Nearest {
+                key: found.key,
+                recorded_at: found.recorded_at,
+                differences: shown,
+            }),
+        }
+    }
+
+    /// Why a recording keys differently besides its request: another key version, other
+    /// keying settings (named), or, when nothing else differs, redaction or a hand edit.
+    fn keyed_under(&self, found: &Found, same_request: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if found.key_version != KEY_VERSION {
+            out.push(format!(
+                "keyed under key version {}; this tool keys with version {KEY_VERSION}",
+                found.key_version
+            ));
+        }
+        match &found.settings {
+            Some(recorded) => out.extend(
+                recorded
+                    .differences(&self.settings)
+                    .into_iter()
+                    .map(|d| format!("recorded with {d}")),
+            ),
+            None if same_request && out.is_empty() => out.push(
+                "recorded by an older cassette that did not store its keying settings; it was \
+                 probably keyed with other volatile settings"
+                    .to_owned(),
+            ),
+            None => {}
+        }
+        if same_request && out.is_empty() {
+            out.push(if found.request_redacted {
+                "the part of the request that differs was redacted when it was stored".to_owned()
+            } else {
+                "nothing in its stored request; it was edited by hand or stored under another key"
+                    .to_owned()
+            });
+        }
+        out
     }
 
     /// The nearest recording that still exists, with its exact differences.
@@ -541,7 +618,7 @@ impl NearestIndex {
         target: &str,
         path: &str,
         material: &Value,
-    ) -> Option<(Key, String, Vec<cassette_keying::Difference>)> {
+    ) -> Option<Found> {
         let profile = material
             .get("profile")
             .and_then(Value::as_str)
@@ -578,7 +655,7 @@ impl NearestIndex {
             .buffered(REFINED)
             .collect()
             .await;
-        let mut best: Option<(f64, Key, String, Vec<cassette_keying::Difference>)> = None;
+        let mut best: Option<(f64, Found)> = None;
         for (key, cassette) in fetched {
             let Some(cassette) = cassette else {
                 // Gone (deleted after it was indexed) or damaged: not a recording to name.
@@ -589,13 +666,23 @@ impl NearestIndex {
             let d = distance(&differences);
             let better = match &best {
                 None => true,
-                Some((bd, _, at, _)) => d < *bd || (d == *bd && cassette.recorded_at > *at),
+                Some((bd, found)) => {
+                    d < *bd || (d == *bd && cassette.recorded_at > found.recorded_at)
+                }
             };
             if better {
-                best = Some((d, key, cassette.recorded_at.clone(), differences));
+                let found = Found {
+                    key,
+                    recorded_at: cassette.recorded_at.clone(),
+                    key_version: cassette.key_version,
+                    settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
+                    request_redacted: cassette.meta.request_redacted,
+                    differences,
+                };
+                best = Some((d, found));
             }
         }
-        best.map(|(_, key, at, differences)| (key, at, differences))
+        best.map(|(_, found)| found)
     }
 
     /// Store requests made so far (LIST and GET), for tests and benchmarks.

@@ -14,6 +14,7 @@ pub(crate) use log::MissBook;
 pub use log::{MissLog, MissNote};
 pub use render::{difference_line, word_diff};
 
+use crate::redact::Redactor;
 use cassette_keying::{Change, Difference, Key};
 use serde::Serialize;
 use serde_json::Value;
@@ -59,9 +60,10 @@ pub struct Nearest {
     pub key: Key,
     /// When it was recorded.
     pub recorded_at: String,
-    /// The components that differ, recorded value first (`body.temperature: 0 -> 0.7`); two
-    /// long strings as a word diff of what changed (`…the quarterly [-revenue-]{+income+}
-    /// figures…`).
+    /// What differs, recorded value first: the keying settings or key version it was keyed
+    /// under when they are not the current ones (`recorded with volatile [seed]; now []`),
+    /// then the components of the request (`body.temperature: 0 -> 0.7`; two long strings as a
+    /// word diff of what changed, `…the quarterly [-revenue-]{+income+} figures…`).
     pub differences: Vec<String>,
 }
 
@@ -103,6 +105,32 @@ impl fmt::Display for Miss {
             ") with key {} in {}. {} Record it in record or auto mode.",
             self.key, self.store, self.explanation.summary
         )
+    }
+}
+
+/// Key material as a recording would store it: the request body (`body`, or an MCP request's
+/// `params`) by the JSON rules, every other string by the shape and user rules.
+fn redacted_material(material: &Value, redactor: &Redactor) -> Value {
+    let mut out = material.clone();
+    if let Value::Object(members) = &mut out {
+        for (name, value) in members.iter_mut() {
+            match name.as_str() {
+                "body" | "params" => redactor.json(value),
+                _ => redact_strings(value, redactor),
+            }
+        }
+    }
+    out
+}
+
+fn redact_strings(value: &mut Value, redactor: &Redactor) {
+    match value {
+        Value::String(s) => *s = redactor.text(s),
+        Value::Array(items) => items.iter_mut().for_each(|v| redact_strings(v, redactor)),
+        Value::Object(members) => members
+            .values_mut()
+            .for_each(|v| redact_strings(v, redactor)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
@@ -150,10 +178,6 @@ fn render(differences: &[Difference]) -> Vec<String> {
             "and {} more differences",
             differences.len() - SHOWN_DIFFERENCES
         ));
-    }
-    if shown.is_empty() {
-        // Same material but another key: the tape was keyed under another contract version.
-        shown.push("nothing in the request; the tape was keyed under another key version".into());
     }
     shown
 }
