@@ -199,3 +199,37 @@ async fn deleted_and_unindexed_cassettes_are_handled() {
     .await;
     assert_eq!(found.explanation.nearest.map(|n| n.key), Some(key));
 }
+
+/// Templated prompts that differ only in their numbers: the ranking must still find the one
+/// the missed request rewords, not merely one of its many look-alikes.
+#[tokio::test]
+async fn the_nearest_among_look_alike_prompts_is_the_reworded_one() {
+    let templated = |i: usize, when: &str| {
+        chat(
+            &format!(
+                "Question number {i}: where is my refund for order {i}? I paid by card and the \
+                 parcel came back to you {when}."
+            ),
+            0.0,
+        )
+    };
+    let store: DynStore = cassette_store::open("memory://").unwrap();
+    let writer = Recorder::new(config(Mode::Record), store.clone()).unwrap();
+    for i in 0..2000 {
+        record(&writer, templated(i, "last week")).await;
+    }
+    writer.flush_index().await.unwrap();
+    let expected = templated(1000, "last week").key(&Default::default()).key;
+    for compacted in [false, true] {
+        if compacted {
+            compact(&store, &Default::default()).await.unwrap();
+        }
+        let replay = Recorder::new(config(Mode::Replay), store.clone()).unwrap();
+        let found = miss(&replay, templated(1000, "two weeks ago")).await;
+        assert_eq!(
+            found.explanation.nearest.map(|n| n.key),
+            Some(expected.clone()),
+            "compacted: {compacted}"
+        );
+    }
+}

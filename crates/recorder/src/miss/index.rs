@@ -6,8 +6,10 @@
 //!
 //! An [`IndexRecord`] is one recording's key, target, path, profile, time, and its material as
 //! *leaves*: every scalar at its JSON path, as a hash of the path and a hash of the value, plus
-//! for long strings a 64-bit SimHash of their words, which says how much of a reworded prompt
-//! changed without storing the prompt. Records are written in **segments** (the store's index
+//! for long strings their *shape*: the length, and hashes of the prefixes and suffixes of 8,
+//! 16, 32, ... characters. Two shapes tell how long the common beginning and end of two strings
+//! are (within a factor of two), which is what the exact distance weighs (the share of
+//! characters outside them), without storing the prompt. Records are written in **segments** (the store's index
 //! namespace, see `Store::put_segment`), JSON Lines behind a header line:
 //!
 //! - every recorder that writes cassettes writes its own create-only segments (`w-…`), batched
@@ -46,8 +48,11 @@ const SCAN_CONCURRENCY: usize = 32;
 /// How many ranked candidates are read whole and diffed exactly.
 const REFINED: usize = 8;
 
-/// Strings at least this long get a SimHash of their words.
-const SKETCHED: usize = 24;
+/// Strings at least this long get a shape.
+const SHAPED: usize = 24;
+
+/// The shortest prefix and suffix a shape hashes; each next one is twice as long.
+const SHAPE_START: usize = 8;
 
 /// The version of the segment format; readers skip segments of another version.
 const SEGMENT_FORMAT: u32 = 1;
@@ -65,16 +70,66 @@ pub struct IndexRecord {
     pub profile: String,
     /// When it was recorded.
     pub recorded_at: String,
-    /// The material's leaves, each `PATHHASH:VALUEHASH[:SIMHASH]` in hex.
+    /// The material's leaves, each `PATHHASH:VALUEHASH[:LENGTH:PREFIXES:SUFFIXES]` in hex
+    /// (prefix and suffix hashes joined by `.`).
     leaves: Vec<String>,
 }
 
-/// A leaf decoded: hashes of its path and value, and the SimHash of a long string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A leaf decoded: hashes of its path and value, and the shape of a long string.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Leaf {
     path: u32,
     value: u64,
-    sketch: Option<u64>,
+    shape: Option<Shape>,
+}
+
+/// A long string's length in characters and 24-bit hashes of its prefixes and suffixes of
+/// 8, 16, 32, ... characters (as many as fit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Shape {
+    len: u32,
+    prefixes: Vec<u32>,
+    suffixes: Vec<u32>,
+}
+
+impl Shape {
+    fn of(text: &str) -> Shape {
+        let chars: Vec<char> = text.chars().collect();
+        let hash =
+            |part: &[char]| fnv(part.iter().collect::<String>().as_bytes()) as u32 & 0xff_ffff;
+        let mut prefixes = Vec::new();
+        let mut suffixes = Vec::new();
+        let mut k = SHAPE_START;
+        while k <= chars.len() {
+            prefixes.push(hash(&chars[..k]));
+            suffixes.push(hash(&chars[chars.len() - k..]));
+            k *= 2;
+        }
+        Shape {
+            len: chars.len() as u32,
+            prefixes,
+            suffixes,
+        }
+    }
+
+    /// The share of characters outside the common beginning and end, estimated from the
+    /// longest prefix and suffix lengths both hash alike (so at most twice too high).
+    fn changed_share(&self, other: &Shape) -> f64 {
+        let common = |a: &[u32], b: &[u32]| {
+            a.iter()
+                .zip(b)
+                .take_while(|(x, y)| x == y)
+                .count()
+                .checked_sub(1)
+                .map_or(0, |j| SHAPE_START << j)
+        };
+        let shorter = self.len.min(other.len) as usize;
+        let longest = self.len.max(other.len).max(1) as usize;
+        let kept = (common(&self.prefixes, &other.prefixes)
+            + common(&self.suffixes, &other.suffixes))
+        .min(shorter);
+        (longest - kept) as f64 / longest as f64
+    }
 }
 
 impl IndexRecord {
@@ -110,25 +165,44 @@ impl IndexRecord {
 
 impl Leaf {
     fn encode(&self) -> String {
-        match self.sketch {
-            Some(sketch) => format!("{:08x}:{:016x}:{sketch:016x}", self.path, self.value),
-            None => format!("{:08x}:{:016x}", self.path, self.value),
+        let mut out = format!("{:08x}:{:016x}", self.path, self.value);
+        if let Some(shape) = &self.shape {
+            let join = |hashes: &[u32]| {
+                hashes
+                    .iter()
+                    .map(|h| format!("{h:06x}"))
+                    .collect::<Vec<_>>()
+                    .join(".")
+            };
+            out.push_str(&format!(
+                ":{:x}:{}:{}",
+                shape.len,
+                join(&shape.prefixes),
+                join(&shape.suffixes)
+            ));
         }
+        out
     }
 
     fn decode(text: &str) -> Option<Leaf> {
         let mut parts = text.split(':');
         let path = u32::from_str_radix(parts.next()?, 16).ok()?;
         let value = u64::from_str_radix(parts.next()?, 16).ok()?;
-        let sketch = match parts.next() {
-            Some(s) => Some(u64::from_str_radix(s, 16).ok()?),
+        let hashes = |part: &str| -> Option<Vec<u32>> {
+            part.split('.')
+                .filter(|h| !h.is_empty())
+                .map(|h| u32::from_str_radix(h, 16).ok())
+                .collect()
+        };
+        let shape = match parts.next() {
+            Some(len) => Some(Shape {
+                len: u32::from_str_radix(len, 16).ok()?,
+                prefixes: hashes(parts.next()?)?,
+                suffixes: hashes(parts.next()?)?,
+            }),
             None => None,
         };
-        Some(Leaf {
-            path,
-            value,
-            sketch,
-        })
+        Some(Leaf { path, value, shape })
     }
 }
 
@@ -166,49 +240,21 @@ fn walk(value: &Value, path: &mut String, out: &mut Vec<Leaf>) {
             }
         }
         leaf => {
-            let sketch = match leaf {
-                Value::String(s) if s.chars().count() >= SKETCHED => Some(simhash(s)),
+            let shape = match leaf {
+                Value::String(s) if s.chars().count() >= SHAPED => Some(Shape::of(s)),
                 _ => None,
             };
             out.push(Leaf {
                 path: fnv(path.as_bytes()) as u32,
                 value: fnv(to_canonical_string(leaf).as_bytes()),
-                sketch,
+                shape,
             });
         }
     }
 }
 
-/// A 64-bit SimHash of a text's lowercased words and word pairs: texts that share most of
-/// their words have hashes that differ in few bits.
-fn simhash(text: &str) -> u64 {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let mut weights = [0i32; 64];
-    let mut add = |feature: &str| {
-        let h = fnv(feature.as_bytes());
-        for (bit, weight) in weights.iter_mut().enumerate() {
-            *weight += if h >> bit & 1 == 1 { 1 } else { -1 };
-        }
-    };
-    for word in &words {
-        add(word);
-    }
-    for pair in words.windows(2) {
-        add(&format!("{} {}", pair[0], pair[1]));
-    }
-    weights
-        .iter()
-        .enumerate()
-        .filter(|(_, w)| **w > 0)
-        .fold(0, |h, (bit, _)| h | 1 << bit)
-}
-
-/// How far apart two records' leaves are, roughly as [`distance`] weighs a diff: 1 for a leaf
-/// only one has or that changed, less for a long string whose words mostly stayed.
+/// How far apart two records' leaves are, as [`distance`] weighs a diff: 1 for a leaf only one
+/// has or that changed, the estimated changed share for a long string.
 fn leaf_distance(a: &[Leaf], b: &HashMap<u32, Leaf>) -> f64 {
     let mut total = 0.0;
     let mut seen = 0usize;
@@ -217,9 +263,8 @@ fn leaf_distance(a: &[Leaf], b: &HashMap<u32, Leaf>) -> f64 {
             Some(other) => {
                 seen += 1;
                 if other.value != leaf.value {
-                    total += match (leaf.sketch, other.sketch) {
-                        // Unrelated texts differ in about half of the 64 bits.
-                        (Some(x), Some(y)) => (f64::from((x ^ y).count_ones()) / 32.0).min(1.0),
+                    total += match (&leaf.shape, &other.shape) {
+                        (Some(x), Some(y)) => x.changed_share(y),
                         _ => 1.0,
                     };
                 }
@@ -696,15 +741,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reworded_long_strings_keep_most_of_their_simhash() {
-        let base = "Please summarise the quarterly revenue figures for the board in three short bullet points";
-        let reworded = base.replace("revenue", "income");
-        let other =
-            "Translate the following customer email into French and keep the polite tone of it";
-        let near = (simhash(base) ^ simhash(&reworded)).count_ones();
-        let far = (simhash(base) ^ simhash(other)).count_ones();
-        assert!(near < 16, "{near}");
-        assert!(far > 20, "{far}");
+    fn shapes_estimate_the_changed_share_of_templated_prompts() {
+        let prompt = |i: usize, when: &str| {
+            format!(
+                "Question number {i}: where is my refund for order {i}? I paid by card and the \
+                 parcel came back to you {when}."
+            )
+        };
+        let asked = Shape::of(&prompt(50_000, "two weeks ago"));
+        let same_case = Shape::of(&prompt(50_000, "last week")).changed_share(&asked);
+        let next_case = Shape::of(&prompt(50_001, "last week")).changed_share(&asked);
+        let other_words = Shape::of("Translate this customer email into French, politely please.")
+            .changed_share(&asked);
+        assert!(same_case < 0.6, "{same_case}");
+        assert!(next_case > 0.8, "{next_case}");
+        assert!(other_words > 0.95, "{other_words}");
+        assert_eq!(asked.changed_share(&asked), 0.0);
     }
 
     #[test]
@@ -712,11 +764,11 @@ mod tests {
         let leaf = Leaf {
             path: 0xdead_beef,
             value: 42,
-            sketch: Some(u64::MAX),
+            shape: Some(Shape::of("a string long enough to have a shape of its own")),
         };
-        assert_eq!(Leaf::decode(&leaf.encode()), Some(leaf));
+        assert_eq!(Leaf::decode(&leaf.encode()), Some(leaf.clone()));
         let plain = Leaf {
-            sketch: None,
+            shape: None,
             ..leaf
         };
         assert_eq!(Leaf::decode(&plain.encode()), Some(plain));
