@@ -631,6 +631,60 @@ fn the_example_suite_replays_offline_from_its_committed_cassettes() {
 }
 
 #[test]
+fn the_triage_example_names_three_misses_of_different_causes() {
+    // The example docs/suite.md and the README show: the suite replays; its stale copy misses
+    // three cases, each for its own reason.
+    let run = |suite: &str| {
+        common::cassette()
+            .env_remove("CASSETTE_MODE")
+            .env_remove("UPSTREAM_BASE")
+            .args(["run", suite, "--store", "file://examples/triage/cassettes"])
+            .output()
+            .unwrap()
+    };
+    let out = run("examples/triage/suite.jsonl");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let out = run("examples/triage/stale.jsonl");
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let verdicts: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {}",
+                l["id"].as_str().unwrap(),
+                l["verdict"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            "board-summary miss",
+            "capital miss",
+            "greeting miss",
+            "profile pass",
+            "refuses-harm pass"
+        ]
+    );
+    let err = common::stderr(&out);
+    for cause in [
+        "- body.messages[1].content: …Then summarise the quarterly [-revenue-]{+income+} figures for the board…",
+        "- body.model: \"gpt-4o-mini\" -> \"gpt-4o\"",
+        "- body.temperature: 0 -> 0.7",
+        "3 of 5 cases missed: board-summary, capital, greeting",
+    ] {
+        assert!(err.contains(cause), "{cause}\n{err}");
+    }
+    let docs = std::fs::read_to_string(common::workspace_root().join("docs/suite.md")).unwrap();
+    for line in common::stdout(&out).lines() {
+        assert!(
+            docs.contains(line),
+            "docs/suite.md no longer shows this output line: {line}"
+        );
+    }
+}
+
+#[test]
 fn a_judge_behind_an_ollama_endpoint_is_asked_in_ollama_form() {
     let dir = Workdir::new();
     dir.write(
