@@ -71,6 +71,7 @@ impl ProxyArgs {
             max_body: self.max_body.or(file.max_body).unwrap_or(defaults.max_body),
             exposure,
             advice: Some(crate::advice::for_recorder),
+            ..defaults
         };
         proxy.validate()?;
         let mut recorder = self.recorder.resolve(file)?;
