@@ -41,7 +41,8 @@ patterns = []   # e.g. ['[\w.+-]+@[\w-]+\.[\w.]+']
 # Upstreams. The proxy holds the real keys, read from the variables named here; under
 # `cassette exec` the command only ever sees the placeholder "cassette".
 # Built in: default (https://api.openai.com, UPSTREAM_API_KEY or OPENAI_API_KEY),
-# anthropic (/anthropic/..., ANTHROPIC_API_KEY) and ollama (/ollama/..., no key).
+# anthropic (/anthropic/..., ANTHROPIC_API_KEY), ollama (/ollama/..., no key) and
+# gemini (/gemini/..., GEMINI_API_KEY or GOOGLE_API_KEY).
 #
 # [routes.default]
 # upstream    = "https://api.openai.com"

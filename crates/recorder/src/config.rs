@@ -62,10 +62,12 @@ pub enum AuthStyle {
 }
 
 impl AuthStyle {
-    /// The style of a built-in route: `x-api-key` for `anthropic`, a bearer token otherwise.
+    /// The style of a built-in route: `x-api-key` for `anthropic`, `x-goog-api-key` for
+    /// `gemini`, a bearer token otherwise.
     pub fn for_route(name: &str) -> AuthStyle {
         match name {
             "anthropic" => AuthStyle::XApiKey,
+            "gemini" => AuthStyle::XGoogApiKey,
             _ => AuthStyle::Bearer,
         }
     }
@@ -284,6 +286,7 @@ mod tests {
         }
         assert_eq!(AuthStyle::for_route("anthropic"), AuthStyle::XApiKey);
         assert_eq!(AuthStyle::for_route("default"), AuthStyle::Bearer);
+        assert_eq!(AuthStyle::for_route("gemini"), AuthStyle::XGoogApiKey);
     }
 
     #[test]

@@ -6,13 +6,14 @@
 //!
 //! # Routes
 //!
-//! Three routes always exist, so replay needs no flags at all:
+//! Four routes always exist, so replay needs no flags at all:
 //!
 //! | route       | mounted at     | upstream by default                          | key from |
 //! |-------------|----------------|----------------------------------------------|----------|
 //! | `default`   | everything else| `UPSTREAM_BASE`, else `https://api.openai.com`| `UPSTREAM_API_KEY`, else `OPENAI_API_KEY` |
 //! | `anthropic` | `/anthropic/…` | `https://api.anthropic.com`                  | `ANTHROPIC_API_KEY` |
 //! | `ollama`    | `/ollama/…`    | `http://127.0.0.1:11434`                     | none |
+//! | `gemini`    | `/gemini/…`    | `https://generativelanguage.googleapis.com`  | `GEMINI_API_KEY`, else `GOOGLE_API_KEY` (`x-goog-api-key`) |
 //!
 //! `[routes.NAME]` in the file sets a route's upstream, key variable and auth style, or mounts
 //! a new one; `--route NAME=URL` replaces an upstream or mounts a new route.
@@ -39,6 +40,7 @@ pub(crate) const DEFAULT_UPSTREAM: &str = "https://api.openai.com";
 pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
     ("anthropic", "https://api.anthropic.com"),
     ("ollama", "http://127.0.0.1:11434"),
+    ("gemini", "https://generativelanguage.googleapis.com"),
 ];
 
 /// Whether a route exists without being configured.
@@ -54,6 +56,7 @@ pub(crate) fn built_in_key_sources(route: &str) -> &'static [&'static str] {
     match route {
         DEFAULT_TARGET => &["UPSTREAM_API_KEY", "OPENAI_API_KEY"],
         "anthropic" => &["ANTHROPIC_API_KEY"],
+        "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         _ => &[],
     }
 }
@@ -81,7 +84,7 @@ pub(crate) struct RecorderArgs {
     upstream: Option<String>,
 
     /// Mount a route: requests to /NAME/... go to URL with the /NAME prefix stripped, and NAME
-    /// is the key's target. Repeatable; replaces the built-in anthropic and ollama upstreams.
+    /// is the key's target. Repeatable; replaces the built-in anthropic, ollama and gemini upstreams.
     #[arg(long = "route", value_name = "NAME=URL", value_parser = parse_route)]
     routes: Vec<Route>,
 
@@ -501,7 +504,8 @@ auth = "query:key"
             [
                 ("default", "UPSTREAM_API_KEY,OPENAI_API_KEY".to_owned()),
                 ("anthropic", "ANTHROPIC_API_KEY".to_owned()),
-                ("ollama", String::new())
+                ("ollama", String::new()),
+                ("gemini", "GEMINI_API_KEY,GOOGLE_API_KEY".to_owned())
             ]
         );
     }
