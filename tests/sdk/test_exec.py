@@ -167,3 +167,39 @@ def test_a_command_that_cannot_start_is_an_error(cassette, store_url):
     result = exec_(cassette, store_url, ["--", "/nonexistent/command"])
     assert result.returncode == 2
     assert "/nonexistent/command" in result.stderr
+
+
+FIXED_URL_APP = textwrap.dedent(
+    """
+    import json, sys
+    import openai
+    # Configured with a fixed URL, as some tools are: no variable is read.
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{sys.argv[1]}/v1", api_key="cassette")
+    r = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "Where is my refund?"}]
+    )
+    print(json.dumps({"content": r.choices[0].message.content}))
+    """
+)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_listen_serves_clients_configured_with_a_fixed_url(cassette, store_url, recorded, stopped, tmp_path):
+    app = tmp_path / "fixed.py"
+    app.write_text(FIXED_URL_APP)
+    port = free_port()
+    result = exec_(cassette, store_url, ["--listen", f"127.0.0.1:{port}", "--", sys.executable, str(app), str(port)])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == recorded.stdout
+    assert "1 hits" in result.stderr
+
+    refused = exec_(cassette, store_url, ["--listen", "0.0.0.0:0", "--", sys.executable, str(app), "1"])
+    assert refused.returncode == 2
+    assert "loopback" in refused.stderr, refused.stderr
