@@ -183,6 +183,16 @@ fn rows(
             ),
         ),
         row(
+            "repeats",
+            config.repeats.to_string(),
+            origin(
+                m,
+                "repeats",
+                Some("CASSETTE_REPEATS"),
+                file.repeats.is_some(),
+            ),
+        ),
+        row(
             "keying.volatile",
             list(&key.volatile),
             list_origin(m, "volatile", !file.volatile.is_empty()),

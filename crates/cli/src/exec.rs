@@ -98,7 +98,7 @@ const NODE_PROXY_SWITCH: (&str, &str) = ("NODE_USE_ENV_PROXY", "1");
     HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case)=<proxy>, NO_PROXY=localhost,127.0.0.1,::1\n    \
     and the allowed hosts, unless --no-catch-bypass\n  \
     CASSETTE_PROXY_URL=<proxy>\n  \
-    CASSETTE_MODE, CASSETTE_STORE (and CASSETTE_CACHE) of this exec\n  \
+    CASSETTE_MODE, CASSETTE_STORE, CASSETTE_REPEATS (and CASSETTE_CACHE) of this exec\n  \
     CASSETTE_EXEC_REPORT=<file where cassette mcp reports misses>\n\
     and OPENAI_API_KEY=cassette (ANTHROPIC_API_KEY, GEMINI_API_KEY, GOOGLE_API_KEY and every\n\
     route's key variable alike): the real keys stay with the proxy, which sends each route's\n\
@@ -231,7 +231,7 @@ fn names_contain(env: &[EnvChange], name: &str) -> bool {
 }
 
 /// The settings a `cassette` command run by the command inherits (a `cassette mcp` that an
-/// MCP client starts): the same mode, store and cache as this exec.
+/// MCP client starts): the same mode, store, cache and handling of repeats as this exec.
 fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
     let mut env = vec![
         (
@@ -239,6 +239,10 @@ fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
             settings.config.mode.as_str().to_owned(),
         ),
         ("CASSETTE_STORE".to_owned(), settings.store.to_string()),
+        (
+            "CASSETTE_REPEATS".to_owned(),
+            settings.config.repeats.as_str().to_owned(),
+        ),
     ];
     if let Some(cache) = &settings.cache {
         env.push(("CASSETTE_CACHE".to_owned(), cache.to_string()));

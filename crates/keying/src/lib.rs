@@ -325,12 +325,12 @@ pub const OCCURRENCE_MEMBER: &str = "occurrence";
 impl Keyed {
     /// The key of the `n`-th occurrence of this request within one session, for recorders that
     /// answer repeats of one request in sequence (`docs/keying.md`, "Occurrences"). The first
-    /// occurrence (`n` of 0 or 1) is the request itself, unchanged; for `n` of 2 or more the
+    /// occurrence (`n` of 0 or 1) is the request itself, its base key; for `n` of 2 or more the
     /// material gains the member `occurrence: n` and the key is recomputed from it. A base key
     /// never changes, and no occurrence key can equal a base key (its material has a member no
-    /// base material has).
+    /// base material has). Numbering a numbered key again replaces its number.
     pub fn occurrence(self, n: u32) -> Keyed {
-        if n <= 1 {
+        if n <= 1 && self.material.get(OCCURRENCE_MEMBER).is_none() {
             return self;
         }
         let Keyed {
@@ -340,7 +340,11 @@ impl Keyed {
             ..
         } = self;
         if let Value::Object(members) = &mut material {
-            members.insert(OCCURRENCE_MEMBER.into(), Value::from(n));
+            if n <= 1 {
+                members.remove(OCCURRENCE_MEMBER);
+            } else {
+                members.insert(OCCURRENCE_MEMBER.into(), Value::from(n));
+            }
         }
         let canonical = to_canonical_string(&material);
         Keyed {

@@ -1134,8 +1134,15 @@ fn later_occurrences_pin_their_material_and_key() {
     assert_eq!(keys.len(), 50);
     assert_eq!(second.profile, base.profile);
     assert_eq!(second.system_sha256, base.system_sha256);
-    // Numbering an occurrence again replaces the number; it does not stack.
-    assert_eq!(second.occurrence(3).key.as_str(), VECTOR1_OCCURRENCE3_KEY);
+    // Numbering an occurrence again replaces the number; it does not stack, and the first
+    // occurrence of a numbered key is the base key again.
+    assert_eq!(
+        second.clone().occurrence(3).key.as_str(),
+        VECTOR1_OCCURRENCE3_KEY
+    );
+    let first = second.occurrence(1);
+    assert_eq!(first.key.as_str(), VECTOR1_KEY);
+    assert_eq!(first.canonical, base.canonical);
 }
 
 #[test]

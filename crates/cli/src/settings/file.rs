@@ -17,7 +17,7 @@ use cassette_keying::JsonPath;
 use cassette_recorder::config::AuthStyle;
 use cassette_recorder::proxy::HostPattern;
 use cassette_recorder::redact::{RedactionRules, Redactor};
-use cassette_recorder::Mode;
+use cassette_recorder::{Mode, Repeats};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -121,6 +121,7 @@ pub(crate) struct SettingsFile {
     pub(crate) record_errors: Option<bool>,
     pub(crate) stream_chunk_size: Option<usize>,
     pub(crate) upstream_timeout: Option<u64>,
+    pub(crate) repeats: Option<Repeats>,
     pub(crate) volatile: Vec<String>,
     pub(crate) keep_volatile: Vec<String>,
     pub(crate) ignore: Vec<JsonPath>,
@@ -212,6 +213,7 @@ struct Raw {
     stream_chunk_size: Option<Spanned<Size>>,
     upstream_timeout: Option<Spanned<u64>>,
     miss_status: Option<Spanned<u16>>,
+    repeats: Option<Spanned<String>>,
     #[serde(default)]
     keying: RawKeying,
     #[serde(default)]
@@ -317,6 +319,13 @@ impl Raw {
             file.usage_log = Some(join_clean(dir, Path::new(log.get_ref().trim())));
         }
         file.record_errors = self.record_errors;
+        if let Some(repeats) = &self.repeats {
+            let parsed = repeats
+                .get_ref()
+                .parse::<Repeats>()
+                .map_err(|e| source.error(repeats.span(), &format!("`repeats`: {e}")))?;
+            file.repeats = Some(parsed);
+        }
         if let Some(size) = &self.stream_chunk_size {
             let parsed = size
                 .get_ref()
@@ -674,6 +683,11 @@ auth        = "query:key"
             ("record_errors = \"yes\"", ":1:17:", "boolean"),
             ("[proxy]\nlisten = \"0.0.0.0:80\"", ":2:10:", "loopback"),
             ("miss_status = 200", ":1:15:", "400 to 599"),
+            (
+                "repeats = \"twice\"",
+                ":1:11:",
+                "same (one answer per request) or sequence",
+            ),
             (
                 "[bypass]\nallow = [\"ok.com\", \"http://x\"]",
                 ":2:20:",

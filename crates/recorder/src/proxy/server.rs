@@ -319,6 +319,9 @@ fn recorder_error_response(err: &Error, message: &str) -> Response {
             detail.insert("path".into(), json!(miss.path));
             detail.insert("model".into(), json!(miss.model));
             detail.insert("store".into(), json!(miss.store));
+            if let Some(repeat) = &miss.repeat {
+                detail.insert("repeat".into(), json!(repeat));
+            }
             detail.insert(
                 "explanation".into(),
                 serde_json::to_value(&miss.explanation).unwrap_or(Value::Null),
