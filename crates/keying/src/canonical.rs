@@ -1,4 +1,8 @@
 //! The canonical form of bodies, queries and headers (key contract steps 2 to 5).
+//!
+//! `canonical_body` and `system_text` state the body rules on a `serde_json::Value`, plainly;
+//! keying itself runs the single-pass equivalent in `doc.rs`, and the property tests hold the
+//! two to the same canonical bytes.
 
 use crate::{KeyConfig, Profile, QUERY_CREDENTIALS, SEMANTIC_HEADERS};
 use serde_json::{Map, Value};
@@ -22,11 +26,12 @@ pub const DEFAULT_VOLATILE: &[&str] = &[
 pub const OLLAMA_VOLATILE: &[&str] = &["keep_alive"];
 
 /// Top-level members whose strings (at any depth) lose trailing whitespace per line.
-const PROMPT_MEMBERS: &[&str] = &["messages", "system", "input", "instructions", "prompt"];
+pub(crate) const PROMPT_MEMBERS: &[&str] =
+    &["messages", "system", "input", "instructions", "prompt"];
 
 /// Provider defaults merged into a body when the member is absent, so that spelling a default
 /// out and leaving it implicit ask the same question.
-fn implicit_defaults(profile: Profile) -> &'static [(&'static str, DefaultValue)] {
+pub(crate) fn implicit_defaults(profile: Profile) -> &'static [(&'static str, DefaultValue)] {
     use DefaultValue::*;
     match profile {
         Profile::OpenaiChat => &[
@@ -59,7 +64,7 @@ fn implicit_defaults(profile: Profile) -> &'static [(&'static str, DefaultValue)
     }
 }
 
-enum DefaultValue {
+pub(crate) enum DefaultValue {
     Int(i64),
     Bool(bool),
     Str(&'static str),
@@ -72,25 +77,6 @@ impl DefaultValue {
             DefaultValue::Bool(b) => Value::Bool(*b),
             DefaultValue::Str(s) => Value::from(*s),
         }
-    }
-}
-
-pub(crate) enum Body<'a> {
-    Empty,
-    Json(Value),
-    Raw(&'a [u8]),
-}
-
-pub(crate) fn parse_body(bytes: &[u8]) -> Body<'_> {
-    if bytes.is_empty() {
-        return Body::Empty;
-    }
-    match std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-    {
-        Some(value) => Body::Json(value),
-        None => Body::Raw(bytes),
     }
 }
 

@@ -11,29 +11,42 @@
 //!
 //! This crate is **pure**: no IO, no async, no global state, no clock, no environment. The same
 //! request gives the same key on every machine and in every process, which is what lets other
-//! tools embed it. Key material is explicit canonical bytes, never `std::hash::Hash`.
+//! tools embed it. Key material is explicit canonical bytes, never `std::hash::Hash`. The only
+//! `unsafe` code is the SSE2 search in `special.rs`, with its safety argument beside it.
 //!
-//! # Example
+//! # Two ways to key a request
+//!
+//! [`Request::key`] returns a [`Keyed`]: the key with everything that explains it (the material
+//! and the exact canonical bytes). [`Request::hit_key`] returns a [`HitKey`]: the same key and
+//! only what answering a replay hit needs, hashing the canonical bytes as they are produced;
+//! it is the one for hot paths. Both read the body once and also report what it asks about
+//! streaming ([`Streaming`]), which the key leaves out.
 //!
 //! ```
 //! use cassette_keying::{KeyConfig, Request};
 //!
-//! let body = br#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}]}"#;
-//! let keyed = Request::new("POST", "/v1/chat/completions")
-//!     .body(body)
-//!     .key(&KeyConfig::default());
+//! let body = br#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"stream":true}"#;
+//! let request = Request::new("POST", "/v1/chat/completions").body(body);
+//! let keyed = request.key(&KeyConfig::default());
 //! assert_eq!(keyed.key.as_str().len(), 64);
 //! assert_eq!(keyed.profile.as_str(), "openai.chat");
+//!
+//! let hit = request.hit_key(&KeyConfig::default());
+//! assert_eq!(hit.key, keyed.key);
+//! assert!(hit.streaming.wanted);
 //! ```
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod canonical;
 mod diff;
+mod doc;
 mod jcs;
 mod json_path;
 pub mod mcp;
 mod profile;
+mod special;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
 pub use diff::{diff, Change, Difference};
@@ -42,9 +55,12 @@ pub use json_path::{JsonPath, JsonPathError};
 pub use mcp::McpRequest;
 pub use profile::{normalize_path, Profile};
 
+use doc::{CanonicalBody, Doc};
+use jcs::{HashSink, Sink};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::fmt;
+use std::ops::Range;
 
 /// The version of the key contract.
 ///
@@ -226,9 +242,14 @@ impl<'a> Request<'a> {
         self
     }
 
-    /// Computes the key of this request under `config`.
+    /// Computes the key of this request under `config`, with its explanation (see [`key`]).
     pub fn key(&self, config: &KeyConfig) -> Keyed {
         key(self, config)
+    }
+
+    /// Computes the key of this request and what a replay hit needs (see [`hit_key`]).
+    pub fn hit_key(&self, config: &KeyConfig) -> HitKey {
+        hit_key(self, config)
     }
 }
 
@@ -304,18 +325,25 @@ impl<'de> serde::Deserialize<'de> for Key {
 }
 
 /// The result of keying a request: the key and everything needed to explain it.
+///
+/// Use [`Request::key`] where the key is shown or explained (a miss report, `cassette key`,
+/// recording), and [`Request::hit_key`] on the hot path of a replay hit: the key is the same,
+/// without building the material and canonical string.
 #[derive(Debug, Clone)]
 pub struct Keyed {
     /// The key: SHA-256 of `canonical`.
     pub key: Key,
     /// The profile chosen from the path.
     pub profile: Profile,
-    /// The material object (see `docs/keying.md`, step 6).
+    /// The material object (see `docs/keying.md`, step 6), read back from `canonical`, so
+    /// numbers appear as they were hashed (`1.0` as `1`).
     pub material: Value,
     /// The RFC 8785 serialization of `material`: exactly the bytes that were hashed.
     pub canonical: String,
     /// SHA-256 of the system text, when the request has one.
     pub system_sha256: Option<String>,
+    /// What the body asks about streaming (not part of the key).
+    pub streaming: Streaming,
 }
 
 /// The material member that numbers a repeat of a request (sequence mode): absent for the
@@ -337,6 +365,7 @@ impl Keyed {
             profile,
             mut material,
             system_sha256,
+            streaming,
             ..
         } = self;
         if let Value::Object(members) = &mut material {
@@ -353,6 +382,7 @@ impl Keyed {
             material,
             canonical,
             system_sha256,
+            streaming,
         }
     }
 
@@ -366,67 +396,228 @@ impl Keyed {
     }
 }
 
-/// Computes the key of `request` under `config`.
+/// The key of a request and what answering a replay hit needs, computed in one pass over the
+/// body without the explanation [`Keyed`] carries. `hit_key(r, c).key == key(r, c).key` for
+/// every request and configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HitKey {
+    /// The key, as [`key`] computes it.
+    pub key: Key,
+    /// The profile chosen from the path.
+    pub profile: Profile,
+    /// What the body asks about streaming (not part of the key).
+    pub streaming: Streaming,
+}
+
+/// What a request body asks about streaming. The key leaves it out (`stream` and
+/// `stream_options` are volatile), but answering the request depends on it; it is read during
+/// keying so that nobody parses the body a second time to find it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Streaming {
+    /// Whether the client asked for a streamed answer: the body's top-level `stream` is
+    /// `true`, or the body is JSON without a `stream` member on a profile that streams by
+    /// default ([`Profile::streams_by_default`]). Any other `stream` value (`false`, `null`,
+    /// `"yes"`), and a body that is empty or not JSON, ask for no stream.
+    pub wanted: bool,
+    /// Whether `stream_options.include_usage` is `true` (OpenAI's final usage chunk).
+    pub include_usage: bool,
+}
+
+/// Computes the key of `request` under `config`, with its explanation.
 pub fn key(request: &Request<'_>, config: &KeyConfig) -> Keyed {
-    let path = normalize_path(request.path);
-    let profile = Profile::from_path(&path);
+    let mut canonical = String::with_capacity(request.body.len() + 512);
+    let written = write_material(request, config, &mut canonical);
+    // The canonical body is JSON of the same depth as the body serde_json accepted, so it
+    // always reads back; `Null` would only show a writer bug in an explanation, never in a key.
+    let body = written
+        .body
+        .and_then(|range| serde_json::from_str(&canonical[range]).ok())
+        .unwrap_or(Value::Null);
 
-    let (body, body_sha256) = match canonical::parse_body(request.body) {
-        canonical::Body::Empty => (None, None),
-        canonical::Body::Json(value) => {
-            let mut body = canonical_body(profile, value, config);
-            config.remove_ignored(&mut body);
-            (Some(body), None)
-        }
-        canonical::Body::Raw(bytes) => (None, Some(sha256_hex(bytes))),
-    };
-    let system_sha256 = body
-        .as_ref()
-        .and_then(|b| system_text(profile, b))
-        .map(|text| sha256_hex(text.as_bytes()));
-
-    // Built member by member rather than with `json!`, which would deep-copy the body.
+    let optional = |text: &Option<String>| text.clone().map_or(Value::Null, Value::from);
     let mut material = Map::new();
     material.insert("v".into(), Value::from(KEY_VERSION));
     material.insert("target".into(), Value::from(request.target));
-    material.insert("profile".into(), Value::from(profile.as_str()));
-    material.insert(
-        "method".into(),
-        Value::from(request.method.to_ascii_uppercase()),
-    );
-    material.insert("path".into(), Value::from(path));
-    material.insert("query".into(), canonical::canonical_query(request.query));
-    material.insert(
-        "headers".into(),
-        canonical::semantic_headers(&request.headers),
-    );
-    material.insert(
-        "system_sha256".into(),
-        system_sha256.clone().map_or(Value::Null, Value::from),
-    );
-    material.insert("body".into(), body.unwrap_or(Value::Null));
-    material.insert(
-        "body_sha256".into(),
-        body_sha256.map_or(Value::Null, Value::from),
-    );
-    let material = Value::Object(material);
-    let canonical = to_canonical_string(&material);
+    material.insert("profile".into(), Value::from(written.profile.as_str()));
+    material.insert("method".into(), Value::from(written.method));
+    material.insert("path".into(), Value::from(written.path));
+    material.insert("query".into(), written.query);
+    material.insert("headers".into(), written.headers);
+    material.insert("system_sha256".into(), optional(&written.system_sha256));
+    material.insert("body".into(), body);
+    material.insert("body_sha256".into(), optional(&written.body_sha256));
     Keyed {
         key: Key(sha256_hex(canonical.as_bytes())),
-        profile,
-        material,
+        profile: written.profile,
+        material: Value::Object(material),
         canonical,
+        system_sha256: written.system_sha256,
+        streaming: written.streaming,
+    }
+}
+
+/// Computes only the key of `request` under `config` and what a replay hit needs: the
+/// canonical bytes are hashed as they are produced and never kept.
+pub fn hit_key(request: &Request<'_>, config: &KeyConfig) -> HitKey {
+    let mut sink = HashSink::new();
+    let written = write_material(request, config, &mut sink);
+    HitKey {
+        key: Key(hex(&sink.finish())),
+        profile: written.profile,
+        streaming: written.streaming,
+    }
+}
+
+/// What writing the material computed on the way, for the explanation.
+struct Written {
+    profile: Profile,
+    method: String,
+    path: String,
+    query: Value,
+    headers: Value,
+    system_sha256: Option<String>,
+    body_sha256: Option<String>,
+    /// Where the canonical JSON body lies among the bytes written.
+    body: Option<Range<usize>>,
+    streaming: Streaming,
+}
+
+/// The canonical body (key contract step 2), ready to write.
+enum Body<'d, 'a> {
+    /// From the single-pass document: the common case.
+    Fast(CanonicalBody<'d, 'a>),
+    /// From the plain `Value` statement of the rules, for configurations that ignore JSON paths
+    /// (step 2b), which the document does not model.
+    Value(Value),
+}
+
+/// Writes the RFC 8785 material of `request` (key contract steps 1 to 7) into `out`.
+fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut S) -> Written {
+    let path = normalize_path(request.path);
+    let profile = Profile::from_path(&path);
+    let text = match request.body {
+        [] => None,
+        bytes => std::str::from_utf8(bytes).ok(),
+    };
+    let (doc, value) = if config.ignore.is_empty() {
+        (text.and_then(|text| Doc::parse(text, profile)), None)
+    } else {
+        (
+            None,
+            text.and_then(|text| serde_json::from_str::<Value>(text).ok()),
+        )
+    };
+    let streaming = match (&doc, &value) {
+        (Some(doc), _) => doc.streaming(profile),
+        (None, Some(value)) => streaming_of(profile, value),
+        (None, None) => Streaming::default(),
+    };
+    let is_json = doc.is_some() || value.is_some();
+    let body = match (&doc, value) {
+        (Some(doc), _) => Some(Body::Fast(doc.canonical(profile, config))),
+        (None, Some(value)) => {
+            let mut body = canonical_body(profile, value, config);
+            config.remove_ignored(&mut body);
+            Some(Body::Value(body))
+        }
+        (None, None) => None,
+    };
+    let body_sha256 = (!is_json && !request.body.is_empty()).then(|| sha256_hex(request.body));
+    let system_sha256 = match &body {
+        Some(Body::Fast(body)) => body.system_text(profile).map(|pieces| {
+            let mut hasher = Sha256::new();
+            for piece in pieces {
+                hasher.update(piece.as_bytes());
+            }
+            hex(&hasher.finalize().into())
+        }),
+        Some(Body::Value(body)) => {
+            system_text(profile, body).map(|text| sha256_hex(text.as_bytes()))
+        }
+        None => None,
+    };
+    let written = Written {
+        profile,
+        method: request.method.to_ascii_uppercase(),
+        path,
+        query: canonical::canonical_query(request.query),
+        headers: canonical::semantic_headers(&request.headers),
         system_sha256,
+        body_sha256,
+        body: None,
+        streaming,
+    };
+
+    // Members in RFC 8785 order; their names are ASCII, so that is byte order.
+    out.put("{\"body\":");
+    let body_range = body.map(|body| {
+        let start = out.written();
+        match body {
+            Body::Fast(body) => body.write(out),
+            Body::Value(body) => jcs::write_value(out, &body),
+        }
+        start..out.written()
+    });
+    if body_range.is_none() {
+        out.put("null");
+    }
+    out.put(",\"body_sha256\":");
+    write_optional(out, written.body_sha256.as_deref());
+    out.put(",\"headers\":");
+    jcs::write_value(out, &written.headers);
+    out.put(",\"method\":");
+    jcs::write_string(out, &written.method);
+    out.put(",\"path\":");
+    jcs::write_string(out, &written.path);
+    out.put(",\"profile\":");
+    jcs::write_string(out, profile.as_str());
+    out.put(",\"query\":");
+    jcs::write_value(out, &written.query);
+    out.put(",\"system_sha256\":");
+    write_optional(out, written.system_sha256.as_deref());
+    out.put(",\"target\":");
+    jcs::write_string(out, request.target);
+    out.put(",\"v\":");
+    jcs::write_number(out, f64::from(KEY_VERSION));
+    out.put_ascii(b'}');
+    Written {
+        body: body_range,
+        ..written
+    }
+}
+
+/// What a parsed body asks about streaming (see [`Streaming`]).
+fn streaming_of(profile: Profile, body: &Value) -> Streaming {
+    let wanted = match body.get("stream") {
+        Some(Value::Bool(stream)) => *stream,
+        Some(_) => false,
+        None => profile.streams_by_default(),
+    };
+    let include_usage = body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
+    Streaming {
+        wanted,
+        include_usage,
+    }
+}
+
+fn write_optional<S: Sink>(out: &mut S, text: Option<&str>) {
+    match text {
+        Some(text) => jcs::write_string(out, text),
+        None => out.put("null"),
     }
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    hex(&Sha256::digest(bytes).into())
+}
+
+fn hex(digest: &[u8; 32]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(64);
     for b in digest {
-        out.push(char::from_digit((b >> 4) as u32, 16).unwrap_or('0'));
-        out.push(char::from_digit((b & 0xf) as u32, 16).unwrap_or('0'));
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     out
 }

@@ -73,6 +73,12 @@ impl Profile {
         !matches!(self, Profile::Http | Profile::Mcp)
     }
 
+    /// Whether the API streams its answer when the request does not say (Ollama's chat and
+    /// generate endpoints), rather than only on `"stream": true`.
+    pub fn streams_by_default(self) -> bool {
+        matches!(self, Profile::OllamaChat | Profile::OllamaGenerate)
+    }
+
     /// Whether this is an Ollama profile (`keep_alive` is volatile there).
     pub fn is_ollama(self) -> bool {
         matches!(
