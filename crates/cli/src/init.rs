@@ -23,6 +23,20 @@ store = "file://cassettes"
 # Usually left out here and set for a recording session: CASSETTE_MODE=record.
 # mode = "replay"
 
+# same (the default: every repeat of a request gets its one answer) or sequence (the n-th
+# identical request of a run gets the n-th recording: sampling, polling, counters).
+# repeats = "sequence"
+
+# The HTTP status of a replay miss. 424 makes clients that retry a 409 whatever the headers
+# say (the Vercel AI SDK) fail at once.
+# miss_status = 409
+
+[bypass]
+# Traffic whose base URL bypasses the proxy is caught by `cassette exec` (refused in replay,
+# exit 2). Hosts the tests legitimately reach go here, e.g. ["huggingface.co", "*.internal.example"].
+allow = []
+# catch = false   # to switch the catch off
+
 [keying]
 # Changing these changes keys: record and replay with the same file.
 # Top-level body members left out of the key, besides the built-in volatile list.

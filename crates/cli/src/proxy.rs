@@ -12,7 +12,8 @@ use std::process::ExitCode;
 #[command(after_help = "Point the SDKs at it:\n  \
     OPENAI_BASE_URL=http://127.0.0.1:8089/v1\n  \
     ANTHROPIC_BASE_URL=http://127.0.0.1:8089/anthropic\n  \
-    OLLAMA_HOST=http://127.0.0.1:8089/ollama\n\
+    OLLAMA_HOST=http://127.0.0.1:8089/ollama\n  \
+    GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:8089/gemini\n\
     Examples:\n  \
     CASSETTE_MODE=record UPSTREAM_API_KEY=sk-... cassette proxy\n  \
     cassette proxy --store file://tests/cassettes --listen 127.0.0.1:9000")]

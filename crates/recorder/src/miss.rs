@@ -69,6 +69,17 @@ impl fmt::Display for Repeat {
     }
 }
 
+impl Repeat {
+    /// Why a repeat missed: no nearest recording to compare with (the request itself is
+    /// recorded), only how many times it was and which time it was asked.
+    pub(crate) fn explanation(&self) -> Explanation {
+        Explanation {
+            nearest: None,
+            summary: self.to_string(),
+        }
+    }
+}
+
 /// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`, ...
 pub fn ordinal(n: u32) -> String {
     let suffix = match (n % 10, n % 100) {

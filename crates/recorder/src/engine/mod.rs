@@ -7,7 +7,7 @@ mod replay;
 use crate::cassette::{Cassette, Sequence, StoredBody};
 use crate::config::{ErrorRecording, RecorderConfig, Repeats};
 use crate::error::{Error, Result};
-use crate::miss::{Explanation, Miss, NearestIndex, Repeat};
+use crate::miss::{Miss, NearestIndex, Repeat};
 use crate::mode::Mode;
 use crate::redact::Redactor;
 use crate::request::Request;
@@ -257,10 +257,7 @@ impl Recorder {
     async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
         let repeat = self.repeat(keyed).await;
         let explanation = match &repeat {
-            Some(repeat) => Explanation {
-                nearest: None,
-                summary: repeat.to_string(),
-            },
+            Some(repeat) => repeat.explanation(),
             None => {
                 let mut index = self.inner.index.lock().await;
                 index

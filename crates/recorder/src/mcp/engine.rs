@@ -354,10 +354,7 @@ impl McpRecorder {
         let store = recorder.store();
         let repeat = recorder.repeat(keyed).await;
         let explanation = match &repeat {
-            Some(repeat) => Explanation {
-                nearest: None,
-                summary: repeat.to_string(),
-            },
+            Some(repeat) => repeat.explanation(),
             None => {
                 let mut index = self.inner.index.lock().await;
                 index.refresh(store, &recorder.config().key).await;
