@@ -159,7 +159,8 @@ pub struct StoredRequest {
 pub struct StoredResponse {
     /// HTTP status.
     pub status: u16,
-    /// Headers without hop-by-hop, encoding, length or credential-carrying ones.
+    /// The allow-listed headers only (content type, request ids, retry advice, rate limits,
+    /// processing time, `location` without credentials), lowercased names.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// The body (decoded: never compressed).

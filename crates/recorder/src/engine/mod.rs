@@ -265,18 +265,22 @@ impl Recorder {
                     .await;
                 // Explained as the request itself: a first occurrence missing is what matters.
                 let base = keyed.clone().occurrence(1);
-                index.explain(&request.target, &request.path, &base.material)
+                let redactor = &self.inner.redactor;
+                index.explain(&request.target, &request.path, &base.material, redactor)
             }
         };
+        // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
+        // credential the request carried.
+        let redactor = &self.inner.redactor;
         Miss {
             repeat,
             key: keyed.key.clone(),
             profile: keyed.profile.to_string(),
             target: request.target.clone(),
             method: request.method.to_ascii_uppercase(),
-            path: request.path.clone(),
-            model: request.model(),
-            store: self.inner.store.location(),
+            path: redactor.text(&request.path),
+            model: request.model().map(|model| redactor.text(&model)),
+            store: redactor.url(&self.inner.store.location()),
             explanation,
         }
     }

@@ -359,8 +359,9 @@ impl McpRecorder {
                 let mut index = self.inner.index.lock().await;
                 index.refresh(store, &recorder.config().key).await;
                 let base = keyed.clone().occurrence(1);
+                let redactor = recorder.redactor();
                 let mut explanation =
-                    index.explain(&self.inner.server, &call.method, &base.material);
+                    index.explain(&self.inner.server, &call.method, &base.material, redactor);
                 if explanation.nearest.is_none() {
                     explanation.summary =
                         format!("Nothing is recorded for {} on this server.", call.method);
@@ -373,8 +374,10 @@ impl McpRecorder {
             repeat,
             server: self.inner.server.clone(),
             method: call.method.clone(),
-            subject: call.subject(),
-            store: store.location(),
+            subject: call
+                .subject()
+                .map(|subject| recorder.redactor().text(&subject)),
+            store: recorder.redactor().url(&store.location()),
             explanation,
         };
         if let Some(hook) = &self.miss_hook {
@@ -456,14 +459,14 @@ impl McpRecorder {
         let redactor = self.inner.recorder.redactor();
         let request_body = match &call.params {
             None => StoredBody::Empty,
-            Some(params) => {
-                let mut params = params.clone();
-                redactor.json(&mut params);
-                StoredBody::Json(params)
-            }
+            Some(params) => StoredBody::Json(params.clone()),
         };
-        let mut response_body = recording.to_body();
-        redactor.json(&mut response_body);
+        let lowercased = |headers: &[(String, String)]| -> BTreeMap<String, String> {
+            headers
+                .iter()
+                .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
+                .collect()
+        };
         let sequence = Sequence::of(keyed);
         let mut cassette = Cassette {
             format: format_for(sequence.as_ref()),
@@ -475,15 +478,12 @@ impl McpRecorder {
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: self.inner.server.clone(),
-            upstream: redactor.url(&self.inner.upstream),
+            upstream: self.inner.upstream.clone(),
             request: StoredRequest {
                 method: MCP_METHOD.to_owned(),
                 path: call.method.clone(),
                 query: String::new(),
-                headers: redactor
-                    .request_headers(&transcript.request_headers)
-                    .into_iter()
-                    .collect(),
+                headers: lowercased(&transcript.request_headers),
                 body: request_body,
             },
             response: StoredResponse {
@@ -492,11 +492,8 @@ impl McpRecorder {
                 } else {
                     transcript.status
                 },
-                headers: redactor
-                    .response_headers(&transcript.response_headers)
-                    .into_iter()
-                    .collect::<BTreeMap<_, _>>(),
-                body: StoredBody::Json(response_body),
+                headers: lowercased(&transcript.response_headers),
+                body: StoredBody::Json(recording.to_body()),
                 stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
             },
             meta: Meta {
@@ -505,6 +502,8 @@ impl McpRecorder {
                 ..Meta::default()
             },
         };
+        // The whole document through the same redaction as an HTTP recording.
+        redactor.cassette(&mut cassette);
         cassette.meta.request_redacted =
             cassette.keyed_request(&Default::default()).key != keyed.key;
         cassette
