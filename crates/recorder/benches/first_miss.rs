@@ -127,6 +127,7 @@ fn cassette(i: usize) -> Cassette {
         key: keyed.key,
         key_version: cassette_keying::KEY_VERSION,
         key_settings: None,
+        sequence: None,
         recorded_at: "2026-11-29T09:00:00Z".into(),
         tool: "bench".into(),
         target: "default".into(),

@@ -425,7 +425,8 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
     assert_eq!(
         stats,
         json!({"requests": 3, "hits": 0, "misses": 3, "recorded": 0,
-               "upstream_requests": 0, "upstream_errors": 0, "distinct_misses": 2})
+               "upstream_requests": 0, "upstream_errors": 0, "bypassed": [],
+               "distinct_misses": 2})
     );
     assert_eq!(missed.as_array().unwrap().len(), 2, "{missed}");
     assert_eq!(missed[0]["key"], keys[0]);

@@ -6,13 +6,14 @@
 //!
 //! # Routes
 //!
-//! Three routes always exist, so replay needs no flags at all:
+//! Four routes always exist, so replay needs no flags at all:
 //!
 //! | route       | mounted at     | upstream by default                          | key from |
 //! |-------------|----------------|----------------------------------------------|----------|
 //! | `default`   | everything else| `UPSTREAM_BASE`, else `https://api.openai.com`| `UPSTREAM_API_KEY`, else `OPENAI_API_KEY` |
 //! | `anthropic` | `/anthropic/…` | `https://api.anthropic.com`                  | `ANTHROPIC_API_KEY` |
 //! | `ollama`    | `/ollama/…`    | `http://127.0.0.1:11434`                     | none |
+//! | `gemini`    | `/gemini/…`    | `https://generativelanguage.googleapis.com`  | `GEMINI_API_KEY`, else `GOOGLE_API_KEY` (`x-goog-api-key`) |
 //!
 //! `[routes.NAME]` in the file sets a route's upstream, key variable and auth style, or mounts
 //! a new one; `--route NAME=URL` replaces an upstream or mounts a new route.
@@ -24,7 +25,7 @@ use super::values::{parse_base_url, parse_route, parse_size};
 use anyhow::{bail, Context};
 use cassette_recorder::config::{ApiKey, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
 use cassette_recorder::redact::RedactionRules;
-use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Route};
+use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route};
 use cassette_store::readonly::ReadOnlyStore;
 use cassette_store::tiered::TieredStore;
 use cassette_store::DynStore;
@@ -39,6 +40,7 @@ pub(crate) const DEFAULT_UPSTREAM: &str = "https://api.openai.com";
 pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
     ("anthropic", "https://api.anthropic.com"),
     ("ollama", "http://127.0.0.1:11434"),
+    ("gemini", "https://generativelanguage.googleapis.com"),
 ];
 
 /// Whether a route exists without being configured.
@@ -54,6 +56,7 @@ pub(crate) fn built_in_key_sources(route: &str) -> &'static [&'static str] {
     match route {
         DEFAULT_TARGET => &["UPSTREAM_API_KEY", "OPENAI_API_KEY"],
         "anthropic" => &["ANTHROPIC_API_KEY"],
+        "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         _ => &[],
     }
 }
@@ -81,7 +84,7 @@ pub(crate) struct RecorderArgs {
     upstream: Option<String>,
 
     /// Mount a route: requests to /NAME/... go to URL with the /NAME prefix stripped, and NAME
-    /// is the key's target. Repeatable; replaces the built-in anthropic and ollama upstreams.
+    /// is the key's target. Repeatable; replaces the built-in anthropic, ollama and gemini upstreams.
     #[arg(long = "route", value_name = "NAME=URL", value_parser = parse_route)]
     routes: Vec<Route>,
 
@@ -126,6 +129,12 @@ pub(crate) struct RecorderArgs {
     /// Seconds an upstream may take to answer before the request fails with 504 [default: 600].
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
     upstream_timeout: Option<u64>,
+
+    /// same (every repeat of a request gets its one answer) or sequence (the n-th time a
+    /// request is sent in this session gets its n-th recording; one more than recorded is a
+    /// miss) [default: same].
+    #[arg(long, env = "CASSETTE_REPEATS", value_name = "REPEATS")]
+    repeats: Option<Repeats>,
 }
 
 /// The recorder settings, validated: everything needed to build a [`Recorder`], with no file
@@ -203,6 +212,7 @@ impl RecorderArgs {
                     .max(1),
             ),
             mcp_routes: self.mcp_routes.iter().map(|r| r.name.clone()).collect(),
+            repeats: self.repeats.or(file.repeats).unwrap_or_default(),
             ..RecorderConfig::default()
         };
         // The recorder's findings name the route or rule the user gave; main adds the flag.
@@ -383,6 +393,7 @@ record_errors = true
 stream_chunk_size = 7
 upstream_timeout = 30
 usage_log = "used.log"
+repeats = "sequence"
 
 [keying]
 volatile = ["seed"]
@@ -413,6 +424,7 @@ auth = "query:key"
         assert_eq!(config.errors, ErrorRecording::Record);
         assert_eq!(config.stream_chunk_size, 7);
         assert_eq!(config.upstream_timeout, Duration::from_secs(30));
+        assert_eq!(config.repeats, Repeats::Sequence);
         assert_eq!(
             settings.usage_log.as_deref(),
             Some(std::path::Path::new("/team/used.log"))
@@ -459,11 +471,14 @@ auth = "query:key"
             "acme=http://127.0.0.1:9",
             "--upstream",
             "http://127.0.0.1:8",
+            "--repeats",
+            "same",
         ])
         .resolve(&file(TEAM_FILE))
         .unwrap();
         let config = &settings.config;
         assert_eq!(config.mode, Mode::Replay);
+        assert_eq!(config.repeats, Repeats::Same);
         assert_eq!(settings.store.to_string(), "memory://");
         assert_eq!(config.errors, ErrorRecording::PassThrough);
         assert_eq!(config.stream_chunk_size, 9);
@@ -486,6 +501,7 @@ auth = "query:key"
         assert_eq!(settings.config.mode, Mode::Replay);
         assert_eq!(settings.store.to_string(), "file://cassettes");
         assert_eq!(settings.config.errors, ErrorRecording::PassThrough);
+        assert_eq!(settings.config.repeats, Repeats::Same);
         assert_eq!(settings.config.key, cassette_keying::KeyConfig::default());
         assert_eq!(
             settings.config.route("default").unwrap().base_url,
@@ -501,7 +517,8 @@ auth = "query:key"
             [
                 ("default", "UPSTREAM_API_KEY,OPENAI_API_KEY".to_owned()),
                 ("anthropic", "ANTHROPIC_API_KEY".to_owned()),
-                ("ollama", String::new())
+                ("ollama", String::new()),
+                ("gemini", "GEMINI_API_KEY,GOOGLE_API_KEY".to_owned())
             ]
         );
     }
@@ -585,6 +602,7 @@ auth = "query:key"
             (&["--upstream", "localhost:8080"], "http"),
             (&["--cache", "gopher://x"], "gopher"),
             (&["--mode", "replays"], "replays"),
+            (&["--repeats", "twice"], "sequence"),
         ] {
             let err = try_parse(argv).unwrap_err();
             assert!(err.contains(needle), "{argv:?}: {err}");

@@ -69,6 +69,8 @@ impl Recorder {
             request: exchange.request,
             keyed_key: keyed.key.clone(),
             profile: keyed.profile,
+            // An imported exchange is its request's first occurrence.
+            sequence: None,
             status: exchange.status,
             headers: exchange.headers,
             started: Instant::now(),

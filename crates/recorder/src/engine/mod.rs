@@ -7,10 +7,12 @@ mod replay;
 
 pub use import::{Exchange, ImportWrite};
 
-use crate::cassette::{Cassette, StoredBody};
-use crate::config::{ErrorRecording, RecorderConfig};
+use crate::cassette::{Cassette, Sequence, StoredBody};
+use crate::config::{ErrorRecording, RecorderConfig, Repeats};
 use crate::error::{Error, Result};
-use crate::miss::{write_segment, IndexRecord, Miss, MissBook, MissLog, NearestIndex, SegmentKind};
+use crate::miss::{
+    write_segment, IndexRecord, Miss, MissBook, MissLog, NearestIndex, Repeat, SegmentKind,
+};
 use crate::mode::Mode;
 use crate::redact::Redactor;
 use crate::request::Request;
@@ -18,10 +20,11 @@ use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::stream::StreamFormat;
 use crate::upstream::{Upstream, HOP_BY_HOP};
 use cassette_keying::{Key, Keyed};
-use cassette_store::DynStore;
+use cassette_store::{DynStore, StoreExt};
 use recording::{Draft, Persist};
 use replay::replay_response;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
@@ -92,6 +95,8 @@ struct Inner {
     /// One segment write at a time.
     flushing: tokio::sync::Mutex<()>,
     usage_log: Option<Mutex<std::fs::File>>,
+    /// How often each request (by base key) was asked so far, in sequence mode.
+    occurrences: Mutex<HashMap<Key, u32>>,
 }
 
 /// Answers LLM API requests from cassettes or the upstream. Cheap to clone; clones share
@@ -171,6 +176,7 @@ impl Recorder {
                 pending: Mutex::new(Vec::new()),
                 flushing: tokio::sync::Mutex::new(()),
                 usage_log,
+                occurrences: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -229,7 +235,7 @@ impl Recorder {
         if self.inner.config.is_mcp_route(&request.target) {
             return crate::mcp::http::handle(self, request).await;
         }
-        let keyed = request.key(&self.inner.config.key);
+        let keyed = self.in_session(request.key(&self.inner.config.key));
         match &self.inner.plan {
             Plan::Replay => match self.lookup(&keyed).await? {
                 Some(cassette) => self.replay(&request, keyed, cassette),
@@ -285,21 +291,28 @@ impl Recorder {
     }
 
     async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
-        let explanation = {
-            let mut index = self.inner.index.lock().await;
-            let (store, config) = (&self.inner.store, &self.inner.config.key);
-            let redactor = &self.inner.redactor;
-            let asked = (
-                request.target.as_str(),
-                request.path.as_str(),
-                &keyed.material,
-            );
-            index.explain(store, config, redactor, asked).await
+        let repeat = self.repeat(keyed).await;
+        let explanation = match &repeat {
+            Some(repeat) => repeat.explanation(),
+            None => {
+                let mut index = self.inner.index.lock().await;
+                let (store, config) = (&self.inner.store, &self.inner.config.key);
+                // Explained as the request itself: a first occurrence missing is what matters.
+                let base = keyed.clone().occurrence(1);
+                let redactor = &self.inner.redactor;
+                let asked = (
+                    request.target.as_str(),
+                    request.path.as_str(),
+                    &base.material,
+                );
+                index.explain(store, config, redactor, asked).await
+            }
         };
         // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
         // credential the request carried.
         let redactor = &self.inner.redactor;
         Miss {
+            repeat,
             key: keyed.key.clone(),
             profile: keyed.profile.to_string(),
             target: request.target.clone(),
@@ -368,6 +381,51 @@ impl Recorder {
         }
     }
 
+    /// The key of `keyed` as this occurrence of its request in the recorder's session: in
+    /// sequence mode the n-th time a request is asked gets its n-th occurrence key; otherwise
+    /// every repeat is the request itself.
+    pub(crate) fn in_session(&self, keyed: Keyed) -> Keyed {
+        match self.inner.config.repeats {
+            Repeats::Same => keyed,
+            Repeats::Sequence => {
+                let n = {
+                    let mut seen = self
+                        .inner
+                        .occurrences
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    let count = seen.entry(keyed.key.clone()).or_insert(0);
+                    *count = count.saturating_add(1);
+                    *count
+                };
+                keyed.occurrence(n)
+            }
+        }
+    }
+
+    /// For a later occurrence that missed: how many occurrences of the request are recorded
+    /// (the first ones in a row), when at least the first is; `None` otherwise (then the
+    /// request itself is what is missing).
+    pub(crate) async fn repeat(&self, keyed: &Keyed) -> Option<Repeat> {
+        let asked = keyed.occurrence_number();
+        if asked < 2 {
+            return None;
+        }
+        let mut recorded = 0;
+        for n in 1..asked {
+            let key = keyed.clone().occurrence(n).key;
+            match self.inner.store.contains(&key).await {
+                Ok(true) => recorded = n,
+                _ => break,
+            }
+        }
+        (recorded > 0).then(|| Repeat {
+            base_key: keyed.clone().occurrence(1).key,
+            asked,
+            recorded,
+        })
+    }
+
     pub(crate) fn log_usage(&self, key: &Key) {
         if let Some(log) = &self.inner.usage_log {
             let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
@@ -431,6 +489,7 @@ impl Recorder {
             recorder: self.clone(),
             request,
             keyed_key: keyed.key.clone(),
+            sequence: Sequence::of(&keyed),
             profile: keyed.profile,
             upstream: sent.upstream,
             status,
