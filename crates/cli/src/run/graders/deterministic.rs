@@ -530,6 +530,9 @@ mod tests {
         assert!(other.grade(&answer("You said: hi")).is_err());
         let bad = serde_json::json!({ "pattern": "(" });
         let err = regex(&Fields::new(bad.as_object().unwrap())).err().unwrap();
-        assert!(format!("{err:#}").contains("expect.pattern \"(\""), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("expect.pattern \"(\""),
+            "{err:#}"
+        );
     }
 }
