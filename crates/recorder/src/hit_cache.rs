@@ -208,7 +208,10 @@ mod tests {
     fn answer(body: &str) -> Answer {
         Answer {
             status: 200,
-            headers: Arc::from(vec![("content-type".to_owned(), "application/json".to_owned())]),
+            headers: Arc::from(vec![(
+                "content-type".to_owned(),
+                "application/json".to_owned(),
+            )]),
             body: Bytes::from(body.to_owned()),
         }
     }
@@ -264,10 +267,21 @@ mod tests {
         let stats = cache.stats();
         assert!(stats.entries > 4 && stats.entries < 100, "{stats:?}");
         assert_eq!(stats.evicted + stats.entries, 100);
-        assert!(cache.get(&key(0), &[0; 100], PLAIN).is_none(), "oldest evicted");
-        assert!(cache.get(&key(99), &[99; 100], PLAIN).is_some(), "newest kept");
+        assert!(
+            cache.get(&key(0), &[0; 100], PLAIN).is_none(),
+            "oldest evicted"
+        );
+        assert!(
+            cache.get(&key(99), &[99; 100], PLAIN).is_some(),
+            "newest kept"
+        );
         // An answer too large for the budget is not kept at all.
-        cache.put(&key(200), Bytes::from(vec![1; budget]), PLAIN, answer("big"));
+        cache.put(
+            &key(200),
+            Bytes::from(vec![1; budget]),
+            PLAIN,
+            answer("big"),
+        );
         assert!(cache.get(&key(200), &vec![1; budget], PLAIN).is_none());
     }
 

@@ -21,9 +21,11 @@
 use super::file::SettingsFile;
 use super::keying::KeyingArgs;
 use super::store::{StoreArgs, StoreSpec};
-use super::values::{parse_base_url, parse_route, parse_size};
+use super::values::{parse_base_url, parse_memory, parse_route, parse_size};
 use anyhow::{bail, Context};
-use cassette_recorder::config::{ApiKey, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
+use cassette_recorder::config::{
+    ApiKey, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
+};
 use cassette_recorder::redact::RedactionRules;
 use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route};
 use cassette_store::readonly::ReadOnlyStore;
@@ -126,6 +128,11 @@ pub(crate) struct RecorderArgs {
     #[arg(long, env = "CASSETTE_STREAM_CHUNK", value_name = "SIZE", value_parser = parse_size)]
     stream_chunk_size: Option<usize>,
 
+    /// Memory for ready-to-send replay answers, each still checked against the stored cassette
+    /// on every hit; 0 keeps none [default: 64MiB].
+    #[arg(long, env = "CASSETTE_REPLAY_MEMORY", value_name = "SIZE", value_parser = parse_memory)]
+    replay_memory: Option<usize>,
+
     /// Seconds an upstream may take to answer before the request fails with 504 [default: 600].
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
     upstream_timeout: Option<u64>,
@@ -205,6 +212,10 @@ impl RecorderArgs {
                 .stream_chunk_size
                 .or(file.stream_chunk_size)
                 .unwrap_or(DEFAULT_STREAM_CHUNK),
+            replay_memory: self
+                .replay_memory
+                .or(file.replay_memory)
+                .unwrap_or(DEFAULT_REPLAY_MEMORY),
             upstream_timeout: Duration::from_secs(
                 self.upstream_timeout
                     .or(file.upstream_timeout)
