@@ -176,6 +176,12 @@ pub(crate) struct RouteKey {
 }
 
 impl RecorderArgs {
+    /// Whether `replay_memory` was set (flag, environment or file), so a command whose
+    /// requests are each asked once can keep none by default.
+    pub(crate) fn replay_memory_set(&self, file: &SettingsFile) -> bool {
+        self.replay_memory.is_some() || file.replay_memory.is_some()
+    }
+
     /// Fills what the flags and environment left unset from the settings file, applies the
     /// defaults and validates everything that spans several settings; no IO but reading the
     /// environment variables that hold the routes' keys.
