@@ -2,24 +2,53 @@
 //! parse and render its cassette document again.
 //!
 //! A cached answer is only ever served for the document it was rendered from: every hit reads
-//! the cassette from the store as before and the cache compares the bytes it got with the
-//! bytes the answer was made from. An edited, replaced or restored tape (even one of the same
-//! size), or another key's tape copied over this one, differs, so it goes through the full
-//! path again (parsing, the key check, rendering) and replaces the entry; a deleted tape is a
-//! miss before the cache is asked. What the cache saves is everything after the read.
+//! the cassette from the store as before, and the cache compares the SHA-256 of the bytes it
+//! got (and their length) with those of the bytes the answer was made from. An edited,
+//! replaced or restored tape (even one of the same size), or another key's tape copied over
+//! this one, differs, so it goes through the full path again (parsing, the key check,
+//! rendering) and replaces the entry; a deleted tape is a miss before the cache is asked. What
+//! the cache saves is everything after the read but one hash of the document.
 //!
-//! Memory is bounded by a budget in bytes (documents plus rendered answers); the oldest
-//! entries leave first. A budget of 0 turns the cache off.
+//! Memory is bounded by a budget in bytes (rendered answers plus a fixed cost per entry; the
+//! documents themselves are not kept). When it is full, only one new answer in
+//! [`ADMIT_WHEN_FULL`] is kept, in place of random entries not served since they were last
+//! looked at: a load that cycles through more cassettes than fit keeps hitting the ones that
+//! stay (oldest-first would evict each one just before it is asked again), and a load that
+//! moves on still replaces what it no longer asks for. A budget of 0 turns the cache off.
 
 use bytes::Bytes;
 use cassette_keying::{Key, Streaming};
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// What an entry costs besides its bytes (map slot, key, headers), so a budget holds even for
-/// tiny answers.
+/// What an entry costs besides its answers (map slot, key, fingerprint), so a budget holds
+/// even for tiny answers.
 const ENTRY_OVERHEAD: usize = 256;
+
+/// When the cache is full, one new answer in this many is kept (picked at random).
+const ADMIT_WHEN_FULL: u64 = 8;
+
+/// Random entries looked at for one not served since, before one is evicted anyway.
+const EVICTION_TRIES: usize = 4;
+
+/// What identifies a stored document's content: its length and SHA-256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    len: usize,
+    sha256: [u8; 32],
+}
+
+impl Fingerprint {
+    /// The fingerprint of `document`.
+    pub(crate) fn of(document: &[u8]) -> Fingerprint {
+        Fingerprint {
+            len: document.len(),
+            sha256: Sha256::digest(document).into(),
+        }
+    }
+}
 
 /// A replay answer as sent: status, headers and the whole body.
 #[derive(Debug, Clone)]
@@ -57,23 +86,43 @@ pub struct HitCacheStats {
     pub evicted: u64,
 }
 
-/// One cassette's document and the answers rendered from it, one per way of asking (a stream
-/// or not, with usage or not).
+/// The answers rendered from one cassette document, one per way of asking (a stream or not,
+/// with usage or not).
 struct Entry {
-    document: Bytes,
+    document: Fingerprint,
     answers: Vec<(Streaming, Answer)>,
     size: usize,
+    /// Served since it was cached or last looked at for eviction.
+    served: bool,
 }
 
 #[derive(Default)]
 struct State {
     entries: HashMap<Key, Entry>,
-    /// Insertion order, oldest first; may name keys already removed (skipped on eviction).
-    order: VecDeque<Key>,
+    /// The keys that may be evicted; may name keys already removed (skipped on eviction).
+    keys: Vec<Key>,
     bytes: usize,
     served: u64,
     refreshed: u64,
     evicted: u64,
+    /// xorshift state for picking the entry to evict.
+    random: u64,
+}
+
+impl State {
+    fn next_random(&mut self) -> u64 {
+        // xorshift64: eviction needs spread, not secrecy.
+        let mut x = if self.random == 0 {
+            0x9e37_79b9_7f4a_7c15
+        } else {
+            self.random
+        };
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random = x;
+        x
+    }
 }
 
 /// The cache. Cheap to share behind the recorder's `Arc`.
@@ -96,15 +145,26 @@ impl HitCache {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The answer rendered for `key` from exactly `document`, asked the way `streaming` says.
-    /// An entry made from other bytes is dropped: the store's content has changed.
-    pub(crate) fn get(&self, key: &Key, document: &[u8], streaming: Streaming) -> Option<Answer> {
+    /// Whether the cache keeps anything at all.
+    pub(crate) fn is_on(&self) -> bool {
+        self.budget > 0
+    }
+
+    /// The answer rendered for `key` from exactly the document `fingerprint` identifies, asked
+    /// the way `streaming` says. An entry made from other bytes is dropped: the store's content
+    /// has changed.
+    pub(crate) fn get(
+        &self,
+        key: &Key,
+        document: &Fingerprint,
+        streaming: Streaming,
+    ) -> Option<Answer> {
         if self.budget == 0 {
             return None;
         }
         let mut state = self.state();
-        let entry = state.entries.get(key)?;
-        if entry.document != document {
+        let entry = state.entries.get_mut(key)?;
+        if entry.document != *document {
             let stale = state.entries.remove(key).map_or(0, |e| e.size);
             state.bytes -= stale;
             state.refreshed += 1;
@@ -115,15 +175,22 @@ impl HitCache {
             .iter()
             .find(|(asked, _)| *asked == streaming)
             .map(|(_, answer)| answer.clone())?;
+        entry.served = true;
         state.served += 1;
         Some(answer)
     }
 
     /// Keeps `answer`, rendered for `key` from `document` asked the way `streaming` says.
     /// Answers too large for the budget are not kept.
-    pub(crate) fn put(&self, key: &Key, document: Bytes, streaming: Streaming, answer: Answer) {
+    pub(crate) fn put(
+        &self,
+        key: &Key,
+        document: Fingerprint,
+        streaming: Streaming,
+        answer: Answer,
+    ) {
         let added = answer.size();
-        if self.budget == 0 || document.len() + added + ENTRY_OVERHEAD > self.budget / 4 {
+        if self.budget == 0 || added + ENTRY_OVERHEAD > self.budget / 4 {
             return;
         }
         let mut state = self.state();
@@ -140,45 +207,58 @@ impl HitCache {
             entry.size += added;
             state.bytes += added;
         } else {
-            let size = document.len() + added + ENTRY_OVERHEAD;
+            let size = added + ENTRY_OVERHEAD;
+            let full = state.bytes + size > self.budget;
+            if full
+                && !state.entries.contains_key(key)
+                && state.next_random() % ADMIT_WHEN_FULL != 0
+            {
+                return;
+            }
             let replaced = state.entries.insert(
                 key.clone(),
                 Entry {
                     document,
                     answers: vec![(streaming, answer)],
                     size,
+                    served: false,
                 },
             );
             state.bytes = state.bytes - replaced.map_or(0, |e| e.size) + size;
-            state.order.push_back(key.clone());
+            state.keys.push(key.clone());
         }
         self.evict(&mut state, key);
     }
 
-    /// Drops the oldest entries (never `keep`, the one just added) until the budget holds.
+    /// Drops random entries (never `keep`, the one just added), preferring ones not served
+    /// since they were last looked at, until the budget holds.
     fn evict(&self, state: &mut State, keep: &Key) {
-        while state.bytes > self.budget {
-            let Some(oldest) = state.order.pop_front() else {
-                return;
-            };
-            if &oldest == keep {
-                state.order.push_back(oldest);
-                if state.order.len() == 1 {
-                    return;
+        while state.bytes > self.budget && state.entries.len() > 1 {
+            let mut at = 0;
+            for _ in 0..EVICTION_TRIES {
+                at = state.next_random() as usize % state.keys.len();
+                let Some(entry) = state.entries.get_mut(&state.keys[at]) else {
+                    break; // a key left behind by a stale entry: drop it
+                };
+                if &state.keys[at] != keep && !std::mem::take(&mut entry.served) {
+                    break;
                 }
+            }
+            if &state.keys[at] == keep {
                 continue;
             }
-            if let Some(entry) = state.entries.remove(&oldest) {
+            let victim = state.keys.swap_remove(at);
+            if let Some(entry) = state.entries.remove(&victim) {
                 state.bytes -= entry.size;
                 state.evicted += 1;
             }
         }
-        // Keys removed as stale linger in the order; keep the queue from growing without end.
-        if state.order.len() > 2 * state.entries.len() + 64 {
+        // Keys of entries dropped as stale linger in the list; keep it from growing without end.
+        if state.keys.len() > 2 * state.entries.len() + 64 {
             let entries = &state.entries;
-            let mut seen = std::collections::HashSet::new();
+            let mut seen = HashSet::new();
             state
-                .order
+                .keys
                 .retain(|k| entries.contains_key(k) && seen.insert(k.clone()));
         }
     }
@@ -216,6 +296,10 @@ mod tests {
         }
     }
 
+    fn doc(bytes: &[u8]) -> Fingerprint {
+        Fingerprint::of(bytes)
+    }
+
     const PLAIN: Streaming = Streaming {
         wanted: false,
         include_usage: false,
@@ -228,12 +312,13 @@ mod tests {
     #[test]
     fn an_answer_is_served_only_for_the_document_it_was_made_from() {
         let cache = HitCache::new(1 << 20);
-        let doc = Bytes::from_static(b"{\"answer\":\"one\"}");
-        cache.put(&key(1), doc.clone(), PLAIN, answer("one"));
-        assert_eq!(cache.get(&key(1), &doc, PLAIN).unwrap().body, "one");
+        let one = doc(b"{\"answer\":\"one\"}");
+        cache.put(&key(1), one, PLAIN, answer("one"));
+        assert_eq!(cache.get(&key(1), &one, PLAIN).unwrap().body, "one");
         // Same size, other content: not served, and the entry is gone.
-        assert!(cache.get(&key(1), b"{\"answer\":\"two\"}", PLAIN).is_none());
-        assert!(cache.get(&key(1), &doc, PLAIN).is_none());
+        let two = doc(b"{\"answer\":\"two\"}");
+        assert!(cache.get(&key(1), &two, PLAIN).is_none());
+        assert!(cache.get(&key(1), &one, PLAIN).is_none());
         let stats = cache.stats();
         assert_eq!((stats.served, stats.refreshed, stats.entries), (1, 1, 0));
         assert_eq!(stats.bytes, 0);
@@ -242,54 +327,55 @@ mod tests {
     #[test]
     fn each_way_of_asking_has_its_own_answer() {
         let cache = HitCache::new(1 << 20);
-        let doc = Bytes::from_static(b"doc");
-        cache.put(&key(1), doc.clone(), PLAIN, answer("json"));
-        assert!(cache.get(&key(1), &doc, STREAM).is_none());
-        cache.put(&key(1), doc.clone(), STREAM, answer("sse"));
-        assert_eq!(cache.get(&key(1), &doc, STREAM).unwrap().body, "sse");
-        assert_eq!(cache.get(&key(1), &doc, PLAIN).unwrap().body, "json");
-        assert!(cache.get(&key(2), &doc, PLAIN).is_none(), "another key");
+        let old = doc(b"doc");
+        cache.put(&key(1), old, PLAIN, answer("json"));
+        assert!(cache.get(&key(1), &old, STREAM).is_none());
+        cache.put(&key(1), old, STREAM, answer("sse"));
+        assert_eq!(cache.get(&key(1), &old, STREAM).unwrap().body, "sse");
+        assert_eq!(cache.get(&key(1), &old, PLAIN).unwrap().body, "json");
+        assert!(cache.get(&key(2), &old, PLAIN).is_none(), "another key");
         // A new document for the key replaces both answers.
-        cache.put(&key(1), Bytes::from_static(b"new"), PLAIN, answer("new"));
-        assert!(cache.get(&key(1), b"new", STREAM).is_none());
-        assert_eq!(cache.get(&key(1), b"new", PLAIN).unwrap().body, "new");
+        let new = doc(b"new");
+        cache.put(&key(1), new, PLAIN, answer("new"));
+        assert!(cache.get(&key(1), &new, STREAM).is_none());
+        assert_eq!(cache.get(&key(1), &new, PLAIN).unwrap().body, "new");
     }
 
     #[test]
-    fn the_budget_holds_and_the_oldest_leave_first() {
+    fn the_budget_holds_and_a_cycling_load_still_hits() {
         let budget = 16 * (ENTRY_OVERHEAD + 200);
         let cache = HitCache::new(budget);
-        for n in 0..100u8 {
-            let doc = Bytes::from(vec![n; 100]);
-            cache.put(&key(n), doc, PLAIN, answer(&"x".repeat(40)));
-            assert!(cache.stats().bytes as usize <= budget);
+        let body = "x".repeat(80);
+        // Three rounds over 64 cassettes, four times what fits: oldest-first eviction would
+        // never hit, nor would replacing a random entry on every miss, much.
+        let mut hits = 0;
+        for _ in 0..3 {
+            for n in 0..64u8 {
+                let fingerprint = doc(&[n; 100]);
+                if cache.get(&key(n), &fingerprint, PLAIN).is_some() {
+                    hits += 1;
+                    continue;
+                }
+                cache.put(&key(n), fingerprint, PLAIN, answer(&body));
+                assert!(cache.stats().bytes as usize <= budget);
+            }
         }
         let stats = cache.stats();
-        assert!(stats.entries > 4 && stats.entries < 100, "{stats:?}");
-        assert_eq!(stats.evicted + stats.entries, 100);
-        assert!(
-            cache.get(&key(0), &[0; 100], PLAIN).is_none(),
-            "oldest evicted"
-        );
-        assert!(
-            cache.get(&key(99), &[99; 100], PLAIN).is_some(),
-            "newest kept"
-        );
+        assert!(stats.entries > 4 && stats.entries < 64, "{stats:?}");
+        assert!(hits > 20, "{hits} hits, {stats:?}");
+        assert!(stats.evicted > 0, "{stats:?}");
         // An answer too large for the budget is not kept at all.
-        cache.put(
-            &key(200),
-            Bytes::from(vec![1; budget]),
-            PLAIN,
-            answer("big"),
-        );
-        assert!(cache.get(&key(200), &vec![1; budget], PLAIN).is_none());
+        let big = doc(b"big");
+        cache.put(&key(200), big, PLAIN, answer(&"y".repeat(budget)));
+        assert!(cache.get(&key(200), &big, PLAIN).is_none());
     }
 
     #[test]
     fn a_zero_budget_keeps_nothing() {
         let cache = HitCache::new(0);
-        cache.put(&key(1), Bytes::from_static(b"d"), PLAIN, answer("a"));
-        assert!(cache.get(&key(1), b"d", PLAIN).is_none());
+        let d = doc(b"d");
+        cache.put(&key(1), d, PLAIN, answer("a"));
+        assert!(cache.get(&key(1), &d, PLAIN).is_none());
         assert_eq!(cache.stats(), HitCacheStats::default());
     }
 }

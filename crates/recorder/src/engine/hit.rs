@@ -10,7 +10,7 @@
 use super::replay::replay_response;
 use super::Recorder;
 use crate::error::{Error, Result};
-use crate::hit_cache::Answer;
+use crate::hit_cache::{Answer, Fingerprint};
 use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
 use std::sync::Arc;
@@ -24,7 +24,9 @@ impl Recorder {
             return Ok(None);
         };
         let cache = &self.inner.hit_cache;
-        if let Some(answer) = cache.get(&hit.key, &document, hit.streaming) {
+        let fingerprint = cache.is_on().then(|| Fingerprint::of(&document));
+        let cached = fingerprint.and_then(|f| cache.get(&hit.key, &f, hit.streaming));
+        if let Some(answer) = cached {
             self.note_hit(&hit.key);
             return Ok(Some(Outcome {
                 key: hit.key,
@@ -50,13 +52,13 @@ impl Recorder {
             reason,
         })?;
         // Streams are synthesized per request; whole bodies are kept as sent.
-        if let ResponseBody::Full(body) = &response.body {
+        if let (Some(fingerprint), ResponseBody::Full(body)) = (fingerprint, &response.body) {
             let answer = Answer {
                 status: response.status,
                 headers: Arc::from(response.headers.as_slice()),
                 body: body.clone(),
             };
-            cache.put(&hit.key, document, hit.streaming, answer);
+            cache.put(&hit.key, fingerprint, hit.streaming, answer);
         }
         Ok(Some(Outcome {
             key: hit.key,
