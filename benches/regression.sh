@@ -20,7 +20,7 @@
 # from the hit cache, and one parsing and rendering its cassette, each in units of Store::get
 # of the same cassette). Knobs:
 #   NOISE=0.10
-#   REPLAY_NOISE=0.25  a replay hit is a few microseconds, so one preemption weighs more
+#   REPLAY_NOISE=0.10  (the interleaved replay ratios repeat to about 1%)
 #   MAX_KEYING_RATIO=2.0
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 name=${2:-main}
 noise=${NOISE:-0.10}
-replay_noise=${REPLAY_NOISE:-0.25}
+replay_noise=${REPLAY_NOISE:-0.10}
 max_ratio=${MAX_KEYING_RATIO:-2.0}
 case "$mode" in
   save) baseline=(--save-baseline "$name") ;;
