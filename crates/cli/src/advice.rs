@@ -39,6 +39,7 @@ pub(crate) fn for_store(err: &cassette_store::Error) -> Option<String> {
             Some("--store or CASSETTE_STORE, --cache or CASSETTE_CACHE".to_owned())
         }
         cassette_store::Error::ReadOnly { .. } => Some("CASSETTE_MODE=record or auto".to_owned()),
+        cassette_store::Error::Corrupt { .. } => Some("CASSETTE_MODE=record".to_owned()),
         _ => None,
     }
 }

@@ -175,6 +175,21 @@ impl Cassette {
         Ok(cassette)
     }
 
+    /// Parses the document stored under `key` and checks that it is the recording of that key:
+    /// a document stored under another key (a file copied or renamed over another key's file)
+    /// would answer a question it was not recorded for.
+    pub fn from_stored(bytes: &[u8], key: &Key) -> Result<Cassette, String> {
+        let cassette = Cassette::from_document(bytes)?;
+        if cassette.key != *key {
+            return Err(format!(
+                "the document is the recording of key {}, not of {key} (a file copied or \
+                 renamed over another key's file?); it was not served",
+                cassette.key
+            ));
+        }
+        Ok(cassette)
+    }
+
     /// The request's `model`, when its body names one.
     pub fn requested_model(&self) -> Option<&str> {
         self.request.body.as_json()?.get("model")?.as_str()

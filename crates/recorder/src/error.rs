@@ -169,6 +169,20 @@ impl fmt::Display for Setting {
 }
 
 impl Error {
+    /// The key of the cassette this error is about, when it is about one.
+    pub fn key(&self) -> Option<&Key> {
+        match self {
+            Error::Miss(miss) => Some(&miss.key),
+            Error::Corrupt { key, .. }
+            | Error::Store(
+                cassette_store::Error::Corrupt { key, .. }
+                | cassette_store::Error::InvalidDocument { key, .. }
+                | cassette_store::Error::ReadOnly { key, .. },
+            ) => Some(key),
+            _ => None,
+        }
+    }
+
     /// The HTTP status a proxy answers this error with.
     pub fn http_status(&self) -> u16 {
         match self {
@@ -201,7 +215,11 @@ impl Error {
             Error::Upstream { .. } => "cassette_upstream_error",
             Error::McpServerStart { .. } => "cassette_mcp_server_error",
             Error::ReplayOnly { .. } => "cassette_internal_error",
-            Error::Corrupt { .. } => "cassette_corrupt",
+            // One scheme whichever layer noticed: a damaged document is `cassette_corrupt`
+            // whether the store (truncated JSON) or the recorder (not a cassette) found it.
+            Error::Corrupt { .. } | Error::Store(cassette_store::Error::Corrupt { .. }) => {
+                "cassette_corrupt"
+            }
             Error::Store(_) => "cassette_store_error",
             Error::Stream(_) => "cassette_stream_error",
         }

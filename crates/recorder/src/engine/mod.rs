@@ -236,7 +236,7 @@ impl Recorder {
         let Some(bytes) = self.inner.store.get(key).await? else {
             return Ok(None);
         };
-        Cassette::from_document(&bytes)
+        Cassette::from_stored(&bytes, key)
             .map(Some)
             .map_err(|reason| Error::Corrupt {
                 key: key.clone(),

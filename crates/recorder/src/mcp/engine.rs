@@ -318,7 +318,7 @@ impl McpRecorder {
             location: store.location(),
             reason,
         };
-        let cassette = Cassette::from_document(&bytes).map_err(corrupt)?;
+        let cassette = Cassette::from_stored(&bytes, key).map_err(corrupt)?;
         let body = cassette
             .response
             .body

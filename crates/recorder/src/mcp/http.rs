@@ -187,7 +187,7 @@ async fn recorded_form(
     let Some(bytes) = store.get(&keyed.key).await? else {
         return Ok((false, Vec::new()));
     };
-    let cassette = crate::Cassette::from_document(&bytes).map_err(|reason| Error::Corrupt {
+    let cassette = crate::Cassette::from_stored(&bytes, &keyed.key).map_err(|reason| Error::Corrupt {
         key: keyed.key.clone(),
         location: store.location(),
         reason,

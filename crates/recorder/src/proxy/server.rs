@@ -312,10 +312,11 @@ fn recorder_error_response(err: &Error, message: &str) -> Response {
         Error::NoUpstream { target } => {
             detail.insert("target".into(), json!(target));
         }
-        Error::Corrupt { key, .. } => {
-            detail.insert("key".into(), json!(key));
+        _ => {
+            if let Some(key) = err.key() {
+                detail.insert("key".into(), json!(key));
+            }
         }
-        _ => {}
     }
     let mut response = error_response(status, err.kind(), message, Some(detail));
     // Only an unreachable upstream is worth retrying; a miss, a bad request or a broken
