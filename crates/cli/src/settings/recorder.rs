@@ -22,7 +22,6 @@ use cassette_recorder::config::{DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
 use cassette_recorder::redact::RedactionRules;
 use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Route};
 use cassette_store::readonly::ReadOnlyStore;
-use cassette_store::tiered::TieredStore;
 use cassette_store::DynStore;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -197,18 +196,14 @@ impl RecorderArgs {
 }
 
 impl RecorderSettings {
-    /// Opens the store, with the cache in front when one is set.
+    /// Opens the store, with the cache in front when one is set. A cache that cannot be opened
+    /// is bypassed with a warning: it only ever saves time.
     pub(crate) fn open_store(&self) -> anyhow::Result<DynStore> {
         let remote = self.store.open()?;
-        match &self.cache {
-            None => Ok(remote),
-            Some(cache) => {
-                let local = cache.url().open().with_context(|| {
-                    format!("cannot open the cache {cache} of the store {}", self.store)
-                })?;
-                Ok(Arc::new(TieredStore::new(local, remote)))
-            }
-        }
+        Ok(match &self.cache {
+            None => remote,
+            Some(cache) => cassette_store::tiered::with_cache(remote, cache.url()),
+        })
     }
 
     /// Opens the store and builds the recorder. In replay mode the store is wrapped read-only,
