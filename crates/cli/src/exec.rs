@@ -5,7 +5,7 @@
 //! from a failed test and should reach a different person), otherwise the command's own
 //! status (128+N when a signal N ended it).
 
-use crate::proxy::{init_logging, summary};
+use crate::proxy::summary;
 use crate::settings::{RecorderArgs, RecorderSettings};
 use crate::EXIT_ERROR;
 use anyhow::Context;
@@ -83,7 +83,6 @@ fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
 
 /// Runs the command behind the proxy.
 pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
-    init_logging();
     let (program, rest) = args
         .command
         .split_first()

@@ -69,6 +69,9 @@ fn main() -> ExitCode {
         mcp::inherit_exec_env();
     }
     let cli = Cli::parse();
+    // Library warnings (a damaged log line, a cache bypassed, an upstream that broke off) reach
+    // stderr whatever the command.
+    proxy::init_logging();
     if cli.command.only_prints() {
         restore_default_sigpipe();
     }

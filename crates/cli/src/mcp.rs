@@ -5,7 +5,7 @@
 //! [`REPORT_ENV`]: one JSON line per miss as it happens, and one line of counters per session,
 //! so exec exits 2 on an MCP miss as on an HTTP one (see docs/mcp.md).
 
-use crate::proxy::{init_logging, shutdown_signal};
+use crate::proxy::shutdown_signal;
 use crate::settings::{parse_size, RecorderArgs};
 use crate::EXIT_ERROR;
 use anyhow::{anyhow, bail, Context};
@@ -66,7 +66,6 @@ pub(crate) struct McpArgs {
 
 /// Runs one MCP session on stdin/stdout.
 pub(crate) fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
-    init_logging();
     let (program, rest) = args
         .command
         .split_first()

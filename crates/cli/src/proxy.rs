@@ -80,7 +80,6 @@ impl ProxyArgs {
 
 /// Runs the proxy until SIGINT or SIGTERM, then prints the counters.
 pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
-    init_logging();
     let settings = args.resolve()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

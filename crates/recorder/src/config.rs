@@ -108,6 +108,14 @@ impl RecorderConfig {
                     route.base_url
                 )));
             }
+            // Request paths and queries are joined onto the base URL: a query or fragment in
+            // it would end up in the middle of every upstream URL.
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(invalid(format!(
+                    "`{}` has a query or fragment; a base URL is a scheme, host and path",
+                    route.base_url
+                )));
+            }
         }
         for name in &self.mcp_routes {
             if self.route(name).is_none() || name == DEFAULT_TARGET {
@@ -170,6 +178,8 @@ mod tests {
         assert!(message(with_route("a b", "http://x")).contains("a b"));
         assert!(message(with_route("x", "ftp://x")).contains("http"));
         assert!(message(with_route("x", "not a url")).contains("not a URL"));
+        assert!(message(with_route("x", "http://h/v1?k=1")).contains("query or fragment"));
+        assert!(message(with_route("x", "http://h/v1#f")).contains("query or fragment"));
         let mut twice = with_route("x", "http://a");
         twice.routes.push(twice.routes[0].clone());
         assert!(message(twice).contains("twice"));

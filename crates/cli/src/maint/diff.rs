@@ -22,8 +22,8 @@ pub(crate) struct DiffArgs {
 
 /// Runs `cassette diff`.
 pub(crate) fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let a = args.a.open()?;
-    let b = args.b.open()?;
+    let a = args.a.open_existing()?;
+    let b = args.b.open_existing()?;
     let rt = runtime()?;
     let read = |loaded: Vec<super::Loaded>| -> BTreeMap<Key, Result<Cassette, String>> {
         loaded.into_iter().map(|(k, _, c)| (k, c)).collect()

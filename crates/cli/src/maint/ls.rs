@@ -37,7 +37,7 @@ pub(crate) fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
-    let store = args.store.open()?;
+    let store = args.store.open_existing()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let loaded = runtime()?.block_on(load_all(&store))?;

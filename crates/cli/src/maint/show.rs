@@ -23,7 +23,7 @@ pub(crate) struct ShowArgs {
 
 /// Runs `cassette show`.
 pub(crate) fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let store = args.store.open()?;
+    let store = args.store.open_existing()?;
     let (key, bytes) = runtime()?.block_on(async {
         let key = resolve_key(&store, &args.key).await?;
         let bytes = store

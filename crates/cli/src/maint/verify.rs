@@ -10,7 +10,9 @@ use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
 use cassette_recorder::redact::find_credentials;
 use cassette_recorder::Cassette;
-use cassette_store::{Key, StoreUrl};
+use cassette_store::jsonl::JsonlStore;
+use cassette_store::{DynStore, Key, StoreUrl};
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -50,10 +52,32 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         GitCheck::RequireClean => Some(local_folder(&spec)?),
         GitCheck::Skip => None,
     };
-    let store = spec.open()?;
-    let loaded = runtime()?.block_on(load_all(&store))?;
+    let (store, log) = match spec.url() {
+        // A log is opened as itself, to ask it which lines it could not read.
+        StoreUrl::Jsonl(path) => {
+            spec.open_existing()?;
+            let log = JsonlStore::open(path)
+                .with_context(|| format!("cannot open the store {spec}"))?;
+            (Arc::new(log.clone()) as DynStore, Some(log))
+        }
+        _ => (spec.open_existing()?, None),
+    };
+    let runtime = runtime()?;
+    let loaded = runtime.block_on(load_all(&store))?;
     let config = args.keying.config();
     let mut problems = 0usize;
+    if let Some(log) = log {
+        for damaged in runtime.block_on(log.damaged_lines())? {
+            println!(
+                "{} line {} (byte {}): {}; the line holds no readable cassette",
+                log.path().display(),
+                damaged.line,
+                damaged.offset,
+                damaged.reason
+            );
+            problems += 1;
+        }
+    }
     let mut unverifiable = 0usize;
     for (key, bytes, parsed) in &loaded {
         let checked = check(key, bytes.as_ref(), parsed, &config);
