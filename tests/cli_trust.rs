@@ -118,7 +118,10 @@ fn gc_with_a_usage_log_of_another_store_deletes_nothing() {
     let dir = Workdir::new();
     let store = dir.store("cassettes");
     record(&dir, &fake, &store);
-    dir.write("other.log", &format!("{}\n{}\n", "ab".repeat(32), "cd".repeat(32)));
+    dir.write(
+        "other.log",
+        &format!("{}\n{}\n", "ab".repeat(32), "cd".repeat(32)),
+    );
     for dry_run in [false, true] {
         let mut args = vec![
             "gc",
@@ -133,11 +136,7 @@ fn gc_with_a_usage_log_of_another_store_deletes_nothing() {
         }
         let out = dir.run(&args);
         assert_eq!(code(&out), 2, "{}", both(&out));
-        assert!(
-            both(&out).contains("none of them in"),
-            "{}",
-            both(&out)
-        );
+        assert!(both(&out).contains("none of them in"), "{}", both(&out));
     }
     let out = dir.run(&["ls", "--store", &store]);
     assert!(both(&out).contains("3 cassettes"), "{}", both(&out));
@@ -172,7 +171,13 @@ fn an_upstream_with_a_query_or_fragment_is_refused_at_start() {
         vec!["proxy", "--upstream", "http://127.0.0.1:9/v1?api-key=x"],
         vec!["proxy", "--upstream", "http://127.0.0.1:9/v1#top"],
         vec!["proxy", "--route", "a=http://127.0.0.1:9/?x=1"],
-        vec!["exec", "--upstream", "http://127.0.0.1:9/v1?k=1", "--", "true"],
+        vec![
+            "exec",
+            "--upstream",
+            "http://127.0.0.1:9/v1?k=1",
+            "--",
+            "true",
+        ],
     ] {
         let mut args = args;
         if args[0] == "proxy" {
@@ -215,4 +220,36 @@ fn a_damaged_sled_cache_is_bypassed_with_a_warning() {
         "{stderr}"
     );
     assert_eq!(fake.requests(), requests, "replayed, not called");
+}
+
+#[test]
+fn exec_fails_naming_the_key_when_a_recording_is_not_stored() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    // The log the recording goes to is deleted under the running recorder.
+    let script = r#"rm rec.jsonl && curl -s -o /dev/null -H 'content-type: application/json' \
+        -d '{"model":"m","messages":[{"role":"user","content":"hi"}]}' \
+        "$OPENAI_BASE_URL/chat/completions""#;
+    let out = dir.run(&[
+        "exec",
+        "--mode",
+        "record",
+        "--store",
+        "jsonl://rec.jsonl",
+        "--upstream",
+        &fake.url,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let stderr = common::stderr(&out);
+    let at = stderr
+        .find("the recording of ")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let key = &stderr[at + "the recording of ".len()..][..64];
+    assert!(key.bytes().all(|b| b.is_ascii_hexdigit()), "{stderr}");
+    assert!(stderr.contains("1 failed recordings"), "{stderr}");
+    assert_eq!(fake.requests(), 1);
 }

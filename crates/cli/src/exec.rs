@@ -2,8 +2,9 @@
 //! in-process proxy on a free loopback port, then report what happened.
 //!
 //! Exit status: 2 when any replay miss happened (a missing recording is a different signal
-//! from a failed test and should reach a different person), otherwise the command's own
-//! status (128+N when a signal N ended it).
+//! from a failed test and should reach a different person) or an answer that was to be
+//! recorded was not stored, otherwise the command's own status (128+N when a signal N ended
+//! it).
 
 use crate::proxy::summary;
 use crate::settings::{RecorderArgs, RecorderSettings};
@@ -28,7 +29,7 @@ pub(crate) const PLACEHOLDER_API_KEY: &str = "cassette-replay-placeholder-key";
     CASSETTE_MODE, CASSETTE_STORE (and CASSETTE_CACHE) of this exec\n  \
     CASSETTE_EXEC_REPORT=<file where cassette mcp reports misses>\n\
     and, in replay mode, placeholder OPENAI_API_KEY/ANTHROPIC_API_KEY when unset.\n\
-    Exit status: 2 on any replay miss, else the command's status.\n\
+    Exit status: 2 on any replay miss or failed recording, else the command's status.\n\
     Examples:\n  \
     CASSETTE_MODE=record cassette exec -- pytest\n  \
     cassette exec -- pytest        # replay in CI: no key, no network")]
@@ -100,7 +101,7 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             advice: Some(crate::advice::for_recorder),
             ..ProxyConfig::ephemeral()
         };
-        let proxy = spawn(recorder, &config)
+        let proxy = spawn(recorder.clone(), &config)
             .await
             .context("cannot start the in-process proxy")?;
         let url = proxy.url();
@@ -136,7 +137,13 @@ pub(crate) fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         for miss in &mcp.misses {
             eprintln!("cassette exec: MCP miss: {miss}");
         }
-        Ok(if misses > 0 {
+        // A recording that was not stored leaves a tape missing that the run seemed to make:
+        // as loud as a miss, with the key.
+        let failures = recorder.recording_failures();
+        for failure in &failures {
+            eprintln!("cassette exec: {failure}");
+        }
+        Ok(if misses > 0 || !failures.is_empty() {
             ExitCode::from(EXIT_ERROR)
         } else {
             ExitCode::from(status_code(status))

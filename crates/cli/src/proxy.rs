@@ -113,8 +113,13 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
 /// One line of counters, as printed on shutdown and by `cassette exec`.
 pub(crate) fn summary(stats: &ProxyStats) -> String {
     let s = &stats.recorder;
+    let failed = match s.failed_recordings {
+        0 => String::new(),
+        n => format!(", {n} failed recordings"),
+    };
     format!(
-        "{} requests: {} hits, {} misses, {} recorded, {} upstream requests, {} upstream errors",
+        "{} requests: {} hits, {} misses, {} recorded{failed}, {} upstream requests, {} upstream \
+         errors",
         stats.requests, s.hits, s.misses, s.recorded, s.upstream_requests, s.upstream_errors
     )
 }

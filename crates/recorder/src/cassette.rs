@@ -72,6 +72,12 @@ pub struct StoredResponse {
     /// re-synthesize it in the provider's own events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
+    /// The stream's events exactly as the upstream sent them, kept only when exact stream
+    /// replay was asked for at recording time: server-sent events as `{"event", "data", "id",
+    /// "retry"}` objects (only the fields they had, `data` verbatim), newline-delimited JSON as
+    /// the lines' text. Replay then sends these instead of a re-synthesized stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<Value>>,
 }
 
 /// A body, in the most readable form that keeps every byte.
@@ -259,6 +265,7 @@ mod tests {
                 headers: BTreeMap::new(),
                 body: StoredBody::Text("ok".into()),
                 stream: None,
+                events: None,
             },
             meta: Meta::default(),
         }

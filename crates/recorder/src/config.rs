@@ -34,6 +34,21 @@ pub enum ErrorRecording {
     Record,
 }
 
+/// How a streamed answer is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamReplay {
+    /// Re-synthesized in the provider's own events from the stored final response (the
+    /// default): small readable cassettes, one recording serving streaming and non-streaming
+    /// requests alike, but the provider's reference framing rather than the upstream's exact
+    /// one (see `docs/cassette-format.md`).
+    #[default]
+    Synthesize,
+    /// Recording also keeps the stream's events exactly as the upstream sent them, and replay
+    /// sends those: for upstreams whose framing differs from the provider's reference (a
+    /// gateway's own event layout, a usage chunk shaped differently).
+    Exact,
+}
+
 /// Everything a recorder needs besides its store.
 #[derive(Debug, Clone)]
 pub struct RecorderConfig {
@@ -51,6 +66,8 @@ pub struct RecorderConfig {
     pub errors: ErrorRecording,
     /// Size of the pieces a replayed stream is cut into.
     pub stream_chunk_size: usize,
+    /// Whether streams are recorded event by event and replayed as recorded.
+    pub stream_replay: StreamReplay,
     /// Largest request body accepted.
     pub max_body: usize,
     /// How long an upstream may take to answer (headers) before the request fails.
@@ -70,6 +87,7 @@ impl Default for RecorderConfig {
             redaction: RedactionRules::default(),
             errors: ErrorRecording::default(),
             stream_chunk_size: DEFAULT_STREAM_CHUNK,
+            stream_replay: StreamReplay::default(),
             max_body: DEFAULT_MAX_BODY,
             upstream_timeout: Duration::from_secs(600),
             mcp_routes: Vec::new(),

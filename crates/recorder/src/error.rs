@@ -234,15 +234,12 @@ pub(crate) fn report(err: &(dyn std::error::Error + 'static)) -> String {
         .join(": ")
 }
 
+/// The error for an upstream call that failed, saying what actually happened.
 pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Duration) -> Error {
-    let timed_out = err.is_timeout();
-    let mut cause = if timed_out {
-        format!("no answer within {}s", timeout.as_secs_f32())
-    } else if err.is_connect() {
-        "connection failed".to_owned()
-    } else {
-        "request failed".to_owned()
-    };
+    let os_error = std::iter::successors(std::error::Error::source(err), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .find(|e| e.raw_os_error().is_some());
+    let mut cause = failure(err.is_connect(), err.is_timeout(), os_error, timeout);
     // reqwest's own message repeats the URL, which `endpoint` already names without
     // credentials; its causes say what actually went wrong.
     if let Some(source) = std::error::Error::source(err) {
@@ -252,7 +249,31 @@ pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Dura
     Error::Upstream {
         endpoint: endpoint.to_owned(),
         cause,
-        timed_out,
+        timed_out: err.is_timeout(),
+    }
+}
+
+/// What went wrong with an upstream call, in words: a connection that could not be made, one
+/// the operating system gave up on (its own timeout, which has nothing to do with ours), or one
+/// of our two timeouts running out. Only our own answer timeout is "no answer within N s".
+fn failure(
+    connect: bool,
+    timed_out: bool,
+    os_error: Option<&std::io::Error>,
+    timeout: Duration,
+) -> String {
+    match (os_error, connect, timed_out) {
+        (Some(os), _, _) if os.kind() == std::io::ErrorKind::TimedOut => {
+            "the operating system timed the connection out".to_owned()
+        }
+        (Some(_), true, _) | (None, true, false) => "cannot connect".to_owned(),
+        (Some(_), false, _) => "the connection failed".to_owned(),
+        (None, true, true) => format!(
+            "no connection within {}s",
+            crate::upstream::connect_timeout(timeout).as_secs_f32()
+        ),
+        (None, false, true) => format!("no answer within {}s", timeout.as_secs_f32()),
+        (None, false, false) => "request failed".to_owned(),
     }
 }
 
@@ -260,6 +281,42 @@ pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Dura
 mod tests {
     use super::*;
     use std::error::Error as _;
+
+    /// Under load the operating system gives up on connections by itself: that is what the
+    /// message says then, never our own answer timeout, which did not run out.
+    #[test]
+    fn upstream_failures_say_what_happened() {
+        let minute = Duration::from_secs(60);
+        let os_timeout = std::io::Error::from_raw_os_error(libc::ETIMEDOUT);
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        let reset = std::io::Error::from_raw_os_error(libc::ECONNRESET);
+        let table = [
+            (
+                (true, true, Some(&os_timeout)),
+                "the operating system timed the connection out",
+            ),
+            (
+                (false, true, Some(&os_timeout)),
+                "the operating system timed the connection out",
+            ),
+            ((true, false, Some(&refused)), "cannot connect"),
+            ((false, false, Some(&reset)), "the connection failed"),
+            ((true, true, None), "no connection within 10s"),
+            ((false, true, None), "no answer within 60s"),
+            ((false, false, None), "request failed"),
+        ];
+        for ((connect, timed_out, os), expected) in table {
+            assert_eq!(
+                failure(connect, timed_out, os, minute),
+                expected,
+                "connect {connect}, timed out {timed_out}, {os:?}"
+            );
+        }
+        assert_eq!(
+            failure(true, true, None, Duration::from_secs(2)),
+            "no connection within 2s"
+        );
+    }
 
     /// Every error shows its cause in its message or returns it from `source()`, never both, so
     /// a printed chain says each thing once.

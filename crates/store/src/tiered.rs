@@ -71,10 +71,7 @@ impl TieredStore {
         };
         let local = self.local.location();
         match self.local.delete(key).await {
-            Ok(()) => tracing::warn!(
-                "could not cache cassette {key} in {local}: {}",
-                report(&e)
-            ),
+            Ok(()) => tracing::warn!("could not cache cassette {key} in {local}: {}", report(&e)),
             Err(d) => tracing::error!(
                 "could not cache cassette {key} in {local} ({}), nor remove an older copy there \
                  ({}): delete the cache {local}",

@@ -12,9 +12,9 @@ use cassette_recorder::redact::find_credentials;
 use cassette_recorder::Cassette;
 use cassette_store::jsonl::JsonlStore;
 use cassette_store::{DynStore, Key, StoreUrl};
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::Arc;
 
 /// Arguments of `cassette verify`.
 #[derive(Debug, clap::Args)]
@@ -56,8 +56,8 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         // A log is opened as itself, to ask it which lines it could not read.
         StoreUrl::Jsonl(path) => {
             spec.open_existing()?;
-            let log = JsonlStore::open(path)
-                .with_context(|| format!("cannot open the store {spec}"))?;
+            let log =
+                JsonlStore::open(path).with_context(|| format!("cannot open the store {spec}"))?;
             (Arc::new(log.clone()) as DynStore, Some(log))
         }
         _ => (spec.open_existing()?, None),

@@ -20,7 +20,7 @@ use super::values::{parse_base_url, parse_route, parse_size};
 use anyhow::{bail, Context};
 use cassette_recorder::config::{DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
 use cassette_recorder::redact::RedactionRules;
-use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Route};
+use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Route, StreamReplay};
 use cassette_store::readonly::ReadOnlyStore;
 use cassette_store::DynStore;
 use std::path::PathBuf;
@@ -100,6 +100,12 @@ pub(crate) struct RecorderArgs {
     #[arg(long, env = "CASSETTE_STREAM_CHUNK", value_name = "SIZE", value_parser = parse_size)]
     stream_chunk_size: Option<usize>,
 
+    /// Keep each recorded stream's events exactly as the upstream sent them and replay those,
+    /// instead of re-synthesizing the provider's reference framing from the final response
+    /// (for gateways whose framing differs). Replay follows what each cassette holds.
+    #[arg(long, env = "CASSETTE_EXACT_STREAMS")]
+    exact_streams: bool,
+
     /// Seconds an upstream may take to answer before the request fails with 504 [default: 600].
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
     upstream_timeout: Option<u64>,
@@ -150,6 +156,11 @@ impl RecorderArgs {
                 patterns: self.redact_patterns.clone(),
             },
             stream_chunk_size: self.stream_chunk_size.unwrap_or(DEFAULT_STREAM_CHUNK),
+            stream_replay: if self.exact_streams {
+                StreamReplay::Exact
+            } else {
+                StreamReplay::Synthesize
+            },
             upstream_timeout: Duration::from_secs(
                 self.upstream_timeout
                     .unwrap_or(DEFAULT_UPSTREAM_TIMEOUT_SECS)

@@ -474,6 +474,7 @@ impl McpRecorder {
                     .collect::<BTreeMap<_, _>>(),
                 body: StoredBody::Json(response_body),
                 stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
+                events: None,
             },
             meta: Meta {
                 profile: MCP_PROFILE.to_owned(),

@@ -277,6 +277,7 @@ fn outcome_response(outcome: Outcome) -> Response {
     let source = match source {
         Source::Replayed => "replayed",
         Source::Recorded => "recorded",
+        Source::Recording => "recording",
         Source::PassedThrough => "passed-through",
         Source::Missed => "missed",
     };

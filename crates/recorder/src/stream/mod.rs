@@ -143,6 +143,16 @@ impl StreamFormat {
         }
     }
 
+    /// The generic format with the same framing (server-sent events or newline-delimited
+    /// JSON), which keeps the events themselves.
+    pub fn framing(self) -> StreamFormat {
+        if self.is_sse() {
+            StreamFormat::GenericSse
+        } else {
+            StreamFormat::GenericNdjson
+        }
+    }
+
     fn is_sse(self) -> bool {
         !matches!(
             self,
@@ -308,6 +318,12 @@ impl Assembler {
         // would hide the real problem, so it only counts if it completes the stream; the
         // state's check below reports a stream that never reached its end. An error the
         // upstream sent is kept.
+        if let Some(missing) = self.generic_cut_off() {
+            return Err(StreamError::Incomplete {
+                format: self.format.name(),
+                missing: missing.to_owned(),
+            });
+        }
         if let Err(err @ StreamError::Upstream { .. }) = self.tail() {
             return Err(err);
         }
@@ -318,6 +334,23 @@ impl Assembler {
             State::Ollama(a) => a.finish(),
             State::GenericSse(a) => Ok(a.finish()),
             State::GenericNdjson(a) => Ok(a.finish()),
+        }
+    }
+
+    /// A generic stream has no terminal event to wait for, so the only sign that it was cut
+    /// off is that it stopped inside an event: an SSE event without its closing blank line, or
+    /// an NDJSON line that is neither ended nor whole JSON. What it names is what is missing.
+    fn generic_cut_off(&self) -> Option<&'static str> {
+        match self.format {
+            StreamFormat::GenericSse if self.lines.has_partial_line() || self.sse.is_open() => {
+                Some("the end of its last event")
+            }
+            StreamFormat::GenericNdjson => {
+                let partial = self.lines.partial_line()?;
+                let whole = serde_json::from_slice::<serde::de::IgnoredAny>(partial).is_ok();
+                (!whole).then_some("the end of its last line")
+            }
+            _ => None,
         }
     }
 

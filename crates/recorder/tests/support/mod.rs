@@ -40,6 +40,10 @@ pub(crate) enum Reply {
     },
     /// Waits, then answers with the inner reply: keeps requests in flight at once.
     Delayed(Duration, Box<Reply>),
+    /// Waits until the test releases it (see [`FakeUpstream::release`]), then answers a chat
+    /// completion whose content names the request's number, so every upstream call gives a
+    /// different answer.
+    Numbered,
     /// Streams `body` in pieces, then breaks the connection off instead of ending the body.
     CutStream {
         content_type: String,
@@ -136,7 +140,8 @@ impl FakeUpstream {
             .insert(path.to_owned(), reply);
     }
 
-    /// Lets a [`Reply::Gated`] stream send `n` more pieces.
+    /// Lets [`Reply::Gated`] streams send `n` more pieces, or `n` more [`Reply::Numbered`]
+    /// requests be answered.
     pub(crate) fn release(&self, n: usize) {
         self.shared.gate.add_permits(n);
     }
@@ -217,6 +222,21 @@ async fn respond(shared: &Arc<Shared>, path: &str, reply: Option<Reply>) -> Resp
             }
             response.body(Body::from(body)).unwrap()
         }
+        Some(Reply::Numbered) => {
+            let n = shared.requests.load(Ordering::SeqCst);
+            shared.gate.acquire().await.unwrap().forget();
+            let body = serde_json::json!({
+                "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1,
+                "model": "gpt-4o-mini-2024-07-18",
+                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": null,
+                             "message": {"role": "assistant", "content": format!("answer {n}")}}]
+            });
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap()
+        }
         Some(Reply::Delayed(delay, inner)) => {
             tokio::time::sleep(delay).await;
             Box::pin(respond(shared, path, Some(*inner))).await
@@ -233,7 +253,9 @@ async fn respond(shared: &Arc<Shared>, path: &str, reply: Option<Reply>) -> Resp
                     Ok::<_, std::io::Error>(chunk)
                 })
                 .chain(futures::stream::once(async {
-                    Err(std::io::Error::other("the fake upstream cut the stream off"))
+                    Err(std::io::Error::other(
+                        "the fake upstream cut the stream off",
+                    ))
                 }));
             Response::builder()
                 .status(200)

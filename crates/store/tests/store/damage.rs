@@ -41,7 +41,10 @@ async fn jsonl_replaced_by_rename_is_reopened() {
     let four = key("aa", 4);
     store.put(&four, document(&four, 1, 40)).await.unwrap();
     let fresh = JsonlStore::open(&path).unwrap();
-    assert_eq!(fresh.get(&four).await.unwrap(), Some(document(&four, 1, 40)));
+    assert_eq!(
+        fresh.get(&four).await.unwrap(),
+        Some(document(&four, 1, 40))
+    );
 }
 
 #[tokio::test]
@@ -96,7 +99,10 @@ async fn jsonl_deleted_while_open_fails_loudly_instead_of_swallowing_recordings(
         store.get(&one).await.unwrap_err(),
         Error::Vanished { .. }
     ));
-    assert!(!path.exists(), "nothing recreated it behind the user's back");
+    assert!(
+        !path.exists(),
+        "nothing recreated it behind the user's back"
+    );
 }
 
 #[tokio::test]
@@ -116,7 +122,10 @@ async fn jsonl_damaged_line_in_the_middle_is_reported_and_the_rest_served() {
     assert_eq!(damaged[0].line, 2);
     assert_eq!(damaged[0].offset, lines[0].len() as u64 + 1);
     assert!(!damaged[0].reason.is_empty());
-    assert_eq!(store.list("").await.unwrap(), vec![key("aa", 1), key("aa", 3)]);
+    assert_eq!(
+        store.list("").await.unwrap(),
+        vec![key("aa", 1), key("aa", 3)]
+    );
 
     // A truncated last line is damage too (a writer died); a good log has none.
     write_log(&dir.path().join("good.jsonl"), &[(1, 1)]).await;
