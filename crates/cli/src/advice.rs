@@ -23,6 +23,12 @@ pub(crate) fn for_recorder(err: &Error) -> Option<String> {
         Error::NoUpstream { target } => return Some(format!("--route {target}=URL")),
         Error::InvalidRoute { .. } => "--route NAME=URL, --upstream or UPSTREAM_BASE",
         Error::NotLoopback { .. } => "--allow-remote",
+        Error::ForeignHost { .. } => "cassette proxy --allow-host NAME",
+        Error::BrowserOrigin { .. }
+        | Error::InvalidSetting {
+            setting: Setting::AllowedOrigin,
+            ..
+        } => "cassette proxy --allow-origin ORIGIN",
         Error::Bind { .. } => "--listen or PORT",
         Error::UsageLog { .. } => "--usage-log or CASSETTE_USAGE_LOG",
         Error::Redact(_) => "--redact-path or --redact-pattern",

@@ -37,6 +37,16 @@ pub(crate) struct ProxyArgs {
     /// Largest request body accepted; larger ones get 413 [default: 32MiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_body: Option<usize>,
+
+    /// Also serve requests addressed to this host name (such as a container's service name);
+    /// loopback names and addresses and the listening address are always served. Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+
+    /// Serve browser requests from this web page origin (scheme://host[:port]), with CORS
+    /// headers; every other browser request is refused. Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
 }
 
 /// `cassette proxy`'s settings, validated.
@@ -70,6 +80,9 @@ impl ProxyArgs {
             max_body: self.max_body.unwrap_or(defaults.max_body),
             exposure,
             advice: Some(crate::advice::for_recorder),
+            allowed_hosts: self.allowed_hosts.clone(),
+            allowed_origins: self.allowed_origins.clone(),
+            ..defaults
         };
         proxy.validate()?;
         let mut recorder = self.recorder.resolve()?;

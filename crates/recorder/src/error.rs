@@ -84,6 +84,33 @@ pub enum Error {
     /// The request cannot be handled as sent.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The proxy refused a request addressed to it by a name that is not its own: what a web
+    /// page reaching it through DNS rebinding looks like.
+    #[error(
+        "refused a request for host `{host}`: the proxy answers requests addressed to a loopback \
+         name or address, or to its listening address (a web page reaching it by DNS rebinding \
+         names its own host); allow the host explicitly to serve it"
+    )]
+    ForeignHost {
+        /// The `Host` the request named.
+        host: String,
+    },
+    /// The proxy refused a request a web browser sent on behalf of a page: a hostile page
+    /// must not spend the upstream key or write cassettes.
+    #[error(
+        "refused a request from the web page {origin}: browsers may use the proxy (and its \
+         upstream key) only from origins allowed explicitly"
+    )]
+    BrowserOrigin {
+        /// The page's origin (or the `Sec-Fetch-Site` value of a request without one).
+        origin: String,
+    },
+    /// A request's body stopped arriving.
+    #[error("the request body stalled: no data for {}s", .idle.as_secs_f32())]
+    SlowBody {
+        /// How long nothing arrived.
+        idle: Duration,
+    },
     /// The request body is over the configured limit.
     #[error(
         "request body of {size} bytes is over the limit of {limit} bytes; raise the body limit \
@@ -157,6 +184,14 @@ pub enum Setting {
     BodyLimit,
     /// The size of the pieces a replayed stream is cut into.
     StreamChunkSize,
+    /// How many connections the proxy serves at once.
+    MaxConnections,
+    /// How long a connection may take to send its request headers.
+    HeaderTimeout,
+    /// How long a request body may stall.
+    BodyTimeout,
+    /// A web page origin allowed to use the proxy.
+    AllowedOrigin,
 }
 
 impl fmt::Display for Setting {
@@ -164,6 +199,10 @@ impl fmt::Display for Setting {
         f.write_str(match self {
             Setting::BodyLimit => "body limit",
             Setting::StreamChunkSize => "stream chunk size",
+            Setting::MaxConnections => "connection limit",
+            Setting::HeaderTimeout => "header timeout",
+            Setting::BodyTimeout => "body timeout",
+            Setting::AllowedOrigin => "allowed origin",
         })
     }
 }
@@ -188,6 +227,8 @@ impl Error {
         match self {
             Error::Miss(_) => 409,
             Error::InvalidRequest(_) => 400,
+            Error::ForeignHost { .. } | Error::BrowserOrigin { .. } => 403,
+            Error::SlowBody { .. } => 408,
             Error::BodyTooLarge { .. } => 413,
             Error::Upstream {
                 timed_out: true, ..
@@ -210,6 +251,8 @@ impl Error {
             | Error::Redact(_) => "cassette_config_error",
             Error::Server { .. } => "cassette_internal_error",
             Error::InvalidRequest(_) => "invalid_request_error",
+            Error::ForeignHost { .. } | Error::BrowserOrigin { .. } => "cassette_forbidden",
+            Error::SlowBody { .. } => "request_timeout",
             Error::BodyTooLarge { .. } => "request_too_large",
             Error::NoUpstream { .. } => "cassette_no_upstream",
             Error::Upstream { .. } => "cassette_upstream_error",

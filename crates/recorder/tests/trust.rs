@@ -785,3 +785,227 @@ async fn stream_pieces_reach_the_client_as_they_arrive() {
     let stats = proxy.stop().await.unwrap();
     assert_eq!(stats.recorder.recorded, 1);
 }
+
+/// Sends `request` as raw bytes and returns the status line and the rest of the answer.
+async fn raw(addr: std::net::SocketAddr, request: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    )
+    .await
+    .expect("the proxy answers and closes")
+    .unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (status, rest) = answer.split_once("\r\n").unwrap_or((&answer, ""));
+    (status.to_owned(), rest.to_owned())
+}
+
+fn recording_with_key(upstream: &str) -> RecorderConfig {
+    RecorderConfig {
+        upstream_api_key: Some("sk-upstream-key-never-for-strangers".into()),
+        ..config(Mode::Record, upstream)
+    }
+}
+
+// Item 14: a hostile web page's cross-site POST (text/plain, so no preflight) is refused: no
+// upstream call, no key spent, nothing recorded.
+#[tokio::test]
+async fn a_cross_site_post_from_a_web_page_is_refused() {
+    let fake = FakeUpstream::start().await;
+    fake.reply(CHAT, Reply::json(200, completion("spent")));
+    let store: DynStore = cassette_store::open("memory://").unwrap();
+    let proxy = proxy_with(recording_with_key(&fake.url), &store).await;
+    let body = chat_body("free tokens").to_string();
+    let attacks = [
+        format!(
+            "POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: https://evil.example\r\n\
+             Content-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len(),
+            port = proxy.addr().port()
+        ),
+        format!(
+            "POST {CHAT} HTTP/1.1\r\nHost: localhost:{port}\r\nOrigin: null\r\n\
+             Content-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len(),
+            port = proxy.addr().port()
+        ),
+        // A simple cross-site GET (an image, a link) carries no Origin, but says where it is
+        // from.
+        "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nSec-Fetch-Site: cross-site\r\n\
+         Sec-Fetch-Mode: no-cors\r\nConnection: close\r\n\r\n"
+            .to_owned(),
+    ];
+    for attack in &attacks {
+        let (status, rest) = raw(proxy.addr(), attack).await;
+        assert!(status.contains(" 403 "), "{status}\n{rest}");
+        assert!(rest.contains("cassette_forbidden"), "{rest}");
+    }
+    // A CORS preflight is never forwarded.
+    let preflight = format!(
+        "OPTIONS {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://evil.example\r\n\
+         Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n\
+         Connection: close\r\n\r\n"
+    );
+    let (status, _) = raw(proxy.addr(), &preflight).await;
+    assert!(status.contains(" 403 "), "{status}");
+    let stats = proxy.stop().await.unwrap();
+    assert_eq!(fake.requests(), 0, "no upstream call");
+    assert_eq!(stats.recorder.upstream_requests, 0);
+    assert!(store.list("").await.unwrap().is_empty());
+}
+
+// Item 14: a page reaching the proxy through DNS rebinding names its own host: refused. The
+// proxy's own names and addresses are served.
+#[tokio::test]
+async fn dns_rebinding_hosts_are_refused_and_loopback_names_served() {
+    let fake = FakeUpstream::start().await;
+    fake.reply(CHAT, Reply::json(200, completion("ok")));
+    let store: DynStore = cassette_store::open("memory://").unwrap();
+    let proxy = proxy_with(recording_with_key(&fake.url), &store).await;
+    let port = proxy.addr().port();
+    let body = chat_body("hi").to_string();
+    let request = |host: &str| {
+        format!(
+            "POST {CHAT} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    for host in [
+        format!("rebind.evil.example:{port}"),
+        "evil.example".to_owned(),
+        format!("192.168.1.1.nip.io:{port}"),
+        format!("localhost.evil.example:{port}"),
+    ] {
+        let (status, rest) = raw(proxy.addr(), &request(&host)).await;
+        assert!(status.contains(" 403 "), "{host}: {status}");
+        assert!(rest.contains(&host), "names the host: {rest}");
+    }
+    assert_eq!(fake.requests(), 0);
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "LOCALHOST".to_owned(),
+        format!("app.localhost:{port}"),
+        format!("[::1]:{port}"),
+        "127.0.0.2".to_owned(),
+    ] {
+        let (status, _) = raw(proxy.addr(), &request(&host)).await;
+        assert!(status.contains(" 200 "), "{host}: {status}");
+    }
+    proxy.stop().await.unwrap();
+}
+
+// Item 14: an origin allowed explicitly gets CORS answers from the proxy itself.
+#[tokio::test]
+async fn an_allowed_origin_is_served_with_cors_and_its_preflight_answered_locally() {
+    let fake = FakeUpstream::start().await;
+    fake.reply(CHAT, Reply::json(200, completion("ok")));
+    let store: DynStore = cassette_store::open("memory://").unwrap();
+    let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
+    let proxy_config = ProxyConfig {
+        allowed_origins: vec!["http://localhost:5173".into()],
+        ..ProxyConfig::ephemeral()
+    };
+    let proxy = spawn(recorder, &proxy_config).await.unwrap();
+    let client = reqwest::Client::new();
+    let preflight = client
+        .request(reqwest::Method::OPTIONS, format!("{}{CHAT}", proxy.url()))
+        .header("origin", "http://localhost:5173")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type, authorization",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 204);
+    assert_eq!(
+        preflight.headers()["access-control-allow-origin"],
+        "http://localhost:5173"
+    );
+    assert_eq!(preflight.headers()["access-control-allow-methods"], "POST");
+    assert_eq!(fake.requests(), 0, "the preflight was not forwarded");
+    let post = client
+        .post(format!("{}{CHAT}", proxy.url()))
+        .header("origin", "http://localhost:5173")
+        .json(&chat_body("q"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 200);
+    assert_eq!(
+        post.headers()["access-control-allow-origin"],
+        "http://localhost:5173"
+    );
+    let other = client
+        .post(format!("{}{CHAT}", proxy.url()))
+        .header("origin", "http://localhost:5174")
+        .json(&chat_body("q"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 403);
+    proxy.stop().await.unwrap();
+    assert_eq!(fake.requests(), 1);
+}
+
+// Item 16: slowloris: connections that never finish their headers are closed after the header
+// timeout, at most `max_connections` are served at once, and real clients still get through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_connections_are_closed_and_real_clients_still_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fake = FakeUpstream::start().await;
+    fake.reply(CHAT, Reply::json(200, completion("ok")));
+    let store: DynStore = cassette_store::open("memory://").unwrap();
+    let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
+    let proxy_config = ProxyConfig {
+        header_timeout: std::time::Duration::from_millis(500),
+        body_timeout: std::time::Duration::from_millis(500),
+        max_connections: 64,
+        ..ProxyConfig::ephemeral()
+    };
+    let proxy = spawn(recorder, &proxy_config).await.unwrap();
+    // 300 connections that send half a request and then nothing, more than can be served.
+    let mut slow = Vec::new();
+    for i in 0..300 {
+        let mut stream = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+        let partial = if i % 2 == 0 {
+            format!("POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        } else {
+            // Headers complete, the body never comes.
+            format!("POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{{")
+        };
+        stream.write_all(partial.as_bytes()).await.unwrap();
+        slow.push(stream);
+    }
+    let started = std::time::Instant::now();
+    let response = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        post(&proxy, CHAT, &chat_body("real client")),
+    )
+    .await
+    .expect("a real client is served while slow connections are held");
+    assert_eq!(response.status(), 200);
+    // Every slow connection is closed by the proxy (a stalled body gets its 408 first).
+    let mut answered_408 = 0;
+    for mut stream in slow {
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            stream.read_to_end(&mut answer),
+        )
+        .await
+        .expect("the proxy closes a slow connection")
+        .ok();
+        answered_408 += usize::from(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 408"));
+    }
+    assert!(answered_408 > 0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    proxy.stop().await.unwrap();
+}
