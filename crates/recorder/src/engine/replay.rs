@@ -1,10 +1,12 @@
 //! Replay: a cassette becomes the response, re-synthesized as a stream in the provider's own
 //! events when the request asks for one.
 
-use crate::cassette::Cassette;
-use crate::response::{Response, ResponseBody};
+use crate::cassette::{Cassette, StoredBody};
+use crate::response::{BodyStream, Response, ResponseBody};
 use crate::stream::{self, StreamFormat, SynthesisOptions};
+use bytes::Bytes;
 use cassette_keying::Profile;
+use futures::StreamExt;
 use serde_json::Value;
 
 /// Builds the replayed response, in the shape the upstream answered: a request that asks what
@@ -47,34 +49,31 @@ pub(super) fn replay_response(
     let synthesize_as = as_stream
         .then(|| recorded_format.or_else(|| StreamFormat::for_profile(profile)))
         .flatten();
-    let body = match (synthesize_as, stored.body.as_json()) {
-        (Some(format), Some(final_response)) => {
+    let body = match (synthesize_as, stored.body) {
+        (Some(format), StoredBody::Json(final_response)) => {
             let include_usage = request_json.as_ref().is_some_and(stream::include_usage);
             let options = SynthesisOptions {
                 chunk_size,
                 include_usage,
             };
-            let pieces = match stored.events {
+            let body = match stored.events {
                 // Recorded event by event (exact stream replay): sent as recorded.
-                Some(events) => stream::synthesize(
+                Some(events) => stream_body(
                     format.framing(),
-                    &serde_json::json!({ "events": events }),
-                    &options,
-                ),
-                None => stream::synthesize(format, final_response, &options),
-            }
-            .map_err(|e| e.to_string())?;
+                    serde_json::json!({ "events": events }),
+                    options,
+                )?,
+                None => stream_body(format, final_response, options)?,
+            };
             set_header(&mut headers, "content-type", format.content_type());
             set_header(&mut headers, "cache-control", "no-cache");
-            ResponseBody::Stream(Box::pin(futures::stream::iter(
-                pieces.into_iter().map(Ok::<_, std::io::Error>),
-            )))
+            ResponseBody::Stream(body)
         }
-        _ => {
+        (_, body) => {
             if recorded_format.is_some() {
                 set_header(&mut headers, "content-type", "application/json");
             }
-            ResponseBody::Full(stored.body.to_bytes()?)
+            ResponseBody::Full(body.to_bytes()?)
         }
     };
     Ok(Response {
@@ -82,6 +81,64 @@ pub(super) fn replay_response(
         headers,
         body,
     })
+}
+
+/// Answers whose text (strings and names, summed) is larger than this are synthesized as the
+/// client reads them; smaller ones at once. A synthesized stream is about fifteen times the
+/// text it carries, so this bounds what a replayed stream holds to a few MiB.
+const SYNTHESIZE_LAZILY_ABOVE: usize = 256 * 1024;
+
+/// The stream synthesized from `final_response`: small answers at once (a synthesis error is
+/// then a corrupt cassette, answered before any header), large ones block by block on a
+/// blocking thread that waits for the client to read, so a 30 MiB answer never becomes half a
+/// GiB of events in memory. A large answer's synthesis error comes after the headers: the
+/// stream is cut, and the log says why.
+fn stream_body(
+    format: StreamFormat,
+    final_response: Value,
+    options: SynthesisOptions,
+) -> std::result::Result<BodyStream, String> {
+    let runtime = match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if text_size(&final_response) > SYNTHESIZE_LAZILY_ABOVE => runtime,
+        _ => {
+            let pieces =
+                stream::synthesize(format, &final_response, &options).map_err(|e| e.to_string())?;
+            return Ok(Box::pin(futures::stream::iter(
+                pieces.into_iter().map(Ok::<_, std::io::Error>),
+            )));
+        }
+    };
+    // Two blocks in flight: the synthesizer stays at most one block ahead of the client.
+    let (blocks, received) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(2);
+    let chunk_size = options.chunk_size;
+    runtime.spawn_blocking(move || {
+        let mut sink = |block: Bytes| blocks.blocking_send(Ok(block)).is_ok();
+        if let Err(err) = stream::synthesize_into(format, &final_response, &options, &mut sink) {
+            tracing::warn!("a replayed {format} stream was cut off: {err}");
+            let _ = blocks.blocking_send(Err(std::io::Error::other(err.to_string())));
+        }
+    });
+    let pieces = tokio_stream::wrappers::ReceiverStream::new(received).flat_map(move |block| {
+        let pieces = match block {
+            Ok(block) => stream::cut_block(block, chunk_size)
+                .into_iter()
+                .map(Ok)
+                .collect(),
+            Err(err) => vec![Err(err)],
+        };
+        futures::stream::iter(pieces)
+    });
+    Ok(Box::pin(pieces))
+}
+
+/// About how many bytes of text a JSON value carries.
+fn text_size(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(text_size).sum(),
+        Value::Object(members) => members.iter().map(|(k, v)| k.len() + text_size(v)).sum(),
+        _ => 8,
+    }
 }
 
 /// Keeps a recorded redirect inside the sandbox: an absolute `Location` (recorded before
