@@ -20,6 +20,7 @@ const OLLAMA_CHAT: &str = "/api/chat";
 const OLLAMA_GENERATE: &str = "/api/generate";
 const OLLAMA_EMBED: &str = "/api/embed";
 const HTTP: &str = "/v1/models";
+const GEMINI: &str = "/v1beta/models/gemini-2.5-flash:generateContent";
 
 /// Every LLM profile's path, with the profile name it must select.
 const LLM_PATHS: &[(&str, &str)] = &[
@@ -31,6 +32,7 @@ const LLM_PATHS: &[(&str, &str)] = &[
     (OLLAMA_CHAT, "ollama.chat"),
     (OLLAMA_GENERATE, "ollama.generate"),
     (OLLAMA_EMBED, "ollama.embed"),
+    (GEMINI, "gemini.generate"),
 ];
 
 const VECTOR1_BODY: &str = r#"{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse.  \nAnswer briefly.\t"},{"role":"user","content":"Where is my refund?"}],"stream":true,"user":"u-42"}"#;
@@ -351,7 +353,13 @@ fn each_default_present_or_absent_gives_one_key() {
 
 #[test]
 fn profiles_without_defaults_merge_none() {
-    for path in [EMBEDDINGS, OLLAMA_CHAT, OLLAMA_GENERATE, OLLAMA_EMBED] {
+    for path in [
+        EMBEDDINGS,
+        OLLAMA_CHAT,
+        OLLAMA_GENERATE,
+        OLLAMA_EMBED,
+        GEMINI,
+    ] {
         for (_, name, value) in DEFAULTS {
             let spelled: Value = serde_json::from_str(value).expect("default literal");
             assert_ne!(
