@@ -98,6 +98,8 @@ struct IndexEntry {
     path: String,
     recorded_at: String,
     material: Value,
+    /// The profile it was keyed under (`meta.profile`).
+    profile: String,
     key_version: u32,
     /// The keying settings it was keyed under, when the document records them.
     settings: Option<CanonicalKeyConfig>,
@@ -155,13 +157,19 @@ impl NearestIndex {
         self.entries.len()
     }
 
-    /// Explains a miss for a request with this target, path and material.
+    /// Explains a miss for a request with this target, path and material. Recordings at the
+    /// same path are compared, and those whose material keys the same path (a Gemini stream
+    /// request finds the plain request's recording).
     pub(crate) fn explain(&self, target: &str, path: &str, material: &Value) -> Explanation {
         let path = normalize_path(path);
+        let keyed_path = material.get("path");
         let nearest = self
             .entries
             .values()
-            .filter(|e| e.target == target && e.path == path)
+            .filter(|e| e.target == target)
+            .filter(|e| {
+                e.path == path || (keyed_path.is_some() && e.material.get("path") == keyed_path)
+            })
             .filter(|e| e.material.get("profile") == material.get("profile"))
             .map(|e| (e, diff(&e.material, material)))
             .min_by(|(a, da), (b, db)| {
@@ -178,7 +186,8 @@ impl NearestIndex {
                 ),
             },
             Some((entry, differences)) => {
-                let keyed_under = self.keyed_under(entry, differences.is_empty());
+                let profile = material.get("profile").and_then(Value::as_str);
+                let keyed_under = self.keyed_under(entry, profile, differences.is_empty());
                 let mut shown = keyed_under.clone();
                 shown.extend(render(&differences));
                 let key = entry.key.short();
@@ -211,14 +220,27 @@ impl NearestIndex {
         }
     }
 
-    /// Why a recording keys differently besides its request: another key version, other
+    /// Why a recording keys differently besides its request: another key version, another
+    /// profile (a profile added since, for requests that used to be keyed `http`), other
     /// keying settings (named), or, when nothing else differs, redaction or a hand edit.
-    fn keyed_under(&self, entry: &IndexEntry, same_request: bool) -> Vec<String> {
+    fn keyed_under(
+        &self,
+        entry: &IndexEntry,
+        profile: Option<&str>,
+        same_request: bool,
+    ) -> Vec<String> {
         let mut out = Vec::new();
         if entry.key_version != KEY_VERSION {
             out.push(format!(
                 "keyed under key version {}; this tool keys with version {KEY_VERSION}",
                 entry.key_version
+            ));
+        }
+        if let Some(profile) = profile.filter(|p| !entry.profile.is_empty() && entry.profile != *p)
+        {
+            out.push(format!(
+                "keyed under the `{}` profile; this tool keys these requests with the `{profile}` profile, re-record it",
+                entry.profile
             ));
         }
         match &entry.settings {
@@ -304,6 +326,7 @@ fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
         path: normalize_path(&cassette.request.path),
         recorded_at: cassette.recorded_at.clone(),
         material,
+        profile: cassette.meta.profile.clone(),
         key_version: cassette.key_version,
         settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
         request_redacted: cassette.meta.request_redacted,

@@ -285,7 +285,8 @@ impl Recorder {
         self.log_usage(&keyed.key);
         let response = replay_response(
             keyed.profile,
-            &request.body,
+            keyed.streaming,
+            &request.query,
             cassette,
             self.inner.config.stream_chunk_size,
         )
@@ -325,7 +326,8 @@ impl Recorder {
         let format = success
             .then(|| {
                 let content_type = header_value(&headers, "content-type").unwrap_or_default();
-                StreamFormat::detect(keyed.profile, &content_type)
+                let wants_stream = keyed.streaming.wanted;
+                StreamFormat::detect_for_request(keyed.profile, wants_stream, &content_type)
             })
             .flatten();
         let client_headers = client_headers(&headers);
