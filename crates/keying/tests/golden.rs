@@ -1092,3 +1092,42 @@ fn a_repeated_member_name_keeps_its_last_value() {
     assert_eq!(key_of(HTTP, r#"{"a":1,"a":2}"#), key_of(HTTP, r#"{"a":2}"#));
     assert_ne!(key_of(HTTP, r#"{"a":1,"a":2}"#), key_of(HTTP, r#"{"a":1}"#));
 }
+
+/// Azure OpenAI: `/openai/deployments/{name}/chat/completions?api-version=...` is keyed by the
+/// `openai.chat` rules; the deployment (path) and the API version (query) count, the `api-key`
+/// header does not.
+#[test]
+fn azure_deployments_key_as_openai_chat() {
+    let path = "/openai/deployments/gpt-4o-mini/chat/completions";
+    let body = br#"{"messages":[{"role":"user","content":"Hi  "}]}"#;
+    let azure = |path, query, key| {
+        keyed(
+            &Request::new("POST", path)
+                .target("azure")
+                .query(query)
+                .header("api-key", key)
+                .body(body),
+        )
+    };
+    let base = azure(path, "api-version=2024-10-21", "secret-1");
+    assert_eq!(base.profile.as_str(), "openai.chat");
+    assert_eq!(base.material["body"]["temperature"], json!(1));
+    assert_eq!(base.material["body"]["messages"][0]["content"], json!("Hi"));
+    assert_eq!(
+        base.key,
+        azure(path, "api-version=2024-10-21", "secret-2").key
+    );
+    assert_ne!(
+        base.key,
+        azure(path, "api-version=2025-01-01", "secret-1").key
+    );
+    assert_ne!(
+        base.key,
+        azure(
+            "/openai/deployments/gpt-4o/chat/completions",
+            "api-version=2024-10-21",
+            "secret-1"
+        )
+        .key
+    );
+}
