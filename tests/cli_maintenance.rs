@@ -222,6 +222,89 @@ fn verify_flags_hand_edits_old_versions_credentials_and_uncommitted_tapes() {
     assert_eq!(code(&out), 2, "{}", both(&out));
 }
 
+/// Issue 10, items 9 to 12: `verify` audits what older versions (or a gateway, or a hand
+/// edit) stored and today's redaction would not: keys after an escape, credential names, cookie
+/// and token headers outside the allow-list, keys in binary bodies and split across stream
+/// events, credential query parameters. By place, never by value; a clean store passes.
+#[test]
+fn verify_audits_what_older_versions_stored() {
+    let dir = Workdir::new();
+    let store_dir = dir.join("c");
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let suite: Vec<String> = (0..6)
+        .map(|i| {
+            case(
+                &format!("c{i}"),
+                &format!("Repeat {i}, mind the password and max tokens"),
+                "said",
+            )
+        })
+        .collect();
+    let lines = record(&dir, &fake, &suite.join("\n"), &store);
+    let key = |i: usize| lines[i]["key"].as_str().unwrap().to_owned();
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "a clean store passes: {}", both(&out));
+
+    let secret = "sk-proj-7Fh2Kd9Lq3Wz8Xc1Vb6Nm4Tr0Yp5Ju2Ie8Ow3Aq";
+    edit(&store_dir, &key(0), |doc| {
+        let headers = &mut doc["response"]["headers"];
+        headers["llm_provider-set-cookie"] = "_cfuvid=opaque-cookie; path=/; HttpOnly".into();
+        headers["x-gateway-session"] = "Ab12Cd34Ef56Gh78Ij90Kl-opaque".into();
+        headers["server"] = "cloudflare".into();
+        headers["etag"] = "W/\"3f9a2c7e1b5d4f60a8e2c9b1d0e7f6a5\"".into();
+    });
+    edit(&store_dir, &key(1), |doc| {
+        doc["response"]["body"]["json"]["openai_api_key"] = "opaque-named".into();
+    });
+    edit(&store_dir, &key(2), |doc| {
+        doc["response"]["body"]["json"]["choices"][0]["message"]["content"] =
+            format!("line one\n{secret}").into();
+    });
+    edit(&store_dir, &key(3), |doc| {
+        doc["response"]["stream"] = "sse".into();
+        doc["response"]["body"] = serde_json::json!({"json": {"events": [
+            {"data": "The key is "}, {"data": &secret[..14]}, {"data": &secret[14..]}
+        ]}});
+    });
+    edit(&store_dir, &key(4), |doc| {
+        let mut binary = vec![0xff, 0x00, b' '];
+        binary.extend_from_slice(secret.as_bytes());
+        binary.push(0x80);
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(binary);
+        doc["response"]["body"] = serde_json::json!({ "base64": encoded });
+    });
+    edit(&store_dir, &key(5), |doc| {
+        doc["request"]["query"] = "alt=sse&access-token=opaque-query".into();
+    });
+
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    for (i, needle) in [
+        (0, "response.headers.llm_provider-set-cookie holds a cookie-shaped value"),
+        (0, "response.headers.x-gateway-session holds a token-shaped value"),
+        (1, "response.body.openai_api_key holds a value under a credential name"),
+        (2, "credential-shaped text (openai_api_key)"),
+        (3, "response.body.events[1].data holds a piece of a secret split across stream events"),
+        (4, "response.body holds 1 credential-shaped run(s) in binary content stored as base64 (openai_api_key)"),
+        (5, "request.query holds a credential parameter"),
+    ] {
+        let line = format!("{}: {needle}", key(i));
+        assert!(report.contains(&line), "{line}\n{report}");
+    }
+    for harmless in ["server", "etag"] {
+        assert!(!report.contains(&format!("headers.{harmless}")), "{report}");
+    }
+    for leaked in ["opaque", secret, &secret[..14], &secret[14..]] {
+        assert!(
+            !report.contains(leaked),
+            "verify printed `{leaked}`:\n{report}"
+        );
+    }
+}
+
 #[test]
 fn gc_copy_and_diff() {
     let dir = Workdir::new();

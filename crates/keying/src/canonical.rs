@@ -4,7 +4,7 @@
 //! keying itself runs the single-pass equivalent in `doc.rs`, and the property tests hold the
 //! two to the same canonical bytes.
 
-use crate::{KeyConfig, Profile, QUERY_CREDENTIALS, SEMANTIC_HEADERS};
+use crate::{is_query_credential, KeyConfig, Profile, SEMANTIC_HEADERS};
 use serde_json::{Map, Value};
 
 /// Top-level body members that vary between identical questions (transport, tracing, billing)
@@ -328,11 +328,7 @@ pub(crate) fn canonical_query(profile: Profile, query: &str) -> Value {
             Some((name, value)) => (form_decode(name), form_decode(value)),
             None => (form_decode(segment), String::new()),
         })
-        .filter(|(name, _)| {
-            !QUERY_CREDENTIALS
-                .iter()
-                .any(|cred| cred.eq_ignore_ascii_case(name))
-        })
+        .filter(|(name, _)| !is_query_credential(name))
         .filter(|(name, _)| {
             profile != Profile::GeminiGenerate || !GEMINI_VOLATILE_QUERY.contains(&name.as_str())
         })

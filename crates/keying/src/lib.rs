@@ -75,9 +75,61 @@ pub const KEY_VERSION: u32 = 1;
 /// telemetry, retry counters, idempotency keys) is transport noise and stays out.
 pub const SEMANTIC_HEADERS: &[&str] = &["anthropic-version", "anthropic-beta", "openai-beta"];
 
-/// Query parameter names (compared case-insensitively) that carry credentials and never
-/// take part in the key.
-pub const QUERY_CREDENTIALS: &[&str] = &["key", "api-key", "api_key", "apikey", "access_token"];
+/// Query parameter names that carry credentials and never take part in the key, in their
+/// normalized form: a name is compared after form-decoding, ASCII lowercasing and removing every
+/// `-` and `_` (see [`is_query_credential`]), so `api_key`, `API-KEY` and `apiKey` are `apikey`.
+///
+/// The list grew within key version 1 (docs/keying.md, "Amendments"): only requests carrying
+/// one of the added names key differently, so the version was not bumped.
+pub const QUERY_CREDENTIALS: &[&str] = &[
+    "key",
+    "apikey",
+    "xapikey",
+    "xgoogapikey",
+    "apitoken",
+    "apisecret",
+    "accesstoken",
+    "accesskey",
+    "refreshtoken",
+    "idtoken",
+    "authtoken",
+    "sessiontoken",
+    "securitytoken",
+    "token",
+    "bearer",
+    "auth",
+    "authorization",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "secretkey",
+    "clientsecret",
+    "credential",
+    "credentials",
+    "privatekey",
+    "subscriptionkey",
+    "ocpapimsubscriptionkey",
+    "sig",
+    "signature",
+    "xamzsignature",
+    "xamzcredential",
+    "xamzsecuritytoken",
+    "xgoogsignature",
+    "xgoogcredential",
+];
+
+/// Whether a (form-decoded) query parameter name is one of [`QUERY_CREDENTIALS`]: compared
+/// after ASCII lowercasing and removing every `-` and `_`. The recorder's redaction asks the
+/// same question, so a parameter left out of the key is also never stored.
+pub fn is_query_credential(decoded_name: &str) -> bool {
+    let normalized: String = decoded_name
+        .chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    QUERY_CREDENTIALS.contains(&normalized.as_str())
+}
 
 /// Tunable parts of canonicalization. The default is the v1 contract, and every setting left
 /// empty leaves every key unchanged.

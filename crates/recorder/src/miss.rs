@@ -4,6 +4,7 @@
 //! an in-memory index between misses; a hit never pays for it.
 
 use crate::cassette::Cassette;
+use crate::redact::Redactor;
 use cassette_keying::{
     diff, normalize_path, CanonicalKeyConfig, Change, Difference, Key, KeyConfig, KEY_VERSION,
 };
@@ -159,9 +160,20 @@ impl NearestIndex {
 
     /// Explains a miss for a request with this target, path and material. Recordings at the
     /// same path are compared, and those whose material keys the same path (a Gemini stream
-    /// request finds the plain request's recording).
-    pub(crate) fn explain(&self, target: &str, path: &str, material: &Value) -> Explanation {
-        let path = normalize_path(path);
+    /// request finds the plain request's recording). The material is redacted first, as a
+    /// recording of it would be: the explanation ends up in 409 bodies, logs and CI output, and
+    /// must not echo the request's credentials (values cut short for display could not be
+    /// recognised afterwards). A difference only in a redacted value then shows as the same
+    /// request, explained as redacted.
+    pub(crate) fn explain(
+        &self,
+        target: &str,
+        path: &str,
+        material: &Value,
+        redactor: &Redactor,
+    ) -> Explanation {
+        let material = &redacted_material(material, redactor);
+        let path = redactor.text(&normalize_path(path));
         let keyed_path = material.get("path");
         let nearest = self
             .entries
@@ -266,6 +278,32 @@ impl NearestIndex {
             });
         }
         out
+    }
+}
+
+/// Key material as a recording would store it: the request body (`body`, or an MCP request's
+/// `params`) by the JSON rules, every other string by the shape and user rules.
+fn redacted_material(material: &Value, redactor: &Redactor) -> Value {
+    let mut out = material.clone();
+    if let Value::Object(members) = &mut out {
+        for (name, value) in members.iter_mut() {
+            match name.as_str() {
+                "body" | "params" => redactor.json(value),
+                _ => redact_strings(value, redactor),
+            }
+        }
+    }
+    out
+}
+
+fn redact_strings(value: &mut Value, redactor: &Redactor) {
+    match value {
+        Value::String(s) => *s = redactor.text(s),
+        Value::Array(items) => items.iter_mut().for_each(|v| redact_strings(v, redactor)),
+        Value::Object(members) => members
+            .values_mut()
+            .for_each(|v| redact_strings(v, redactor)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 

@@ -71,7 +71,7 @@ impl Request {
         let from_body = serde_json::from_slice::<Value>(&self.body)
             .ok()
             .and_then(|value| value.get("model")?.as_str().map(str::to_owned));
-        from_body.or_else(|| model_in_path(&self.path))
+        from_body.or_else(|| model_in_path(&self.path).map(str::to_owned))
     }
 
     /// The key of this request under `config` (shorthand for `as_keying().key(config)`).
@@ -81,10 +81,10 @@ impl Request {
 }
 
 /// The model of a Gemini method path: the segment after the last `models/`, up to its `:`.
-fn model_in_path(path: &str) -> Option<String> {
+pub(crate) fn model_in_path(path: &str) -> Option<&str> {
     let (_, rest) = path.rsplit_once("/models/")?;
     let (model, _method) = rest.split_once(':')?;
-    (!model.is_empty() && !model.contains('/')).then(|| model.to_owned())
+    (!model.is_empty() && !model.contains('/')).then_some(model)
 }
 
 /// The request a cassette stored: redacted, so its key differs from the cassette's own key when

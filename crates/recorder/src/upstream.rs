@@ -16,7 +16,6 @@ use crate::config::{AuthStyle, Route};
 use crate::error::{upstream_error, Error};
 use crate::redact::Redactor;
 use crate::request::Request;
-use cassette_keying::QUERY_CREDENTIALS;
 use std::time::Duration;
 
 /// Headers that belong to one connection (RFC 9110 section 7.6.1) or to the framing of one
@@ -99,10 +98,8 @@ fn upstream_query(query: &str, route: &Route) -> String {
         .filter(|part| !part.is_empty())
         .filter(|part| {
             let name = cassette_keying::form_decode(part.split_once('=').map_or(part, |(n, _)| n));
-            let is_credential = QUERY_CREDENTIALS
-                .iter()
-                .chain(style_name.as_slice())
-                .any(|c| c.eq_ignore_ascii_case(&name));
+            let is_credential = cassette_keying::is_query_credential(&name)
+                || style_name.is_some_and(|style| style.eq_ignore_ascii_case(&name));
             !is_credential
         })
         .map(str::to_owned)

@@ -1,6 +1,8 @@
 //! `cassette verify [--strict]`: every cassette parses, its key still matches its stored request
-//! under the current key version (tapes from an older version and hand edits are flagged), and
-//! no stored byte looks like a credential. `--strict` also fails when git has uncommitted
+//! under the current key version (tapes from an older version and hand edits are flagged), no
+//! stored byte looks like a credential, and nothing is stored that today's redaction would not
+//! store (credential names, cookie and token headers outside the allow-lists, keys in binary
+//! bodies or split across stream events). `--strict` also fails when git has uncommitted
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
 use super::{load_all, runtime, StoreArgs};
@@ -8,7 +10,7 @@ use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
-use cassette_recorder::redact::find_credentials;
+use cassette_recorder::redact::{audit, find_credentials};
 use cassette_recorder::Cassette;
 use cassette_store::{Key, StoreUrl};
 use std::path::{Path, PathBuf};
@@ -102,7 +104,8 @@ struct Checked {
     key: KeyCheck,
 }
 
-/// Verifies one cassette: no credential-shaped bytes, and its document checks out.
+/// Verifies one cassette: no credential-shaped bytes, nothing today's redaction would not have
+/// stored, and its document checks out.
 fn check(
     key: &Key,
     bytes: Option<&Bytes>,
@@ -121,6 +124,16 @@ fn check(
             )
         })
         .collect();
+    // What the current redaction rules would not have stored: names, headers outside today's
+    // allow-lists, binary bodies, secrets split across stream events. By place, never by value.
+    if let Ok(cassette) = parsed {
+        problems.extend(audit(cassette).into_iter().map(|finding| {
+            format!(
+                "{} holds {}; redact or re-record it",
+                finding.location, finding.reason
+            )
+        }));
+    }
     let (problem, key) = check_document(key, parsed, config);
     problems.extend(problem);
     Checked { problems, key }

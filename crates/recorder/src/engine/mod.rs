@@ -271,16 +271,20 @@ impl Recorder {
             index
                 .refresh(&self.inner.store, &self.inner.config.key)
                 .await;
-            index.explain(&request.target, &request.path, &keyed.material)
+            let redactor = &self.inner.redactor;
+            index.explain(&request.target, &request.path, &keyed.material, redactor)
         };
+        // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
+        // credential the request carried.
+        let redactor = &self.inner.redactor;
         Miss {
             key: keyed.key.clone(),
             profile: keyed.profile.to_string(),
             target: request.target.clone(),
             method: request.method.to_ascii_uppercase(),
-            path: request.path.clone(),
-            model: request.model(),
-            store: self.inner.store.location(),
+            path: redactor.text(&request.path),
+            model: request.model().map(|model| redactor.text(&model)),
+            store: redactor.url(&self.inner.store.location()),
             explanation,
         }
     }

@@ -6,7 +6,6 @@ use crate::cassette::{
     Cassette, KeySettings, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION,
 };
 use crate::error::Result;
-use crate::redact::Redactor;
 use crate::request::Request;
 use crate::response::BodyStream;
 use crate::stream::{self, Assembler, StreamFormat};
@@ -143,25 +142,8 @@ impl Draft {
         let redactor = &self.recorder.inner.redactor;
         let key_config = &self.recorder.inner.config.key;
         let request = &self.request;
-
-        let mut request_body = StoredBody::from_bytes(&request.body);
-        redact_body(redactor, &mut request_body);
-        let mut response_body = response_body;
-        redact_body(redactor, &mut response_body);
-
-        let stored_request = StoredRequest {
-            method: request.method.to_ascii_uppercase(),
-            path: request.path.clone(),
-            query: redactor.query(&request.query),
-            headers: redactor
-                .request_headers(&request.headers)
-                .into_iter()
-                .collect(),
-            body: request_body,
-        };
-        let summary = response_body
-            .as_json()
-            .map(|v| stream::response_summary(self.profile, v));
+        // Built as received, then redacted as a whole by the one function `cassette verify`
+        // audits with; nothing unredacted leaves this function.
         let mut cassette = Cassette {
             format: FORMAT_VERSION,
             key: self.keyed_key.clone(),
@@ -171,35 +153,58 @@ impl Draft {
             tool: TOOL.to_owned(),
             target: request.target.clone(),
             upstream: self.upstream.clone(),
-            request: stored_request,
+            request: StoredRequest {
+                method: request.method.to_ascii_uppercase(),
+                path: request.path.clone(),
+                query: request.query.clone(),
+                headers: lowercased(&request.headers),
+                body: StoredBody::from_bytes(&request.body),
+            },
             response: StoredResponse {
                 status: self.status,
-                headers: redactor
-                    .response_headers(&self.headers)
-                    .into_iter()
-                    .collect::<BTreeMap<_, _>>(),
+                headers: lowercased(&self.headers),
                 body: response_body,
                 stream: stream.map(|f| f.name().to_owned()),
             },
             meta: Meta {
                 profile: self.profile.to_string(),
-                requested_model: request.model(),
-                response_model: summary.as_ref().and_then(|s| s.model.clone()),
-                finish_reason: summary.as_ref().and_then(|s| s.finish_reason.clone()),
-                usage: summary.and_then(|s| s.usage),
                 latency_ms: self.started.elapsed().as_millis() as u64,
-                request_redacted: false,
+                ..Meta::default()
             },
         };
+        let redaction = redactor.cassette(&mut cassette);
+        for (part, body) in [
+            ("request", redaction.request),
+            ("response", redaction.response),
+        ] {
+            if body.in_binary > 0 {
+                tracing::warn!(
+                    "cassette {}: the {part} body is binary and held {} credential-shaped run(s); they are stored as [REDACTED] in its bytes",
+                    self.keyed_key,
+                    body.in_binary
+                );
+            }
+        }
+        let summary = cassette
+            .response
+            .body
+            .as_json()
+            .map(|v| stream::response_summary(self.profile, v));
+        let requested_model = cassette.requested_model().map(str::to_owned);
+        let meta = &mut cassette.meta;
+        meta.requested_model = requested_model;
+        meta.response_model = summary.as_ref().and_then(|s| s.model.clone());
+        meta.finish_reason = summary.as_ref().and_then(|s| s.finish_reason.clone());
+        meta.usage = summary.and_then(|s| s.usage);
         cassette.meta.request_redacted = cassette.keyed_request(key_config).key != self.keyed_key;
         cassette
     }
 }
 
-fn redact_body(redactor: &Redactor, body: &mut StoredBody) {
-    match body {
-        StoredBody::Json(value) => redactor.json(value),
-        StoredBody::Text(text) => *text = redactor.text(text),
-        StoredBody::Empty | StoredBody::Base64(_) => {}
-    }
+/// Headers as a stored map: names lowercased (a repeated header keeps its last value).
+fn lowercased(headers: &[(String, String)]) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
+        .collect()
 }

@@ -343,7 +343,8 @@ impl McpRecorder {
         let mut explanation = {
             let mut index = self.inner.index.lock().await;
             index.refresh(store, &recorder.config().key).await;
-            index.explain(&self.inner.server, &call.method, &keyed.material)
+            let redactor = recorder.redactor();
+            index.explain(&self.inner.server, &call.method, &keyed.material, redactor)
         };
         if explanation.nearest.is_none() {
             explanation.summary =
@@ -353,8 +354,10 @@ impl McpRecorder {
             key: keyed.key.to_string(),
             server: self.inner.server.clone(),
             method: call.method.clone(),
-            subject: call.subject(),
-            store: store.location(),
+            subject: call
+                .subject()
+                .map(|subject| recorder.redactor().text(&subject)),
+            store: recorder.redactor().url(&store.location()),
             explanation,
         };
         if let Some(hook) = &self.miss_hook {
@@ -436,14 +439,14 @@ impl McpRecorder {
         let redactor = self.inner.recorder.redactor();
         let request_body = match &call.params {
             None => StoredBody::Empty,
-            Some(params) => {
-                let mut params = params.clone();
-                redactor.json(&mut params);
-                StoredBody::Json(params)
-            }
+            Some(params) => StoredBody::Json(params.clone()),
         };
-        let mut response_body = recording.to_body();
-        redactor.json(&mut response_body);
+        let lowercased = |headers: &[(String, String)]| -> BTreeMap<String, String> {
+            headers
+                .iter()
+                .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
+                .collect()
+        };
         let mut cassette = Cassette {
             format: FORMAT_VERSION,
             key: keyed.key.clone(),
@@ -453,15 +456,12 @@ impl McpRecorder {
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: self.inner.server.clone(),
-            upstream: redactor.url(&self.inner.upstream),
+            upstream: self.inner.upstream.clone(),
             request: StoredRequest {
                 method: MCP_METHOD.to_owned(),
                 path: call.method.clone(),
                 query: String::new(),
-                headers: redactor
-                    .request_headers(&transcript.request_headers)
-                    .into_iter()
-                    .collect(),
+                headers: lowercased(&transcript.request_headers),
                 body: request_body,
             },
             response: StoredResponse {
@@ -470,11 +470,8 @@ impl McpRecorder {
                 } else {
                     transcript.status
                 },
-                headers: redactor
-                    .response_headers(&transcript.response_headers)
-                    .into_iter()
-                    .collect::<BTreeMap<_, _>>(),
-                body: StoredBody::Json(response_body),
+                headers: lowercased(&transcript.response_headers),
+                body: StoredBody::Json(recording.to_body()),
                 stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
             },
             meta: Meta {
@@ -483,6 +480,8 @@ impl McpRecorder {
                 ..Meta::default()
             },
         };
+        // The whole document through the same redaction as an HTTP recording.
+        redactor.cassette(&mut cassette);
         cassette.meta.request_redacted = keyed_stored_request(&cassette).key != keyed.key;
         cassette
     }
