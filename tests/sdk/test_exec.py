@@ -37,7 +37,7 @@ ENV_PROBE = textwrap.dedent(
     import json, os
     names = ["CASSETTE_PROXY_URL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST",
              "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-             "UPSTREAM_API_KEY"]
+             "UPSTREAM_API_KEY", "MISTRAL_API_KEY"]
     print(json.dumps({n: os.environ.get(n) for n in names}))
     """
 )
@@ -132,18 +132,21 @@ def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_ur
 
     # Keys the proxy holds never reach the command, in any mode; a key no route reads does.
     real = {"OPENAI_API_KEY": "sk-real-openai-0123456789", "UPSTREAM_API_KEY": "sk-real-upstream-987",
-            "ANTHROPIC_API_KEY": "sk-ant-real-0123456789", "GEMINI_API_KEY": "AIza-the-users-own"}
+            "ANTHROPIC_API_KEY": "sk-ant-real-0123456789", "GEMINI_API_KEY": "AIza-real-gemini-0123",
+            "MISTRAL_API_KEY": "the-users-own-mistral"}
     for mode in ("replay", "record", "auto", "off"):
         result = exec_(cassette, store_url, ["--", sys.executable, str(probe)], env={**real, "CASSETTE_MODE": mode})
         assert result.returncode == 0, result.stderr
         env = json.loads(result.stdout)
         assert env["OPENAI_API_KEY"] == "cassette" and env["ANTHROPIC_API_KEY"] == "cassette", (mode, env)
         assert env["UPSTREAM_API_KEY"] is None, (mode, env)
-        assert env["GEMINI_API_KEY"] == "AIza-the-users-own", (mode, env)
-        for secret in ("sk-real", "sk-ant-real"):
+        # The built-in gemini route holds GEMINI_API_KEY: the client gets the placeholder.
+        assert env["GEMINI_API_KEY"] == env["GOOGLE_API_KEY"] == "cassette", (mode, env)
+        assert env["MISTRAL_API_KEY"] == "the-users-own-mistral", (mode, env)
+        for secret in ("sk-real", "sk-ant-real", "AIza-real"):
             assert secret not in result.stdout + result.stderr
         if mode != "replay":
-            assert "keys held for default (UPSTREAM_API_KEY), anthropic (ANTHROPIC_API_KEY)" in result.stderr, result.stderr
+            assert "keys held for default (UPSTREAM_API_KEY), anthropic (ANTHROPIC_API_KEY), gemini (GEMINI_API_KEY)" in result.stderr, result.stderr
 
 
 def test_a_command_that_cannot_start_is_an_error(cassette, store_url):
