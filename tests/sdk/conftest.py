@@ -134,9 +134,9 @@ class _FakeServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, owner: "FakeUpstream", port: int):
+    def __init__(self, owner: "FakeUpstream", port: int, host: str = "127.0.0.1"):
         self.owner = owner
-        super().__init__(("127.0.0.1", port), _Handler)
+        super().__init__((host, port), _Handler)
 
     def get_request(self):
         conn = super().get_request()
@@ -147,15 +147,15 @@ class _FakeServer(ThreadingHTTPServer):
 class FakeUpstream:
     """The stand-in vendor. `connections` counts every TCP connection accepted, served or not."""
 
-    def __init__(self):
+    def __init__(self, host: str = "127.0.0.1"):
         self._lock = threading.Lock()
         self.connections = 0
         self.requests: list[tuple[str, dict, dict]] = []
         # Every header line of each request, names lowercased, repeats kept.
         self.header_lines: list[list[tuple[str, str]]] = []
-        self._server = _FakeServer(self, 0)
+        self._server = _FakeServer(self, 0, host)
         self.port = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         self._sink_thread: threading.Thread | None = None

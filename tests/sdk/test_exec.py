@@ -36,6 +36,9 @@ ENV_PROBE = textwrap.dedent(
     """
     import json, os
     names = ["CASSETTE_PROXY_URL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST",
+             "OPENAI_API_BASE", "OLLAMA_API_BASE", "GOOGLE_GEMINI_BASE_URL", "AZURE_OPENAI_ENDPOINT",
+             "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+             "NO_PROXY", "no_proxy", "LITELLM_LOCAL_MODEL_COST_MAP",
              "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
              "UPSTREAM_API_KEY", "MISTRAL_API_KEY"]
     print(json.dumps({n: os.environ.get(n) for n in names}))
@@ -126,6 +129,17 @@ def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_ur
     assert env["OPENAI_BASE_URL"] == f"{url}/v1"
     assert env["ANTHROPIC_BASE_URL"] == f"{url}/anthropic"
     assert env["OLLAMA_HOST"] == f"{url}/ollama"
+    # What llama-index, litellm's ollama provider and google-genai read.
+    assert env["OPENAI_API_BASE"] == f"{url}/v1"
+    assert env["OLLAMA_API_BASE"] == f"{url}/ollama"
+    assert env["GOOGLE_GEMINI_BASE_URL"] == f"{url}/gemini"
+    assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    # No azure route configured: no Azure endpoint invented.
+    assert env["AZURE_OPENAI_ENDPOINT"] is None
+    # Traffic that bypasses the base URL comes to the proxy too; loopback stays direct.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        assert env[name] == url, (name, env)
+    assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1,::1"
     # Every client constructs: a placeholder key for each, in every mode.
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         assert env[name] == "cassette", (name, env)
@@ -153,3 +167,39 @@ def test_a_command_that_cannot_start_is_an_error(cassette, store_url):
     result = exec_(cassette, store_url, ["--", "/nonexistent/command"])
     assert result.returncode == 2
     assert "/nonexistent/command" in result.stderr
+
+
+FIXED_URL_APP = textwrap.dedent(
+    """
+    import json, sys
+    import openai
+    # Configured with a fixed URL, as some tools are: no variable is read.
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{sys.argv[1]}/v1", api_key="cassette")
+    r = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "Where is my refund?"}]
+    )
+    print(json.dumps({"content": r.choices[0].message.content}))
+    """
+)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_listen_serves_clients_configured_with_a_fixed_url(cassette, store_url, recorded, stopped, tmp_path):
+    app = tmp_path / "fixed.py"
+    app.write_text(FIXED_URL_APP)
+    port = free_port()
+    result = exec_(cassette, store_url, ["--listen", f"127.0.0.1:{port}", "--", sys.executable, str(app), str(port)])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == recorded.stdout
+    assert "1 hits" in result.stderr
+
+    refused = exec_(cassette, store_url, ["--listen", "0.0.0.0:0", "--", sys.executable, str(app), "1"])
+    assert refused.returncode == 2
+    assert "loopback" in refused.stderr, refused.stderr

@@ -20,6 +20,10 @@ pub(crate) fn for_recorder(err: &Error) -> Option<String> {
             setting: Setting::StreamChunkSize,
             ..
         } => "--stream-chunk-size or CASSETTE_STREAM_CHUNK",
+        Error::InvalidSetting {
+            setting: Setting::MissStatus,
+            ..
+        } => "--miss-status, or miss_status in cassette.toml",
         Error::NoUpstream { target } if target == DEFAULT_TARGET => {
             "--upstream or UPSTREAM_BASE, or [routes.default] upstream in cassette.toml"
         }

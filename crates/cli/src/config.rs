@@ -2,7 +2,7 @@
 //! settings file, default). Keys are shown only as set or unset, with the variable they come
 //! from.
 
-use crate::settings::{RecorderArgs, RecorderSettings, SettingsFile};
+use crate::settings::{RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile};
 use clap::parser::ValueSource;
 use clap::ArgMatches;
 use serde::Serialize;
@@ -19,6 +19,9 @@ CASSETTE_MODE=record cassette config --json"
 pub(crate) struct ConfigArgs {
     #[command(flatten)]
     recorder: RecorderArgs,
+
+    #[command(flatten)]
+    serve: ServeArgs,
 
     /// Print JSON: {"file": PATH or null, "settings": [{"name", "value", "origin"}]}.
     #[arg(long)]
@@ -40,7 +43,7 @@ pub(crate) fn run(
     matches: &ArgMatches,
 ) -> anyhow::Result<ExitCode> {
     let settings = args.recorder.resolve(file)?;
-    let rows = rows(&settings, file, matches);
+    let rows = rows(&settings, &args.serve.resolve(file), file, matches);
     if args.json {
         let out = serde_json::json!({
             "file": file.path.as_ref().map(|p| p.display().to_string()),
@@ -95,7 +98,12 @@ fn list(items: &[String]) -> String {
     format!("[{}]", items.join(", "))
 }
 
-fn rows(settings: &RecorderSettings, file: &SettingsFile, m: &ArgMatches) -> Vec<Row> {
+fn rows(
+    settings: &RecorderSettings,
+    serve: &ServeSettings,
+    file: &SettingsFile,
+    m: &ArgMatches,
+) -> Vec<Row> {
     let config = &settings.config;
     let row = |name: &str, value: String, origin: String| Row {
         name: name.to_owned(),
@@ -175,6 +183,16 @@ fn rows(settings: &RecorderSettings, file: &SettingsFile, m: &ArgMatches) -> Vec
             ),
         ),
         row(
+            "repeats",
+            config.repeats.to_string(),
+            origin(
+                m,
+                "repeats",
+                Some("CASSETTE_REPEATS"),
+                file.repeats.is_some(),
+            ),
+        ),
+        row(
             "keying.volatile",
             list(&key.volatile),
             list_origin(m, "volatile", !file.volatile.is_empty()),
@@ -205,8 +223,45 @@ fn rows(settings: &RecorderSettings, file: &SettingsFile, m: &ArgMatches) -> Vec
             list_origin(m, "redact_patterns", !file.redact_patterns.is_empty()),
         ),
     ];
+    rows.extend(serve_rows(serve, file, m));
     rows.extend(route_rows(settings, file, m));
     rows
+}
+
+/// The miss status and the catch of traffic that bypasses the base URL.
+fn serve_rows(serve: &ServeSettings, file: &SettingsFile, m: &ArgMatches) -> Vec<Row> {
+    let catch_origin = if m.value_source("no_catch_bypass") == Some(ValueSource::CommandLine)
+        || m.value_source("catch_bypass") == Some(ValueSource::CommandLine)
+    {
+        "flag".to_owned()
+    } else if file.catch_bypass.is_some() {
+        "file".to_owned()
+    } else {
+        "default".to_owned()
+    };
+    let allowed: Vec<String> = serve.allowed().iter().map(ToString::to_string).collect();
+    vec![
+        Row {
+            name: "miss_status".to_owned(),
+            value: serve.miss_status.to_string(),
+            origin: origin(
+                m,
+                "miss_status",
+                Some("CASSETTE_MISS_STATUS"),
+                file.miss_status.is_some(),
+            ),
+        },
+        Row {
+            name: "bypass.catch".to_owned(),
+            value: serve.catches().to_string(),
+            origin: catch_origin,
+        },
+        Row {
+            name: "bypass.allow".to_owned(),
+            value: list(&allowed),
+            origin: list_origin(m, "allow_hosts", !file.allow_hosts.is_empty()),
+        },
+    ]
 }
 
 /// For each route: its upstream, auth style and whether a key is held (never the key).

@@ -1,16 +1,26 @@
 //! `cassette exec -- COMMAND [ARGS...]`: run a command with its LLM SDKs pointed at an
 //! in-process proxy on a free loopback port, then report what happened.
 //!
-//! Exit status: 2 when any replay miss happened (a missing recording is a different signal
-//! from a failed test and should reach a different person), otherwise the command's own
-//! status (128+N when a signal N ended it).
+//! The command's environment points every popular client at the proxy (the base-URL variables
+//! each reads, see docs/proxy.md), gives SDKs placeholder keys, and, unless the catch is off,
+//! sets the proxy variables to the proxy too: a client whose base URL still points at a vendor
+//! then sends its traffic to the proxy as a forward proxy, where it is counted and, in replay,
+//! refused.
+//!
+//! Exit status: 2 when any replay miss happened, or any request bypassed the base URL in
+//! replay (a missing recording is a different signal from a failed test and should reach a
+//! different person), otherwise the command's own status (128+N when a signal N ended it).
 
 use crate::proxy::{init_logging, summary};
-use crate::settings::{keys_summary, RecorderArgs, RecorderSettings, RouteKey, SettingsFile};
+use crate::settings::{
+    keys_summary, RecorderArgs, RecorderSettings, RouteKey, ServeArgs, ServeSettings, SettingsFile,
+};
 use crate::EXIT_ERROR;
-use anyhow::Context;
-use cassette_recorder::proxy::{spawn, ProxyConfig};
+use anyhow::{bail, Context};
+use cassette_recorder::proxy::{spawn, ProxyConfig, ProxyStats};
+use cassette_recorder::Mode;
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::process::{ExitCode, ExitStatus};
 
 /// The API key the command gets in every key variable: SDKs refuse to construct without one,
@@ -28,25 +38,89 @@ const CLIENT_KEY_VARIABLES: &[&str] = &[
 /// cassette's own key variable: no client reads it, so the command does not get it at all.
 const CASSETTE_KEY_VARIABLE: &str = "UPSTREAM_API_KEY";
 
+/// The base-URL variables popular clients read, and the proxy path each must point at (the
+/// client table of docs/proxy.md says who reads which).
+const BASE_URL_VARIABLES: &[(&str, &str)] = &[
+    // openai (Python, Node), langchain-openai, instructor, pydantic-ai, openai-agents, Vercel AI SDK
+    ("OPENAI_BASE_URL", "/v1"),
+    // llama-index, litellm, older langchain
+    ("OPENAI_API_BASE", "/v1"),
+    // anthropic (Python, Node), langchain-anthropic, Vercel AI SDK
+    ("ANTHROPIC_BASE_URL", "/anthropic"),
+    // ollama (Python, JS)
+    ("OLLAMA_HOST", "/ollama"),
+    // litellm's ollama providers
+    ("OLLAMA_API_BASE", "/ollama"),
+    // google-genai, pydantic-ai `google:`
+    ("GOOGLE_GEMINI_BASE_URL", "/gemini"),
+];
+
+/// The route Azure OpenAI clients are pointed at, when one is configured (an Azure resource has
+/// no fixed upstream, so there is no built-in one), and the variable they read.
+const AZURE_ROUTE: &str = "azure";
+const AZURE_ENDPOINT_VARIABLE: &str = "AZURE_OPENAI_ENDPOINT";
+
+/// Settings of clients that would otherwise call out on their own, whatever their base URL:
+/// set unless the user set them. litellm downloads its price list when imported;
+/// openai-agents posts traces to the vendor directly (and only with the placeholder key).
+const CLIENT_DEFAULTS: &[(&str, &str)] = &[
+    ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+    ("OPENAI_AGENTS_DISABLE_TRACING", "1"),
+];
+
+/// The proxy variables clients honour (curl reads only the lower-case `http_proxy`; most
+/// others either form).
+const PROXY_VARIABLES: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+const NO_PROXY_VARIABLES: &[&str] = &["NO_PROXY", "no_proxy"];
+
+/// Hosts that always stay direct: the proxy itself and the tests' own local servers.
+const LOOPBACK: &[&str] = &["localhost", "127.0.0.1", "::1"];
+
+/// Node 24 (and 22.21+) honours the proxy variables in `fetch` and `http` only when asked.
+const NODE_PROXY_SWITCH: (&str, &str) = ("NODE_USE_ENV_PROXY", "1");
+
 /// Arguments of `cassette exec`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "The command sees:\n  \
-    OPENAI_BASE_URL=<proxy>/v1\n  \
+#[command(
+    after_help = "The command sees (docs/proxy.md has the table per client):\n  \
+    OPENAI_BASE_URL and OPENAI_API_BASE=<proxy>/v1\n  \
     ANTHROPIC_BASE_URL=<proxy>/anthropic\n  \
-    OLLAMA_HOST=<proxy>/ollama\n  \
+    OLLAMA_HOST and OLLAMA_API_BASE=<proxy>/ollama\n  \
+    GOOGLE_GEMINI_BASE_URL=<proxy>/gemini\n  \
+    AZURE_OPENAI_ENDPOINT=<proxy>/azure, when a route named azure exists\n  \
+    HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case)=<proxy>, NO_PROXY=localhost,127.0.0.1,::1\n    \
+    and the allowed hosts, unless --no-catch-bypass\n  \
     CASSETTE_PROXY_URL=<proxy>\n  \
-    CASSETTE_MODE, CASSETTE_STORE (and CASSETTE_CACHE) of this exec\n  \
+    CASSETTE_MODE, CASSETTE_STORE, CASSETTE_REPEATS (and CASSETTE_CACHE) of this exec\n  \
     CASSETTE_EXEC_REPORT=<file where cassette mcp reports misses>\n\
     and OPENAI_API_KEY=cassette (ANTHROPIC_API_KEY, GEMINI_API_KEY, GOOGLE_API_KEY and every\n\
     route's key variable alike): the real keys stay with the proxy, which sends each route's\n\
     own key upstream. A client key variable no route reads is passed on as set.\n\
-    Exit status: 2 on any replay miss, else the command's status.\n\
+    Exit status: 2 on any replay miss or any request that bypassed the base URL in replay,\n\
+    else the command's status.\n\
     Examples:\n  \
     CASSETTE_MODE=record OPENAI_API_KEY=sk-... cassette exec -- pytest\n  \
-    cassette exec -- pytest        # replay in CI: no key, no network")]
+    cassette exec -- pytest        # replay in CI: no key, no network\n  \
+    cassette exec --listen 127.0.0.1:8089 -- ./app   # a client configured with a fixed URL"
+)]
 pub(crate) struct ExecArgs {
     #[command(flatten)]
     recorder: RecorderArgs,
+
+    #[command(flatten)]
+    serve: ServeArgs,
+
+    /// Listen on this loopback address instead of a free port, for clients configured with a
+    /// fixed URL (such as http://127.0.0.1:8089/v1).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
 
     /// The command and its arguments (after `--`).
     #[arg(
@@ -66,19 +140,63 @@ pub(crate) enum EnvChange {
 }
 
 /// The environment changes for the child, given the proxy's base URL, where the routes' keys
-/// come from, and the current environment (`lookup`).
+/// come from (one entry per route), the catch, and the current environment (`lookup`).
 pub(crate) fn child_env(
     url: &str,
     keys: &[RouteKey],
+    serve: &ServeSettings,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Vec<EnvChange> {
     let set = |name: &str, value: String| EnvChange::Set(name.to_owned(), value);
-    let mut env = vec![
-        set("CASSETTE_PROXY_URL", url.to_owned()),
-        set("OPENAI_BASE_URL", format!("{url}/v1")),
-        set("ANTHROPIC_BASE_URL", format!("{url}/anthropic")),
-        set("OLLAMA_HOST", format!("{url}/ollama")),
-    ];
+    let is_set = |name: &str| matches!(lookup(name), Some(v) if !v.trim().is_empty());
+    let mut env = vec![set("CASSETTE_PROXY_URL", url.to_owned())];
+    for (name, path) in BASE_URL_VARIABLES {
+        env.push(set(name, format!("{url}{path}")));
+    }
+    if keys.iter().any(|k| k.route == AZURE_ROUTE) {
+        env.push(set(AZURE_ENDPOINT_VARIABLE, format!("{url}/{AZURE_ROUTE}")));
+    }
+    for (name, value) in CLIENT_DEFAULTS {
+        if !is_set(name) {
+            env.push(set(name, (*value).to_owned()));
+        }
+    }
+    if serve.catches() {
+        env.extend(proxy_env(url, serve, &is_set));
+    }
+    env.extend(key_env(keys, &lookup));
+    env
+}
+
+/// The proxy variables: everything through the proxy but loopback and the allowed hosts.
+fn proxy_env(url: &str, serve: &ServeSettings, is_set: &dyn Fn(&str) -> bool) -> Vec<EnvChange> {
+    let mut direct: Vec<String> = LOOPBACK.iter().map(|h| (*h).to_owned()).collect();
+    for pattern in serve.allowed() {
+        let entry = pattern.no_proxy_entry();
+        if !direct.contains(&entry) {
+            direct.push(entry);
+        }
+    }
+    let direct = direct.join(",");
+    let mut env: Vec<EnvChange> = PROXY_VARIABLES
+        .iter()
+        .map(|name| EnvChange::Set((*name).to_owned(), url.to_owned()))
+        .chain(
+            NO_PROXY_VARIABLES
+                .iter()
+                .map(|name| EnvChange::Set((*name).to_owned(), direct.clone())),
+        )
+        .collect();
+    let (name, value) = NODE_PROXY_SWITCH;
+    if !is_set(name) {
+        env.push(EnvChange::Set(name.to_owned(), value.to_owned()));
+    }
+    env
+}
+
+/// Placeholder keys: in every route's key variable and every client key variable left unset,
+/// so SDKs construct and never see a real key; cassette's own key variable removed.
+fn key_env(keys: &[RouteKey], lookup: &dyn Fn(&str) -> Option<String>) -> Vec<EnvChange> {
     let held = |name: &str| keys.iter().any(|k| k.sources.iter().any(|s| s == name));
     let mut names: Vec<&str> = CLIENT_KEY_VARIABLES.to_vec();
     for key in keys {
@@ -88,12 +206,16 @@ pub(crate) fn child_env(
             }
         }
     }
+    let mut env = Vec::new();
     for name in names {
         let unset = !matches!(lookup(name), Some(v) if !v.trim().is_empty());
         if name == CASSETTE_KEY_VARIABLE {
             env.push(EnvChange::Remove(name.to_owned()));
         } else if held(name) || unset {
-            env.push(set(name, PLACEHOLDER_API_KEY.to_owned()));
+            env.push(EnvChange::Set(
+                name.to_owned(),
+                PLACEHOLDER_API_KEY.to_owned(),
+            ));
         }
     }
     if !names_contain(&env, CASSETTE_KEY_VARIABLE) && lookup(CASSETTE_KEY_VARIABLE).is_some() {
@@ -109,7 +231,7 @@ fn names_contain(env: &[EnvChange], name: &str) -> bool {
 }
 
 /// The settings a `cassette` command run by the command inherits (a `cassette mcp` that an
-/// MCP client starts): the same mode, store and cache as this exec.
+/// MCP client starts): the same mode, store, cache and handling of repeats as this exec.
 fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
     let mut env = vec![
         (
@@ -117,6 +239,10 @@ fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
             settings.config.mode.as_str().to_owned(),
         ),
         ("CASSETTE_STORE".to_owned(), settings.store.to_string()),
+        (
+            "CASSETTE_REPEATS".to_owned(),
+            settings.config.repeats.as_str().to_owned(),
+        ),
     ];
     if let Some(cache) = &settings.cache {
         env.push(("CASSETTE_CACHE".to_owned(), cache.to_string()));
@@ -136,6 +262,22 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         .split_first()
         .context("no command given: cassette exec -- COMMAND [ARGS...]")?;
     let settings = args.recorder.resolve(file)?;
+    let serve = args.serve.resolve(file);
+    let listen = match args.listen {
+        Some(addr) if !addr.ip().is_loopback() => bail!(
+            "--listen {addr} is not a loopback address; cassette exec only listens on this machine"
+        ),
+        Some(addr) => addr,
+        None => ProxyConfig::ephemeral().listen,
+    };
+    let config = ProxyConfig {
+        listen,
+        advice: Some(crate::advice::for_recorder),
+        miss_status: serve.miss_status,
+        forwarding: serve.forwarding.clone(),
+        ..ProxyConfig::ephemeral()
+    };
+    config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -144,10 +286,6 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         let recorder = settings.clone().build()?;
         let mode = recorder.mode();
         let store = recorder.store().location();
-        let config = ProxyConfig {
-            advice: Some(crate::advice::for_recorder),
-            ..ProxyConfig::ephemeral()
-        };
         let proxy = spawn(recorder, &config)
             .await
             .context("cannot start the in-process proxy")?;
@@ -159,7 +297,8 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .args(rest)
             .envs(nested_env(&settings))
             .env(crate::mcp::REPORT_ENV, mcp_report.path());
-        for change in child_env(&url, &settings.keys, |name| std::env::var(name).ok()) {
+        let lookup = |name: &str| std::env::var(name).ok();
+        for change in child_env(&url, &settings.keys, &serve, lookup) {
             match change {
                 EnvChange::Set(name, value) => command.env(name, value),
                 EnvChange::Remove(name) => command.env_remove(name),
@@ -175,11 +314,39 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .await
             .context("cannot stop the in-process proxy")?;
         let mcp = mcp_report.read();
+        let outcome = Outcome {
+            mode,
+            store,
+            stats,
+            mcp,
+        };
+        Ok(outcome.report(&settings, status))
+    })
+}
+
+/// What happened while the command ran.
+struct Outcome {
+    mode: Mode,
+    store: String,
+    stats: ProxyStats,
+    mcp: crate::mcp::ExecMcpReport,
+}
+
+impl Outcome {
+    /// Prints the summary line (and the bypasses and MCP misses after it); the exit status.
+    fn report(&self, settings: &RecorderSettings, status: ExitStatus) -> ExitCode {
+        let Outcome {
+            mode,
+            store,
+            stats,
+            mcp,
+        } = self;
         let misses = stats.recorder.misses + mcp.misses.len() as u64;
-        let hint = if misses > 0 {
-            " (replay misses: exit 2; record them with CASSETTE_MODE=record or auto)"
-        } else {
-            ""
+        let refused = *mode == Mode::Replay && stats.bypass_count() > 0;
+        let hint = match (misses > 0, refused) {
+            (true, _) => " (replay misses: exit 2; record them with CASSETTE_MODE=record or auto)",
+            (false, true) => " (requests bypassed the base URL in replay: exit 2)",
+            (false, false) => "",
         };
         let keys = if mode.may_call_upstream() {
             format!("; {}", keys_summary(&settings.keys))
@@ -187,19 +354,28 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             String::new()
         };
         let mcp_summary = mcp.summary().map(|s| format!("; {s}")).unwrap_or_default();
+        let idle = if stats.requests == 0 && stats.bypass_count() == 0 && mcp.summary().is_none() {
+            "; no request went through the proxy: do the command's clients read the variables \
+             exec sets? (docs/proxy.md lists them per client)"
+        } else {
+            ""
+        };
         eprintln!(
-            "cassette exec ({mode}, store {store}): {}{mcp_summary}{keys}{hint}",
-            summary(&stats)
+            "cassette exec ({mode}, store {store}): {}{mcp_summary}{keys}{idle}{hint}",
+            summary(stats)
         );
+        if let Some(bypass) = crate::bypass::report(stats, *mode) {
+            eprintln!("cassette exec: {bypass}");
+        }
         for miss in &mcp.misses {
             eprintln!("cassette exec: MCP miss: {miss}");
         }
-        Ok(if misses > 0 {
+        if misses > 0 || refused {
             ExitCode::from(EXIT_ERROR)
         } else {
             ExitCode::from(status_code(status))
-        })
-    })
+        }
+    }
 }
 
 /// Waits for the child. SIGINT from a terminal already reaches the whole process group, so it
@@ -252,6 +428,7 @@ fn status_code(status: ExitStatus) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cassette_recorder::proxy::Forwarding;
 
     fn route_key(route: &str, sources: &[&str], from: Option<&str>) -> RouteKey {
         RouteKey {
@@ -266,7 +443,21 @@ mod tests {
             route_key("default", &["UPSTREAM_API_KEY", "OPENAI_API_KEY"], from),
             route_key("anthropic", &["ANTHROPIC_API_KEY"], anthropic),
             route_key("ollama", &[], None),
+            route_key("gemini", &["GEMINI_API_KEY", "GOOGLE_API_KEY"], None),
         ]
+    }
+
+    fn catching(allow: &[&str]) -> ServeSettings {
+        ServeSettings {
+            miss_status: 409,
+            forwarding: Forwarding::Catch {
+                allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
+            },
+        }
+    }
+
+    fn env_of(keys: &[RouteKey], lookup: impl Fn(&str) -> Option<String>) -> Vec<EnvChange> {
+        child_env("http://127.0.0.1:5", keys, &catching(&[]), lookup)
     }
 
     fn get<'a>(env: &'a [EnvChange], name: &str) -> Option<&'a str> {
@@ -281,19 +472,87 @@ mod tests {
     }
 
     #[test]
-    fn child_env_points_every_sdk_at_the_proxy() {
-        let env = child_env("http://127.0.0.1:5", &built_in(None, None), |_| None);
-        assert_eq!(get(&env, "OPENAI_BASE_URL"), Some("http://127.0.0.1:5/v1"));
-        assert_eq!(
-            get(&env, "ANTHROPIC_BASE_URL"),
-            Some("http://127.0.0.1:5/anthropic")
-        );
-        assert_eq!(get(&env, "OLLAMA_HOST"), Some("http://127.0.0.1:5/ollama"));
-        assert_eq!(get(&env, "CASSETTE_PROXY_URL"), Some("http://127.0.0.1:5"));
+    fn child_env_points_every_client_at_the_proxy() {
+        let env = env_of(&built_in(None, None), |_| None);
+        for (name, value) in [
+            ("CASSETTE_PROXY_URL", "http://127.0.0.1:5"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:5/v1"),
+            ("OPENAI_API_BASE", "http://127.0.0.1:5/v1"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:5/anthropic"),
+            ("OLLAMA_HOST", "http://127.0.0.1:5/ollama"),
+            ("OLLAMA_API_BASE", "http://127.0.0.1:5/ollama"),
+            ("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:5/gemini"),
+            ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+            ("OPENAI_AGENTS_DISABLE_TRACING", "1"),
+        ] {
+            assert_eq!(get(&env, name), Some(value), "{name}");
+        }
+        // No azure route, no Azure endpoint: the user's own (if any) is left alone.
+        assert_eq!(get(&env, "AZURE_OPENAI_ENDPOINT"), None);
         // Nothing set: every client gets a placeholder, so SDKs construct.
         for name in CLIENT_KEY_VARIABLES {
             assert_eq!(get(&env, name), Some(PLACEHOLDER_API_KEY), "{name}");
         }
+    }
+
+    #[test]
+    fn an_azure_route_gets_the_azure_endpoint_and_its_key_a_placeholder() {
+        let mut keys = built_in(None, None);
+        keys.push(route_key(
+            "azure",
+            &["AZURE_OPENAI_API_KEY"],
+            Some("AZURE_OPENAI_API_KEY"),
+        ));
+        let real = |name: &str| (name == "AZURE_OPENAI_API_KEY").then(|| "az-real".to_owned());
+        let env = env_of(&keys, real);
+        assert_eq!(
+            get(&env, "AZURE_OPENAI_ENDPOINT"),
+            Some("http://127.0.0.1:5/azure")
+        );
+        assert_eq!(get(&env, "AZURE_OPENAI_API_KEY"), Some(PLACEHOLDER_API_KEY));
+    }
+
+    #[test]
+    fn everything_but_loopback_and_allowed_hosts_goes_through_the_proxy() {
+        let serve = catching(&["huggingface.co", "*.internal.example", "db.local:5432"]);
+        let env = child_env("http://127.0.0.1:5", &built_in(None, None), &serve, |_| {
+            None
+        });
+        for name in PROXY_VARIABLES {
+            assert_eq!(get(&env, name), Some("http://127.0.0.1:5"), "{name}");
+        }
+        for name in NO_PROXY_VARIABLES {
+            assert_eq!(
+                get(&env, name),
+                Some("localhost,127.0.0.1,::1,huggingface.co,.internal.example,db.local"),
+                "{name}"
+            );
+        }
+        assert_eq!(get(&env, "NODE_USE_ENV_PROXY"), Some("1"));
+
+        // The catch off: no proxy variable at all (the user's own stay as they are).
+        let off = ServeSettings {
+            miss_status: 409,
+            forwarding: Forwarding::Off,
+        };
+        let env = child_env("http://127.0.0.1:5", &built_in(None, None), &off, |_| None);
+        for name in PROXY_VARIABLES.iter().chain(NO_PROXY_VARIABLES) {
+            assert_eq!(get(&env, name), None, "{name}");
+        }
+        assert_eq!(get(&env, "NODE_USE_ENV_PROXY"), None);
+    }
+
+    #[test]
+    fn a_users_own_client_settings_win_over_the_defaults() {
+        let own = |name: &str| match name {
+            "LITELLM_LOCAL_MODEL_COST_MAP" => Some("False".to_owned()),
+            "NODE_USE_ENV_PROXY" => Some("0".to_owned()),
+            _ => None,
+        };
+        let env = env_of(&built_in(None, None), own);
+        assert_eq!(get(&env, "LITELLM_LOCAL_MODEL_COST_MAP"), None);
+        assert_eq!(get(&env, "NODE_USE_ENV_PROXY"), None);
+        assert_eq!(get(&env, "OPENAI_AGENTS_DISABLE_TRACING"), Some("1"));
     }
 
     #[test]
@@ -302,23 +561,52 @@ mod tests {
             "OPENAI_API_KEY" => Some("sk-real-openai".to_owned()),
             "UPSTREAM_API_KEY" => Some("sk-real-upstream".to_owned()),
             "ANTHROPIC_API_KEY" => Some("sk-ant-real".to_owned()),
-            "GEMINI_API_KEY" => Some("AIza-own".to_owned()),
+            "GEMINI_API_KEY" => Some("AIza-real-gemini".to_owned()),
             "ACME_LLM_KEY" => Some("acme-real".to_owned()),
+            "MISTRAL_API_KEY" => Some("mistral-own".to_owned()),
             _ => None,
         };
-        let mut keys = built_in(Some("UPSTREAM_API_KEY"), Some("ANTHROPIC_API_KEY"));
+        let mut keys = vec![
+            route_key(
+                "default",
+                &["UPSTREAM_API_KEY", "OPENAI_API_KEY"],
+                Some("UPSTREAM_API_KEY"),
+            ),
+            route_key(
+                "anthropic",
+                &["ANTHROPIC_API_KEY"],
+                Some("ANTHROPIC_API_KEY"),
+            ),
+            route_key("ollama", &[], None),
+            route_key(
+                "gemini",
+                &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+                Some("GEMINI_API_KEY"),
+            ),
+        ];
         keys.push(route_key("acme", &["ACME_LLM_KEY"], Some("ACME_LLM_KEY")));
-        let env = child_env("http://p", &keys, real);
-        assert_eq!(get(&env, "OPENAI_API_KEY"), Some(PLACEHOLDER_API_KEY));
-        assert_eq!(get(&env, "ANTHROPIC_API_KEY"), Some(PLACEHOLDER_API_KEY));
-        assert_eq!(get(&env, "ACME_LLM_KEY"), Some(PLACEHOLDER_API_KEY));
+        let env = env_of(&keys, real);
+        for name in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "ACME_LLM_KEY",
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+        ] {
+            assert_eq!(get(&env, name), Some(PLACEHOLDER_API_KEY), "{name}");
+        }
         assert!(removed(&env, "UPSTREAM_API_KEY"));
-        // No route reads GEMINI_API_KEY: the client's own key passes through as set.
+        // No route reads MISTRAL_API_KEY: the client's own key passes through as set.
+        assert_eq!(get(&env, "MISTRAL_API_KEY"), None);
+        assert!(!removed(&env, "MISTRAL_API_KEY"));
+        // A client key variable no route reads keeps a value the user set.
+        let keys = vec![route_key("default", &["OPENAI_API_KEY"], None)];
+        let env = env_of(&keys, |n| {
+            (n == "GEMINI_API_KEY").then(|| "AIza-own".to_owned())
+        });
         assert_eq!(get(&env, "GEMINI_API_KEY"), None);
-        assert!(!removed(&env, "GEMINI_API_KEY"));
-        assert_eq!(get(&env, "GOOGLE_API_KEY"), Some(PLACEHOLDER_API_KEY));
-        let shown = format!("{env:?}");
-        for secret in ["sk-real", "sk-ant-real", "acme-real"] {
+        let shown = format!("{:?}", env_of(&built_in(None, None), real));
+        for secret in ["sk-real", "sk-ant-real", "acme-real", "AIza-real"] {
             assert!(!shown.contains(secret), "{shown}");
         }
     }
@@ -329,7 +617,7 @@ mod tests {
         keys.push(route_key("acme", &["ACME_LLM_KEY"], Some("ACME_LLM_KEY")));
         assert_eq!(
             keys_summary(&keys),
-            "keys held for default (OPENAI_API_KEY), acme (ACME_LLM_KEY); none for anthropic, ollama"
+            "keys held for default (OPENAI_API_KEY), acme (ACME_LLM_KEY); none for anthropic, ollama, gemini"
         );
         assert_eq!(
             keys_summary(&built_in(None, None)),

@@ -23,6 +23,20 @@ store = "file://cassettes"
 # Usually left out here and set for a recording session: CASSETTE_MODE=record.
 # mode = "replay"
 
+# same (the default: every repeat of a request gets its one answer) or sequence (the n-th
+# identical request of a run gets the n-th recording: sampling, polling, counters).
+# repeats = "sequence"
+
+# The HTTP status of a replay miss. 424 makes clients that retry a 409 whatever the headers
+# say (the Vercel AI SDK) fail at once.
+# miss_status = 409
+
+[bypass]
+# Traffic whose base URL bypasses the proxy is caught by `cassette exec` (refused in replay,
+# exit 2). Hosts the tests legitimately reach go here, e.g. ["huggingface.co", "*.internal.example"].
+allow = []
+# catch = false   # to switch the catch off
+
 [keying]
 # Changing these changes keys: record and replay with the same file.
 # Top-level body members left out of the key, besides the built-in volatile list.
@@ -41,7 +55,8 @@ patterns = []   # e.g. ['[\w.+-]+@[\w-]+\.[\w.]+']
 # Upstreams. The proxy holds the real keys, read from the variables named here; under
 # `cassette exec` the command only ever sees the placeholder "cassette".
 # Built in: default (https://api.openai.com, UPSTREAM_API_KEY or OPENAI_API_KEY),
-# anthropic (/anthropic/..., ANTHROPIC_API_KEY) and ollama (/ollama/..., no key).
+# anthropic (/anthropic/..., ANTHROPIC_API_KEY), ollama (/ollama/..., no key) and
+# gemini (/gemini/..., GEMINI_API_KEY or GOOGLE_API_KEY).
 #
 # [routes.default]
 # upstream    = "https://api.openai.com"

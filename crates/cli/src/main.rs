@@ -3,6 +3,7 @@
 
 mod advice;
 mod answer;
+mod bypass;
 mod config;
 mod exec;
 mod init;
@@ -46,7 +47,8 @@ enum Command {
     Key(key::KeyArgs),
     /// Serve record/replay over HTTP: point any SDK's base URL at it.
     Proxy(proxy::ProxyArgs),
-    /// Run a command with its SDKs pointed at an in-process proxy; exit 2 on any replay miss.
+    /// Run a command with its SDKs pointed at an in-process proxy; exit 2 on any replay miss
+    /// or any request that bypassed it in replay.
     Exec(exec::ExecArgs),
     /// Run a JSONL prompt suite through the recorder and grade each answer.
     Run(run::RunArgs),

@@ -1,7 +1,7 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::settings::{parse_size, RecorderArgs, RecorderSettings, SettingsFile};
+use crate::settings::{parse_size, RecorderArgs, RecorderSettings, ServeArgs, SettingsFile};
 use anyhow::{bail, Context};
 use cassette_recorder::proxy::{Exposure, Proxy, ProxyConfig, ProxyStats};
 use std::net::SocketAddr;
@@ -12,13 +12,17 @@ use std::process::ExitCode;
 #[command(after_help = "Point the SDKs at it:\n  \
     OPENAI_BASE_URL=http://127.0.0.1:8089/v1\n  \
     ANTHROPIC_BASE_URL=http://127.0.0.1:8089/anthropic\n  \
-    OLLAMA_HOST=http://127.0.0.1:8089/ollama\n\
+    OLLAMA_HOST=http://127.0.0.1:8089/ollama\n  \
+    GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:8089/gemini\n\
     Examples:\n  \
     CASSETTE_MODE=record UPSTREAM_API_KEY=sk-... cassette proxy\n  \
     cassette proxy --store file://tests/cassettes --listen 127.0.0.1:9000")]
 pub(crate) struct ProxyArgs {
     #[command(flatten)]
     recorder: RecorderArgs,
+
+    #[command(flatten)]
+    serve: ServeArgs,
 
     /// Address to listen on [default: 127.0.0.1:8089; 127.0.0.1:$PORT when PORT is set]. Port 0
     /// picks a free port; the URL is printed on stderr.
@@ -49,6 +53,7 @@ impl ProxyArgs {
     /// Applies the defaults and validates; no IO.
     fn resolve(&self, file: &SettingsFile) -> anyhow::Result<ProxySettings> {
         let defaults = ProxyConfig::default();
+        let serve = self.serve.resolve(file);
         let listen = match (self.listen, self.port, file.listen) {
             (Some(addr), _, _) => addr,
             (None, Some(port), _) => SocketAddr::from(([127, 0, 0, 1], port)),
@@ -71,6 +76,8 @@ impl ProxyArgs {
             max_body: self.max_body.or(file.max_body).unwrap_or(defaults.max_body),
             exposure,
             advice: Some(crate::advice::for_recorder),
+            miss_status: serve.miss_status,
+            forwarding: serve.forwarding,
         };
         proxy.validate()?;
         let mut recorder = self.recorder.resolve(file)?;
@@ -87,8 +94,12 @@ pub(crate) fn run(args: ProxyArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let mode = settings.recorder.config.mode;
     let stats = runtime.block_on(serve(settings))?;
     eprintln!("cassette proxy: stopped; {}", summary(&stats));
+    if let Some(bypass) = crate::bypass::report(&stats, mode) {
+        eprintln!("cassette proxy: {bypass}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -119,8 +130,12 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
 /// One line of counters, as printed on shutdown and by `cassette exec`.
 pub(crate) fn summary(stats: &ProxyStats) -> String {
     let s = &stats.recorder;
+    let bypassed = match stats.bypass_count() {
+        0 => String::new(),
+        n => format!(", {n} bypassed the base URL"),
+    };
     format!(
-        "{} requests: {} hits, {} misses, {} recorded, {} upstream requests, {} upstream errors",
+        "{} requests: {} hits, {} misses, {} recorded, {} upstream requests, {} upstream errors{bypassed}",
         stats.requests, s.hits, s.misses, s.recorded, s.upstream_requests, s.upstream_errors
     )
 }

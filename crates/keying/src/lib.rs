@@ -398,6 +398,56 @@ pub struct Keyed {
     pub streaming: Streaming,
 }
 
+/// The material member that numbers a repeat of a request (sequence mode): absent for the
+/// first occurrence, so every base key is the key of the contract without it.
+pub const OCCURRENCE_MEMBER: &str = "occurrence";
+
+impl Keyed {
+    /// The key of the `n`-th occurrence of this request within one session, for recorders that
+    /// answer repeats of one request in sequence (`docs/keying.md`, "Occurrences"). The first
+    /// occurrence (`n` of 0 or 1) is the request itself, its base key; for `n` of 2 or more the
+    /// material gains the member `occurrence: n` and the key is recomputed from it. A base key
+    /// never changes, and no occurrence key can equal a base key (its material has a member no
+    /// base material has). Numbering a numbered key again replaces its number.
+    pub fn occurrence(self, n: u32) -> Keyed {
+        if n <= 1 && self.material.get(OCCURRENCE_MEMBER).is_none() {
+            return self;
+        }
+        let Keyed {
+            profile,
+            mut material,
+            system_sha256,
+            streaming,
+            ..
+        } = self;
+        if let Value::Object(members) = &mut material {
+            if n <= 1 {
+                members.remove(OCCURRENCE_MEMBER);
+            } else {
+                members.insert(OCCURRENCE_MEMBER.into(), Value::from(n));
+            }
+        }
+        let canonical = to_canonical_string(&material);
+        Keyed {
+            key: Key(sha256_hex(canonical.as_bytes())),
+            profile,
+            material,
+            canonical,
+            system_sha256,
+            streaming,
+        }
+    }
+
+    /// Which occurrence of its request this key is: 1 unless made by [`Keyed::occurrence`].
+    pub fn occurrence_number(&self) -> u32 {
+        self.material
+            .get(OCCURRENCE_MEMBER)
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(1)
+    }
+}
+
 /// The key of a request and what answering a replay hit needs, computed in one pass over the
 /// body without the explanation [`Keyed`] carries. `hit_key(r, c).key == key(r, c).key` for
 /// every request and configuration.

@@ -1183,3 +1183,74 @@ fn azure_deployments_key_as_openai_chat() {
         .key
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Occurrences (sequence mode): an addition to key v1 that changes no base key.
+// ---------------------------------------------------------------------------------------------
+
+const VECTOR1_OCCURRENCE2_KEY: &str =
+    "8b6a610c4513ea6299dae425542fe8dd36bf0a6fd61482de941cea825fe38ed5";
+const VECTOR1_OCCURRENCE3_KEY: &str =
+    "095567290736cf508bb8401ffc2a9ffd168959e7179de2e982cc673807583311";
+
+fn vector1() -> Keyed {
+    keyed(&Request::new("POST", CHAT).body(VECTOR1_BODY.as_bytes()))
+}
+
+#[test]
+fn the_first_occurrence_is_the_base_key() {
+    for n in [0, 1] {
+        let first = vector1().occurrence(n);
+        assert_eq!(first.key.as_str(), VECTOR1_KEY, "occurrence {n}");
+        assert_eq!(first.material.get("occurrence"), None);
+        assert_eq!(first.occurrence_number(), 1);
+    }
+}
+
+#[test]
+fn later_occurrences_pin_their_material_and_key() {
+    let base = vector1();
+    let second = base.clone().occurrence(2);
+    // The base material with one member more, in its sorted place.
+    let expected = base.canonical.replacen(
+        r#""method":"POST","#,
+        r#""method":"POST","occurrence":2,"#,
+        1,
+    );
+    assert_eq!(second.canonical, expected);
+    assert_eq!(second.key.as_str(), sha256_hex(expected.as_bytes()));
+    assert_eq!(second.key.as_str(), VECTOR1_OCCURRENCE2_KEY);
+    assert_eq!(second.occurrence_number(), 2);
+    assert_eq!(
+        base.clone().occurrence(3).key.as_str(),
+        VECTOR1_OCCURRENCE3_KEY
+    );
+    // Each occurrence has its own key, none equal to the base key; the profile and system hash
+    // are the request's.
+    let keys: HashSet<String> = (1..=50)
+        .map(|n| base.clone().occurrence(n).key.as_str().to_owned())
+        .collect();
+    assert_eq!(keys.len(), 50);
+    assert_eq!(second.profile, base.profile);
+    assert_eq!(second.system_sha256, base.system_sha256);
+    // Numbering an occurrence again replaces the number; it does not stack, and the first
+    // occurrence of a numbered key is the base key again.
+    assert_eq!(
+        second.clone().occurrence(3).key.as_str(),
+        VECTOR1_OCCURRENCE3_KEY
+    );
+    let first = second.occurrence(1);
+    assert_eq!(first.key.as_str(), VECTOR1_KEY);
+    assert_eq!(first.canonical, base.canonical);
+}
+
+#[test]
+fn diff_names_the_occurrence() {
+    let base = vector1();
+    let shown: Vec<String> = diff(&base.material, &base.clone().occurrence(4).material)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].starts_with("occurrence"), "{shown:?}");
+}

@@ -9,9 +9,23 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// The version of the document layout. Bump it when a field changes meaning or a reader of
-/// the previous version could misread a new document.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest version of the document layout this tool reads and writes. Bump it when a field
+/// changes meaning or a reader of the previous version could misread a new document.
+///
+/// Format 2 is format 1 plus [`Cassette::sequence`]. Only documents that have one are written
+/// as format 2 (see [`format_for`]): every other document stays format 1, readable by every
+/// reader of format 1, while a reader of format 1 refuses a later occurrence of a request
+/// (which it would take for a hand-edited recording of the first) with a clear message.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The format a document is written in: 2 for a later occurrence of a request (it has a
+/// [`Sequence`]), 1 otherwise.
+pub fn format_for(sequence: Option<&Sequence>) -> u32 {
+    match sequence {
+        Some(_) => 2,
+        None => 1,
+    }
+}
 
 /// One recorded interaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,6 +41,11 @@ pub struct Cassette {
     /// they were recorded (read with a default, so those documents stay valid format 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_settings: Option<KeySettings>,
+    /// Set on a later occurrence (the second or after) of one request within a session,
+    /// recorded in sequence mode: `key` is then its occurrence key, not the request's base
+    /// key (`docs/keying.md`, "Occurrences"). Format 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<Sequence>,
     /// When it was recorded, RFC 3339 in UTC.
     pub recorded_at: String,
     /// The tool that recorded it, e.g. `cassette 0.1.0`.
@@ -92,6 +111,27 @@ impl KeySettings {
                 .iter()
                 .map(|p| JsonPath::parse(p))
                 .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// Which occurrence of which request a recording answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sequence {
+    /// The request's base key: the key of its first occurrence.
+    pub base_key: Key,
+    /// Which occurrence this is: 2 or more.
+    pub occurrence: u32,
+}
+
+impl Sequence {
+    /// The sequence of a numbered key (`None` for a first occurrence); `base_key` is computed
+    /// only when there is one.
+    pub fn of(keyed: &Keyed) -> Option<Sequence> {
+        let occurrence = keyed.occurrence_number();
+        (occurrence >= 2).then(|| Sequence {
+            base_key: keyed.clone().occurrence(1).key,
+            occurrence,
         })
     }
 }
@@ -248,11 +288,19 @@ impl Cassette {
     /// [`Request::from`] gives it back, an MCP exchange with the `mcp` profile. It differs from
     /// [`Cassette::key`] when redaction changed a keyed part (`meta.request_redacted`), when the
     /// tape was edited by hand, or when keying changed without a key version bump.
+    /// A later occurrence of a request keys to its occurrence key ([`Cassette::sequence`]).
     pub fn keyed_request(&self, config: &KeyConfig) -> Keyed {
-        if crate::mcp::is_mcp_cassette(self) {
-            return crate::mcp::keyed_stored_request(self);
-        }
-        Request::from(self).key(config)
+        let keyed = if crate::mcp::is_mcp_cassette(self) {
+            crate::mcp::keyed_stored_request(self)
+        } else {
+            Request::from(self).key(config)
+        };
+        keyed.occurrence(self.occurrence())
+    }
+
+    /// Which occurrence of its request this recording answers: 1 unless it has a sequence.
+    pub fn occurrence(&self) -> u32 {
+        self.sequence.as_ref().map_or(1, |s| s.occurrence)
     }
 }
 
@@ -293,6 +341,7 @@ mod tests {
             key: Key::parse(&"ab".repeat(32)).expect("64 hex characters"),
             key_version: 1,
             key_settings: Some(KeySettings::of(&KeyConfig::default())),
+            sequence: None,
             recorded_at: "2026-11-29T09:00:00Z".into(),
             tool: "cassette 0.1.0".into(),
             target: "default".into(),
@@ -358,6 +407,33 @@ mod tests {
             let err = Cassette::from_document(edited.as_bytes()).unwrap_err();
             assert!(err.contains("64 lowercase hex"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn only_later_occurrences_are_format_2() {
+        let first = sample();
+        assert_eq!(format_for(first.sequence.as_ref()), 1);
+        assert!(!String::from_utf8_lossy(&first.to_document()).contains("sequence"));
+        let mut later = sample();
+        later.sequence = Some(Sequence {
+            base_key: Key::parse(&"cd".repeat(32)).unwrap(),
+            occurrence: 3,
+        });
+        later.format = format_for(later.sequence.as_ref());
+        assert_eq!(later.format, 2);
+        let back = Cassette::from_document(&later.to_document()).unwrap();
+        assert_eq!(back, later);
+        assert_eq!(back.occurrence(), 3);
+        assert_eq!(first.occurrence(), 1);
+        // Its stored request keys to the third occurrence key of the request.
+        let base = Request::from(&later).key(&KeyConfig::default());
+        assert_eq!(
+            later.keyed_request(&KeyConfig::default()).key,
+            base.clone().occurrence(3).key
+        );
+        assert_eq!(Sequence::of(&base), None);
+        let third = Sequence::of(&base.clone().occurrence(3)).unwrap();
+        assert_eq!((third.base_key, third.occurrence), (base.key, 3));
     }
 
     #[test]

@@ -162,6 +162,50 @@ pub enum ErrorRecording {
     Record,
 }
 
+/// How repeats of one request within a session (one recorder: a proxy, an `exec` run, a
+/// stdio MCP session) are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Repeats {
+    /// One recording per request: every repeat gets the same answer (the default).
+    #[default]
+    Same,
+    /// The n-th occurrence of a request has a recording of its own (its occurrence key,
+    /// `docs/keying.md`): recorded as such, replayed in order, and one more repeat than
+    /// recorded is a miss. For requests whose answer legitimately changes (sampling at
+    /// temperature 1, polling, a counter tool).
+    Sequence,
+}
+
+impl Repeats {
+    /// `same` or `sequence`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Repeats::Same => "same",
+            Repeats::Sequence => "sequence",
+        }
+    }
+}
+
+impl std::fmt::Display for Repeats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Repeats {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "same" => Ok(Repeats::Same),
+            "sequence" => Ok(Repeats::Sequence),
+            other => Err(format!(
+                "unknown repeats `{other}`: use same (one answer per request) or sequence (the n-th repeat gets the n-th recording)"
+            )),
+        }
+    }
+}
+
 /// Everything a recorder needs besides its store.
 #[derive(Debug, Clone)]
 pub struct RecorderConfig {
@@ -184,6 +228,8 @@ pub struct RecorderConfig {
     /// Routes (by name, each also in `routes`) whose upstream is a Streamable HTTP MCP server:
     /// their requests are keyed and stored as MCP JSON-RPC messages (see `docs/mcp.md`).
     pub mcp_routes: Vec<String>,
+    /// How repeats of one request within the recorder's life are answered.
+    pub repeats: Repeats,
 }
 
 impl Default for RecorderConfig {
@@ -198,6 +244,7 @@ impl Default for RecorderConfig {
             max_body: DEFAULT_MAX_BODY,
             upstream_timeout: Duration::from_secs(600),
             mcp_routes: Vec::new(),
+            repeats: Repeats::Same,
         }
     }
 }

@@ -157,6 +157,8 @@ pub enum Setting {
     BodyLimit,
     /// The size of the pieces a replayed stream is cut into.
     StreamChunkSize,
+    /// The HTTP status a replay miss is answered with.
+    MissStatus,
 }
 
 impl fmt::Display for Setting {
@@ -164,6 +166,7 @@ impl fmt::Display for Setting {
         f.write_str(match self {
             Setting::BodyLimit => "body limit",
             Setting::StreamChunkSize => "stream chunk size",
+            Setting::MissStatus => "miss status",
         })
     }
 }

@@ -45,7 +45,7 @@ pub mod stream;
 mod upstream;
 
 pub use cassette::Cassette;
-pub use config::{ErrorRecording, RecorderConfig, Route};
+pub use config::{ErrorRecording, RecorderConfig, Repeats, Route};
 pub use engine::{Recorder, Stats};
 pub use error::{BoxError, Error, Result, Setting};
 pub use miss::Miss;

@@ -38,8 +38,59 @@ pub struct Miss {
     pub model: Option<String>,
     /// Where the recorder looked.
     pub store: String,
+    /// Set when a repeat of a recorded request was asked more times than it was recorded
+    /// (sequence mode).
+    pub repeat: Option<Repeat>,
     /// Why nothing answered.
     pub explanation: Explanation,
+}
+
+/// A request asked more times in one session than it was recorded (sequence mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Repeat {
+    /// The request's base key (its first occurrence).
+    pub base_key: Key,
+    /// The occurrence asked for.
+    pub asked: u32,
+    /// How many occurrences are recorded, the first ones in a row (at least 1).
+    pub recorded: u32,
+}
+
+impl fmt::Display for Repeat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let times = if self.recorded == 1 { "time" } else { "times" };
+        write!(
+            f,
+            "This request was recorded {} {times}, asked a {} time (repeats of a request are \
+             answered in sequence, each from its own recording; its first is {}).",
+            self.recorded,
+            ordinal(self.asked),
+            self.base_key.short()
+        )
+    }
+}
+
+impl Repeat {
+    /// Why a repeat missed: no nearest recording to compare with (the request itself is
+    /// recorded), only how many times it was and which time it was asked.
+    pub(crate) fn explanation(&self) -> Explanation {
+        Explanation {
+            nearest: None,
+            summary: self.to_string(),
+        }
+    }
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`, ...
+pub fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// The nearest recording and what differs, or why there is none.
@@ -374,6 +425,21 @@ fn index_entry(cassette: &Cassette, config: &KeyConfig) -> IndexEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ordinals_read_as_english() {
+        let shown: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111]
+            .into_iter()
+            .map(ordinal)
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd",
+                "101st", "111th"
+            ]
+        );
+    }
 
     #[test]
     fn a_reworded_string_is_nearer_than_a_different_one() {

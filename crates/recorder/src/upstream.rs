@@ -1,7 +1,11 @@
 //! Calls to the real upstream: URL joining, which headers are forwarded, and the route's
 //! credential.
 //!
-//! This module is the only place in cassette that opens connections to an upstream.
+//! This module is the only place in cassette that opens connections to an upstream, and only
+//! through an [`Upstream`], which a replay-mode recorder does not own. That includes the
+//! tunnels and relays of forward-proxy requests that bypassed the base URL
+//! ([`Upstream::open_tunnel`], [`Upstream::relay`]): they carry what the client sent and never
+//! a route's key.
 //!
 //! # Credentials
 //!
@@ -17,6 +21,7 @@ use crate::error::{upstream_error, Error};
 use crate::redact::Redactor;
 use crate::request::Request;
 use std::time::Duration;
+use tokio::net::TcpStream;
 
 /// Headers that belong to one connection (RFC 9110 section 7.6.1) or to the framing of one
 /// message: never passed from one hop to the next, in either direction.
@@ -188,6 +193,45 @@ impl Upstream {
             .await
             .map_err(|e| upstream_error(&endpoint, &e.without_url(), self.timeout))?;
         Ok((endpoint, response))
+    }
+}
+
+/// How long a forward-proxy tunnel may take to connect.
+const TUNNEL_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Upstream {
+    /// Opens the TCP connection of a forward-proxy tunnel (`CONNECT host:port`). The bytes pass
+    /// untouched both ways: no credential is added, so no route's key can reach the host.
+    pub(crate) async fn open_tunnel(&self, host: &str, port: u16) -> std::io::Result<TcpStream> {
+        let connect = TcpStream::connect((host, port));
+        match tokio::time::timeout(TUNNEL_CONNECT_TIMEOUT, connect).await {
+            Ok(stream) => stream,
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no connection within {}s", TUNNEL_CONNECT_TIMEOUT.as_secs()),
+            )),
+        }
+    }
+
+    /// Relays a plain-HTTP forward-proxy request (`GET http://host/...`) as the client sent
+    /// it, without the headers of its hop to the proxy and without adding any credential.
+    pub(crate) async fn relay(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: &[(String, String)],
+        body: reqwest::Body,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let mut builder = self.client.request(method, url);
+        for (name, value) in headers {
+            let lower = name.to_ascii_lowercase();
+            if !HOP_BY_HOP.contains(&lower.as_str())
+                && !matches!(lower.as_str(), "host" | "proxy-authorization")
+            {
+                builder = builder.header(name.as_str(), value.as_str());
+            }
+        }
+        builder.body(body).send().await
     }
 }
 

@@ -379,7 +379,7 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
     assert_eq!(
         stats,
         json!({"requests": 1, "hits": 0, "misses": 1, "recorded": 0,
-               "upstream_requests": 0, "upstream_errors": 0})
+               "upstream_requests": 0, "upstream_errors": 0, "bypassed": []})
     );
     proxy.stop().await.unwrap();
 }

@@ -1,5 +1,5 @@
 //! `cassette ls [--json]`: what is recorded, one cassette a line, with model, path, size and
-//! recorded_at.
+//! recorded_at; a later occurrence of a request (sequence mode) shows which (`#3`).
 
 use super::{load_all, runtime, StoreArgs};
 use crate::settings::SettingsFile;
@@ -16,7 +16,8 @@ pub(crate) struct LsArgs {
     store: StoreArgs,
 
     /// One JSON object a line: key, target, method, path, model, response_model, status,
-    /// size, recorded_at, key_version (or key and error for unreadable cassettes).
+    /// size, recorded_at, key_version, and for a later occurrence of a request (sequence mode)
+    /// base_key and occurrence (or key and error for unreadable cassettes).
     #[arg(long)]
     json: bool,
 }
@@ -81,7 +82,7 @@ fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
 
 /// One cassette as a JSON line.
 fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
-    json!({
+    let mut line = json!({
         "key": key,
         "target": c.target,
         "method": c.request.method,
@@ -92,17 +93,25 @@ fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
         "size": size,
         "recorded_at": c.recorded_at,
         "key_version": c.key_version,
-    })
-    .to_string()
+    });
+    if let Some(sequence) = &c.sequence {
+        line["base_key"] = json!(sequence.base_key);
+        line["occurrence"] = json!(sequence.occurrence);
+    }
+    line.to_string()
 }
 
 /// One cassette as a row of the table.
 fn table_row(key: &Key, size: usize, c: &Cassette) -> String {
-    let path = if c.target == "default" {
+    let mut path = if c.target == "default" {
         c.request.path.clone()
     } else {
         format!("{}:{}", c.target, c.request.path)
     };
+    // A later occurrence of a request (sequence mode): which one.
+    if let Some(sequence) = &c.sequence {
+        path.push_str(&format!(" #{}", sequence.occurrence));
+    }
     format!(
         "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
         key.short(),

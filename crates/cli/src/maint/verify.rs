@@ -2,7 +2,9 @@
 //! under the current key version (tapes from an older version and hand edits are flagged), no
 //! stored byte looks like a credential, and nothing is stored that today's redaction would not
 //! store (credential names, cookie and token headers outside the allow-lists, keys in binary
-//! bodies or split across stream events). `--strict` also fails when git has uncommitted
+//! bodies or split across stream events). A later occurrence of a request (sequence mode) keys
+//! to its occurrence key, names its request's base key, and follows every earlier occurrence
+//! (a gap would make replay miss halfway through the sequence). `--strict` also fails when git has uncommitted
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
 use super::{load_all, runtime, StoreArgs};
@@ -13,6 +15,7 @@ use cassette_keying::{KeyConfig, KEY_VERSION};
 use cassette_recorder::redact::{audit, find_credentials};
 use cassette_recorder::Cassette;
 use cassette_store::{Key, StoreUrl};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -66,6 +69,10 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         if checked.key == KeyCheck::Redacted {
             unverifiable += 1;
         }
+    }
+    for (key, problem) in sequence_gaps(&loaded) {
+        println!("{key}: {problem}");
+        problems += 1;
     }
     if let Some(folder) = folder {
         problems += check_committed(&folder)?;
@@ -189,8 +196,30 @@ fn check_document(
             return (Some(problem), KeyCheck::Done);
         }
     }
+    if let Some(sequence) = &cassette.sequence {
+        if sequence.occurrence < 2 {
+            let problem = format!(
+                "its sequence says occurrence {}, but only a second or later occurrence has one; edited by hand",
+                sequence.occurrence
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
+    }
     if cassette.meta.request_redacted {
         return (None, KeyCheck::Redacted);
+    }
+    if let Some(sequence) = &cassette.sequence {
+        let base = cassette
+            .keyed_request(recorded.as_ref().unwrap_or(config))
+            .occurrence(1)
+            .key;
+        if base != sequence.base_key {
+            let problem = format!(
+                "its sequence names the request {}, but its stored request keys to {base}; edited by hand",
+                sequence.base_key
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
     }
     let keyed = cassette.keyed_request(recorded.as_ref().unwrap_or(config));
     let recomputed = keyed.key;
@@ -214,6 +243,41 @@ fn check_document(
         )
     };
     (Some(problem), KeyCheck::Done)
+}
+
+/// Later occurrences whose previous occurrence is not stored: replay in sequence mode would
+/// miss at that repeat and never reach the later ones.
+fn sequence_gaps(loaded: &[super::Loaded]) -> Vec<(Key, String)> {
+    let keys: HashSet<&Key> = loaded.iter().map(|(key, _, _)| key).collect();
+    let later: HashSet<(&Key, u32)> = loaded
+        .iter()
+        .filter_map(|(_, _, parsed)| parsed.as_ref().ok()?.sequence.as_ref())
+        .map(|s| (&s.base_key, s.occurrence))
+        .collect();
+    let mut gaps = Vec::new();
+    for (key, _, parsed) in loaded {
+        let Some(sequence) = parsed.as_ref().ok().and_then(|c| c.sequence.as_ref()) else {
+            continue;
+        };
+        let previous = sequence.occurrence.saturating_sub(1);
+        let stored = match previous {
+            0 => true,
+            1 => keys.contains(&sequence.base_key),
+            n => later.contains(&(&sequence.base_key, n)),
+        };
+        if !stored {
+            gaps.push((
+                key.clone(),
+                format!(
+                    "occurrence {} of request {}, but its occurrence {previous} is not stored: replay in sequence mode misses at the {} time; re-record the sequence",
+                    sequence.occurrence,
+                    sequence.base_key.short(),
+                    cassette_recorder::miss::ordinal(previous)
+                ),
+            ));
+        }
+    }
+    gaps
 }
 
 /// Prints the uncommitted changes in `folder`; one problem when there are any.

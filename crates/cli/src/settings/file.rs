@@ -15,8 +15,9 @@ use super::values::{is_plain_name, parse_base_url, parse_size};
 use anyhow::{bail, Context};
 use cassette_keying::JsonPath;
 use cassette_recorder::config::AuthStyle;
+use cassette_recorder::proxy::HostPattern;
 use cassette_recorder::redact::{RedactionRules, Redactor};
-use cassette_recorder::Mode;
+use cassette_recorder::{Mode, Repeats};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -120,6 +121,7 @@ pub(crate) struct SettingsFile {
     pub(crate) record_errors: Option<bool>,
     pub(crate) stream_chunk_size: Option<usize>,
     pub(crate) upstream_timeout: Option<u64>,
+    pub(crate) repeats: Option<Repeats>,
     pub(crate) volatile: Vec<String>,
     pub(crate) keep_volatile: Vec<String>,
     pub(crate) ignore: Vec<JsonPath>,
@@ -129,6 +131,11 @@ pub(crate) struct SettingsFile {
     pub(crate) routes: Vec<FileRoute>,
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) max_body: Option<usize>,
+    pub(crate) miss_status: Option<u16>,
+    /// `[bypass] catch`.
+    pub(crate) catch_bypass: Option<bool>,
+    /// `[bypass] allow`.
+    pub(crate) allow_hosts: Vec<HostPattern>,
 }
 
 /// One `[routes.NAME]` table.
@@ -205,6 +212,8 @@ struct Raw {
     record_errors: Option<bool>,
     stream_chunk_size: Option<Spanned<Size>>,
     upstream_timeout: Option<Spanned<u64>>,
+    miss_status: Option<Spanned<u16>>,
+    repeats: Option<Spanned<String>>,
     #[serde(default)]
     keying: RawKeying,
     #[serde(default)]
@@ -213,6 +222,16 @@ struct Raw {
     routes: BTreeMap<String, Spanned<RawRoute>>,
     #[serde(default)]
     proxy: RawProxy,
+    #[serde(default)]
+    bypass: RawBypass,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBypass {
+    catch: Option<bool>,
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -300,6 +319,13 @@ impl Raw {
             file.usage_log = Some(join_clean(dir, Path::new(log.get_ref().trim())));
         }
         file.record_errors = self.record_errors;
+        if let Some(repeats) = &self.repeats {
+            let parsed = repeats
+                .get_ref()
+                .parse::<Repeats>()
+                .map_err(|e| source.error(repeats.span(), &format!("`repeats`: {e}")))?;
+            file.repeats = Some(parsed);
+        }
         if let Some(size) = &self.stream_chunk_size {
             let parsed = size
                 .get_ref()
@@ -322,6 +348,20 @@ impl Raw {
             file.routes.push(validate_route(source, name, route)?);
         }
         self.proxy.validate(source, &mut file)?;
+        if let Some(status) = &self.miss_status {
+            file.miss_status = Some(
+                super::serve::parse_miss_status(&status.get_ref().to_string())
+                    .map_err(|e| source.error(status.span(), &format!("`miss_status`: {e}")))?,
+            );
+        }
+        file.catch_bypass = self.bypass.catch;
+        for host in &self.bypass.allow {
+            file.allow_hosts.push(
+                host.get_ref()
+                    .parse()
+                    .map_err(|e| source.error(host.span(), &format!("`bypass.allow`: {e}")))?,
+            );
+        }
         Ok(file)
     }
 }
@@ -406,7 +446,7 @@ fn validate_route(
         None if is_built_in_route(name) => None,
         None => bail!(source.error(
             route.span(),
-            &format!("{table} needs `upstream = \"https://...\"`: only default, anthropic and ollama have a built-in upstream")
+            &format!("{table} needs `upstream = \"https://...\"`: only default, anthropic, ollama and gemini have a built-in upstream")
         )),
     };
     let api_key_env = match &raw.api_key_env {
@@ -642,6 +682,18 @@ auth        = "query:key"
             ("upstream_timeout = 0", ":1:20:", "at least 1"),
             ("record_errors = \"yes\"", ":1:17:", "boolean"),
             ("[proxy]\nlisten = \"0.0.0.0:80\"", ":2:10:", "loopback"),
+            ("miss_status = 200", ":1:15:", "400 to 599"),
+            (
+                "repeats = \"twice\"",
+                ":1:11:",
+                "same (one answer per request) or sequence",
+            ),
+            (
+                "[bypass]\nallow = [\"ok.com\", \"http://x\"]",
+                ":2:20:",
+                "host pattern",
+            ),
+            ("[bypass]\ncatch = \"no\"", ":2:9:", "boolean"),
         ] {
             let err = error(text);
             assert!(err.contains(position), "{text:?} at {position}: {err}");

@@ -25,10 +25,12 @@
 //! | [`FileArgs`]      | `--config` (`CASSETTE_CONFIG`), `--no-config`    | every command (global flags)  |
 //! | [`KeyingArgs`]    | `--volatile`, `--keep-volatile`, `--ignore-path` | recorder commands, `key`, `verify` |
 //! | [`RecorderArgs`]  | mode, store, cache, routes, redaction, keying... | `proxy`, `exec`, `run`, `explain`, `probe` |
+//! | [`ServeArgs`]     | `--miss-status`, `--allow-host`, `--no-catch-bypass` | `proxy`, `exec`, `config`  |
 
 mod file;
 mod keying;
 mod recorder;
+mod serve;
 mod store;
 mod values;
 
@@ -37,5 +39,6 @@ pub(crate) use keying::KeyingArgs;
 pub(crate) use recorder::{
     is_built_in_route, keys_summary, RecorderArgs, RecorderSettings, RouteKey,
 };
+pub(crate) use serve::{ServeArgs, ServeSettings};
 pub(crate) use store::{StoreArgs, StoreSpec};
 pub(crate) use values::{is_plain_name, parse_size};

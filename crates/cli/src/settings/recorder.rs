@@ -27,7 +27,7 @@ use super::values::{parse_base_url, parse_route, parse_size};
 use anyhow::{bail, Context};
 use cassette_recorder::config::{ApiKey, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
 use cassette_recorder::redact::RedactionRules;
-use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Route};
+use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route};
 use cassette_store::readonly::ReadOnlyStore;
 use cassette_store::tiered::TieredStore;
 use cassette_store::DynStore;
@@ -133,6 +133,12 @@ pub(crate) struct RecorderArgs {
     /// Seconds an upstream may take to answer before the request fails with 504 [default: 600].
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
     upstream_timeout: Option<u64>,
+
+    /// same (every repeat of a request gets its one answer) or sequence (the n-th time a
+    /// request is sent in this session gets its n-th recording; one more than recorded is a
+    /// miss) [default: same].
+    #[arg(long, env = "CASSETTE_REPEATS", value_name = "REPEATS")]
+    repeats: Option<Repeats>,
 }
 
 /// The recorder settings, validated: everything needed to build a [`Recorder`], with no file
@@ -210,6 +216,7 @@ impl RecorderArgs {
                     .max(1),
             ),
             mcp_routes: self.mcp_routes.iter().map(|r| r.name.clone()).collect(),
+            repeats: self.repeats.or(file.repeats).unwrap_or_default(),
             ..RecorderConfig::default()
         };
         // The recorder's findings name the route or rule the user gave; main adds the flag.
@@ -390,6 +397,7 @@ record_errors = true
 stream_chunk_size = 7
 upstream_timeout = 30
 usage_log = "used.log"
+repeats = "sequence"
 
 [keying]
 volatile = ["seed"]
@@ -420,6 +428,7 @@ auth = "query:key"
         assert_eq!(config.errors, ErrorRecording::Record);
         assert_eq!(config.stream_chunk_size, 7);
         assert_eq!(config.upstream_timeout, Duration::from_secs(30));
+        assert_eq!(config.repeats, Repeats::Sequence);
         assert_eq!(
             settings.usage_log.as_deref(),
             Some(std::path::Path::new("/team/used.log"))
@@ -466,11 +475,14 @@ auth = "query:key"
             "acme=http://127.0.0.1:9",
             "--upstream",
             "http://127.0.0.1:8",
+            "--repeats",
+            "same",
         ])
         .resolve(&file(TEAM_FILE))
         .unwrap();
         let config = &settings.config;
         assert_eq!(config.mode, Mode::Replay);
+        assert_eq!(config.repeats, Repeats::Same);
         assert_eq!(settings.store.to_string(), "memory://");
         assert_eq!(config.errors, ErrorRecording::PassThrough);
         assert_eq!(config.stream_chunk_size, 9);
@@ -493,6 +505,7 @@ auth = "query:key"
         assert_eq!(settings.config.mode, Mode::Replay);
         assert_eq!(settings.store.to_string(), "file://cassettes");
         assert_eq!(settings.config.errors, ErrorRecording::PassThrough);
+        assert_eq!(settings.config.repeats, Repeats::Same);
         assert_eq!(settings.config.key, cassette_keying::KeyConfig::default());
         assert_eq!(
             settings.config.route("default").unwrap().base_url,
@@ -617,6 +630,7 @@ auth = "query:key"
             (&["--upstream", "localhost:8080"], "http"),
             (&["--cache", "gopher://x"], "gopher"),
             (&["--mode", "replays"], "replays"),
+            (&["--repeats", "twice"], "sequence"),
         ] {
             let err = try_parse(argv).unwrap_err();
             assert!(err.contains(needle), "{argv:?}: {err}");

@@ -4,10 +4,10 @@
 mod recording;
 mod replay;
 
-use crate::cassette::{Cassette, StoredBody};
-use crate::config::{ErrorRecording, RecorderConfig};
+use crate::cassette::{Cassette, Sequence, StoredBody};
+use crate::config::{ErrorRecording, RecorderConfig, Repeats};
 use crate::error::{Error, Result};
-use crate::miss::{Miss, NearestIndex};
+use crate::miss::{Miss, NearestIndex, Repeat};
 use crate::mode::Mode;
 use crate::redact::Redactor;
 use crate::request::Request;
@@ -15,10 +15,11 @@ use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::stream::StreamFormat;
 use crate::upstream::{Upstream, HOP_BY_HOP};
 use cassette_keying::{Key, Keyed};
-use cassette_store::DynStore;
+use cassette_store::{DynStore, StoreExt};
 use recording::{Draft, Persist};
 use replay::replay_response;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
@@ -78,6 +79,8 @@ struct Inner {
     counters: Counters,
     index: tokio::sync::Mutex<NearestIndex>,
     usage_log: Option<Mutex<std::fs::File>>,
+    /// How often each request (by base key) was asked so far, in sequence mode.
+    occurrences: Mutex<HashMap<Key, u32>>,
 }
 
 /// Answers LLM API requests from cassettes or the upstream. Cheap to clone; clones share
@@ -154,6 +157,7 @@ impl Recorder {
                 counters: Counters::default(),
                 index: tokio::sync::Mutex::new(NearestIndex::default()),
                 usage_log,
+                occurrences: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -198,7 +202,7 @@ impl Recorder {
             return crate::mcp::http::handle(self, request).await;
         }
         self.to_api_path(&mut request);
-        let keyed = request.key(&self.inner.config.key);
+        let keyed = self.in_session(request.key(&self.inner.config.key));
         match &self.inner.plan {
             Plan::Replay => match self.lookup(&keyed).await? {
                 Some(cassette) => self.replay(&request, keyed, cassette),
@@ -266,18 +270,25 @@ impl Recorder {
     }
 
     async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
-        let explanation = {
-            let mut index = self.inner.index.lock().await;
-            index
-                .refresh(&self.inner.store, &self.inner.config.key)
-                .await;
-            let redactor = &self.inner.redactor;
-            index.explain(&request.target, &request.path, &keyed.material, redactor)
+        let repeat = self.repeat(keyed).await;
+        let explanation = match &repeat {
+            Some(repeat) => repeat.explanation(),
+            None => {
+                let mut index = self.inner.index.lock().await;
+                index
+                    .refresh(&self.inner.store, &self.inner.config.key)
+                    .await;
+                // Explained as the request itself: a first occurrence missing is what matters.
+                let base = keyed.clone().occurrence(1);
+                let redactor = &self.inner.redactor;
+                index.explain(&request.target, &request.path, &base.material, redactor)
+            }
         };
         // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
         // credential the request carried.
         let redactor = &self.inner.redactor;
         Miss {
+            repeat,
             key: keyed.key.clone(),
             profile: keyed.profile.to_string(),
             target: request.target.clone(),
@@ -287,6 +298,51 @@ impl Recorder {
             store: redactor.url(&self.inner.store.location()),
             explanation,
         }
+    }
+
+    /// The key of `keyed` as this occurrence of its request in the recorder's session: in
+    /// sequence mode the n-th time a request is asked gets its n-th occurrence key; otherwise
+    /// every repeat is the request itself.
+    pub(crate) fn in_session(&self, keyed: Keyed) -> Keyed {
+        match self.inner.config.repeats {
+            Repeats::Same => keyed,
+            Repeats::Sequence => {
+                let n = {
+                    let mut seen = self
+                        .inner
+                        .occurrences
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    let count = seen.entry(keyed.key.clone()).or_insert(0);
+                    *count = count.saturating_add(1);
+                    *count
+                };
+                keyed.occurrence(n)
+            }
+        }
+    }
+
+    /// For a later occurrence that missed: how many occurrences of the request are recorded
+    /// (the first ones in a row), when at least the first is; `None` otherwise (then the
+    /// request itself is what is missing).
+    pub(crate) async fn repeat(&self, keyed: &Keyed) -> Option<Repeat> {
+        let asked = keyed.occurrence_number();
+        if asked < 2 {
+            return None;
+        }
+        let mut recorded = 0;
+        for n in 1..asked {
+            let key = keyed.clone().occurrence(n).key;
+            match self.inner.store.contains(&key).await {
+                Ok(true) => recorded = n,
+                _ => break,
+            }
+        }
+        (recorded > 0).then(|| Repeat {
+            base_key: keyed.clone().occurrence(1).key,
+            asked,
+            recorded,
+        })
     }
 
     pub(crate) fn log_usage(&self, key: &Key) {
@@ -354,6 +410,7 @@ impl Recorder {
             recorder: self.clone(),
             request,
             keyed_key: keyed.key.clone(),
+            sequence: Sequence::of(&keyed),
             profile: keyed.profile,
             upstream: sent.upstream,
             status,

@@ -3,7 +3,7 @@
 
 use super::Recorder;
 use crate::cassette::{
-    Cassette, KeySettings, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION,
+    format_for, Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
 };
 use crate::error::Result;
 use crate::request::Request;
@@ -38,6 +38,8 @@ pub(super) struct Draft {
     pub(super) recorder: Recorder,
     pub(super) request: Request,
     pub(super) keyed_key: Key,
+    /// Which occurrence of its request this is, when a later one (sequence mode).
+    pub(super) sequence: Option<Sequence>,
     pub(super) profile: Profile,
     /// The route's base URL, without credentials.
     pub(super) upstream: String,
@@ -145,10 +147,11 @@ impl Draft {
         // Built as received, then redacted as a whole by the one function `cassette verify`
         // audits with; nothing unredacted leaves this function.
         let mut cassette = Cassette {
-            format: FORMAT_VERSION,
+            format: format_for(self.sequence.as_ref()),
             key: self.keyed_key.clone(),
             key_version: cassette_keying::KEY_VERSION,
             key_settings: Some(KeySettings::of(key_config)),
+            sequence: self.sequence.clone(),
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: request.target.clone(),

@@ -3,10 +3,12 @@
 //! routes both answer through an [`McpRecorder`].
 
 use super::message::{self, id_text, subject, with_id, MISS_CODE};
-use crate::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION};
+use crate::cassette::{
+    format_for, Cassette, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
+};
 use crate::engine::Recorder;
 use crate::error::{Error, Result};
-use crate::miss::{Explanation, NearestIndex};
+use crate::miss::{Explanation, NearestIndex, Repeat};
 use crate::mode::Mode;
 use crate::ErrorRecording;
 use cassette_keying::{Keyed, McpRequest};
@@ -165,6 +167,9 @@ pub enum Replayed {
 pub struct McpMiss {
     /// The request's key (64 hex).
     pub key: String,
+    /// Set when a repeat of a recorded request was asked more times than it was recorded
+    /// (sequence mode).
+    pub repeat: Option<Repeat>,
     /// The server's identity.
     pub server: String,
     /// The JSON-RPC method.
@@ -274,13 +279,20 @@ impl McpRecorder {
         &self.inner.recorder
     }
 
-    /// The key of a request to this server.
+    /// The key of a request to this server (its base key: the first occurrence).
     pub fn key(&self, call: &McpCall) -> Keyed {
         let request = McpRequest::new(&self.inner.server, &call.method);
         match &call.params {
             Some(params) => request.params(params).key(),
             None => request.key(),
         }
+    }
+
+    /// The key of `call` as this occurrence of it in the recorder's session: its base key,
+    /// or, when the recorder answers repeats in sequence, the n-th occurrence key the n-th
+    /// time it is asked. Call it once per request the client sends.
+    pub fn key_in_session(&self, call: &McpCall) -> Keyed {
+        self.inner.recorder.in_session(self.key(call))
     }
 
     /// Answers `call` from the store: the messages to send on a hit, the explanation on a miss
@@ -340,18 +352,26 @@ impl McpRecorder {
         let recorder = &self.inner.recorder;
         recorder.count_miss();
         let store = recorder.store();
-        let mut explanation = {
-            let mut index = self.inner.index.lock().await;
-            index.refresh(store, &recorder.config().key).await;
-            let redactor = recorder.redactor();
-            index.explain(&self.inner.server, &call.method, &keyed.material, redactor)
+        let repeat = recorder.repeat(keyed).await;
+        let explanation = match &repeat {
+            Some(repeat) => repeat.explanation(),
+            None => {
+                let mut index = self.inner.index.lock().await;
+                index.refresh(store, &recorder.config().key).await;
+                let base = keyed.clone().occurrence(1);
+                let redactor = recorder.redactor();
+                let mut explanation =
+                    index.explain(&self.inner.server, &call.method, &base.material, redactor);
+                if explanation.nearest.is_none() {
+                    explanation.summary =
+                        format!("Nothing is recorded for {} on this server.", call.method);
+                }
+                explanation
+            }
         };
-        if explanation.nearest.is_none() {
-            explanation.summary =
-                format!("Nothing is recorded for {} on this server.", call.method);
-        }
         let miss = McpMiss {
             key: keyed.key.to_string(),
+            repeat,
             server: self.inner.server.clone(),
             method: call.method.clone(),
             subject: call
@@ -447,12 +467,14 @@ impl McpRecorder {
                 .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
                 .collect()
         };
+        let sequence = Sequence::of(keyed);
         let mut cassette = Cassette {
-            format: FORMAT_VERSION,
+            format: format_for(sequence.as_ref()),
             key: keyed.key.clone(),
             key_version: cassette_keying::KEY_VERSION,
             // MCP keys take no keying settings.
             key_settings: None,
+            sequence,
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: self.inner.server.clone(),
@@ -482,7 +504,8 @@ impl McpRecorder {
         };
         // The whole document through the same redaction as an HTTP recording.
         redactor.cassette(&mut cassette);
-        cassette.meta.request_redacted = keyed_stored_request(&cassette).key != keyed.key;
+        cassette.meta.request_redacted =
+            cassette.keyed_request(&Default::default()).key != keyed.key;
         cassette
     }
 }

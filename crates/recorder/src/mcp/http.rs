@@ -88,7 +88,8 @@ async fn post(engine: &McpRecorder, request: Request) -> Result<Outcome> {
             return Ok(json_rpc(&request, key, line, Source::PassedThrough));
         }
     };
-    let keyed = engine.key(&call);
+    // Keyed once per request: in sequence mode this counts the occurrence.
+    let keyed = engine.key_in_session(&call);
     match engine.mode() {
         Mode::Replay => match engine.replay(&call, &keyed).await? {
             Replayed::Hit(messages) => replayed(engine, &request, &call, keyed, messages).await,

@@ -13,14 +13,27 @@
 //!
 //! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
 //!
+//! # Traffic that bypassed the base URL
+//!
+//! The proxy also answers forward-proxy requests (`CONNECT host:443`, absolute-form
+//! `http://host/...`), which a client sends when the usual proxy variables point here but its
+//! base URL does not: see the `forward` module and [`Forwarding`]. In replay they are refused
+//! without connecting anywhere; otherwise tunnelled unrecorded. Either way they are counted by
+//! host ([`ProxyStats::bypassed`]).
+//!
 //! # Errors
 //!
 //! Every error is answered as JSON in the style the OpenAI and Anthropic SDKs parse
 //! (`{"type": "error", "error": {"type", "message", ...}}`). A replay miss is a 409 with
 //! `x-should-retry: false`, so the SDKs raise at once instead of retrying: they retry 409 by
-//! default and would otherwise bury the miss under a slow, misleading connection error.
+//! default and would otherwise bury the miss under a slow, misleading connection error. A
+//! client that ignores that header (the Vercel AI SDK) fails fast with another
+//! [`ProxyConfig::miss_status`].
 
+mod forward;
 mod server;
+
+pub use forward::{Bypassed, Forwarding, HostPattern};
 
 use crate::engine::{Recorder, Stats};
 use crate::error::{Error, Setting};
@@ -64,7 +77,14 @@ pub struct ProxyConfig {
     pub exposure: Exposure,
     /// Advice added to error messages; none by default.
     pub advice: Option<Advice>,
+    /// The HTTP status of a replay miss: 409 by default; any 4xx or 5xx.
+    pub miss_status: u16,
+    /// What forward-proxy requests for other hosts get.
+    pub forwarding: Forwarding,
 }
+
+/// The status a replay miss is answered with unless configured otherwise.
+pub const DEFAULT_MISS_STATUS: u16 = 409;
 
 impl Default for ProxyConfig {
     fn default() -> Self {
@@ -73,6 +93,8 @@ impl Default for ProxyConfig {
             max_body: crate::config::DEFAULT_MAX_BODY,
             exposure: Exposure::LoopbackOnly,
             advice: None,
+            miss_status: DEFAULT_MISS_STATUS,
+            forwarding: Forwarding::default(),
         }
     }
 }
@@ -94,6 +116,12 @@ impl ProxyConfig {
                 reason: "it must be at least 1 byte",
             });
         }
+        if !(400..=599).contains(&self.miss_status) {
+            return Err(Error::InvalidSetting {
+                setting: Setting::MissStatus,
+                reason: "it must be an HTTP error status, 400 to 599",
+            });
+        }
         if !self.listen.ip().is_loopback() && self.exposure == Exposure::LoopbackOnly {
             return Err(Error::NotLoopback { addr: self.listen });
         }
@@ -102,13 +130,24 @@ impl ProxyConfig {
 }
 
 /// Counters of the proxy: the recorder's plus the requests the proxy received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct ProxyStats {
-    /// Requests received for upstream paths (health and stats requests not counted).
+    /// Requests received for upstream paths (health and stats requests, and forward-proxy
+    /// requests for other hosts, not counted).
     pub requests: u64,
     /// The recorder's counters.
     #[serde(flatten)]
     pub recorder: Stats,
+    /// Forward-proxy requests for other hosts, by host: traffic that bypassed the base URL
+    /// (allowed hosts not counted).
+    pub bypassed: Vec<Bypassed>,
+}
+
+impl ProxyStats {
+    /// How many requests bypassed the base URL, over all hosts.
+    pub fn bypass_count(&self) -> u64 {
+        self.bypassed.iter().map(Bypassed::requests).sum()
+    }
 }
 
 /// A proxy bound to a socket, ready to [`serve`](Proxy::serve).
@@ -149,7 +188,7 @@ impl Proxy {
             source: Box::new(e),
         })?;
         Ok(Proxy {
-            state: Arc::new(AppState::new(recorder, config)),
+            state: Arc::new(AppState::new(recorder, config, addr)),
             listener,
             addr,
         })
@@ -203,6 +242,7 @@ impl StatsHandle {
         ProxyStats {
             requests: self.0.requests.load(Ordering::Relaxed),
             recorder: self.0.recorder.stats(),
+            bypassed: self.0.forward.bypassed(),
         }
     }
 }

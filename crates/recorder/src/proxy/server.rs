@@ -1,6 +1,7 @@
 //! The proxy's HTTP server (axum): turns HTTP requests into recorder requests and outcomes and
 //! errors back into HTTP answers. Nothing outside this module sees an axum type.
 
+use super::forward::{self, Forwarder};
 use super::{Advice, ProxyConfig, ProxyStats, StatsHandle};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
@@ -17,6 +18,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -33,10 +35,14 @@ pub(super) struct AppState {
     /// Mounted route names (every configured route except `default`).
     mounts: Vec<String>,
     pub(super) requests: AtomicU64,
+    /// The status a replay miss is answered with.
+    miss_status: StatusCode,
+    /// Forward-proxy requests: the traffic that bypassed the base URL.
+    pub(super) forward: Forwarder,
 }
 
 impl AppState {
-    pub(super) fn new(recorder: Recorder, config: &ProxyConfig) -> AppState {
+    pub(super) fn new(recorder: Recorder, config: &ProxyConfig, own: SocketAddr) -> AppState {
         let mounts = recorder
             .config()
             .routes
@@ -50,6 +56,8 @@ impl AppState {
             advice: config.advice,
             mounts,
             requests: AtomicU64::new(0),
+            miss_status: StatusCode::from_u16(config.miss_status).unwrap_or(StatusCode::CONFLICT),
+            forward: Forwarder::new(config.forwarding.clone(), own),
         }
     }
 }
@@ -69,7 +77,11 @@ impl AppState {
     fn error_response(&self, err: &Error) -> Response {
         let message = self.message(err);
         tracing::warn!("{message}");
-        recorder_error_response(err, &message)
+        let mut response = recorder_error_response(err, &message);
+        if matches!(err, Error::Miss(_)) {
+            *response.status_mut() = self.miss_status;
+        }
+        response
     }
 }
 
@@ -79,7 +91,9 @@ pub(super) async fn serve(
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    // The peer's address tells forward-proxy requests from this machine from others.
+    let service = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, service)
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -89,6 +103,10 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/_cassette/stats", get(stats))
         .fallback(proxy_request)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::intercept,
+        ))
         .with_state(state)
 }
 
@@ -301,6 +319,9 @@ fn recorder_error_response(err: &Error, message: &str) -> Response {
             detail.insert("path".into(), json!(miss.path));
             detail.insert("model".into(), json!(miss.model));
             detail.insert("store".into(), json!(miss.store));
+            if let Some(repeat) = &miss.repeat {
+                detail.insert("repeat".into(), json!(repeat));
+            }
             detail.insert(
                 "explanation".into(),
                 serde_json::to_value(&miss.explanation).unwrap_or(Value::Null),
