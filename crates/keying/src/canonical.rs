@@ -38,9 +38,11 @@ pub(crate) const GEMINI_SYSTEM: &[&str] = &["systemInstruction", "system_instruc
 pub(crate) const GEMINI_GENERATION_CONFIG: &str = "generationConfig";
 const GEMINI_GENERATION_CONFIG_SNAKE: &str = "generation_config";
 
-/// Query parameters that choose how Gemini frames its answer (`alt=sse` for the event
-/// stream, `json` by default) and not what it answers; `$alt` is the same system parameter.
-const GEMINI_VOLATILE_QUERY: &[&str] = &["alt", "$alt"];
+/// The query parameter that chooses how Gemini frames its answer, not what it answers (`$alt`
+/// is the same system parameter), and the framings a recorder re-synthesizes from one final
+/// response: the event stream and JSON. Any other framing (`alt=proto`) stays in the key.
+const GEMINI_FRAMING: &[&str] = &["alt", "$alt"];
+const GEMINI_JSON_FRAMINGS: &[&str] = &["sse", "json"];
 
 /// Defaults Google documents for `GenerationConfig` members, merged into `generationConfig`
 /// when absent (docs/keying.md cites each). Sampling settings (`temperature`, `topP`, `topK`,
@@ -319,7 +321,7 @@ pub(crate) fn semantic_headers(headers: &[(&str, &str)]) -> Value {
 }
 
 /// Key contract step 5: the query as sorted `[name, value]` pairs, form-decoded, credentials
-/// (and for Gemini, the framing parameter `alt`) dropped.
+/// (and for Gemini, the framing parameter `alt=sse` or `alt=json`) dropped.
 pub(crate) fn canonical_query(profile: Profile, query: &str) -> Value {
     let mut pairs: Vec<(String, String)> = query
         .split('&')
@@ -329,8 +331,10 @@ pub(crate) fn canonical_query(profile: Profile, query: &str) -> Value {
             None => (form_decode(segment), String::new()),
         })
         .filter(|(name, _)| !is_query_credential(name))
-        .filter(|(name, _)| {
-            profile != Profile::GeminiGenerate || !GEMINI_VOLATILE_QUERY.contains(&name.as_str())
+        .filter(|(name, value)| {
+            profile != Profile::GeminiGenerate
+                || !(GEMINI_FRAMING.contains(&name.as_str())
+                    && GEMINI_JSON_FRAMINGS.contains(&value.as_str()))
         })
         .collect();
     pairs.sort();

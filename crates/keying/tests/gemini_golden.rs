@@ -384,6 +384,14 @@ fn the_model_in_the_path_and_other_query_parameters_change_the_key() {
     let mut fields = vector();
     fields.query = "fields=candidates";
     assert_ne!(base, keyed(&fields).key);
+    // Only the framings replayed from one JSON final response leave the key: a protobuf
+    // answer is another answer.
+    let mut proto = vector();
+    proto.query = "alt=proto";
+    assert_ne!(base, keyed(&proto).key);
+    let mut upper = vector();
+    upper.query = "alt=SSE";
+    assert_ne!(base, keyed(&upper).key);
     let mut target = vector();
     target.target = "vertex";
     assert_ne!(base, keyed(&target).key);

@@ -156,7 +156,7 @@ impl StreamFormat {
         let sse = query.split('&').any(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             matches!(cassette_keying::form_decode(name).as_str(), "alt" | "$alt")
-                && cassette_keying::form_decode(value).eq_ignore_ascii_case("sse")
+                && cassette_keying::form_decode(value) == "sse"
         });
         Some(if sse {
             StreamFormat::GeminiSse
