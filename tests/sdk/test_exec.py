@@ -118,6 +118,27 @@ def test_any_miss_exits_2_even_when_the_command_succeeds(cassette, store_url, ap
     assert upstream.connections == stopped
 
 
+def test_every_distinct_missed_key_is_listed_once_with_its_explanation(cassette, store_url, app, stopped):
+    # Two distinct misses, one of them twice; the recorded prompt reworded, so the nearest
+    # recording is named.
+    script = (
+        f'"{sys.executable}" "{app}" "Where is my refund now?" 0; '
+        f'"{sys.executable}" "{app}" "Where is my refund now?" 0; '
+        f'"{sys.executable}" "{app}" "Something never recorded" 0'
+    )
+    result = exec_(cassette, store_url, ["--", "sh", "-c", script])
+    assert result.returncode == 2, result.stderr
+    keys = [json.loads(line)["miss"] for line in result.stdout.splitlines()]
+    assert keys[0] == keys[1] != keys[2]
+    lines = result.stderr.splitlines()
+    start = lines.index("cassette exec: 2 distinct keys missed:")
+    listed = lines[start + 1 : start + 3]
+    assert listed[0].startswith(f"  {keys[0]} POST /v1/chat/completions (target default, model gpt-4o-mini): The nearest recording"), listed
+    assert '"Where is my refund?" -> "Where is my refund now?"' in listed[0], listed
+    assert listed[1].startswith(f"  {keys[2]} POST /v1/chat/completions"), listed
+    assert "3 misses" in result.stderr
+
+
 def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_url, tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(ENV_PROBE)

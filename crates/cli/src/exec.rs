@@ -11,14 +11,17 @@
 //! replay (a missing recording is a different signal from a failed test and should reach a
 //! different person), otherwise the command's own status (128+N when a signal N ended it).
 
+use crate::mcp::ReportedMiss;
 use crate::proxy::{init_logging, summary};
 use crate::settings::{
     keys_summary, RecorderArgs, RecorderSettings, RouteKey, ServeArgs, ServeSettings, SettingsFile,
 };
 use crate::EXIT_ERROR;
 use anyhow::{bail, Context};
+use cassette_recorder::miss::MissLog;
 use cassette_recorder::proxy::{spawn, ProxyConfig, ProxyStats};
 use cassette_recorder::Mode;
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::process::{ExitCode, ExitStatus};
@@ -286,6 +289,7 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         let recorder = settings.clone().build()?;
         let mode = recorder.mode();
         let store = recorder.store().location();
+        let recording = recorder.clone();
         let proxy = spawn(recorder, &config)
             .await
             .context("cannot start the in-process proxy")?;
@@ -309,15 +313,18 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .with_context(|| format!("cannot run `{}`", program.to_string_lossy()))?;
         let status = wait_forwarding_signals(&mut child).await?;
 
+        let handle = proxy.stats_handle();
         let stats = proxy
             .stop()
             .await
             .context("cannot stop the in-process proxy")?;
+        crate::flush_index(&recording).await;
         let mcp = mcp_report.read();
         let outcome = Outcome {
             mode,
             store,
             stats,
+            missed: handle.misses(),
             mcp,
         };
         Ok(outcome.report(&settings, status))
@@ -329,6 +336,8 @@ struct Outcome {
     mode: Mode,
     store: String,
     stats: ProxyStats,
+    /// The distinct HTTP misses.
+    missed: MissLog,
     mcp: crate::mcp::ExecMcpReport,
 }
 
@@ -339,6 +348,7 @@ impl Outcome {
             mode,
             store,
             stats,
+            missed,
             mcp,
         } = self;
         let misses = stats.recorder.misses + mcp.misses.len() as u64;
@@ -367,8 +377,8 @@ impl Outcome {
         if let Some(bypass) = crate::bypass::report(stats, *mode) {
             eprintln!("cassette exec: {bypass}");
         }
-        for miss in &mcp.misses {
-            eprintln!("cassette exec: MCP miss: {miss}");
+        for line in missed_lines(missed, &mcp.misses) {
+            eprintln!("{line}");
         }
         if misses > 0 || refused {
             ExitCode::from(EXIT_ERROR)
@@ -376,6 +386,46 @@ impl Outcome {
             ExitCode::from(status_code(status))
         }
     }
+}
+
+/// Distinct missed keys listed before the rest are only counted.
+const LISTED_MISSES: usize = 20;
+
+/// One line per distinct missed key (HTTP and MCP together), the first [`LISTED_MISSES`], with
+/// the request and the explanation's summary, then how many more there were.
+fn missed_lines(http: &MissLog, mcp: &[ReportedMiss]) -> Vec<String> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut listed: Vec<(&str, &str, &str)> = Vec::new();
+    let notes = http
+        .notes
+        .iter()
+        .map(|n| (n.key.as_str(), n.request.as_str(), n.summary.as_str()));
+    let reported = mcp
+        .iter()
+        .map(|m| (m.key.as_str(), m.request.as_str(), m.summary.as_str()));
+    let mut distinct = http.distinct;
+    for (key, request, summary) in notes.chain(reported) {
+        if seen.insert(key) {
+            listed.push((key, request, summary));
+        }
+    }
+    // HTTP keys past the notes are counted in `http.distinct` already; MCP keys are not.
+    distinct += (listed.len() - http.notes.len()) as u64;
+    if distinct == 0 {
+        return Vec::new();
+    }
+    let mut lines = vec![format!(
+        "cassette exec: {distinct} distinct key{} missed:",
+        if distinct == 1 { "" } else { "s" }
+    )];
+    for (key, request, summary) in listed.iter().take(LISTED_MISSES) {
+        lines.push(format!("  {key} {request}: {summary}"));
+    }
+    let shown = listed.len().min(LISTED_MISSES) as u64;
+    if distinct > shown {
+        lines.push(format!("  ... and {} more", distinct - shown));
+    }
+    lines
 }
 
 /// Waits for the child. SIGINT from a terminal already reaches the whole process group, so it
@@ -623,6 +673,37 @@ mod tests {
             keys_summary(&built_in(None, None)),
             "no route holds a key (clients' own credentials pass through)"
         );
+    }
+
+    #[test]
+    fn distinct_misses_are_listed_up_to_twenty_then_counted() {
+        use cassette_recorder::miss::MissNote;
+        let key = |n: usize| cassette_keying::Key::parse(&format!("{n:064x}")).unwrap();
+        let note = |n: usize| MissNote {
+            key: key(n),
+            request: format!("POST /r{n}"),
+            summary: format!("why {n}"),
+            count: 1,
+        };
+        let http = MissLog {
+            notes: (0..15).map(note).collect(),
+            distinct: 15,
+            total: 17,
+        };
+        let mcp: Vec<ReportedMiss> = (10..25)
+            .map(|n| ReportedMiss {
+                key: key(n).to_string(),
+                request: format!("tools/call {n}"),
+                summary: format!("mcp {n}"),
+            })
+            .collect();
+        let lines = missed_lines(&http, &mcp);
+        assert_eq!(lines[0], "cassette exec: 25 distinct keys missed:");
+        assert_eq!(lines[1], format!("  {} POST /r0: why 0", key(0)));
+        assert_eq!(lines[16], format!("  {} tools/call 15: mcp 15", key(15)));
+        assert_eq!(lines.len(), 1 + 20 + 1);
+        assert_eq!(lines[21], "  ... and 5 more");
+        assert!(missed_lines(&MissLog::default(), &[]).is_empty());
     }
 
     #[cfg(unix)]

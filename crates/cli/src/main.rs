@@ -66,6 +66,10 @@ enum Command {
     Gc(maint::gc::GcArgs),
     /// Copy cassettes between stores (create-only and resumable by default).
     Copy(maint::copy::CopyArgs),
+    /// Convert tapes of other tools (seed-harness JSON, vcrpy YAML) into cassettes.
+    Import(maint::import::ImportArgs),
+    /// Compact the nearest-recording index, so a miss does not read every cassette.
+    Index(maint::index::IndexArgs),
     /// Compare two stores: keys only in one, and changed answers.
     Diff(maint::diff::DiffArgs),
     /// Compare two saved runs: regressions, fixes, added and removed cases.
@@ -74,6 +78,18 @@ enum Command {
     Probe(maint::probe::ProbeArgs),
     /// Keep the cases whose score is near their threshold, for a canary suite.
     Canary(maint::canary::CanaryArgs),
+}
+
+/// Writes the index records of the cassettes a command recorded (see
+/// `cassette_recorder::miss`), warning rather than failing: the cassettes are written already,
+/// and the index only makes explaining a later miss cheaper.
+pub(crate) async fn flush_index(recorder: &cassette_recorder::Recorder) {
+    if let Err(err) = recorder.flush_index().await {
+        eprintln!(
+            "cassette: warning: the nearest-recording index was not updated: {:#} (run `cassette index` later)",
+            anyhow::Error::new(err)
+        );
+    }
 }
 
 fn main() -> ExitCode {
@@ -129,6 +145,8 @@ fn run_command(
         Command::Verify(args) => maint::verify::run(args, file),
         Command::Gc(args) => maint::gc::run(args, file),
         Command::Copy(args) => maint::copy::run(args),
+        Command::Import(args) => maint::import::run(args, file),
+        Command::Index(args) => maint::index::run(args, file),
         Command::Diff(args) => maint::diff::run(args),
         Command::DiffRuns(args) => maint::diff_runs::run(args),
         Command::Probe(args) => maint::probe::run(args, file),

@@ -108,6 +108,7 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
     let store = recorder.store().location();
+    let recording = recorder.clone();
     let proxy = Proxy::bind(recorder, &settings.proxy).await?;
     if !settings.proxy.listen.ip().is_loopback() {
         eprintln!(
@@ -124,7 +125,9 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     if mode.may_call_upstream() {
         eprintln!("cassette proxy: {}", crate::settings::keys_summary(&keys));
     }
-    Ok(proxy.serve(shutdown_signal()).await?)
+    let stats = proxy.serve(shutdown_signal()).await;
+    crate::flush_index(&recording).await;
+    Ok(stats?)
 }
 
 /// One line of counters, as printed on shutdown and by `cassette exec`.

@@ -49,7 +49,7 @@ mod profile;
 mod special;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
-pub use diff::{diff, Change, Difference};
+pub use diff::{diff, shorten, Change, Difference, MAX_SHOWN};
 pub use jcs::to_canonical_string;
 pub use json_path::{JsonPath, JsonPathError};
 pub use mcp::McpRequest;

@@ -1101,8 +1101,8 @@ fn diff_names_the_body_paths_headers_and_system_prompt_that_differ() {
     let Change::Changed { old: was, new: now } = &found[5].change else {
         panic!("system_sha256 should be a change: {:?}", found[5]);
     };
-    assert_eq!(was, &format!("\"{}\"", sha256_hex(b"Be kind.")));
-    assert_eq!(now, &format!("\"{}\"", sha256_hex(b"Be nice.")));
+    assert_eq!(was, &serde_json::json!(sha256_hex(b"Be kind.")));
+    assert_eq!(now, &serde_json::json!(sha256_hex(b"Be nice.")));
 }
 
 #[test]

@@ -46,7 +46,7 @@ mod upstream;
 
 pub use cassette::Cassette;
 pub use config::{ErrorRecording, RecorderConfig, Repeats, Route};
-pub use engine::{Recorder, Stats};
+pub use engine::{Exchange, ImportWrite, Recorder, Stats};
 pub use error::{BoxError, Error, Result, Setting};
 pub use miss::Miss;
 pub use mode::Mode;

@@ -1,7 +1,7 @@
 //! `cassette ls [--json]`: what is recorded, one cassette a line, with model, path, size and
 //! recorded_at; a later occurrence of a request (sequence mode) shows which (`#3`).
 
-use super::{load_all, runtime, StoreArgs};
+use super::{foreign_files, load_all, runtime, StoreArgs};
 use crate::settings::SettingsFile;
 use cassette_recorder::Cassette;
 use cassette_store::Key;
@@ -39,7 +39,8 @@ pub(crate) fn run(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
 }
 
 fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
-    let store = args.store.open(file)?;
+    let spec = args.store.resolve(file);
+    let store = spec.open()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let loaded = runtime()?.block_on(load_all(&store))?;
@@ -63,14 +64,24 @@ fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
         writeln!(out, "{line}")?;
     }
     out.flush()?;
+    // On stderr, so `ls --json` stays one cassette a line.
+    let foreign = foreign_files(&spec)?;
+    for file in &foreign {
+        eprintln!("not listed: {}: {}", file.path.display(), file.what);
+    }
     eprintln!(
-        "{} cassettes in {}{}",
+        "{} cassettes in {}{}{}",
         loaded.len(),
         store.location(),
         if broken > 0 {
             format!(", {broken} unreadable")
         } else {
             String::new()
+        },
+        if foreign.is_empty() {
+            String::new()
+        } else {
+            format!(", {} other files not listed", foreign.len())
         }
     );
     Ok(if broken > 0 {

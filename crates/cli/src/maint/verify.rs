@@ -7,7 +7,7 @@
 //! (a gap would make replay miss halfway through the sequence). `--strict` also fails when git has uncommitted
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
-use super::{load_all, runtime, StoreArgs};
+use super::{foreign_files, load_all, runtime, store_exists, StoreArgs};
 use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
@@ -55,10 +55,19 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         GitCheck::RequireClean => Some(local_folder(&spec)?),
         GitCheck::Skip => None,
     };
+    if !store_exists(&spec) {
+        // Opening it would create it empty, and an empty store verifies nothing.
+        eprintln!("cassette verify: the store {spec} does not exist: nothing to verify");
+        return Ok(ExitCode::from(1));
+    }
     let store = spec.open()?;
     let loaded = runtime()?.block_on(load_all(&store))?;
     let config = args.keying.config(file);
     let mut problems = 0usize;
+    for foreign in foreign_files(&spec)? {
+        println!("{}: {}", foreign.path.display(), foreign.what);
+        problems += 1;
+    }
     let mut unverifiable = 0usize;
     for (key, bytes, parsed) in &loaded {
         let checked = check(key, bytes.as_ref(), parsed, &config);
@@ -87,6 +96,13 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
             String::new()
         }
     );
+    if loaded.is_empty() {
+        eprintln!(
+            "cassette verify: {} holds no cassette: nothing was verified",
+            store.location()
+        );
+        return Ok(ExitCode::from(1));
+    }
     Ok(if problems > 0 {
         ExitCode::from(1)
     } else {

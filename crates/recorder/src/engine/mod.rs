@@ -1,13 +1,18 @@
 //! The engine: answers a request from the store or the upstream, according to the mode
 //! (`recording` writes what the upstream answered, `replay` turns a cassette back into an answer).
 
+mod import;
 mod recording;
 mod replay;
+
+pub use import::{Exchange, ImportWrite};
 
 use crate::cassette::{Cassette, Sequence, StoredBody};
 use crate::config::{ErrorRecording, RecorderConfig, Repeats};
 use crate::error::{Error, Result};
-use crate::miss::{Miss, NearestIndex, Repeat};
+use crate::miss::{
+    write_segment, IndexRecord, Miss, MissBook, MissLog, NearestIndex, Repeat, SegmentKind,
+};
 use crate::mode::Mode;
 use crate::redact::Redactor;
 use crate::request::Request;
@@ -26,6 +31,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// How long recorded cassettes wait for more before their index records are written.
+const FLUSH_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Index records written at once when recordings come faster than [`FLUSH_DELAY`].
+const FLUSH_BATCH: usize = 256;
 
 /// Counters since the recorder was built.
 #[derive(Debug, Default)]
@@ -78,6 +89,11 @@ struct Inner {
     redactor: Redactor,
     counters: Counters,
     index: tokio::sync::Mutex<NearestIndex>,
+    misses: Mutex<MissBook>,
+    /// Index records of cassettes written and not yet in a segment.
+    pending: Mutex<Vec<IndexRecord>>,
+    /// One segment write at a time.
+    flushing: tokio::sync::Mutex<()>,
     usage_log: Option<Mutex<std::fs::File>>,
     /// How often each request (by base key) was asked so far, in sequence mode.
     occurrences: Mutex<HashMap<Key, u32>>,
@@ -156,6 +172,9 @@ impl Recorder {
                 redactor,
                 counters: Counters::default(),
                 index: tokio::sync::Mutex::new(NearestIndex::default()),
+                misses: Mutex::new(MissBook::default()),
+                pending: Mutex::new(Vec::new()),
+                flushing: tokio::sync::Mutex::new(()),
                 usage_log,
                 occurrences: Mutex::new(HashMap::new()),
             }),
@@ -187,6 +206,21 @@ impl Recorder {
             upstream_requests: c.upstream_requests.load(Ordering::Relaxed),
             upstream_errors: c.upstream_errors.load(Ordering::Relaxed),
         }
+    }
+
+    /// The distinct keys that missed so far, the first ones with their one-line explanation.
+    pub fn misses(&self) -> MissLog {
+        self.miss_book().log()
+    }
+
+    fn miss_book(&self) -> std::sync::MutexGuard<'_, MissBook> {
+        // Every update is one call that cannot panic half-way; a poisoned lock is still whole.
+        self.inner.misses.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes a miss for [`Recorder::misses`].
+    pub(crate) fn note_miss(&self, key: &Key, request: impl FnOnce() -> String, summary: &str) {
+        self.miss_book().note(key, request, summary);
     }
 
     /// Answers `request` according to the mode.
@@ -266,7 +300,9 @@ impl Recorder {
 
     async fn miss(&self, request: &Request, keyed: &Keyed) -> Error {
         self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
-        Error::Miss(Box::new(self.build_miss(request, keyed).await))
+        let miss = self.build_miss(request, keyed).await;
+        self.note_miss(&miss.key, || miss.request_line(), &miss.explanation.summary);
+        Error::Miss(Box::new(miss))
     }
 
     async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
@@ -275,13 +311,16 @@ impl Recorder {
             Some(repeat) => repeat.explanation(),
             None => {
                 let mut index = self.inner.index.lock().await;
-                index
-                    .refresh(&self.inner.store, &self.inner.config.key)
-                    .await;
+                let (store, config) = (&self.inner.store, &self.inner.config.key);
                 // Explained as the request itself: a first occurrence missing is what matters.
                 let base = keyed.clone().occurrence(1);
                 let redactor = &self.inner.redactor;
-                index.explain(&request.target, &request.path, &base.material, redactor)
+                let asked = (
+                    request.target.as_str(),
+                    request.path.as_str(),
+                    &base.material,
+                );
+                index.explain(store, config, redactor, asked).await
             }
         };
         // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
@@ -297,6 +336,63 @@ impl Recorder {
             model: request.model().map(|model| redactor.text(&model)),
             store: redactor.url(&self.inner.store.location()),
             explanation,
+        }
+    }
+
+    /// Store requests the nearest-recording index has made so far (segment and key listings,
+    /// segment and cassette reads), for benchmarks and tests of its cost.
+    pub async fn index_requests(&self) -> u64 {
+        self.inner.index.lock().await.requests()
+    }
+
+    /// Writes the index records of the cassettes written so far into a segment of the store, so
+    /// a later miss finds them without reading every cassette. Happens on its own within a
+    /// second of a recording; call it before the process exits to write the last ones.
+    pub async fn flush_index(&self) -> Result<()> {
+        let _one_at_a_time = self.inner.flushing.lock().await;
+        let records = std::mem::take(&mut *self.pending());
+        if let Err(err) = write_segment(&self.inner.store, &records, SegmentKind::Writer).await {
+            // Put back, so a later flush tries again; the index is a hint, the cassettes are
+            // written already.
+            self.pending().extend(records);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<IndexRecord>> {
+        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes a cassette just written, for the next index segment.
+    pub(crate) fn note_recorded(&self, cassette: &crate::cassette::Cassette) {
+        if !self.inner.store.keeps_segments() {
+            return;
+        }
+        let record = IndexRecord::of(cassette, &self.inner.config.key);
+        let waiting = {
+            let mut pending = self.pending();
+            pending.push(record);
+            pending.len()
+        };
+        // The first pending record schedules a flush a moment later, batching a burst of
+        // recordings into one segment; a long burst is flushed as it goes.
+        let delay = match waiting {
+            1 => Some(FLUSH_DELAY),
+            n if n >= FLUSH_BATCH => Some(std::time::Duration::ZERO),
+            _ => None,
+        };
+        if let (Some(delay), Ok(runtime)) = (delay, tokio::runtime::Handle::try_current()) {
+            let recorder = self.clone();
+            runtime.spawn(async move {
+                tokio::time::sleep(delay).await;
+                if let Err(err) = recorder.flush_index().await {
+                    tracing::warn!(
+                        "cannot write an index segment: {}",
+                        crate::error::report(&err)
+                    );
+                }
+            });
         }
     }
 

@@ -32,6 +32,13 @@ pub(super) enum Persist {
     Nothing,
 }
 
+/// Where a recording came from: when, by what, how long the upstream took.
+pub(super) struct Stamp {
+    pub(super) recorded_at: String,
+    pub(super) tool: String,
+    pub(super) latency_ms: u64,
+}
+
 /// What is known about a recording before its body is complete.
 #[derive(Clone)]
 pub(super) struct Draft {
@@ -119,11 +126,27 @@ impl Draft {
 
     /// Writes the recording according to `persist`.
     pub(super) async fn store(self, body: StoredBody, stream: Option<StreamFormat>) -> Result<()> {
+        let stamp = Stamp {
+            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            tool: TOOL.to_owned(),
+            latency_ms: self.started.elapsed().as_millis() as u64,
+        };
+        self.store_stamped(body, stream, stamp).await.map(|_| ())
+    }
+
+    /// Writes the recording according to `persist`, with its provenance; whether it was
+    /// written (a create-only write that lost keeps the other recording).
+    pub(super) async fn store_stamped(
+        self,
+        body: StoredBody,
+        stream: Option<StreamFormat>,
+        stamp: Stamp,
+    ) -> Result<Created> {
         if self.persist == Persist::Nothing {
-            return Ok(());
+            return Ok(Created::AlreadyExists);
         }
         let inner = &self.recorder.inner;
-        let cassette = self.cassette(body, stream);
+        let cassette = self.cassette(body, stream, stamp);
         let key = &self.keyed_key;
         let document = cassette.to_document();
         match self.persist {
@@ -131,16 +154,22 @@ impl Draft {
             Persist::CreateOnly => {
                 if inner.store.put_if_absent(key, document).await? == Created::AlreadyExists {
                     tracing::info!("cassette {key} was recorded by another runner first; kept it");
-                    return Ok(());
+                    return Ok(Created::AlreadyExists);
                 }
             }
-            Persist::Nothing => return Ok(()),
+            Persist::Nothing => return Ok(Created::AlreadyExists),
         }
         inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        self.recorder.note_recorded(&cassette);
+        Ok(Created::Won)
     }
 
-    fn cassette(&self, response_body: StoredBody, stream: Option<StreamFormat>) -> Cassette {
+    fn cassette(
+        &self,
+        response_body: StoredBody,
+        stream: Option<StreamFormat>,
+        stamp: Stamp,
+    ) -> Cassette {
         let redactor = &self.recorder.inner.redactor;
         let key_config = &self.recorder.inner.config.key;
         let request = &self.request;
@@ -152,8 +181,8 @@ impl Draft {
             key_version: cassette_keying::KEY_VERSION,
             key_settings: Some(KeySettings::of(key_config)),
             sequence: self.sequence.clone(),
-            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            tool: TOOL.to_owned(),
+            recorded_at: stamp.recorded_at,
+            tool: stamp.tool,
             target: request.target.clone(),
             upstream: self.upstream.clone(),
             request: StoredRequest {
@@ -171,7 +200,7 @@ impl Draft {
             },
             meta: Meta {
                 profile: self.profile.to_string(),
-                latency_ms: self.started.elapsed().as_millis() as u64,
+                latency_ms: stamp.latency_ms,
                 ..Meta::default()
             },
         };

@@ -183,6 +183,17 @@ pub struct McpMiss {
 }
 
 impl McpMiss {
+    /// The request in a few words: ``tools/call `search` on MCP server `notes` ``.
+    pub fn request_line(&self) -> String {
+        match &self.subject {
+            Some(subject) => format!(
+                "{} `{subject}` on MCP server `{}`",
+                self.method, self.server
+            ),
+            None => format!("{} on MCP server `{}`", self.method, self.server),
+        }
+    }
+
     /// The differences from the nearest recording, one a line, or why there is none.
     pub fn explanation_lines(&self) -> Vec<String> {
         match &self.explanation.nearest {
@@ -357,11 +368,14 @@ impl McpRecorder {
             Some(repeat) => repeat.explanation(),
             None => {
                 let mut index = self.inner.index.lock().await;
-                index.refresh(store, &recorder.config().key).await;
+                let (config, redactor) = (&recorder.config().key, recorder.redactor());
                 let base = keyed.clone().occurrence(1);
-                let redactor = recorder.redactor();
-                let mut explanation =
-                    index.explain(&self.inner.server, &call.method, &base.material, redactor);
+                let asked = (
+                    self.inner.server.as_str(),
+                    call.method.as_str(),
+                    &base.material,
+                );
+                let mut explanation = index.explain(store, config, redactor, asked).await;
                 if explanation.nearest.is_none() {
                     explanation.summary =
                         format!("Nothing is recorded for {} on this server.", call.method);
@@ -380,6 +394,11 @@ impl McpRecorder {
             store: recorder.redactor().url(&store.location()),
             explanation,
         };
+        recorder.note_miss(
+            &keyed.key,
+            || miss.request_line(),
+            &miss.explanation.summary,
+        );
         if let Some(hook) = &self.miss_hook {
             hook(&miss);
         }
@@ -408,9 +427,8 @@ impl McpRecorder {
         let recorder = &self.inner.recorder;
         let store = recorder.store();
         let key = &keyed.key;
-        let document = self
-            .cassette(call, keyed, recording, transcript)
-            .to_document();
+        let cassette = self.cassette(call, keyed, recording, transcript);
+        let document = cassette.to_document();
         match persistence {
             Persistence::Overwrite => store.put(key, document).await?,
             Persistence::CreateOnly => {
@@ -423,6 +441,7 @@ impl McpRecorder {
         }
         recorder.count_recorded();
         recorder.log_usage(&keyed.key);
+        recorder.note_recorded(&cassette);
         Ok(true)
     }
 

@@ -37,6 +37,7 @@ pub use forward::{Bypassed, Forwarding, HostPattern};
 
 use crate::engine::{Recorder, Stats};
 use crate::error::{Error, Setting};
+use crate::miss::MissLog;
 use serde::Serialize;
 use server::AppState;
 use std::future::Future;
@@ -245,6 +246,11 @@ impl StatsHandle {
             bypassed: self.0.forward.bypassed(),
         }
     }
+
+    /// The distinct keys that missed so far, the first ones with their one-line explanation.
+    pub fn misses(&self) -> MissLog {
+        self.0.recorder.misses()
+    }
 }
 
 /// Starts the proxy in the background of the current Tokio runtime, for the Rust API and
@@ -289,6 +295,11 @@ impl RunningProxy {
     /// The counters now.
     pub fn stats(&self) -> ProxyStats {
         self.stats.get()
+    }
+
+    /// A handle on the counters and misses that stays valid after [`RunningProxy::stop`].
+    pub fn stats_handle(&self) -> StatsHandle {
+        self.stats.clone()
     }
 
     /// Stops accepting, waits for requests in flight, and returns the final counters.

@@ -124,9 +124,16 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn stats(State(state): State<Arc<AppState>>) -> Response {
-    let stats: ProxyStats = StatsHandle(state).get();
+    let handle = StatsHandle(state);
+    let stats: ProxyStats = handle.get();
+    let misses = handle.misses();
     match serde_json::to_value(stats) {
-        Ok(value) => json_response(StatusCode::OK, &value),
+        Ok(mut value) => {
+            // The first distinct misses, so a long-running proxy can be asked what it missed.
+            value["distinct_misses"] = json!(misses.distinct);
+            value["missed"] = json!(misses.notes.iter().take(20).collect::<Vec<_>>());
+            json_response(StatusCode::OK, &value)
+        }
         Err(e) => error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             "cassette_internal_error",
