@@ -273,9 +273,15 @@ impl Cassette {
         Ok(cassette)
     }
 
-    /// The request's `model`, when its body names one.
+    /// The model the request asked for: its body's `model`, else the model a Gemini path
+    /// names (`.../models/MODEL:generateContent`).
     pub fn requested_model(&self) -> Option<&str> {
-        self.request.body.as_json()?.get("model")?.as_str()
+        let from_body = self
+            .request
+            .body
+            .as_json()
+            .and_then(|body| body.get("model")?.as_str());
+        from_body.or_else(|| crate::request::model_in_path(&self.request.path))
     }
 
     /// Keys the request this cassette stored, under the current contract: an HTTP request as

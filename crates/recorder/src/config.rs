@@ -43,6 +43,21 @@ impl Route {
             api_key: None,
         }
     }
+
+    /// The path a request has under this route, spelled as the upstream's API spells it. The
+    /// `anthropic` route's API lives under `/v1`: a path outside it gains the prefix, so a
+    /// client that joins `/messages` to a base URL it expected to end in `/v1` (the Vercel AI
+    /// SDK) and one that joins `/v1/messages` (the official SDKs) reach the same endpoint and
+    /// key alike. Every other path, and every other route, is kept as it is.
+    pub fn api_path<'p>(&self, path: &'p str) -> std::borrow::Cow<'p, str> {
+        let outside_v1 =
+            !(path == "/" || path.is_empty() || path == "/v1" || path.starts_with("/v1/"));
+        if self.name == "anthropic" && outside_v1 {
+            let slash = if path.starts_with('/') { "" } else { "/" };
+            return std::borrow::Cow::Owned(format!("/v1{slash}{path}"));
+        }
+        std::borrow::Cow::Borrowed(path)
+    }
 }
 
 /// How a route's key is sent to its upstream.
@@ -63,11 +78,12 @@ pub enum AuthStyle {
 
 impl AuthStyle {
     /// The style of a built-in route: `x-api-key` for `anthropic`, `x-goog-api-key` for
-    /// `gemini`, a bearer token otherwise.
+    /// `gemini`, `api-key` for a route named `azure` (Azure OpenAI), a bearer token otherwise.
     pub fn for_route(name: &str) -> AuthStyle {
         match name {
             "anthropic" => AuthStyle::XApiKey,
             "gemini" => AuthStyle::XGoogApiKey,
+            "azure" => AuthStyle::ApiKey,
             _ => AuthStyle::Bearer,
         }
     }
@@ -334,6 +350,24 @@ mod tests {
         assert_eq!(AuthStyle::for_route("anthropic"), AuthStyle::XApiKey);
         assert_eq!(AuthStyle::for_route("default"), AuthStyle::Bearer);
         assert_eq!(AuthStyle::for_route("gemini"), AuthStyle::XGoogApiKey);
+        assert_eq!(AuthStyle::for_route("azure"), AuthStyle::ApiKey);
+    }
+
+    #[test]
+    fn anthropic_paths_live_under_v1() {
+        let anthropic = Route::new("anthropic", "https://api.anthropic.com");
+        for (path, expected) in [
+            ("/messages", "/v1/messages"),
+            ("/messages/count_tokens", "/v1/messages/count_tokens"),
+            ("/v1/messages", "/v1/messages"),
+            ("/v1", "/v1"),
+            ("/", "/"),
+            ("/v10/x", "/v1/v10/x"),
+        ] {
+            assert_eq!(anthropic.api_path(path), expected, "{path}");
+        }
+        let other = Route::new("default", "https://api.openai.com");
+        assert_eq!(other.api_path("/chat/completions"), "/chat/completions");
     }
 
     #[test]

@@ -431,16 +431,20 @@ async fn keys_in_the_path_model_and_named_body_members_are_redacted() {
 async fn a_key_split_across_stream_events_is_never_stored() {
     let upstream = Upstream::start().await;
     let path = "/v1beta/models/gemini-2.0-flash:streamGenerateContent";
-    let event = |text: &str| {
-        let data =
+    let event = |text: &str, last: bool| {
+        let mut data =
             json!({"candidates": [{"content": {"parts": [{"text": text}], "role": "model"}}]});
+        if last {
+            // A Gemini stream ends with the finish reason; one without it was cut off.
+            data["candidates"][0]["finishReason"] = json!("STOP");
+        }
         format!("data: {data}\r\n\r\n")
     };
     let sse: String = [
-        event("The key is "),
-        event(&KEY[..14]),
-        event(&KEY[14..]),
-        event(". Done."),
+        event("The key is ", false),
+        event(&KEY[..14], false),
+        event(&KEY[14..], false),
+        event(". Done.", true),
     ]
     .concat();
     upstream.answer(

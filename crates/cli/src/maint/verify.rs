@@ -237,13 +237,19 @@ fn check_document(
             return (Some(problem), KeyCheck::Done);
         }
     }
-    let recomputed = cassette
-        .keyed_request(recorded.as_ref().unwrap_or(config))
-        .key;
+    let keyed = cassette.keyed_request(recorded.as_ref().unwrap_or(config));
+    let recomputed = keyed.key;
     if recomputed == *key {
         return (None, KeyCheck::Done);
     }
-    let problem = if recorded.is_some() {
+    let profile = keyed.profile.as_str();
+    let problem = if !cassette.meta.profile.is_empty() && cassette.meta.profile != profile {
+        // A profile added since (docs/keying.md): such a tape can only miss.
+        format!(
+            "keyed under the `{}` profile; this tool keys these requests with the `{profile}` profile, so replay misses it: re-record it",
+            cassette.meta.profile
+        )
+    } else if recorded.is_some() {
         format!(
             "its stored request keys to {recomputed}: the request was edited by hand (or the keying changed without a key version bump)"
         )

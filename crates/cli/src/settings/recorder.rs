@@ -16,7 +16,9 @@
 //! | `gemini`    | `/gemini/…`    | `https://generativelanguage.googleapis.com`  | `GEMINI_API_KEY`, else `GOOGLE_API_KEY` (`x-goog-api-key`) |
 //!
 //! `[routes.NAME]` in the file sets a route's upstream, key variable and auth style, or mounts
-//! a new one; `--route NAME=URL` replaces an upstream or mounts a new route.
+//! a new one; `--route NAME=URL` replaces an upstream or mounts a new route. A route named
+//! `azure` (an Azure resource has no fixed host, so it is never built in) reads its key from
+//! `AZURE_OPENAI_API_KEY` and sends it as `api-key` unless the file says otherwise.
 
 use super::file::SettingsFile;
 use super::keying::KeyingArgs;
@@ -51,12 +53,14 @@ pub(crate) fn is_built_in_route(name: &str) -> bool {
 /// Seconds an upstream may take to answer when `--upstream-timeout` is not given.
 const DEFAULT_UPSTREAM_TIMEOUT_SECS: u64 = 600;
 
-/// The environment variables a built-in route takes its key from, first set wins.
+/// The environment variables a built-in route (or a route with a known name) takes its key
+/// from, first set wins.
 pub(crate) fn built_in_key_sources(route: &str) -> &'static [&'static str] {
     match route {
         DEFAULT_TARGET => &["UPSTREAM_API_KEY", "OPENAI_API_KEY"],
         "anthropic" => &["ANTHROPIC_API_KEY"],
         "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        "azure" => &["AZURE_OPENAI_API_KEY"],
         _ => &[],
     }
 }
@@ -521,6 +525,30 @@ auth = "query:key"
                 ("gemini", "GEMINI_API_KEY,GOOGLE_API_KEY".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn gemini_is_built_in_and_a_route_named_azure_needs_only_its_upstream() {
+        let settings = parse(&[])
+            .resolve(&file(
+                "[routes.azure]\nupstream = \"https://acme.openai.azure.com\"\n",
+            ))
+            .unwrap();
+        let gemini = settings.config.route("gemini").unwrap();
+        assert_eq!(gemini.base_url, "https://generativelanguage.googleapis.com");
+        assert_eq!(gemini.auth.to_string(), "x-goog-api-key");
+        let azure = settings.config.route("azure").unwrap();
+        assert_eq!(azure.base_url, "https://acme.openai.azure.com");
+        assert_eq!(azure.auth.to_string(), "api-key");
+        let sources = |route: &str| {
+            let key = settings.keys.iter().find(|k| k.route == route).unwrap();
+            key.sources.join(",")
+        };
+        assert_eq!(sources("gemini"), "GEMINI_API_KEY,GOOGLE_API_KEY");
+        assert_eq!(sources("azure"), "AZURE_OPENAI_API_KEY");
+        // Without a route of that name there is no Azure upstream to guess.
+        let bare = parse(&[]).resolve(&SettingsFile::default()).unwrap();
+        assert!(bare.config.route("azure").is_none());
     }
 
     #[test]

@@ -224,7 +224,7 @@ impl Recorder {
     }
 
     /// Answers `request` according to the mode.
-    pub async fn handle(&self, request: Request) -> Result<Outcome> {
+    pub async fn handle(&self, mut request: Request) -> Result<Outcome> {
         let limit = self.inner.config.max_body;
         if request.body.len() > limit {
             return Err(Error::BodyTooLarge {
@@ -235,6 +235,7 @@ impl Recorder {
         if self.inner.config.is_mcp_route(&request.target) {
             return crate::mcp::http::handle(self, request).await;
         }
+        self.to_api_path(&mut request);
         let keyed = self.in_session(request.key(&self.inner.config.key));
         match &self.inner.plan {
             Plan::Replay => match self.lookup(&keyed).await? {
@@ -262,11 +263,25 @@ impl Recorder {
     /// Explains why `request` has no recording (or says it has one): the nearest recording at
     /// the same target and path and what differs. Reads the store only.
     pub async fn explain(&self, request: &Request) -> Result<Option<Miss>> {
+        let mut request = request.clone();
+        self.to_api_path(&mut request);
+        let request = &request;
         let keyed = request.key(&self.inner.config.key);
         if self.inner.store.get(&keyed.key).await?.is_some() {
             return Ok(None);
         }
         Ok(Some(self.build_miss(request, &keyed).await))
+    }
+
+    /// Spells the request's path as its route's API does ([`crate::Route::api_path`]), before
+    /// it is keyed or forwarded.
+    fn to_api_path(&self, request: &mut Request) {
+        let Some(route) = self.inner.config.route(&request.target) else {
+            return;
+        };
+        if let std::borrow::Cow::Owned(path) = route.api_path(&request.path) {
+            request.path = path;
+        }
     }
 
     async fn lookup(&self, keyed: &Keyed) -> Result<Option<Cassette>> {
@@ -441,7 +456,8 @@ impl Recorder {
         self.log_usage(&keyed.key);
         let response = replay_response(
             keyed.profile,
-            &request.body,
+            keyed.streaming,
+            &request.query,
             cassette,
             self.inner.config.stream_chunk_size,
         )
@@ -481,7 +497,8 @@ impl Recorder {
         let format = success
             .then(|| {
                 let content_type = header_value(&headers, "content-type").unwrap_or_default();
-                StreamFormat::detect(keyed.profile, &content_type)
+                let wants_stream = keyed.streaming.wanted;
+                StreamFormat::detect_for_request(keyed.profile, wants_stream, &content_type)
             })
             .flatten();
         let client_headers = client_headers(&headers);

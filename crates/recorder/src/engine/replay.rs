@@ -4,21 +4,20 @@
 use crate::cassette::Cassette;
 use crate::response::{Response, ResponseBody};
 use crate::stream::{self, StreamFormat, SynthesisOptions};
-use cassette_keying::Profile;
-use serde_json::Value;
+use cassette_keying::{Profile, Streaming};
 
-/// Builds the replayed response: a re-synthesized stream when the request asks for one and the
-/// recording holds a final response, else the stored body.
+/// Builds the replayed response: a re-synthesized stream when the request asks for one (as
+/// keying read it) and the recording holds a final response, else the stored body. The stream
+/// is in the format the request expects (`query` tells Gemini's event stream from its JSON
+/// array), whatever format the recording was made in.
 pub(super) fn replay_response(
     profile: Profile,
-    request_body: &[u8],
+    streaming: Streaming,
+    query: &str,
     cassette: Cassette,
     chunk_size: usize,
 ) -> std::result::Result<Response, String> {
-    let request_json: Option<Value> = serde_json::from_slice(request_body).ok();
-    let wants_stream = request_json
-        .as_ref()
-        .is_some_and(|b| stream::wants_stream(profile, b));
+    let wants_stream = streaming.wanted;
     let stored = cassette.response;
     let recorded_format = stored.stream.as_deref().and_then(StreamFormat::from_name);
     let mut headers: Vec<(String, String)> = stored.headers.into_iter().collect();
@@ -27,16 +26,15 @@ pub(super) fn replay_response(
         // Generic streams are only ever replayed as they were recorded.
         (Some(f @ (StreamFormat::GenericSse | StreamFormat::GenericNdjson)), Some(_)) => Some(f),
         (recorded, Some(_)) if wants_stream && (200..300).contains(&stored.status) => {
-            recorded.or_else(|| StreamFormat::for_profile(profile))
+            StreamFormat::for_request(profile, query).or(recorded)
         }
         _ => None,
     };
     let body = match (synthesize_as, stored.body.as_json()) {
         (Some(format), Some(final_response)) => {
-            let include_usage = request_json.as_ref().is_some_and(stream::include_usage);
             let options = SynthesisOptions {
                 chunk_size,
-                include_usage,
+                include_usage: streaming.include_usage,
             };
             let pieces =
                 stream::synthesize(format, final_response, &options).map_err(|e| e.to_string())?;
