@@ -315,15 +315,7 @@ impl Store for FileStore {
 
     async fn delete(&self, key: &Key) -> Result<()> {
         let path = self.path_for(key);
-        blocking("file", self.location(), move || {
-            match fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    Err(io_error("deleting", &path, e))
-                }
-                _ => Ok(()),
-            }
-        })
-        .await
+        blocking("file", self.location(), move || remove_if_present(&path)).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
@@ -375,14 +367,14 @@ impl Store for FileStore {
 
     async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
         let path = self.segment_path(name);
-        blocking("file", self.location(), move || {
-            match fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    Err(io_error("deleting", &path, e))
-                }
-                _ => Ok(()),
-            }
-        })
-        .await
+        blocking("file", self.location(), move || remove_if_present(&path)).await
+    }
+}
+
+/// Deletes `path`; one already gone is deleted too (deletes are idempotent, like S3's).
+fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_error("deleting", path, e)),
+        _ => Ok(()),
     }
 }
