@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Load benchmark of `cassette proxy` replay hits (BENCHMARKS.md, section "Proxy").
 #
-# Builds the release binary, fills two file stores (100 and 100,000 cassettes) by recording
-# through the proxy from nginx standing in for the vendor, then measures replay hits with wrk
-# (a second process on loopback) at 1 and 32 connections, next to nginx serving the same
-# response bytes as a static file, in the same run. Prints a Markdown table.
+# Builds the release binary and measures replay hits with wrk (a second process on loopback)
+# at 1 and 32 connections, next to nginx serving the same response bytes as a static file, in
+# the same run. Prints Markdown tables:
 #
-# Needs wrk and nginx (Debian: apt-get install -y wrk nginx-light). Knobs:
-#   DURATION=10s  LARGE=100000  WORK=/tmp/cassette-proxy-bench
+#   stores: cassette proxy with 100 and 100,000 cassettes in a file store (filled by recording
+#           through the proxy from nginx standing in for the vendor), minimal request;
+#   peers:  cassette proxy, talkback (npm) and mitmproxy's `mitmdump --server-replay` (PyPI)
+#           side by side with 1 and 1,000 recordings each, for a minimal request and for a
+#           realistic one of about 8 KB (a system prompt and ten turns). The peers are
+#           installed from their registries into $PEERS (under target/, never committed).
+#
+# Needs wrk, nginx, node/npm and python3 (Debian: apt-get install -y wrk nginx-light nodejs
+# npm python3-venv). Knobs:
+#   DURATION=10s  LARGE=100000  WORK=/tmp/cassette-proxy-bench  TABLES="stores peers"
+#   PEER_SIZES="1 1000"  PEERS=target/bench-peers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -15,10 +23,18 @@ root=$(pwd)
 DURATION=${DURATION:-10s}
 LARGE=${LARGE:-100000}
 SMALL=100
+TABLES=${TABLES:-stores peers}
+PEER_SIZES=${PEER_SIZES:-1 1000}
+PEERS=${PEERS:-$root/target/bench-peers}
+TALKBACK_VERSION=4.2.0
+MITMPROXY_VERSION=11.0.2
 work=${WORK:-/tmp/cassette-proxy-bench}
-for tool in wrk nginx curl; do
-  command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install -y wrk nginx-light curl)" >&2; exit 2; }
+tools="wrk nginx curl python3"
+case " $TABLES " in *" peers "*) tools="$tools node npm" ;; esac
+for tool in $tools; do
+  command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install -y wrk nginx-light curl python3-venv nodejs npm)" >&2; exit 2; }
 done
+wants() { case " $TABLES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 echo "== building the release binary" >&2
 cargo build --release --bin cassette >&2
@@ -67,6 +83,16 @@ EOF
   wait_http "http://127.0.0.1:$1/"
 }
 
+# Waits for a TCP listener without sending a request, which a recording peer would record.
+wait_port() {
+  for _ in $(seq 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2
+  exit 1
+}
+
 wait_http() {
   for _ in $(seq 100); do
     curl -s -o /dev/null "$1" && return 0
@@ -93,17 +119,51 @@ stop_last() {
   unset 'pids[-1]'
 }
 
-# Fills a store by recording COUNT distinct prompts through a record-mode proxy, from 8
+# The requests: case I of a kind, the same bytes for recording (fill.py) and for the load
+# (load-KIND-N.txt, read by replay.lua). "minimal" is one short user turn; "realistic" is a
+# conversation of about 8 KB: a system prompt and ten turns.
+cat >"$work/bodies.py" <<'EOF'
+import json, sys
+SYSTEM = ("You are the support assistant of an online shop that sells outdoor equipment. "
+          "Answer in the customer's language, in at most three short paragraphs.\n"
+          "Rules:\n" + "".join(f"- Rule {n}: never promise a refund before the order is found; "
+          "quote the order number; be polite and concrete; point to the returns page when it "
+          "helps.\n" for n in range(1, 13)))
+TURNS = [
+    "Hi, I ordered a tent three weeks ago and it still has not arrived. The tracking page has "
+    "not changed for ten days and says the parcel is at the regional depot. Can you check?",
+    "Thanks for reaching out. I found order 4711: it left our warehouse on the 3rd and the "
+    "carrier reports a delay at the depot. I have opened an investigation with the carrier; "
+    "they answer within two business days. You will get an email as soon as they do.",
+]
+def body(kind, i):
+    if kind == "minimal":
+        return ('{"model":"gpt-4o-mini","temperature":0,"messages":[{"role":"user",'
+                '"content":"Where is my refund? case %d"}]}' % i)
+    # Nine turns of history (the assistant's first), then the new question: ten turns.
+    messages = [{"role": "system", "content": SYSTEM}]
+    for turn in range(9):
+        role = "assistant" if turn % 2 == 0 else "user"
+        messages.append({"role": role, "content": (TURNS[role == "assistant"] + " ") * 3})
+    messages.append({"role": "user", "content": "And where is my refund? case %d" % i})
+    return json.dumps({"model": "gpt-4o-mini", "temperature": 0, "messages": messages},
+                      separators=(",", ":"))
+if __name__ == "__main__":  # bodies.py KIND COUNT > lines
+    for i in range(int(sys.argv[2])):
+        print(body(sys.argv[1], i))
+EOF
+# Fills a store by recording COUNT distinct requests through a recording server, from 8
 # keep-alive connections (wrk cannot stop after an exact number of requests).
 cat >"$work/fill.py" <<'EOF'
 import http.client, sys, threading
-port, count, conns = int(sys.argv[1]), int(sys.argv[2]), 8
+sys.path.insert(0, sys.path[0])
+from bodies import body
+port, kind, count, conns = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), 8
 failures = []
 def worker(k):
     c = http.client.HTTPConnection("127.0.0.1", port)
     for i in range(k, count, conns):
-        body = '{"model":"gpt-4o-mini","temperature":0,"messages":[{"role":"user","content":"Where is my refund? case %d"}]}' % i
-        c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
+        c.request("POST", "/v1/chat/completions", body(kind, i), {"content-type": "application/json"})
         r = c.getresponse()
         r.read()
         if r.status != 200:
@@ -114,18 +174,19 @@ for t in threads: t.join()
 if failures:
     sys.exit(f"{len(failures)} recordings failed: {failures[:5]}")
 EOF
-# The replay load cycles through the first 100 recorded prompts (present in both stores).
+# The replay load cycles through the requests in $BODIES, one per line.
 cat >"$work/replay.lua" <<'EOF'
-local bodies, n = {}, 0
-for i = 0, 99 do
-  bodies[i] = '{"model":"gpt-4o-mini","temperature":0,"messages":[{"role":"user","content":"Where is my refund? case ' .. i .. '"}]}'
+local bodies, count, n = {}, 0, 0
+for line in io.lines(os.getenv("BODIES")) do
+  bodies[count] = line
+  count = count + 1
 end
 wrk.method = "POST"
 wrk.path = "/v1/chat/completions"
 wrk.headers["content-type"] = "application/json"
 request = function()
   n = n + 1
-  return wrk.format(nil, nil, nil, bodies[n % 100])
+  return wrk.format(nil, nil, nil, bodies[n % count])
 end
 done = function(summary, latency, requests)
   local errors = summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status + summary.errors.timeout
@@ -133,22 +194,31 @@ done = function(summary, latency, requests)
     latency:percentile(50) / 1000, latency:percentile(99) / 1000, errors, summary.requests))
 end
 EOF
+load_file() { # kind, count -> a file with the first COUNT requests of KIND
+  local file="$work/load-$1-$2.txt"
+  [ -f "$file" ] || python3 "$work/bodies.py" "$1" "$2" >"$file"
+  echo "$file"
+}
 
 vendor_port=$(free_port)
 start_nginx "$vendor_port" "$work/static"
 
-fill() { # store dir, count
+fill() { # store dir, count[, kind]
   local port
   port=$(free_port)
   start_proxy "$port" record "file://$1"
-  python3 "$work/fill.py" "$port" "$2"
+  python3 "$work/fill.py" "$port" "${3:-minimal}" "$2"
   stop_last
   echo "   $(find "$1" -type f | wc -l) cassette files in $1" >&2
 }
 
-echo "== filling the stores" >&2
-fill "$work/store-$SMALL" "$SMALL"
-fill "$work/store-$LARGE" "$LARGE"
+if wants stores; then
+  echo "== filling the stores" >&2
+  fill "$work/store-$SMALL" "$SMALL"
+  fill "$work/store-$LARGE" "$LARGE"
+else
+  fill "$work/store-$SMALL" 1
+fi
 
 # The baseline serves exactly the bytes a replay hit returns.
 bench_port=$(free_port)
@@ -162,34 +232,171 @@ bytes=$(wc -c <"$work/baseline/v1/chat/completions")
 baseline_port=$(free_port)
 start_nginx "$baseline_port" "$work/baseline"
 
-measure() { # url, connections -> "rps p50 p99 errors requests"
+measure() { # url, connections[, load file] -> "rps p50 p99 errors requests"
   local threads=$(( $2 < 2 ? 1 : 2 ))
-  wrk -t"$threads" -c"$2" -d"$DURATION" -s "$work/replay.lua" "$1" | awk '/^RESULT/ { print $2, $3, $4, $5, $6 }'
+  BODIES=${3:-$(load_file minimal "$SMALL")} wrk -t"$threads" -c"$2" -d"$DURATION" \
+    -s "$work/replay.lua" "$1" | awk '/^RESULT/ { print $2, $3, $4, $5, $6 }'
 }
 
-echo "== measuring ($DURATION per cell, response $bytes bytes)" >&2
-declare -A result
-for conns in 1 32; do
-  result[nginx,$conns]=$(measure "http://127.0.0.1:$baseline_port/v1/chat/completions" "$conns")
-  for size in "$SMALL" "$LARGE"; do
-    port=$(free_port)
-    start_proxy "$port" replay "file://$work/store-$size"
-    result[$size,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns")
-    stats=$(curl -s "http://127.0.0.1:$port/_cassette/stats")
-    stop_last
-    case "$stats" in *'"misses":0'*'"upstream_requests":0'*) ;; *) echo "unexpected counters: $stats" >&2; exit 1 ;; esac
-  done
-done
+# The replay proxies must have answered every request from the store.
+check_counters() { # port
+  local stats
+  stats=$(curl -s "http://127.0.0.1:$1/_cassette/stats")
+  case "$stats" in *'"misses":0'*'"upstream_requests":0'*) ;; *) echo "unexpected counters: $stats" >&2; exit 1 ;; esac
+}
 
-echo
-echo "| server | connections | req/s | p50 ms | p99 ms | errors | req/s vs nginx |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
-for conns in 1 32; do
-  read -r base_rps base_p50 base_p99 base_err _ <<<"${result[nginx,$conns]}"
-  printf '| nginx static file (%s bytes) | %s | %.0f | %.3f | %.3f | %s | 1.00 |\n' "$bytes" "$conns" "$base_rps" "$base_p50" "$base_p99" "$base_err"
-  for size in "$SMALL" "$LARGE"; do
-    read -r rps p50 p99 err _ <<<"${result[$size,$conns]}"
-    ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.2f", a / b }')
-    printf '| cassette proxy, replay, %s cassettes | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$size" "$conns" "$rps" "$p50" "$p99" "$err" "$ratio"
+if wants stores; then
+  echo "== stores: measuring ($DURATION per cell, response $bytes bytes)" >&2
+  declare -A result
+  for conns in 1 32; do
+    result[nginx,$conns]=$(measure "http://127.0.0.1:$baseline_port/v1/chat/completions" "$conns")
+    for size in "$SMALL" "$LARGE"; do
+      port=$(free_port)
+      start_proxy "$port" replay "file://$work/store-$size"
+      result[$size,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns")
+      check_counters "$port"
+      stop_last
+    done
   done
-done
+
+  echo
+  echo "| server | connections | req/s | p50 ms | p99 ms | errors | req/s vs nginx |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  for conns in 1 32; do
+    read -r base_rps base_p50 base_p99 base_err _ <<<"${result[nginx,$conns]}"
+    printf '| nginx static file (%s bytes) | %s | %.0f | %.3f | %.3f | %s | 1.00 |\n' "$bytes" "$conns" "$base_rps" "$base_p50" "$base_p99" "$base_err"
+    for size in "$SMALL" "$LARGE"; do
+      read -r rps p50 p99 err _ <<<"${result[$size,$conns]}"
+      ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.2f", a / b }')
+      printf '| cassette proxy, replay, %s cassettes | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$size" "$conns" "$rps" "$p50" "$p99" "$err" "$ratio"
+    done
+  done
+fi
+
+# Peers, installed from their registries into $PEERS (reused by later runs).
+install_peers() {
+  talkback_module="$PEERS/talkback-$TALKBACK_VERSION/node_modules/talkback"
+  if [ ! -f "$talkback_module/package.json" ]; then
+    echo "== installing talkback $TALKBACK_VERSION from npm into $PEERS" >&2
+    npm install --prefix "$PEERS/talkback-$TALKBACK_VERSION" --no-audit --no-fund --loglevel=error \
+      "talkback@$TALKBACK_VERSION" >&2
+  fi
+  mitmdump="$PEERS/mitmproxy-$MITMPROXY_VERSION/bin/mitmdump"
+  if [ ! -x "$mitmdump" ]; then
+    echo "== installing mitmproxy $MITMPROXY_VERSION from PyPI into $PEERS" >&2
+    python3 -m venv "$PEERS/mitmproxy-$MITMPROXY_VERSION"
+    "$PEERS/mitmproxy-$MITMPROXY_VERSION/bin/pip" install -q "mitmproxy==$MITMPROXY_VERSION" >&2
+  fi
+}
+
+# talkback as a standalone server. Requests match on method, URL, JSON body and content-type
+# (the recording client and wrk send different incidental headers).
+cat >"$work/talkback.cjs" <<'JS'
+const [modulePath, port, mode, tapes, upstream] = process.argv.slice(2);
+const talkback = require(modulePath);
+const server = talkback({
+  host: upstream,
+  port: Number(port),
+  path: tapes,
+  record: mode === "record" ? talkback.Options.RecordMode.NEW : talkback.Options.RecordMode.DISABLED,
+  fallbackMode: talkback.Options.FallbackMode.NOT_FOUND,
+  allowHeaders: ["content-type"],
+  silent: true,
+  summary: false,
+});
+server.start();
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(0));
+JS
+
+start_talkback() { # port, record|replay, tapes dir, upstream
+  node "$work/talkback.cjs" "$talkback_module" "$1" "$2" "$3" "$4" 2>"$work/talkback-$1.log" &
+  pids+=($!)
+  wait_port "$1"
+}
+
+# mitmproxy as a reverse proxy: recording writes a flow file; replaying serves it with
+# `--server-replay`, every flow reusable, anything unmatched killed (never forwarded), and
+# no connection opened before a request needs one.
+start_mitmdump() { # port, record|replay, flow file, upstream
+  local args=(--mode "reverse:$4" --listen-host 127.0.0.1 --listen-port "$1" -q
+    --set connection_strategy=lazy)
+  if [ "$2" = record ]; then
+    args+=(-w "$3")
+  else
+    args+=(--server-replay "$3" --set server_replay_reuse=true --set server_replay_extra=kill
+      --set server_replay_ignore_host=true --set server_replay_ignore_port=true)
+  fi
+  "$mitmdump" "${args[@]}" >"$work/mitmdump-$1.log" 2>&1 &
+  pids+=($!)
+  wait_port "$1"
+}
+
+record_into() { # start function, store, kind, count
+  local port
+  port=$(free_port)
+  "$1" "$port" record "$2" "http://127.0.0.1:$vendor_port"
+  python3 "$work/fill.py" "$port" "$3" "$4"
+  stop_last
+}
+
+if wants peers; then
+  install_peers
+  # Replaying peers get an upstream where nothing listens: a request they forwarded would fail.
+  dead_upstream="http://127.0.0.1:$(free_port)"
+  servers="cassette talkback mitmdump"
+  declare -A peer
+  for kind in minimal realistic; do
+    for n in $PEER_SIZES; do
+      dir="$work/peers/$kind-$n"
+      mkdir -p "$dir"
+      echo "== peers: recording $n $kind requests into each server" >&2
+      fill "$dir/cassette" "$n" "$kind"
+      record_into start_talkback "$dir/tapes" "$kind" "$n"
+      record_into start_mitmdump "$dir/flows" "$kind" "$n"
+      echo "   $(find "$dir/tapes" -type f | wc -l) talkback tapes, $(wc -c <"$dir/flows") bytes of mitmproxy flows" >&2
+      load=$(load_file "$kind" "$n")
+      echo "== peers: measuring $kind at $n recordings ($DURATION per cell)" >&2
+      for conns in 1 32; do
+        port=$(free_port)
+        start_proxy "$port" replay "file://$dir/cassette"
+        peer[$kind,$n,cassette,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns" "$load")
+        check_counters "$port"
+        stop_last
+        port=$(free_port)
+        start_talkback "$port" replay "$dir/tapes" "$dead_upstream"
+        peer[$kind,$n,talkback,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns" "$load")
+        stop_last
+        port=$(free_port)
+        start_mitmdump "$port" replay "$dir/flows" "$dead_upstream"
+        peer[$kind,$n,mitmdump,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns" "$load")
+        stop_last
+      done
+    done
+    for conns in 1 32; do
+      peer[$kind,nginx,$conns]=$(measure "http://127.0.0.1:$baseline_port/v1/chat/completions" "$conns" "$(load_file "$kind" 1)")
+    done
+  done
+
+  echo
+  echo "| request | recordings | connections | server | req/s | p50 ms | p99 ms | errors | req/s vs nginx | cassette ÷ server |"
+  echo "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"
+  for kind in minimal realistic; do
+    request="$kind ($(head -1 "$(load_file "$kind" 1)" | wc -c) bytes)"
+    for conns in 1 32; do
+      read -r base_rps base_p50 base_p99 base_err _ <<<"${peer[$kind,nginx,$conns]}"
+      printf '| %s | - | %s | nginx static file | %.0f | %.3f | %.3f | %s | 1.00 | |\n' \
+        "$request" "$conns" "$base_rps" "$base_p50" "$base_p99" "$base_err"
+      for n in $PEER_SIZES; do
+        read -r ours _ <<<"${peer[$kind,$n,cassette,$conns]}"
+        for server in $servers; do
+          read -r rps p50 p99 err _ <<<"${peer[$kind,$n,$server,$conns]}"
+          [ "$err" = 0 ] || echo "warning: $server, $kind, $n recordings, $conns connections: $err errors" >&2
+          ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.2f", a / b }')
+          ahead=$(awk -v a="$ours" -v b="$rps" 'BEGIN { printf "%.1f", a / b }')
+          printf '| %s | %s | %s | %s | %.0f | %.3f | %.3f | %s | %s | %s |\n' \
+            "$request" "$n" "$conns" "$server" "$rps" "$p50" "$p99" "$err" "$ratio" "$ahead"
+        done
+      done
+    done
+  done
+fi

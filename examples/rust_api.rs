@@ -28,10 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let folder = tempfile::tempdir()?;
     let store_url = format!("file://{}", folder.path().display());
-    let routes = vec![Route {
-        name: "default".into(),
-        base_url: upstream_url,
-    }];
+    let routes = vec![Route::new("default", upstream_url)];
     let question = json!({
         "model": "gpt-4o-mini",
         "messages": [{"role": "user", "content": "Where is my refund?"}]

@@ -124,6 +124,42 @@ fn explain_ls_and_show() {
     assert_eq!(code(&out), 2, "{}", both(&out));
 }
 
+#[test]
+fn explain_shows_a_word_changed_late_in_a_long_prompt() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let prompt = |word: &str| {
+        format!(
+            "{}Then summarise the quarterly {word} figures for the board.",
+            "Read the report carefully and keep every number exactly as written. ".repeat(45)
+        )
+    };
+    record(
+        &dir,
+        &fake,
+        &case("long", &prompt("revenue"), "said"),
+        &store,
+    );
+    let request = serde_json::json!({"path": "/v1/chat/completions", "body": {
+        "model": "m", "temperature": 0,
+        "messages": [{"role": "user", "content": prompt("income")}]}});
+    dir.write("income.json", &request.to_string());
+    let out = dir.run(&["explain", "income.json", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains(
+            "body.messages[0].content: …Then summarise the quarterly [-revenue-]{+income+} figures for the board."
+        ),
+        "{err}"
+    );
+    let out = dir.run(&["explain", "income.json", "--store", &store, "--json"]);
+    let explained: Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+    let differences = explained["explanation"]["nearest"]["differences"].to_string();
+    assert!(differences.contains("[-revenue-]{+income+}"), "{explained}");
+}
+
 fn git(dir: &Path, args: &[&str]) {
     let out = std::process::Command::new("git")
         .current_dir(dir)
@@ -220,6 +256,353 @@ fn verify_flags_hand_edits_old_versions_credentials_and_uncommitted_tapes() {
     );
     let out = dir.run(&["verify", "--strict", "--store", "memory://"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
+}
+
+/// Issue 10, items 9 to 12: `verify` audits what older versions (or a gateway, or a hand
+/// edit) stored and today's redaction would not: keys after an escape, credential names, cookie
+/// and token headers outside the allow-list, keys in binary bodies and split across stream
+/// events, credential query parameters. By place, never by value; a clean store passes.
+#[test]
+fn verify_audits_what_older_versions_stored() {
+    let dir = Workdir::new();
+    let store_dir = dir.join("c");
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let suite: Vec<String> = (0..6)
+        .map(|i| {
+            case(
+                &format!("c{i}"),
+                &format!("Repeat {i}, mind the password and max tokens"),
+                "said",
+            )
+        })
+        .collect();
+    let lines = record(&dir, &fake, &suite.join("\n"), &store);
+    let key = |i: usize| lines[i]["key"].as_str().unwrap().to_owned();
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "a clean store passes: {}", both(&out));
+
+    let secret = "sk-proj-7Fh2Kd9Lq3Wz8Xc1Vb6Nm4Tr0Yp5Ju2Ie8Ow3Aq";
+    edit(&store_dir, &key(0), |doc| {
+        let headers = &mut doc["response"]["headers"];
+        headers["llm_provider-set-cookie"] = "_cfuvid=opaque-cookie; path=/; HttpOnly".into();
+        headers["x-gateway-session"] = "Ab12Cd34Ef56Gh78Ij90Kl-opaque".into();
+        headers["server"] = "cloudflare".into();
+        headers["etag"] = "W/\"3f9a2c7e1b5d4f60a8e2c9b1d0e7f6a5\"".into();
+    });
+    edit(&store_dir, &key(1), |doc| {
+        doc["response"]["body"]["json"]["openai_api_key"] = "opaque-named".into();
+    });
+    edit(&store_dir, &key(2), |doc| {
+        doc["response"]["body"]["json"]["choices"][0]["message"]["content"] =
+            format!("line one\n{secret}").into();
+    });
+    edit(&store_dir, &key(3), |doc| {
+        doc["response"]["stream"] = "sse".into();
+        doc["response"]["body"] = serde_json::json!({"json": {"events": [
+            {"data": "The key is "}, {"data": &secret[..14]}, {"data": &secret[14..]}
+        ]}});
+    });
+    edit(&store_dir, &key(4), |doc| {
+        let mut binary = vec![0xff, 0x00, b' '];
+        binary.extend_from_slice(secret.as_bytes());
+        binary.push(0x80);
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(binary);
+        doc["response"]["body"] = serde_json::json!({ "base64": encoded });
+    });
+    edit(&store_dir, &key(5), |doc| {
+        doc["request"]["query"] = "alt=sse&access-token=opaque-query".into();
+    });
+
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    for (i, needle) in [
+        (0, "response.headers.llm_provider-set-cookie holds a cookie-shaped value"),
+        (0, "response.headers.x-gateway-session holds a token-shaped value"),
+        (1, "response.body.openai_api_key holds a value under a credential name"),
+        (2, "credential-shaped text (openai_api_key)"),
+        (3, "response.body.events[1].data holds a piece of a secret split across stream events"),
+        (4, "response.body holds 1 credential-shaped run(s) in binary content stored as base64 (openai_api_key)"),
+        (5, "request.query holds a credential parameter"),
+    ] {
+        let line = format!("{}: {needle}", key(i));
+        assert!(report.contains(&line), "{line}\n{report}");
+    }
+    for harmless in ["server", "etag"] {
+        assert!(!report.contains(&format!("headers.{harmless}")), "{report}");
+    }
+    for leaked in ["opaque", secret, &secret[..14], &secret[14..]] {
+        assert!(
+            !report.contains(leaked),
+            "verify printed `{leaked}`:\n{report}"
+        );
+    }
+}
+
+#[test]
+fn verify_fails_on_a_missing_or_empty_store_and_names_files_that_are_not_cassettes() {
+    let dir = Workdir::new();
+    let missing = dir.store("nowhere");
+    let out = dir.run(&["verify", "--store", &missing]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("does not exist"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        !dir.join("nowhere").exists(),
+        "verify must not create the store"
+    );
+    let out = dir.run(&[
+        "verify",
+        "--store",
+        &format!("jsonl://{}", dir.join("none.jsonl").display()),
+    ]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let out = dir.run(&["verify", "--store", "memory://"]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("holds no cassette"),
+        "{}",
+        both(&out)
+    );
+
+    // A folder of the seed harness's flat tapes: nothing cassette reads, and both ls and
+    // verify say so instead of passing over them.
+    dir.write(
+        "seed/0123456789abcdef.json",
+        r#"{"key":"0123456789abcdef","params":{"model":"m","prompt":"Hi"},"text":"Hello"}"#,
+    );
+    dir.write("seed/openai.yaml", "interactions: []\n");
+    let seed = dir.store("seed");
+    let out = dir.run(&["verify", "--store", &seed]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    assert!(
+        report.contains("0123456789abcdef.json: a tape of the seed harness (key, params, text), not read by cassette: convert it with `cassette import`"),
+        "{report}"
+    );
+    assert!(
+        report.contains("openai.yaml: a YAML file, perhaps a vcrpy cassette"),
+        "{report}"
+    );
+    assert!(
+        common::stderr(&out).contains("holds no cassette"),
+        "{}",
+        both(&out)
+    );
+    let out = dir.run(&["ls", "--json", "--store", &seed]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(common::stdout(&out).is_empty());
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("not listed: ")
+            && err.contains("0123456789abcdef.json: a tape of the seed harness"),
+        "{err}"
+    );
+    assert!(
+        err.contains("0 cassettes in") && err.contains("2 other files not listed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn import_converts_seed_tapes_and_vcrpy_cassettes_into_replayable_cassettes() {
+    use base64::Engine;
+    use std::io::Write;
+    let dir = Workdir::new();
+    dir.write(
+        "old/0123456789abcdef.json",
+        r#"{"key":"0123456789abcdef","params":{"model":"m","system":"Be brief.","prompt":"Name a colour.","temperature":0},"text":"Blue."}"#,
+    );
+    let openai_answer = r#"{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"Paris."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(r#"{"object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Rome."},"finish_reason":"stop"}]}"#.as_bytes()).unwrap();
+    let gzipped = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
+    let stream = std::fs::read_to_string(
+        common::workspace_root().join("tests/fixtures/streams/anthropic_tool_use.sse"),
+    )
+    .unwrap();
+    let q = |s: &str| serde_json::to_string(s).unwrap();
+    let chat = |question: &str| {
+        q(&format!(
+            r#"{{"messages":[{{"role":"user","content":"{question}"}}],"model":"gpt-4o-mini","temperature":0}}"#
+        ))
+    };
+    let anthropic_request = r#"{"model":"claude-sonnet-4-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"What is the weather in Paris?"}]}"#;
+    let yaml = format!(
+        r#"interactions:
+- request:
+    body: {}
+    headers:
+      authorization: [Bearer sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD]
+      content-type: [application/json]
+    method: POST
+    uri: https://api.openai.com/v1/chat/completions
+  response:
+    body: {{string: {}}}
+    headers: {{Content-Type: [application/json]}}
+    status: {{code: 200, message: OK}}
+- request:
+    body: {}
+    headers: {{content-type: [application/json]}}
+    method: POST
+    uri: https://api.openai.com/v1/chat/completions
+  response:
+    body: {{string: !!binary "{gzipped}"}}
+    headers: {{Content-Type: [application/json], Content-Encoding: [gzip]}}
+    status: {{code: 200, message: OK}}
+- request:
+    body: {}
+    headers: {{x-api-key: [sk-ant-api03-secretsecretsecret], anthropic-version: ['2023-06-01']}}
+    method: POST
+    uri: https://api.anthropic.com/v1/messages
+  response:
+    body: {{string: {}}}
+    headers: {{content-type: [text/event-stream]}}
+    status: {{code: 200, message: OK}}
+version: 1
+"#,
+        chat("What is the capital of France?"),
+        q(openai_answer),
+        chat("What is the capital of Italy?"),
+        q(anthropic_request),
+        q(&stream),
+    );
+    dir.write("old/test_chat.yaml", &yaml);
+    dir.write("old/notes.txt", "not a tape");
+    let store = dir.store("cassettes");
+    let out = dir.run(&["import", "old", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(
+        common::stdout(&out).matches("imported ").count(),
+        4,
+        "{}",
+        both(&out)
+    );
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("skipped old/notes.txt") && err.contains("imported 4, kept 0"),
+        "{err}"
+    );
+    // Create-only: importing again changes nothing.
+    let out = dir.run(&["import", "old", "--store", &store]);
+    assert!(
+        common::stderr(&out).contains("imported 0, kept 4"),
+        "{}",
+        both(&out)
+    );
+    // No credential reached the store, and every imported cassette verifies.
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    for secret in ["sk-proj-abcdef", "sk-ant-api03"] {
+        let out = std::process::Command::new("grep")
+            .args(["-r", secret])
+            .arg(dir.join("cassettes"))
+            .output()
+            .unwrap();
+        assert!(out.stdout.is_empty(), "{secret} reached the store");
+    }
+
+    // The imported tapes answer the same requests in replay.
+    dir.write(
+        "suite.jsonl",
+        &[
+            r#"{"id":"seed","prompt":"Name a colour.","params":{"model":"m","system":"Be brief.","temperature":0},"grader":"equals","expect":{"value":"Blue."}}"#,
+            r#"{"id":"openai","prompt":"What is the capital of France?","params":{"model":"gpt-4o-mini","temperature":0},"grader":"equals","expect":{"value":"Paris."}}"#,
+            r#"{"id":"gzip","prompt":"What is the capital of Italy?","params":{"model":"gpt-4o-mini","temperature":0},"grader":"equals","expect":{"value":"Rome."}}"#,
+            r#"{"id":"stream","request":{"target":"anthropic","path":"/v1/messages","headers":{"anthropic-version":"2023-06-01"},"body":{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"What is the weather in Paris?"}]}},"grader":"tool_called","expect":{"name":"get_weather"}}"#,
+        ]
+        .join("\n"),
+    );
+    let out = dir.run(&["run", "suite.jsonl", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        json_lines(&out).iter().all(|l| l["hit"] == true),
+        "{}",
+        both(&out)
+    );
+
+    // A truncated gzip answer is an error naming the file and interaction; nothing is stored.
+    let truncated = yaml.replace(&gzipped, &gzipped[..gzipped.len() / 2]);
+    dir.write("bad/broken.yaml", &truncated);
+    let fresh = dir.store("fresh");
+    let out = dir.run(&["import", "bad", "--store", &fresh]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("bad/broken.yaml interaction 2")
+            || common::stderr(&out).contains("broken.yaml: interaction 2"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn recordings_index_themselves_and_index_compacts_the_segments() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let segments = |folder: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join(folder).join("_index"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    record(
+        &dir,
+        &fake,
+        &[case("a", "Repeat a", "said"), case("b", "Repeat b", "said")].join("\n"),
+        &store,
+    );
+    record(&dir, &fake, &case("c", "Repeat c", "said"), &store);
+    let written = segments("c");
+    assert_eq!(
+        written.len(),
+        2,
+        "one segment per recording run: {written:?}"
+    );
+    assert!(written.iter().all(|n| n.starts_with("w-")), "{written:?}");
+
+    let out = dir.run(&["index", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("indexed 3 cassettes"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        common::stderr(&out).contains("0 read, 2 segments folded in"),
+        "{}",
+        both(&out)
+    );
+    let compacted = segments("c");
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    assert!(compacted[0].starts_with("base-"), "{compacted:?}");
+    // The index folder is the store's own: verify and ls pass over it.
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+
+    // A copy indexes what it copied in its destination.
+    let out = dir.run(&["copy", &store, &dir.store("d")]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(segments("d").len(), 1);
+    // A store that keeps no segments says so.
+    let jsonl = format!("jsonl://{}", dir.join("e.jsonl").display());
+    let out = dir.run(&["index", "--store", &jsonl]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("keeps no index segments"),
+        "{}",
+        both(&out)
+    );
 }
 
 #[test]
@@ -351,6 +734,49 @@ fn gc_copy_and_diff() {
         "{report}"
     );
     assert_eq!(report.matches("only in B:").count(), 1, "{report}");
+
+    // Drift the key cannot see: the same keys answered by another model, with another finish
+    // reason, or another usage.
+    let store_d = dir.store("d");
+    let out = dir.run(&["copy", &store_a, &store_d]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let (capital, b) = (
+        lines[0]["key"].as_str().unwrap(),
+        lines[1]["key"].as_str().unwrap(),
+    );
+    edit(&dir.join("d"), capital, |doc| {
+        doc["meta"]["response_model"] = "m-2024-06-01".into();
+    });
+    edit(&dir.join("d"), b, |doc| {
+        doc["meta"]["finish_reason"] = "length".into();
+        doc["meta"]["usage"]["completion_tokens"] = 100.into();
+    });
+    let out = dir.run(&["diff", &store_a, &store_d]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    for needle in [
+        format!("changed: {capital} (POST /v1/chat/completions, m)\n    model: m-2024-01-01 -> m-2024-06-01\n"),
+        format!("changed: {b} (POST /v1/chat/completions, m)\n    finish: stop -> length\n    usage: "),
+    ] {
+        assert!(report.contains(&needle), "{needle}\n{report}");
+    }
+    assert!(
+        !report.contains("    - "),
+        "the text did not change: {report}"
+    );
+    let out = dir.run(&["diff", &store_a, &store_d, "--summary"]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    assert_eq!(
+        common::stdout(&out),
+        "2 changed: 1 finish reason stop -> length, 1 model alias m -> m-2024-06-01\n0 only in A, 0 only in B\n"
+    );
+    let out = dir.run(&["diff", &store_a, &store_c, "--summary"]);
+    assert_eq!(
+        common::stdout(&out),
+        "1 changed: 1 text only\n1 only in A, 1 only in B\n",
+        "{}",
+        both(&out)
+    );
 }
 
 #[test]
@@ -417,6 +843,31 @@ fn diff_runs_reports_regressions_fixes_and_membership() {
     assert_eq!(code(&out), 0, "{}", both(&out));
     let out = dir.run(&["diff-runs", "before", "nope"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
+
+    // Every run is kept as `last`, misses included: a replay with one reworded prompt.
+    dir.write(
+        "suite.jsonl",
+        &[
+            case("capital", "What is the capital of France?", "lyon"),
+            case("echo", "Repeat x again", "said"),
+            case("added", "Repeat added", "said"),
+        ]
+        .join("\n"),
+    );
+    let replay = dir.run(&["run", "suite.jsonl", "--store", &store]);
+    assert_eq!(code(&replay), 2, "{}", both(&replay));
+    let out = dir.run(&["diff-runs", "after", "last", "--fail-on-regression"]);
+    assert_eq!(code(&out), 0, "a miss is not a regression: {}", both(&out));
+    let report = common::stdout(&out);
+    assert!(
+        report.contains("missed: echo (was pass; its recording is stale or missing)"),
+        "{report}"
+    );
+    assert!(
+        common::stderr(&out).contains("0 regressions, 0 fixes, 1 missed"),
+        "{}",
+        both(&out)
+    );
 }
 
 #[test]
@@ -464,6 +915,113 @@ fn probe_asks_live_and_stores_nothing() {
     assert!(common::stdout(&out).contains("(4x)\nThe capital of France is Paris."));
     assert_eq!(fake.requests(), 8);
     assert!(json_lines(&dir.run(&["ls", "--json", "--store", &store])).is_empty());
+
+    // Suite cases: picked with --only, graded, as JSON, and held to --max-distinct.
+    dir.write(
+        "suite.jsonl",
+        &[
+            case("noisy", "Tell me something [noisy]", "number 10"),
+            case("stable", "What is the capital of France?", "paris"),
+        ]
+        .join("\n"),
+    );
+    let probe_suite = |extra: &[&str]| {
+        let mut args = vec![
+            "probe",
+            "suite.jsonl",
+            "--n",
+            "3",
+            "--json",
+            "--store",
+            &store,
+            "--upstream",
+            &fake.url,
+        ];
+        args.extend_from_slice(extra);
+        dir.run(&args)
+    };
+    let out = probe_suite(&["--only", "noisy,stable", "--max-distinct", "1"]);
+    assert_eq!(
+        code(&out),
+        1,
+        "noisy gives 3 distinct answers: {}",
+        both(&out)
+    );
+    let probed = json_lines(&out);
+    assert_eq!(probed.len(), 2, "{}", both(&out));
+    assert_eq!(
+        (&probed[0]["id"], &probed[0]["distinct"]),
+        (&"noisy".into(), &3.into())
+    );
+    let verdicts: Vec<&str> = probed[0]["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts.iter().filter(|v| **v == "pass").count(),
+        1,
+        "{verdicts:?}"
+    );
+    assert_eq!(probed[1]["answers"][0]["count"], 3);
+    assert_eq!(probed[1]["answers"][0]["verdict"], "pass");
+    assert_eq!(probed[1]["recorded"], false);
+    let out = probe_suite(&["--only", "stable", "--max-distinct", "1"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let out = probe_suite(&[]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("name the ones to probe with --only"),
+        "{}",
+        both(&out)
+    );
+    assert!(json_lines(&dir.run(&["ls", "--json", "--store", &store])).is_empty());
+
+    // One suite line on stdin, in record mode: the answers are stored.
+    let mut child = dir
+        .cassette()
+        .args([
+            "probe",
+            "-",
+            "--n",
+            "2",
+            "--mode",
+            "record",
+            "--store",
+            &store,
+            "--upstream",
+            &fake.url,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(case("stable", "What is the capital of France?", "paris").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        common::stdout(&out)
+            .starts_with("case stable: 2 requests, 1 distinct answers (recorded as "),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        common::stdout(&out).contains("(2x, pass)"),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        json_lines(&dir.run(&["ls", "--json", "--store", &store])).len(),
+        1
+    );
 }
 
 #[test]
@@ -556,4 +1114,35 @@ fn a_closed_pipe_ends_a_printing_command_quietly() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
+
+#[test]
+fn verify_names_a_tape_keyed_under_another_profile() {
+    let dir = Workdir::new();
+    let store_dir = dir.join("c");
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let lines = record(&dir, &fake, &case("a", "Hi", "said"), &store);
+    let key = lines[0]["key"].as_str().unwrap().to_owned();
+    // The tape as a cassette from before its profile existed would have stored it: keyed by
+    // the `http` profile, so under another key.
+    let old_key = "e".repeat(64);
+    let mut doc: Value =
+        serde_json::from_slice(&std::fs::read(cassette_file(&store_dir, &key)).unwrap()).unwrap();
+    doc["key"] = old_key.clone().into();
+    doc["meta"]["profile"] = "http".into();
+    std::fs::remove_file(cassette_file(&store_dir, &key)).unwrap();
+    let moved = cassette_file(&store_dir, &old_key);
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::write(&moved, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    assert!(
+        report.contains(&format!(
+            "{old_key}: keyed under the `http` profile; this tool keys these requests with the `openai.chat` profile"
+        )),
+        "{report}"
+    );
 }

@@ -184,7 +184,14 @@ fn exec_exits_2_when_a_cassette_mcp_it_ran_missed() {
     assert_eq!(code(&out), 2, "{}", both(&out));
     let stderr = common::stderr(&out);
     assert!(
-        stderr.contains("MCP miss: counter tools/call `count`"),
+        stderr.contains("cassette exec: 1 distinct key missed:"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        stderr.contains(
+            " tools/call `count` on MCP server `counter`: Nothing is recorded for tools/call on this server."
+        ),
         "{}",
         both(&out)
     );

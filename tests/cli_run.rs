@@ -6,7 +6,7 @@ mod common;
 
 use common::cli_env::{both, code, json_lines, Workdir};
 use common::fake_llm::FakeLlm;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const WEATHER_TOOLS: &str = r#"[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]"#;
 
@@ -132,15 +132,15 @@ fn a_failed_verdict_exits_1_and_lands_in_junit() {
 }
 
 #[test]
-fn a_replay_miss_exits_2_at_once_with_the_key_and_what_differs() {
+fn every_miss_is_marked_and_named_then_the_run_exits_2() {
     let dir = Workdir::new();
     let store = dir.store("c");
-    let case = |id: &str, temperature: f64| {
+    let case = |id: &str, model: &str, temperature: f64| {
         format!(
-            r#"{{"id":"{id}","prompt":"What is the capital of France?","params":{{"model":"m","temperature":{temperature}}},"grader":"contains","expect":{{"needle":"paris"}}}}"#
+            r#"{{"id":"{id}","prompt":"What is the capital of France?","params":{{"model":"{model}","temperature":{temperature}}},"grader":"contains","expect":{{"needle":"paris"}}}}"#
         )
     };
-    dir.write("recorded.jsonl", &case("a", 0.0));
+    dir.write("recorded.jsonl", &case("a", "m", 0.0));
     let fake = FakeLlm::start();
     let out = dir.run(&[
         "run",
@@ -157,7 +157,13 @@ fn a_replay_miss_exits_2_at_once_with_the_key_and_what_differs() {
 
     dir.write(
         "changed.jsonl",
-        &[case("a", 0.0), case("b", 0.7), case("c", 0.0)].join("\n"),
+        &[
+            case("a", "m", 0.0),
+            case("b", "m", 0.7),
+            case("c", "m", 0.0),
+            case("d", "m2", 0.0),
+        ]
+        .join("\n"),
     );
     let out = dir.run(&[
         "run",
@@ -167,17 +173,292 @@ fn a_replay_miss_exits_2_at_once_with_the_key_and_what_differs() {
         "--upstream",
         &fake.url,
         "--jobs",
-        "1",
+        "2",
+        "--junit",
+        "report.xml",
     ]);
     assert_eq!(code(&out), 2, "{}", both(&out));
     assert_eq!(fake.requests(), before, "replay reached the upstream");
     let lines = json_lines(&out);
-    assert_eq!(ids(&lines), ["a", "b"], "the run must stop at the miss");
-    assert_eq!(lines[1]["verdict"], "miss");
+    assert_eq!(ids(&lines), ["a", "b", "c", "d"], "every case runs");
+    let verdicts: Vec<&str> = lines
+        .iter()
+        .map(|l| l["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["pass", "miss", "pass", "miss"]);
+    for missed in [&lines[1], &lines[3]] {
+        assert_eq!(missed["key"].as_str().unwrap().len(), 64, "{missed}");
+        assert!(
+            missed["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("The nearest recording"),
+            "{missed}"
+        );
+    }
+    assert!(lines[1]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("body.temperature: 0 -> 0.7"));
+    assert!(lines[3]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("body.model: \"m\" -> \"m2\""));
     let err = common::stderr(&out);
-    assert!(err.contains(lines[1]["key"].as_str().unwrap()), "{err}");
-    assert!(err.contains("changed.jsonl:2"), "{err}");
-    assert!(err.contains("body.temperature: 0 -> 0.7"), "{err}");
+    for needle in [
+        lines[1]["key"].as_str().unwrap(),
+        lines[3]["key"].as_str().unwrap(),
+        "changed.jsonl:2",
+        "changed.jsonl:4",
+        "body.temperature: 0 -> 0.7",
+        "2 passed, 0 failed, 2 missed",
+        "2 of 4 cases missed: b, d",
+    ] {
+        assert!(err.contains(needle), "{needle}\n{err}");
+    }
+    let junit = std::fs::read_to_string(dir.join("report.xml")).unwrap();
+    assert!(
+        junit.contains(r#"tests="4" failures="0" errors="2""#),
+        "{junit}"
+    );
+
+    // --fail-fast keeps the old behaviour: the run stops at the first miss.
+    let out = dir.run(&[
+        "run",
+        "changed.jsonl",
+        "--store",
+        &store,
+        "--jobs",
+        "1",
+        "--fail-fast",
+    ]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let lines = json_lines(&out);
+    assert_eq!(ids(&lines), ["a", "b"], "the run must stop at the miss");
+    let err = common::stderr(&out);
+    assert!(err.contains("1 of 4 cases missed: b"), "{err}");
+    assert!(err.contains("2 not run"), "{err}");
+}
+
+#[test]
+fn graders_score_several_grade_one_answer_and_canary_reads_the_kept_run() {
+    let dir = Workdir::new();
+    let capital = r#""prompt":"What is the capital of France?","params":{"model":"m"}"#;
+    dir.write(
+        "suite.jsonl",
+        &[
+            format!(r#"{{"id":"sim",{capital},"grader":"similarity","expect":{{"text":"Paris is the capital of France.","threshold":0.9}}}}"#),
+            r#"{"id":"sim-far","prompt":"Say hello","params":{"model":"m"},"grader":"similarity","expect":{"text":"You said: goodbye","threshold":0.3}}"#.to_owned(),
+            format!(r#"{{"id":"multi",{capital},"grader":[{{"grader":"contains","expect":{{"needle":"paris"}}}},{{"grader":"length","expect":{{"max_words":10}}}},{{"grader":"judge","expect":{{"criterion":"polite"}}}}]}}"#),
+            format!(r#"{{"id":"multi-fail",{capital},"grader":[{{"grader":"contains","expect":{{"needle":"lyon"}}}},{{"grader":"length","expect":{{"max_words":2}}}}]}}"#),
+            r#"{"id":"split","prompt":"Say [split] something","params":{"model":"m"},"grader":"judge","expect":{"criterion":"polite","votes":3}}"#.to_owned(),
+            r#"{"id":"plain","prompt":"Say plain","params":{"model":"m"},"grader":"contains","expect":{"needle":"plain"}}"#.to_owned(),
+        ]
+        .join("\n"),
+    );
+    let fake = FakeLlm::start();
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "auto",
+        "--store",
+        &dir.store("c"),
+        "--upstream",
+        &fake.url,
+        "--judge-model",
+        "j",
+        "--jobs",
+        "1",
+    ]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let lines = json_lines(&out);
+    let by_id = |id: &str| lines.iter().find(|l| l["id"] == id).unwrap().clone();
+    let sim = by_id("sim");
+    assert_eq!(
+        (&sim["score"], &sim["threshold"], &sim["verdict"]),
+        (&json!(1.0), &json!(0.9), &json!("pass"))
+    );
+    let far = by_id("sim-far");
+    let far_score = far["score"].as_f64().unwrap();
+    assert!(far_score > 0.5 && far_score < 0.8, "{far}");
+    assert!(far.get("scores").is_none(), "one grader, one score: {far}");
+    let multi = by_id("multi");
+    assert_eq!(multi["verdict"], "pass", "{multi}");
+    assert_eq!(
+        multi["scores"],
+        json!([{"grader": "judge", "score": 1.0, "threshold": 0.5}])
+    );
+    let failed = by_id("multi-fail");
+    assert_eq!(
+        failed["reason"], "contains: text does not contain \"lyon\"; length: 6 words, more than 2",
+        "{failed}"
+    );
+    let split = by_id("split");
+    assert_eq!(
+        (&split["score"], &split["threshold"]),
+        (&json!(0.667), &json!(0.5))
+    );
+    let plain = by_id("plain");
+    assert!(plain.get("score").is_none(), "{plain}");
+    // Judged once per case: 2 judge questions (multi: 1 vote, split: 3 votes) + 6 cases, and
+    // the capital question asked once for the three cases that share it.
+    assert_eq!(fake.requests(), 4 + 4);
+
+    // Every run is kept as `last`; canary reads it (and run output) directly.
+    let kept = std::fs::read_to_string(dir.join(".cassette/runs/last.jsonl")).unwrap();
+    assert_eq!(kept.lines().count(), 6, "{kept}");
+    let out = dir.run(&["canary", "last", "--band", "0.2"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let ids: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["sim", "split"], "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("kept 2 of 4 scored cases within 0.2"),
+        "{}",
+        both(&out)
+    );
+    dir.write(
+        "results.jsonl",
+        &common::stdout(&dir.run(&["canary", "last", "--band", "1"])),
+    );
+    let out = dir.run(&["canary", "results.jsonl"]);
+    assert!(
+        common::stderr(&out).contains("within 0.1 of"),
+        "the band defaults to 0.10: {}",
+        both(&out)
+    );
+}
+
+#[test]
+fn a_live_run_compares_live_answers_with_the_tapes_and_stores_nothing() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let suite = [
+        r#"{"id":"exact","prompt":"What is the capital of France?","params":{"model":"m"},"grader":"equals","expect":{"value":"The capital of France is Paris."}}"#,
+        r#"{"id":"loose","prompt":"Say hi","params":{"model":"m"},"grader":"contains","expect":{"needle":"hi"}}"#,
+        r#"{"id":"broken","prompt":"Say one","params":{"model":"m"},"grader":"contains","expect":{"needle":"indeed"}}"#,
+        r#"{"id":"new","prompt":"Say new","params":{"model":"m"},"grader":"contains","expect":{"needle":"new"}}"#,
+    ];
+    dir.write("recorded.jsonl", &suite[..3].join("\n"));
+    let recording = FakeLlm::start();
+    let out = dir.run(&[
+        "run",
+        "recorded.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        &store,
+        "--upstream",
+        &recording.url,
+    ]);
+    assert_eq!(code(&out), 1, "broken fails on tape: {}", both(&out));
+    recording.stop();
+    let stored = || {
+        json_lines(&dir.run(&["ls", "--json", "--store", &store]))
+            .iter()
+            .map(|r| r["key"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let before = stored();
+
+    // The model behind the alias moved and its answers drifted.
+    let live = FakeLlm::start_drifted(" Indeed.", "2024-11-20");
+    dir.write("suite.jsonl", &suite.join("\n"));
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--live",
+        "--store",
+        &store,
+        "--upstream",
+        &live.url,
+        "--mode",
+        "record", // ignored: a live run never stores
+    ]);
+    assert_eq!(code(&out), 1, "a regression exits 1: {}", both(&out));
+    assert_eq!(live.requests(), 4);
+    assert_eq!(stored(), before, "a live run stores nothing");
+    let lines = json_lines(&out);
+    assert_eq!(ids(&lines), ["exact", "loose", "broken", "new"]);
+    let (exact, loose, broken, new) = (&lines[0], &lines[1], &lines[2], &lines[3]);
+    assert_eq!(
+        (&exact["replayed"], &exact["live"], &exact["regression"]),
+        (&json!("pass"), &json!("fail"), &json!(true))
+    );
+    assert_eq!(exact["answer_changed"], true);
+    assert_eq!(
+        exact["model"],
+        json!({"replayed": "m-2024-01-01", "live": "m-2024-11-20"})
+    );
+    assert_eq!(
+        (&loose["replayed"], &loose["live"], &loose["regression"]),
+        (&json!("pass"), &json!("pass"), &json!(false))
+    );
+    assert_eq!(
+        (&broken["replayed"], &broken["live"]),
+        (&json!("fail"), &json!("pass"))
+    );
+    assert_eq!(
+        (&new["replayed"], &new["live"]),
+        (&json!("miss"), &json!("pass"))
+    );
+    assert!(new.get("answer_changed").is_none(), "{new}");
+    let err = common::stderr(&out);
+    for needle in [
+        "REGRESSION exact: passed on tape, fails live",
+        "4 cases: 3 pass live, 1 fail live; 1 regressions (exact), 1 fixed (broken), 3 answers changed (exact, loose, broken), 1 not recorded (new)",
+        "model changed: m-2024-01-01 -> m-2024-11-20 (3 cases)",
+    ] {
+        assert!(err.contains(needle), "{needle}\n{err}");
+    }
+    // The live verdicts are the last run.
+    let kept = std::fs::read_to_string(dir.join(".cassette/runs/last.jsonl")).unwrap();
+    assert!(kept.contains("Paris. Indeed."), "{kept}");
+
+    // A handful of cases: --only and --limit.
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--live",
+        "--store",
+        &store,
+        "--upstream",
+        &live.url,
+        "--only",
+        "loose,new",
+    ]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(ids(&json_lines(&out)), ["loose", "new"]);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--live",
+        "--store",
+        &store,
+        "--upstream",
+        &live.url,
+        "--limit",
+        "1",
+    ]);
+    assert_eq!(ids(&json_lines(&out)), ["exact"]);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--store",
+        &store,
+        "--only",
+        "loose,nope",
+    ]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("does not have: nope"),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(live.requests(), 4 + 2 + 1);
 }
 
 #[test]
@@ -347,6 +628,60 @@ fn the_example_suite_replays_offline_from_its_committed_cassettes() {
         "{}",
         both(&out)
     );
+}
+
+#[test]
+fn the_triage_example_names_three_misses_of_different_causes() {
+    // The example docs/suite.md and the README show: the suite replays; its stale copy misses
+    // three cases, each for its own reason.
+    let run = |suite: &str| {
+        common::cassette()
+            .env_remove("CASSETTE_MODE")
+            .env_remove("UPSTREAM_BASE")
+            .args(["run", suite, "--store", "file://examples/triage/cassettes"])
+            .output()
+            .unwrap()
+    };
+    let out = run("examples/triage/suite.jsonl");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let out = run("examples/triage/stale.jsonl");
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let verdicts: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {}",
+                l["id"].as_str().unwrap(),
+                l["verdict"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            "board-summary miss",
+            "capital miss",
+            "greeting miss",
+            "profile pass",
+            "refuses-harm pass"
+        ]
+    );
+    let err = common::stderr(&out);
+    for cause in [
+        "- body.messages[1].content: …Then summarise the quarterly [-revenue-]{+income+} figures for the board…",
+        "- body.model: \"gpt-4o-mini\" -> \"gpt-4o\"",
+        "- body.temperature: 0 -> 0.7",
+        "3 of 5 cases missed: board-summary, capital, greeting",
+    ] {
+        assert!(err.contains(cause), "{cause}\n{err}");
+    }
+    let docs = std::fs::read_to_string(common::workspace_root().join("docs/suite.md")).unwrap();
+    for line in common::stdout(&out).lines() {
+        assert!(
+            docs.contains(line),
+            "docs/suite.md no longer shows this output line: {line}"
+        );
+    }
 }
 
 #[test]

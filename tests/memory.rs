@@ -47,6 +47,8 @@ fn store_stream_recording(dir: &std::path::Path, question: &str, answer: &str) {
         format: cassette_recorder::cassette::FORMAT_VERSION,
         key: keyed.key.clone(),
         key_version: cassette_keying::KEY_VERSION,
+        key_settings: None,
+        sequence: None,
         recorded_at: "2026-01-01T00:00:00Z".into(),
         tool: "test".into(),
         target: "default".into(),

@@ -8,14 +8,22 @@ use std::process::{Command, Output};
 
 /// Variables the cassette commands read; removed from every child.
 const SETTINGS: &[&str] = &[
+    "CASSETTE_CONFIG",
     "CASSETTE_MODE",
     "CASSETTE_STORE",
     "CASSETTE_DIR",
     "CASSETTE_CACHE",
     "CASSETTE_USAGE_LOG",
     "CASSETTE_JUDGE_MODEL",
+    "CASSETTE_STREAM_CHUNK",
+    "CASSETTE_UPSTREAM_TIMEOUT",
+    "CASSETTE_REPEATS",
+    "CASSETTE_MISS_STATUS",
     "UPSTREAM_BASE",
     "UPSTREAM_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "PORT",
 ];
 
 /// A temporary working folder.
@@ -69,6 +77,17 @@ impl Workdir {
     /// Runs `cassette ARGS` here and returns its output.
     pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cassette()
+            .args(args)
+            .output()
+            .expect("running cassette")
+    }
+
+    /// Runs `cassette ARGS` in a folder below this one (created when missing).
+    pub(crate) fn run_in(&self, sub: &str, args: &[&str]) -> Output {
+        let dir = self.join(sub);
+        std::fs::create_dir_all(&dir).expect("creating a folder");
+        self.cassette()
+            .current_dir(dir)
             .args(args)
             .output()
             .expect("running cassette")

@@ -17,7 +17,8 @@
 //! - anything else: "You said: PROMPT".
 //!
 //! A variant string (see [`FakeLlm::start_variant`]) is appended to every plain answer, to
-//! stand in for a model whose answers drifted.
+//! stand in for a model whose answers drifted; [`FakeLlm::start_drifted`] also names another
+//! answering model (`MODEL-DATE`, `MODEL-2024-01-01` by default), an alias that moved.
 
 #![allow(dead_code)] // Each test binary uses its own subset.
 
@@ -48,6 +49,7 @@ pub(crate) struct FakeLlm {
 struct Fake {
     requests: Arc<AtomicUsize>,
     variant: Arc<str>,
+    model_date: Arc<str>,
 }
 
 impl FakeLlm {
@@ -62,12 +64,24 @@ impl FakeLlm {
             .expect("starting the fake upstream")
     }
 
+    /// Starts a fake whose plain answers end with `variant` and whose OpenAI-compatible answers
+    /// name the model `MODEL-{model_date}`.
+    pub(crate) fn start_drifted(variant: &str, model_date: &str) -> FakeLlm {
+        Self::start_full(SocketAddr::from(([127, 0, 0, 1], 0)), variant, model_date)
+            .expect("starting the fake upstream")
+    }
+
     /// Starts a fake on `addr` (port 0 for a free one).
     pub(crate) fn start_on(addr: SocketAddr, variant: &str) -> std::io::Result<FakeLlm> {
+        Self::start_full(addr, variant, "2024-01-01")
+    }
+
+    fn start_full(addr: SocketAddr, variant: &str, model_date: &str) -> std::io::Result<FakeLlm> {
         let requests = Arc::new(AtomicUsize::new(0));
         let fake = Fake {
             requests: requests.clone(),
             variant: Arc::from(variant),
+            model_date: Arc::from(model_date),
         };
         let (bound_tx, bound_rx) = std::sync::mpsc::channel();
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -158,7 +172,7 @@ async fn serve(
 async fn answer(State(fake): State<Fake>, uri: Uri, body: Bytes) -> Response {
     let n = fake.requests.fetch_add(1, Ordering::SeqCst) + 1;
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let (status, answer) = respond(uri.path(), &request, n, &fake.variant);
+    let (status, answer) = respond(uri.path(), &request, n, &fake);
     (
         status,
         [
@@ -251,7 +265,8 @@ fn decide(request: &Value, n: usize, variant: &str) -> Reply {
     Reply::Text(format!("{text}{variant}"))
 }
 
-fn respond(path: &str, request: &Value, n: usize, variant: &str) -> (StatusCode, Value) {
+fn respond(path: &str, request: &Value, n: usize, fake: &Fake) -> (StatusCode, Value) {
+    let variant = &*fake.variant;
     let model = request["model"].as_str().unwrap_or("fake-model").to_owned();
     if request.get("model").and_then(Value::as_str) == Some("fail-500") {
         return (
@@ -300,7 +315,7 @@ fn respond(path: &str, request: &Value, n: usize, variant: &str) -> (StatusCode,
     (
         StatusCode::OK,
         json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1700000000,
-               "model": format!("{model}-2024-01-01"),
+               "model": format!("{model}-{}", fake.model_date),
                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                "usage": usage}),
     )

@@ -1,4 +1,5 @@
-"""Fixtures for driving the official OpenAI and Anthropic Python SDKs through `cassette proxy`.
+"""Fixtures for driving LLM clients (the official SDKs and the popular wrappers) through
+`cassette proxy`.
 
 A fake upstream (a threaded HTTP server) stands in for the vendors: it answers with the
 realistic provider bodies under tests/fixtures/streams/, sends streams in irregular chunks, and
@@ -45,9 +46,31 @@ def cassette_bin() -> str:
     return path
 
 
+def _gemini_answer(method: str, query: str, body: dict) -> tuple[str, bytes]:
+    """Gemini: a function call, or, once the conversation holds a function's result, the
+    answer; as one JSON document, an event stream (`alt=sse`) or a JSON-array stream."""
+    answered = any(
+        "functionResponse" in part or "function_response" in part
+        for content in body.get("contents") or []
+        for part in content.get("parts") or []
+    )
+    if method == "generateContent":
+        return "application/json", fixture_bytes("gemini_text.final.json" if answered else "gemini.response.json")
+    if "alt=sse" in query.split("&"):
+        return "text/event-stream", fixture_bytes("gemini_text.sse" if answered else "gemini_tool.sse")
+    return "application/json", fixture_bytes("gemini_tool.stream.json")
+
+
 def _answer_for(path: str, body: dict) -> tuple[str, bytes]:
     """The content type and body the fake vendor answers `path` with."""
+    path, _, query = path.partition("?")
     stream = bool(body.get("stream"))
+    if "/models/" in path and ":" in path.rsplit("/", 1)[-1]:
+        method = path.rsplit(":", 1)[1]
+        if method in ("generateContent", "streamGenerateContent"):
+            return _gemini_answer(method, query, body)
+    if path.startswith("/openai/deployments/") and path.endswith("/chat/completions"):
+        path = "/v1/chat/completions"
     if path == "/v1/chat/completions":
         if stream:
             return "text/event-stream", fixture_bytes("openai_chat_tool.sse")
@@ -77,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {}
-        self.server.owner.record(self.path, dict(self.headers.items()), body)
+        self.server.owner.record(self.path, list(self.headers.items()), body)
         content_type, answer = _answer_for(self.path, body)
         if not content_type:
             self.send_response(404)
@@ -111,9 +134,9 @@ class _FakeServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, owner: "FakeUpstream", port: int):
+    def __init__(self, owner: "FakeUpstream", port: int, host: str = "127.0.0.1"):
         self.owner = owner
-        super().__init__(("127.0.0.1", port), _Handler)
+        super().__init__((host, port), _Handler)
 
     def get_request(self):
         conn = super().get_request()
@@ -124,13 +147,15 @@ class _FakeServer(ThreadingHTTPServer):
 class FakeUpstream:
     """The stand-in vendor. `connections` counts every TCP connection accepted, served or not."""
 
-    def __init__(self):
+    def __init__(self, host: str = "127.0.0.1"):
         self._lock = threading.Lock()
         self.connections = 0
         self.requests: list[tuple[str, dict, dict]] = []
-        self._server = _FakeServer(self, 0)
+        # Every header line of each request, names lowercased, repeats kept.
+        self.header_lines: list[list[tuple[str, str]]] = []
+        self._server = _FakeServer(self, 0, host)
         self.port = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         self._sink_thread: threading.Thread | None = None
@@ -139,9 +164,11 @@ class FakeUpstream:
         with self._lock:
             self.connections += 1
 
-    def record(self, path: str, headers: dict, body: dict):
+    def record(self, path: str, header_lines: list, body: dict):
         with self._lock:
+            headers = {name.lower(): value for name, value in header_lines}
             self.requests.append((path, headers, body))
+            self.header_lines.append([(name.lower(), value) for name, value in header_lines])
 
     def stop(self):
         """Stops serving HTTP; keeps counting (and dropping) connections to the port.
@@ -184,11 +211,13 @@ class FakeUpstream:
 class Proxy:
     """A `cassette proxy` process on a free loopback port."""
 
-    def __init__(self, args: list[str], env: dict | None = None):
+    def __init__(self, args: list[str], env: dict | None = None, cwd: str | None = None):
         self.args = args
         full_env = dict(os.environ)
         for name in ("CASSETTE_MODE", "CASSETTE_STORE", "CASSETTE_DIR", "CASSETTE_CACHE",
-                     "UPSTREAM_BASE", "UPSTREAM_API_KEY", "PORT"):
+                     "CASSETTE_CONFIG", "UPSTREAM_BASE", "UPSTREAM_API_KEY", "OPENAI_API_KEY",
+                     "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AZURE_OPENAI_API_KEY",
+                     "PORT"):
             full_env.pop(name, None)
         full_env.update(env or {})
         self.process = subprocess.Popen(
@@ -197,6 +226,7 @@ class Proxy:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=full_env,
+            cwd=cwd,
             text=True,
         )
         self.stderr: list[str] = []

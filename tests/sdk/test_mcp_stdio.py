@@ -211,7 +211,10 @@ def test_exec_exits_2_on_an_mcp_miss(cassette, app, recorded, work, store):
     assert result.returncode == 2, result.stderr
     error = json.loads(result.stdout)["error"]
     assert "next_number" in error and "params.arguments.label" in error
-    assert "MCP miss: counter tools/call `next_number`" in result.stderr
+    # exec lists the distinct missed key with the request and the explanation's summary.
+    assert "cassette exec: 1 distinct key missed:" in result.stderr
+    assert (" tools/call `next_number` on MCP server `counter`: The nearest recording" in result.stderr
+            and '-> "never recorded".' in result.stderr), result.stderr
     assert "1 misses" in result.stderr
     assert starts(work / "starts") == 1
 

@@ -1,6 +1,7 @@
 //! Which flag or variable fixes a library error. The libraries say what to change in their own
 //! terms ("the body limit", "a route named `x`"); only the command line knows that `--max-body`
-//! or `--route` sets it, so it adds that advice where it prints their errors.
+//! or `--route` sets it (or which key of cassette.toml), so it adds that advice where it prints
+//! their errors.
 
 use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::{Error, Setting};
@@ -19,9 +20,21 @@ pub(crate) fn for_recorder(err: &Error) -> Option<String> {
             setting: Setting::StreamChunkSize,
             ..
         } => "--stream-chunk-size or CASSETTE_STREAM_CHUNK",
-        Error::NoUpstream { target } if target == DEFAULT_TARGET => "--upstream or UPSTREAM_BASE",
-        Error::NoUpstream { target } => return Some(format!("--route {target}=URL")),
-        Error::InvalidRoute { .. } => "--route NAME=URL, --upstream or UPSTREAM_BASE",
+        Error::InvalidSetting {
+            setting: Setting::MissStatus,
+            ..
+        } => "--miss-status, or miss_status in cassette.toml",
+        Error::NoUpstream { target } if target == DEFAULT_TARGET => {
+            "--upstream or UPSTREAM_BASE, or [routes.default] upstream in cassette.toml"
+        }
+        Error::NoUpstream { target } => {
+            return Some(format!(
+                "--route {target}=URL, or [routes.{target}] upstream in cassette.toml"
+            ))
+        }
+        Error::InvalidRoute { .. } => {
+            "--route NAME=URL, --upstream or UPSTREAM_BASE, or [routes.NAME] in cassette.toml"
+        }
         Error::NotLoopback { .. } => "--allow-remote",
         Error::ForeignHost { .. } => "cassette proxy --allow-host NAME",
         Error::BrowserOrigin { .. }
@@ -31,7 +44,7 @@ pub(crate) fn for_recorder(err: &Error) -> Option<String> {
         } => "cassette proxy --allow-origin ORIGIN",
         Error::Bind { .. } => "--listen or PORT",
         Error::UsageLog { .. } => "--usage-log or CASSETTE_USAGE_LOG",
-        Error::Redact(_) => "--redact-path or --redact-pattern",
+        Error::Redact(_) => "--redact-path or --redact-pattern, or [redact] in cassette.toml",
         Error::Store(err) => return for_store(err),
         _ => return None,
     };
@@ -81,7 +94,7 @@ mod tests {
         };
         assert_eq!(
             for_recorder(&unrouted).as_deref(),
-            Some("--route anthropic=URL")
+            Some("--route anthropic=URL, or [routes.anthropic] upstream in cassette.toml")
         );
         let default = Error::NoUpstream {
             target: DEFAULT_TARGET.into(),

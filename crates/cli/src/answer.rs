@@ -18,6 +18,8 @@ pub(crate) struct Answer {
     pub(crate) tool_calls: Vec<ToolCall>,
     /// Finish or stop reason as the provider spelt it.
     pub(crate) finish: Option<String>,
+    /// The model the answer names (it can differ from the requested alias).
+    pub(crate) model: Option<String>,
 }
 
 impl From<ResponseSummary> for Answer {
@@ -26,6 +28,7 @@ impl From<ResponseSummary> for Answer {
             text: summary.text,
             tool_calls: summary.tool_calls,
             finish: summary.finish_reason,
+            model: summary.model,
         }
     }
 }
@@ -71,6 +74,7 @@ pub(crate) fn from_json(profile: Profile, value: &Value) -> Answer {
                 other => other.to_string(),
             },
             finish: summary.finish_reason,
+            model: summary.model,
             ..Answer::default()
         },
     }

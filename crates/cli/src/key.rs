@@ -5,7 +5,7 @@
 //! raw, exactly as the proxy would key it; only a file that cannot be read is an error.
 
 use crate::request_file;
-use crate::settings::KeyingArgs;
+use crate::settings::{KeyingArgs, SettingsFile};
 use anyhow::{anyhow, Context};
 use cassette_keying::KEY_VERSION;
 use cassette_recorder::Request;
@@ -63,12 +63,12 @@ pub(crate) struct KeyArgs {
 }
 
 /// Runs `cassette key`.
-pub(crate) fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: KeyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let request = match &args.request {
         Some(file) => request_file::load(file)?,
         None => from_flags(&args)?,
     };
-    let config = args.keying.config();
+    let config = args.keying.config(file);
     let keyed = request.key(&config);
     if args.json {
         let out = json!({

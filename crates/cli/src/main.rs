@@ -3,7 +3,10 @@
 
 mod advice;
 mod answer;
+mod bypass;
+mod config;
 mod exec;
+mod init;
 mod key;
 mod maint;
 mod mcp;
@@ -12,7 +15,7 @@ mod request_file;
 mod run;
 mod settings;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Exit status for errors that are not a test verdict: usage errors, missing files, replay
@@ -26,17 +29,26 @@ pub(crate) const EXIT_ERROR: u8 = 2;
     about = "Record real LLM API calls once, replay them offline."
 )]
 struct Cli {
+    /// Which settings file is read (global: `--config FILE`, `--no-config`).
+    #[command(flatten)]
+    settings: settings::FileArgs,
+
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a commented starter cassette.toml here (never over an existing one).
+    Init(init::InitArgs),
+    /// Print the effective settings and where each came from (flag, env, file, default).
+    Config(config::ConfigArgs),
     /// Print the key of a request.
     Key(key::KeyArgs),
     /// Serve record/replay over HTTP: point any SDK's base URL at it.
     Proxy(proxy::ProxyArgs),
-    /// Run a command with its SDKs pointed at an in-process proxy; exit 2 on any replay miss.
+    /// Run a command with its SDKs pointed at an in-process proxy; exit 2 on any replay miss
+    /// or any request that bypassed it in replay.
     Exec(exec::ExecArgs),
     /// Run a JSONL prompt suite through the recorder and grade each answer.
     Run(run::RunArgs),
@@ -54,6 +66,10 @@ enum Command {
     Gc(maint::gc::GcArgs),
     /// Copy cassettes between stores (create-only and resumable by default).
     Copy(maint::copy::CopyArgs),
+    /// Convert tapes of other tools (seed-harness JSON, vcrpy YAML) into cassettes.
+    Import(maint::import::ImportArgs),
+    /// Compact the nearest-recording index, so a miss does not read every cassette.
+    Index(maint::index::IndexArgs),
     /// Compare two stores: keys only in one, and changed answers.
     Diff(maint::diff::DiffArgs),
     /// Compare two saved runs: regressions, fixes, added and removed cases.
@@ -64,34 +80,39 @@ enum Command {
     Canary(maint::canary::CanaryArgs),
 }
 
+/// Writes the index records of the cassettes a command recorded (see
+/// `cassette_recorder::miss`), warning rather than failing: the cassettes are written already,
+/// and the index only makes explaining a later miss cheaper.
+pub(crate) async fn flush_index(recorder: &cassette_recorder::Recorder) {
+    if let Err(err) = recorder.flush_index().await {
+        eprintln!(
+            "cassette: warning: the nearest-recording index was not updated: {:#} (run `cassette index` later)",
+            anyhow::Error::new(err)
+        );
+    }
+}
+
 fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
         mcp::inherit_exec_env();
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     // Library warnings (a damaged log line, a cache bypassed, an upstream that broke off) reach
     // stderr whatever the command.
     proxy::init_logging();
     if cli.command.only_prints() {
         restore_default_sigpipe();
     }
-    let result = match cli.command {
-        Command::Key(args) => key::run(args),
-        Command::Proxy(args) => proxy::run(args),
-        Command::Exec(args) => exec::run(args),
-        Command::Run(args) => run::run(args),
-        Command::Mcp(args) => mcp::run(args),
-        Command::Explain(args) => maint::explain::run(args),
-        Command::Ls(args) => maint::ls::run(args),
-        Command::Show(args) => maint::show::run(args),
-        Command::Verify(args) => maint::verify::run(args),
-        Command::Gc(args) => maint::gc::run(args),
-        Command::Copy(args) => maint::copy::run(args),
-        Command::Diff(args) => maint::diff::run(args),
-        Command::DiffRuns(args) => maint::diff_runs::run(args),
-        Command::Probe(args) => maint::probe::run(args),
-        Command::Canary(args) => maint::canary::run(args),
+    // `init` writes a new file: a broken one in a parent folder must not stop it.
+    let file = match (&cli.command, cli.settings.load()) {
+        (Command::Init(_), Err(_)) => Ok(settings::SettingsFile::default()),
+        (_, loaded) => loaded,
     };
+    let result = file.and_then(|file| run_command(cli.command, &file, &matches));
     match result {
         Ok(code) => code,
         Err(err) => {
@@ -101,6 +122,38 @@ fn main() -> ExitCode {
             }
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+/// Runs one command with the settings file already read and validated.
+fn run_command(
+    command: Command,
+    file: &settings::SettingsFile,
+    matches: &ArgMatches,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Init(args) => init::run(args, file),
+        Command::Config(args) => {
+            let sub = matches.subcommand_matches("config").unwrap_or(matches);
+            config::run(args, file, sub)
+        }
+        Command::Key(args) => key::run(args, file),
+        Command::Proxy(args) => proxy::run(args, file),
+        Command::Exec(args) => exec::run(args, file),
+        Command::Run(args) => run::run(args, file),
+        Command::Mcp(args) => mcp::run(args, file),
+        Command::Explain(args) => maint::explain::run(args, file),
+        Command::Ls(args) => maint::ls::run(args, file),
+        Command::Show(args) => maint::show::run(args, file),
+        Command::Verify(args) => maint::verify::run(args, file),
+        Command::Gc(args) => maint::gc::run(args, file),
+        Command::Copy(args) => maint::copy::run(args),
+        Command::Import(args) => maint::import::run(args, file),
+        Command::Index(args) => maint::index::run(args, file),
+        Command::Diff(args) => maint::diff::run(args),
+        Command::DiffRuns(args) => maint::diff_runs::run(args),
+        Command::Probe(args) => maint::probe::run(args, file),
+        Command::Canary(args) => maint::canary::run(args),
     }
 }
 

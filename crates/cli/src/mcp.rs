@@ -5,8 +5,8 @@
 //! [`REPORT_ENV`]: one JSON line per miss as it happens, and one line of counters per session,
 //! so exec exits 2 on an MCP miss as on an HTTP one (see docs/mcp.md).
 
-use crate::proxy::shutdown_signal;
-use crate::settings::{parse_size, RecorderArgs};
+use crate::proxy::{init_logging, shutdown_signal};
+use crate::settings::{parse_size, RecorderArgs, SettingsFile};
 use crate::EXIT_ERROR;
 use anyhow::{anyhow, bail, Context};
 use cassette_recorder::mcp::stdio::{self, ServerCommand, StdioOptions, StdioReport};
@@ -65,14 +65,15 @@ pub(crate) struct McpArgs {
 }
 
 /// Runs one MCP session on stdin/stdout.
-pub(crate) fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: McpArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    init_logging();
     let (program, rest) = args
         .command
         .split_first()
         .ok_or_else(|| anyhow!("no server command given: cassette mcp -- COMMAND [ARGS...]"))?;
     let command = ServerCommand::new(program.clone(), rest.to_vec());
     let name = server_name(args.name.as_deref(), &command)?;
-    let settings = args.recorder.resolve()?;
+    let settings = args.recorder.resolve(file)?;
     let report = std::env::var_os(REPORT_ENV).map(PathBuf::from);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -103,6 +104,7 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             report = session => report?,
             _ = shutdown_signal() => bail!("stopped by a signal"),
         };
+        crate::flush_index(engine.recorder()).await;
         let stats = engine.recorder().stats();
         eprintln!(
             "cassette mcp ({mode}, server {name}, store {store}): {}",
@@ -247,6 +249,8 @@ fn miss_reporter(path: PathBuf, name: &str) -> cassette_recorder::mcp::MissHook 
                 "key": miss.key,
                 "method": miss.method,
                 "subject": miss.subject,
+                "request": miss.request_line(),
+                "summary": miss.explanation.summary,
                 "differences": miss.explanation_lines(),
             }),
         );
@@ -283,8 +287,19 @@ pub(crate) struct ExecMcpReport {
     pub(crate) recorded: u64,
     /// Server starts.
     pub(crate) server_starts: u64,
-    /// Misses, one line each: server, method, subject, key.
-    pub(crate) misses: Vec<String>,
+    /// Misses, in the order they were reported (repeats included).
+    pub(crate) misses: Vec<ReportedMiss>,
+}
+
+/// One MCP miss as a `cassette mcp` session reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReportedMiss {
+    /// The key that missed.
+    pub(crate) key: String,
+    /// The request in a few words: method, tool and server.
+    pub(crate) request: String,
+    /// The explanation's one-line summary.
+    pub(crate) summary: String,
 }
 
 impl ExecMcpReport {
@@ -376,12 +391,26 @@ fn parse_report(text: &str) -> ExecMcpReport {
                     .and_then(Value::as_str)
                     .map(|s| format!(" `{s}`"))
                     .unwrap_or_default();
-                report.misses.push(format!(
-                    "{} {}{subject} (key {})",
-                    text("server"),
-                    text("method"),
-                    text("key")
-                ));
+                let request = value
+                    .get("request")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| {
+                        format!(
+                            "{}{subject} on MCP server `{}`",
+                            text("method"),
+                            text("server")
+                        )
+                    });
+                report.misses.push(ReportedMiss {
+                    key: text("key").to_owned(),
+                    request,
+                    summary: value
+                        .get("summary")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                });
             }
             Some("session") => {
                 report.sessions += 1;
@@ -415,7 +444,14 @@ mod tests {
         assert_eq!(report.sessions, 2);
         assert_eq!(report.requests, 4);
         assert_eq!(report.hits, 3);
-        assert_eq!(report.misses, ["notes tools/call `search` (key ab)"]);
+        assert_eq!(
+            report.misses,
+            [ReportedMiss {
+                key: "ab".into(),
+                request: "tools/call `search` on MCP server `notes`".into(),
+                summary: String::new()
+            }]
+        );
         assert!(report.summary().unwrap().contains("1 misses"));
         assert_eq!(parse_report("").summary(), None);
     }

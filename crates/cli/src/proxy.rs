@@ -1,7 +1,7 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::settings::{parse_size, RecorderArgs, RecorderSettings};
+use crate::settings::{parse_size, RecorderArgs, RecorderSettings, ServeArgs, SettingsFile};
 use anyhow::{bail, Context};
 use cassette_recorder::proxy::{Exposure, Proxy, ProxyConfig, ProxyStats};
 use std::net::SocketAddr;
@@ -12,13 +12,17 @@ use std::process::ExitCode;
 #[command(after_help = "Point the SDKs at it:\n  \
     OPENAI_BASE_URL=http://127.0.0.1:8089/v1\n  \
     ANTHROPIC_BASE_URL=http://127.0.0.1:8089/anthropic\n  \
-    OLLAMA_HOST=http://127.0.0.1:8089/ollama\n\
+    OLLAMA_HOST=http://127.0.0.1:8089/ollama\n  \
+    GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:8089/gemini\n\
     Examples:\n  \
     CASSETTE_MODE=record UPSTREAM_API_KEY=sk-... cassette proxy\n  \
     cassette proxy --store file://tests/cassettes --listen 127.0.0.1:9000")]
 pub(crate) struct ProxyArgs {
     #[command(flatten)]
     recorder: RecorderArgs,
+
+    #[command(flatten)]
+    serve: ServeArgs,
 
     /// Address to listen on [default: 127.0.0.1:8089; 127.0.0.1:$PORT when PORT is set]. Port 0
     /// picks a free port; the URL is printed on stderr.
@@ -57,12 +61,14 @@ struct ProxySettings {
 
 impl ProxyArgs {
     /// Applies the defaults and validates; no IO.
-    fn resolve(&self) -> anyhow::Result<ProxySettings> {
+    fn resolve(&self, file: &SettingsFile) -> anyhow::Result<ProxySettings> {
         let defaults = ProxyConfig::default();
-        let listen = match (self.listen, self.port) {
-            (Some(addr), _) => addr,
-            (None, Some(port)) => SocketAddr::from(([127, 0, 0, 1], port)),
-            (None, None) => defaults.listen,
+        let serve = self.serve.resolve(file);
+        let listen = match (self.listen, self.port, file.listen) {
+            (Some(addr), _, _) => addr,
+            (None, Some(port), _) => SocketAddr::from(([127, 0, 0, 1], port)),
+            (None, None, Some(addr)) => addr,
+            (None, None, None) => defaults.listen,
         };
         let exposure = if self.allow_remote {
             Exposure::AllowRemote
@@ -77,36 +83,45 @@ impl ProxyArgs {
         }
         let proxy = ProxyConfig {
             listen,
-            max_body: self.max_body.unwrap_or(defaults.max_body),
+            max_body: self.max_body.or(file.max_body).unwrap_or(defaults.max_body),
             exposure,
             advice: Some(crate::advice::for_recorder),
+            miss_status: serve.miss_status,
+            forwarding: serve.forwarding,
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),
             ..defaults
         };
         proxy.validate()?;
-        let mut recorder = self.recorder.resolve()?;
+        let mut recorder = self.recorder.resolve(file)?;
         recorder.config.max_body = proxy.max_body;
         Ok(ProxySettings { recorder, proxy })
     }
 }
 
 /// Runs the proxy until SIGINT or SIGTERM, then prints the counters.
-pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
-    let settings = args.resolve()?;
+pub(crate) fn run(args: ProxyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let settings = args.resolve(file)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let mode = settings.recorder.config.mode;
     let stats = runtime.block_on(serve(settings))?;
     eprintln!("cassette proxy: stopped; {}", summary(&stats));
+    if let Some(bypass) = crate::bypass::report(&stats, mode) {
+        eprintln!("cassette proxy: {bypass}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
+    let keys = settings.recorder.keys.clone();
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
     let store = recorder.store().location();
+    let recording = recorder.clone();
     let proxy = Proxy::bind(recorder, &settings.proxy).await?;
     if !settings.proxy.listen.ip().is_loopback() {
         eprintln!(
@@ -120,7 +135,12 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         "cassette proxy: listening on {} (mode {mode}, store {store})",
         proxy.url()
     );
-    Ok(proxy.serve(shutdown_signal()).await?)
+    if mode.may_call_upstream() {
+        eprintln!("cassette proxy: {}", crate::settings::keys_summary(&keys));
+    }
+    let stats = proxy.serve(shutdown_signal()).await;
+    crate::flush_index(&recording).await;
+    Ok(stats?)
 }
 
 /// One line of counters, as printed on shutdown and by `cassette exec`.
@@ -130,9 +150,13 @@ pub(crate) fn summary(stats: &ProxyStats) -> String {
         0 => String::new(),
         n => format!(", {n} failed recordings"),
     };
+    let bypassed = match stats.bypass_count() {
+        0 => String::new(),
+        n => format!(", {n} bypassed the base URL"),
+    };
     format!(
         "{} requests: {} hits, {} misses, {} recorded{failed}, {} upstream requests, {} upstream \
-         errors",
+         errors{bypassed}",
         stats.requests, s.hits, s.misses, s.recorded, s.upstream_requests, s.upstream_errors
     )
 }

@@ -4,53 +4,58 @@ use serde_json::Value;
 use std::fmt;
 
 /// One component that differs between two materials.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Difference {
     /// Where: a top-level component (`system_sha256`, `headers.anthropic-version`) or a JSON
     /// path inside the body (`body.messages[1].content`).
     pub path: String,
-    /// What changed, with values shortened for display.
+    /// What changed, with the whole values: a program rendering the difference (a word diff of
+    /// two long strings, say) has everything it needs; `Display` shortens them.
     pub change: Change,
 }
 
-/// The kind of a difference. Values are rendered as shortened JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The kind of a difference, with the values as they are in the materials.
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Change {
     /// Present in both with different values.
     Changed {
         /// The recorded value.
-        old: String,
+        old: Value,
         /// The requested value.
-        new: String,
+        new: Value,
     },
     /// Present only in the new request.
     Added {
         /// The requested value.
-        new: String,
+        new: Value,
     },
     /// Present only in the recorded request.
     Removed {
         /// The recorded value.
-        old: String,
+        old: Value,
     },
 }
 
+/// One line, values in canonical form and cut to [`MAX_SHOWN`] characters with `…`:
+/// `body.temperature: 0 -> 0.7`, `body.seed: added 1`, `body.top_k: removed (was 5)`.
 impl fmt::Display for Difference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path == "system_sha256" {
             return write!(f, "system_sha256 changed");
         }
         match &self.change {
-            Change::Changed { old, new } => write!(f, "{}: {} -> {}", self.path, old, new),
-            Change::Added { new } => write!(f, "{}: added {}", self.path, new),
-            Change::Removed { old } => write!(f, "{}: removed (was {})", self.path, old),
+            Change::Changed { old, new } => {
+                write!(f, "{}: {} -> {}", self.path, shorten(old), shorten(new))
+            }
+            Change::Added { new } => write!(f, "{}: added {}", self.path, shorten(new)),
+            Change::Removed { old } => write!(f, "{}: removed (was {})", self.path, shorten(old)),
         }
     }
 }
 
-/// The longest rendered value in a difference; longer ones are cut with `…`.
-const MAX_SHOWN: usize = 80;
+/// The longest value `Display` shows; longer ones are cut with `…`.
+pub const MAX_SHOWN: usize = 80;
 
 /// The differences between a recorded material (`old`) and a requested one (`new`), in a
 /// stable order: members by name, depth first, additions after the members both share.
@@ -78,7 +83,7 @@ fn walk(old: &Value, new: &Value, path: String, out: &mut Vec<Difference>) {
                     None => out.push(Difference {
                         path: child,
                         change: Change::Removed {
-                            old: shorten(old_value),
+                            old: old_value.clone(),
                         },
                     }),
                 }
@@ -87,7 +92,7 @@ fn walk(old: &Value, new: &Value, path: String, out: &mut Vec<Difference>) {
                 out.push(Difference {
                     path: join_member(&path, name),
                     change: Change::Added {
-                        new: shorten(&b[name]),
+                        new: b[name].clone(),
                     },
                 });
             }
@@ -99,11 +104,11 @@ fn walk(old: &Value, new: &Value, path: String, out: &mut Vec<Difference>) {
                     (Some(x), Some(y)) => walk(x, y, child, out),
                     (Some(x), None) => out.push(Difference {
                         path: child,
-                        change: Change::Removed { old: shorten(x) },
+                        change: Change::Removed { old: x.clone() },
                     }),
                     (None, Some(y)) => out.push(Difference {
                         path: child,
-                        change: Change::Added { new: shorten(y) },
+                        change: Change::Added { new: y.clone() },
                     }),
                     (None, None) => {}
                 }
@@ -113,8 +118,8 @@ fn walk(old: &Value, new: &Value, path: String, out: &mut Vec<Difference>) {
         (a, b) => out.push(Difference {
             path,
             change: Change::Changed {
-                old: shorten(a),
-                new: shorten(b),
+                old: a.clone(),
+                new: b.clone(),
             },
         }),
     }
@@ -136,7 +141,8 @@ fn join_member(path: &str, name: &str) -> String {
     }
 }
 
-fn shorten(value: &Value) -> String {
+/// A value in canonical form, cut to [`MAX_SHOWN`] characters with `…`.
+pub fn shorten(value: &Value) -> String {
     // The canonical form shows values as the key sees them: `0.0` is `0`.
     let text = crate::to_canonical_string(value);
     if text.chars().count() <= MAX_SHOWN {
@@ -179,12 +185,16 @@ mod tests {
     }
 
     #[test]
-    fn long_values_are_shortened() {
-        let d = diff(&json!("a".repeat(500)), &json!("b"));
+    fn long_values_are_kept_whole_and_shortened_for_display() {
+        let long = "a".repeat(500);
+        let d = diff(&json!(long), &json!("b"));
         let Change::Changed { old, .. } = &d[0].change else {
             panic!("expected a change, got {:?}", d[0].change)
         };
-        assert_eq!(old.chars().count(), MAX_SHOWN);
-        assert!(old.ends_with('…'));
+        assert_eq!(old, &json!(long), "the difference keeps the whole value");
+        let shown = shorten(old);
+        assert_eq!(shown.chars().count(), MAX_SHOWN);
+        assert!(shown.ends_with('…'));
+        assert!(d[0].to_string().contains(&shown));
     }
 }

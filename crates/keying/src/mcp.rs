@@ -70,6 +70,8 @@ impl<'a> McpRequest<'a> {
             material,
             canonical,
             system_sha256: None,
+            // A JSON-RPC request asks for no HTTP stream.
+            streaming: crate::Streaming::default(),
         }
     }
 }

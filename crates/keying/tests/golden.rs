@@ -6,7 +6,7 @@
 
 use cassette_keying::{
     diff, sha256_hex, Change, KeyConfig, Keyed, Request, DEFAULT_VOLATILE, KEY_VERSION,
-    OLLAMA_VOLATILE,
+    OLLAMA_VOLATILE, QUERY_CREDENTIALS,
 };
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -20,6 +20,7 @@ const OLLAMA_CHAT: &str = "/api/chat";
 const OLLAMA_GENERATE: &str = "/api/generate";
 const OLLAMA_EMBED: &str = "/api/embed";
 const HTTP: &str = "/v1/models";
+const GEMINI: &str = "/v1beta/models/gemini-2.5-flash:generateContent";
 
 /// Every LLM profile's path, with the profile name it must select.
 const LLM_PATHS: &[(&str, &str)] = &[
@@ -31,6 +32,7 @@ const LLM_PATHS: &[(&str, &str)] = &[
     (OLLAMA_CHAT, "ollama.chat"),
     (OLLAMA_GENERATE, "ollama.generate"),
     (OLLAMA_EMBED, "ollama.embed"),
+    (GEMINI, "gemini.generate"),
 ];
 
 const VECTOR1_BODY: &str = r#"{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse.  \nAnswer briefly.\t"},{"role":"user","content":"Where is my refund?"}],"stream":true,"user":"u-42"}"#;
@@ -351,7 +353,13 @@ fn each_default_present_or_absent_gives_one_key() {
 
 #[test]
 fn profiles_without_defaults_merge_none() {
-    for path in [EMBEDDINGS, OLLAMA_CHAT, OLLAMA_GENERATE, OLLAMA_EMBED] {
+    for path in [
+        EMBEDDINGS,
+        OLLAMA_CHAT,
+        OLLAMA_GENERATE,
+        OLLAMA_EMBED,
+        GEMINI,
+    ] {
         for (_, name, value) in DEFAULTS {
             let spelled: Value = serde_json::from_str(value).expect("default literal");
             assert_ne!(
@@ -500,26 +508,78 @@ fn query_order_does_not_matter() {
 #[test]
 fn credentials_in_the_query_do_not_matter() {
     let base = keyed(&Request::new("GET", HTTP).query("limit=10")).key;
-    for cred in [
-        "key",
-        "api-key",
-        "api_key",
-        "apikey",
-        "access_token",
-        "KEY",
-        "Api-Key",
-        "API_KEY",
-        "ApiKey",
-        "Access_Token",
-        "api%5Fkey",
-    ] {
+    let mut spellings: Vec<String> = vec![
+        "key".into(),
+        "api-key".into(),
+        "api_key".into(),
+        "apikey".into(),
+        "access_token".into(),
+        "KEY".into(),
+        "Api-Key".into(),
+        "API_KEY".into(),
+        "ApiKey".into(),
+        "Access_Token".into(),
+        "api%5Fkey".into(),
+        // Added within v1 (docs/keying.md, "Amendments"), as issue 10 found them in the wild.
+        "api_secret".into(),
+        "secret_key".into(),
+        "bearer".into(),
+        "credential".into(),
+        "token".into(),
+        "sig".into(),
+        "subscription-key".into(),
+        "auth".into(),
+        "access-token".into(),
+        "accessToken".into(),
+        "X-Amz-Signature".into(),
+        "X-Amz-Credential".into(),
+        "X-Goog-Signature".into(),
+        "client_secret".into(),
+        "password".into(),
+        "x%2Dapi%2Dkey".into(),
+    ];
+    spellings.extend(QUERY_CREDENTIALS.iter().map(|n| n.to_string()));
+    spellings.extend(QUERY_CREDENTIALS.iter().map(|n| n.to_uppercase()));
+    for cred in &spellings {
         for query in [
             format!("{cred}=secret&limit=10"),
             format!("limit=10&{cred}=other"),
+            format!("limit=10&{cred}"),
         ] {
             let k = keyed(&Request::new("GET", HTTP).query(&query)).key;
             assert_eq!(base, k, "{query}");
         }
+    }
+}
+
+/// A replay that sends a placeholder where the recording sent a real key hits the same tape.
+#[test]
+fn a_placeholder_credential_keys_like_the_real_one() {
+    let real = keyed(&Request::new("GET", HTTP).query("alt=sse&key=AIzaSyRealKey&token=abc"));
+    let placeholder =
+        keyed(&Request::new("GET", HTTP).query("alt=sse&key=%5BREDACTED%5D&token=placeholder"));
+    assert_eq!(real.key, placeholder.key);
+    assert_eq!(real.material["query"], json!([["alt", "sse"]]));
+}
+
+#[test]
+fn names_near_a_credential_change_the_key() {
+    let q = |query: &str| keyed(&Request::new("GET", HTTP).query(query)).key;
+    let base = q("limit=10");
+    for name in [
+        "keys",
+        "keyword",
+        "tokens",
+        "max_tokens",
+        "page_token",
+        "next_token",
+        "continuation_token",
+        "signature_version",
+        "author",
+        "secrets_count",
+        "passwords",
+    ] {
+        assert_ne!(q(&format!("limit=10&{name}=1")), base, "{name}");
     }
 }
 
@@ -1041,8 +1101,8 @@ fn diff_names_the_body_paths_headers_and_system_prompt_that_differ() {
     let Change::Changed { old: was, new: now } = &found[5].change else {
         panic!("system_sha256 should be a change: {:?}", found[5]);
     };
-    assert_eq!(was, &format!("\"{}\"", sha256_hex(b"Be kind.")));
-    assert_eq!(now, &format!("\"{}\"", sha256_hex(b"Be nice.")));
+    assert_eq!(was, &serde_json::json!(sha256_hex(b"Be kind.")));
+    assert_eq!(now, &serde_json::json!(sha256_hex(b"Be nice.")));
 }
 
 #[test]
@@ -1083,4 +1143,114 @@ fn diff_reports_a_raw_body_change_as_its_hash() {
 fn a_repeated_member_name_keeps_its_last_value() {
     assert_eq!(key_of(HTTP, r#"{"a":1,"a":2}"#), key_of(HTTP, r#"{"a":2}"#));
     assert_ne!(key_of(HTTP, r#"{"a":1,"a":2}"#), key_of(HTTP, r#"{"a":1}"#));
+}
+
+/// Azure OpenAI: `/openai/deployments/{name}/chat/completions?api-version=...` is keyed by the
+/// `openai.chat` rules; the deployment (path) and the API version (query) count, the `api-key`
+/// header does not.
+#[test]
+fn azure_deployments_key_as_openai_chat() {
+    let path = "/openai/deployments/gpt-4o-mini/chat/completions";
+    let body = br#"{"messages":[{"role":"user","content":"Hi  "}]}"#;
+    let azure = |path, query, key| {
+        keyed(
+            &Request::new("POST", path)
+                .target("azure")
+                .query(query)
+                .header("api-key", key)
+                .body(body),
+        )
+    };
+    let base = azure(path, "api-version=2024-10-21", "secret-1");
+    assert_eq!(base.profile.as_str(), "openai.chat");
+    assert_eq!(base.material["body"]["temperature"], json!(1));
+    assert_eq!(base.material["body"]["messages"][0]["content"], json!("Hi"));
+    assert_eq!(
+        base.key,
+        azure(path, "api-version=2024-10-21", "secret-2").key
+    );
+    assert_ne!(
+        base.key,
+        azure(path, "api-version=2025-01-01", "secret-1").key
+    );
+    assert_ne!(
+        base.key,
+        azure(
+            "/openai/deployments/gpt-4o/chat/completions",
+            "api-version=2024-10-21",
+            "secret-1"
+        )
+        .key
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Occurrences (sequence mode): an addition to key v1 that changes no base key.
+// ---------------------------------------------------------------------------------------------
+
+const VECTOR1_OCCURRENCE2_KEY: &str =
+    "8b6a610c4513ea6299dae425542fe8dd36bf0a6fd61482de941cea825fe38ed5";
+const VECTOR1_OCCURRENCE3_KEY: &str =
+    "095567290736cf508bb8401ffc2a9ffd168959e7179de2e982cc673807583311";
+
+fn vector1() -> Keyed {
+    keyed(&Request::new("POST", CHAT).body(VECTOR1_BODY.as_bytes()))
+}
+
+#[test]
+fn the_first_occurrence_is_the_base_key() {
+    for n in [0, 1] {
+        let first = vector1().occurrence(n);
+        assert_eq!(first.key.as_str(), VECTOR1_KEY, "occurrence {n}");
+        assert_eq!(first.material.get("occurrence"), None);
+        assert_eq!(first.occurrence_number(), 1);
+    }
+}
+
+#[test]
+fn later_occurrences_pin_their_material_and_key() {
+    let base = vector1();
+    let second = base.clone().occurrence(2);
+    // The base material with one member more, in its sorted place.
+    let expected = base.canonical.replacen(
+        r#""method":"POST","#,
+        r#""method":"POST","occurrence":2,"#,
+        1,
+    );
+    assert_eq!(second.canonical, expected);
+    assert_eq!(second.key.as_str(), sha256_hex(expected.as_bytes()));
+    assert_eq!(second.key.as_str(), VECTOR1_OCCURRENCE2_KEY);
+    assert_eq!(second.occurrence_number(), 2);
+    assert_eq!(
+        base.clone().occurrence(3).key.as_str(),
+        VECTOR1_OCCURRENCE3_KEY
+    );
+    // Each occurrence has its own key, none equal to the base key; the profile and system hash
+    // are the request's.
+    let keys: HashSet<String> = (1..=50)
+        .map(|n| base.clone().occurrence(n).key.as_str().to_owned())
+        .collect();
+    assert_eq!(keys.len(), 50);
+    assert_eq!(second.profile, base.profile);
+    assert_eq!(second.system_sha256, base.system_sha256);
+    // Numbering an occurrence again replaces the number; it does not stack, and the first
+    // occurrence of a numbered key is the base key again.
+    assert_eq!(
+        second.clone().occurrence(3).key.as_str(),
+        VECTOR1_OCCURRENCE3_KEY
+    );
+    let first = second.occurrence(1);
+    assert_eq!(first.key.as_str(), VECTOR1_KEY);
+    assert_eq!(first.canonical, base.canonical);
+}
+
+#[test]
+fn diff_names_the_occurrence() {
+    let base = vector1();
+    let shown: Vec<String> = diff(&base.material, &base.clone().occurrence(4).material)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].starts_with("occurrence"), "{shown:?}");
 }

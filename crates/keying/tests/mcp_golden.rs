@@ -355,3 +355,19 @@ fn canonical_params_are_public_for_tools_that_explain_keys() {
         json!({})
     );
 }
+
+#[test]
+fn mcp_requests_number_their_occurrences_like_http_ones() {
+    let params = json!({"name": "next_number", "arguments": {"label": "a", "step": 1.0}, "_meta": {"progressToken": 7}});
+    let base = McpRequest::new("counter", "tools/call")
+        .params(&params)
+        .key();
+    assert_eq!(base.clone().occurrence(1).key, base.key);
+    let second = base.clone().occurrence(2);
+    assert_eq!(
+        second.canonical,
+        r#"{"method":"tools/call","occurrence":2,"params":{"arguments":{"label":"a","step":1},"name":"next_number"},"profile":"mcp","server":"counter","v":1}"#
+    );
+    assert_ne!(second.key, base.key);
+    assert_eq!(second.occurrence_number(), 2);
+}

@@ -30,9 +30,11 @@ fn cassette(i: usize) -> Cassette {
     let incoming = request(i);
     let keyed = incoming.key(&Default::default());
     Cassette {
-        format: cassette_recorder::cassette::FORMAT_VERSION,
+        format: 1,
         key: keyed.key.clone(),
         key_version: cassette_keying::KEY_VERSION,
+        key_settings: None,
+        sequence: None,
         recorded_at: "2026-11-29T09:00:00Z".into(),
         tool: "bench".into(),
         target: "default".into(),

@@ -4,14 +4,28 @@
 use crate::request::Request;
 use base64::Engine;
 use bytes::Bytes;
-use cassette_keying::{Key, KeyConfig, Keyed};
+use cassette_keying::{CanonicalKeyConfig, JsonPath, JsonPathError, Key, KeyConfig, Keyed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// The version of the document layout. Bump it when a field changes meaning or a reader of
-/// the previous version could misread a new document.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest version of the document layout this tool reads and writes. Bump it when a field
+/// changes meaning or a reader of the previous version could misread a new document.
+///
+/// Format 2 is format 1 plus [`Cassette::sequence`]. Only documents that have one are written
+/// as format 2 (see [`format_for`]): every other document stays format 1, readable by every
+/// reader of format 1, while a reader of format 1 refuses a later occurrence of a request
+/// (which it would take for a hand-edited recording of the first) with a clear message.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The format a document is written in: 2 for a later occurrence of a request (it has a
+/// [`Sequence`]), 1 otherwise.
+pub fn format_for(sequence: Option<&Sequence>) -> u32 {
+    match sequence {
+        Some(_) => 2,
+        None => 1,
+    }
+}
 
 /// One recorded interaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +37,15 @@ pub struct Cassette {
     pub key: Key,
     /// The key contract version the key was computed under.
     pub key_version: u32,
+    /// The keying settings the key was computed under. `None` in documents written before
+    /// they were recorded (read with a default, so those documents stay valid format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_settings: Option<KeySettings>,
+    /// Set on a later occurrence (the second or after) of one request within a session,
+    /// recorded in sequence mode: `key` is then its occurrence key, not the request's base
+    /// key (`docs/keying.md`, "Occurrences"). Format 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<Sequence>,
     /// When it was recorded, RFC 3339 in UTC.
     pub recorded_at: String,
     /// The tool that recorded it, e.g. `cassette 0.1.0`.
@@ -37,6 +60,80 @@ pub struct Cassette {
     pub response: StoredResponse,
     /// Facts for review; never used for matching.
     pub meta: Meta,
+}
+
+/// The keying settings a key was computed under (`KeyConfig` in canonical form), with their
+/// short fingerprint. Empty lists are left out of the document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySettings {
+    /// [`KeyConfig::fingerprint`] of these settings.
+    pub fingerprint: String,
+    /// Extra volatile members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volatile: Vec<String>,
+    /// Default volatile members kept in the key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_volatile: Vec<String>,
+    /// JSON paths left out of the key, in canonical spelling.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
+}
+
+impl KeySettings {
+    /// The settings of `config`.
+    pub fn of(config: &KeyConfig) -> KeySettings {
+        let canonical = config.canonical();
+        KeySettings {
+            fingerprint: canonical.fingerprint(),
+            volatile: canonical.volatile,
+            keep_volatile: canonical.keep_volatile,
+            ignore: canonical.ignore,
+        }
+    }
+
+    /// The lists, for comparing with another configuration.
+    pub fn canonical(&self) -> CanonicalKeyConfig {
+        CanonicalKeyConfig {
+            volatile: self.volatile.clone(),
+            keep_volatile: self.keep_volatile.clone(),
+            ignore: self.ignore.clone(),
+        }
+    }
+
+    /// The configuration to recompute the key with (`cassette verify`); fails only when a
+    /// stored path does not parse (a hand edit).
+    pub fn key_config(&self) -> Result<KeyConfig, JsonPathError> {
+        Ok(KeyConfig {
+            extra_volatile: self.volatile.clone(),
+            keep_volatile: self.keep_volatile.clone(),
+            ignore: self
+                .ignore
+                .iter()
+                .map(|p| JsonPath::parse(p))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// Which occurrence of which request a recording answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sequence {
+    /// The request's base key: the key of its first occurrence.
+    pub base_key: Key,
+    /// Which occurrence this is: 2 or more.
+    pub occurrence: u32,
+}
+
+impl Sequence {
+    /// The sequence of a numbered key (`None` for a first occurrence); `base_key` is computed
+    /// only when there is one.
+    pub fn of(keyed: &Keyed) -> Option<Sequence> {
+        let occurrence = keyed.occurrence_number();
+        (occurrence >= 2).then(|| Sequence {
+            base_key: keyed.clone().occurrence(1).key,
+            occurrence,
+        })
+    }
 }
 
 /// The request as stored: credentials removed, headers from the allow-list only.
@@ -62,7 +159,8 @@ pub struct StoredRequest {
 pub struct StoredResponse {
     /// HTTP status.
     pub status: u16,
-    /// Headers without hop-by-hop, encoding, length or credential-carrying ones.
+    /// The allow-listed headers only (content type, request ids, retry advice, rate limits,
+    /// processing time, `location` without credentials), lowercased names.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// The body (decoded: never compressed).
@@ -196,20 +294,34 @@ impl Cassette {
         Ok(cassette)
     }
 
-    /// The request's `model`, when its body names one.
+    /// The model the request asked for: its body's `model`, else the model a Gemini path
+    /// names (`.../models/MODEL:generateContent`).
     pub fn requested_model(&self) -> Option<&str> {
-        self.request.body.as_json()?.get("model")?.as_str()
+        let from_body = self
+            .request
+            .body
+            .as_json()
+            .and_then(|body| body.get("model")?.as_str());
+        from_body.or_else(|| crate::request::model_in_path(&self.request.path))
     }
 
     /// Keys the request this cassette stored, under the current contract: an HTTP request as
     /// [`Request::from`] gives it back, an MCP exchange with the `mcp` profile. It differs from
     /// [`Cassette::key`] when redaction changed a keyed part (`meta.request_redacted`), when the
     /// tape was edited by hand, or when keying changed without a key version bump.
+    /// A later occurrence of a request keys to its occurrence key ([`Cassette::sequence`]).
     pub fn keyed_request(&self, config: &KeyConfig) -> Keyed {
-        if crate::mcp::is_mcp_cassette(self) {
-            return crate::mcp::keyed_stored_request(self);
-        }
-        Request::from(self).key(config)
+        let keyed = if crate::mcp::is_mcp_cassette(self) {
+            crate::mcp::keyed_stored_request(self)
+        } else {
+            Request::from(self).key(config)
+        };
+        keyed.occurrence(self.occurrence())
+    }
+
+    /// Which occurrence of its request this recording answers: 1 unless it has a sequence.
+    pub fn occurrence(&self) -> u32 {
+        self.sequence.as_ref().map_or(1, |s| s.occurrence)
     }
 }
 
@@ -249,6 +361,8 @@ mod tests {
             format: FORMAT_VERSION,
             key: Key::parse(&"ab".repeat(32)).expect("64 hex characters"),
             key_version: 1,
+            key_settings: Some(KeySettings::of(&KeyConfig::default())),
+            sequence: None,
             recorded_at: "2026-11-29T09:00:00Z".into(),
             tool: "cassette 0.1.0".into(),
             target: "default".into(),
@@ -281,6 +395,33 @@ mod tests {
     }
 
     #[test]
+    fn key_settings_are_optional_and_compact() {
+        let mut cassette = sample();
+        let doc = String::from_utf8(cassette.to_document().to_vec()).unwrap();
+        assert!(
+            doc.contains("\"key_version\": 1,\n  \"key_settings\": {\n    \"fingerprint\": \"070e95e06023\"\n  },"),
+            "{doc}"
+        );
+        // A document written before the settings were recorded still reads.
+        cassette.key_settings = None;
+        let doc = cassette.to_document();
+        assert!(!String::from_utf8_lossy(&doc).contains("key_settings"));
+        assert_eq!(Cassette::from_document(&doc).unwrap().key_settings, None);
+        // Settings round-trip through the document and back into a configuration.
+        let config = KeyConfig {
+            extra_volatile: vec!["seed".into()],
+            keep_volatile: vec![],
+            ignore: vec![JsonPath::parse("$['a'].*").unwrap()],
+        };
+        cassette.key_settings = Some(KeySettings::of(&config));
+        let back = Cassette::from_document(&cassette.to_document()).unwrap();
+        let settings = back.key_settings.unwrap();
+        assert_eq!(settings.ignore, ["$.a[*]"]);
+        assert_eq!(settings.fingerprint, config.fingerprint());
+        assert_eq!(settings.key_config().unwrap(), config);
+    }
+
+    #[test]
     fn a_hand_edited_key_is_refused_with_a_reason() {
         let doc = String::from_utf8_lossy(&sample().to_document()).into_owned();
         for bad in ["abab", "ABABABAB", "../../etc/passwd", "é"] {
@@ -288,6 +429,33 @@ mod tests {
             let err = Cassette::from_document(edited.as_bytes()).unwrap_err();
             assert!(err.contains("64 lowercase hex"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn only_later_occurrences_are_format_2() {
+        let first = sample();
+        assert_eq!(format_for(first.sequence.as_ref()), 1);
+        assert!(!String::from_utf8_lossy(&first.to_document()).contains("sequence"));
+        let mut later = sample();
+        later.sequence = Some(Sequence {
+            base_key: Key::parse(&"cd".repeat(32)).unwrap(),
+            occurrence: 3,
+        });
+        later.format = format_for(later.sequence.as_ref());
+        assert_eq!(later.format, 2);
+        let back = Cassette::from_document(&later.to_document()).unwrap();
+        assert_eq!(back, later);
+        assert_eq!(back.occurrence(), 3);
+        assert_eq!(first.occurrence(), 1);
+        // Its stored request keys to the third occurrence key of the request.
+        let base = Request::from(&later).key(&KeyConfig::default());
+        assert_eq!(
+            later.keyed_request(&KeyConfig::default()).key,
+            base.clone().occurrence(3).key
+        );
+        assert_eq!(Sequence::of(&base), None);
+        let third = Sequence::of(&base.clone().occurrence(3)).unwrap();
+        assert_eq!((third.base_key, third.occurrence), (base.key, 3));
     }
 
     #[test]

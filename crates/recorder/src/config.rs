@@ -15,13 +15,141 @@ pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
 /// Default size of the pieces a replayed stream is cut into.
 pub const DEFAULT_STREAM_CHUNK: usize = 64;
 
-/// One upstream: requests for `name` go to `base_url`.
+/// One upstream: requests for `name` go to `base_url`, with the route's own key when it has
+/// one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     /// The route name and key target (`default` for the unnamed route).
     pub name: String,
     /// Base URL such as `https://api.openai.com` or `http://127.0.0.1:11434`.
     pub base_url: String,
+    /// How `api_key` is sent.
+    pub auth: AuthStyle,
+    /// The route's API key. When set, it **replaces** whatever credential the client sent
+    /// (a placeholder such as `cassette`): the upstream receives exactly this one. When
+    /// unset, the client's own credential passes through. Never stored, logged or shown.
+    pub api_key: Option<ApiKey>,
+}
+
+impl Route {
+    /// A route without a key, sending one (when given later) in the style its name suggests
+    /// ([`AuthStyle::for_route`]).
+    pub fn new(name: impl Into<String>, base_url: impl Into<String>) -> Route {
+        let name = name.into();
+        Route {
+            auth: AuthStyle::for_route(&name),
+            name,
+            base_url: base_url.into(),
+            api_key: None,
+        }
+    }
+
+    /// The path a request has under this route, spelled as the upstream's API spells it. The
+    /// `anthropic` route's API lives under `/v1`: a path outside it gains the prefix, so a
+    /// client that joins `/messages` to a base URL it expected to end in `/v1` (the Vercel AI
+    /// SDK) and one that joins `/v1/messages` (the official SDKs) reach the same endpoint and
+    /// key alike. Every other path, and every other route, is kept as it is.
+    pub fn api_path<'p>(&self, path: &'p str) -> std::borrow::Cow<'p, str> {
+        let outside_v1 =
+            !(path == "/" || path.is_empty() || path == "/v1" || path.starts_with("/v1/"));
+        if self.name == "anthropic" && outside_v1 {
+            let slash = if path.starts_with('/') { "" } else { "/" };
+            return std::borrow::Cow::Owned(format!("/v1{slash}{path}"));
+        }
+        std::borrow::Cow::Borrowed(path)
+    }
+}
+
+/// How a route's key is sent to its upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthStyle {
+    /// `Authorization: Bearer KEY`: OpenAI and every OpenAI-compatible server.
+    Bearer,
+    /// `x-api-key: KEY`: Anthropic.
+    XApiKey,
+    /// `api-key: KEY`: Azure OpenAI.
+    ApiKey,
+    /// `x-goog-api-key: KEY`: Gemini.
+    XGoogApiKey,
+    /// A query parameter, `?NAME=KEY` (`query:key` for Gemini's `?key=`).
+    Query(String),
+}
+
+impl AuthStyle {
+    /// The style of a built-in route: `x-api-key` for `anthropic`, `x-goog-api-key` for
+    /// `gemini`, `api-key` for a route named `azure` (Azure OpenAI), a bearer token otherwise.
+    pub fn for_route(name: &str) -> AuthStyle {
+        match name {
+            "anthropic" => AuthStyle::XApiKey,
+            "gemini" => AuthStyle::XGoogApiKey,
+            "azure" => AuthStyle::ApiKey,
+            _ => AuthStyle::Bearer,
+        }
+    }
+}
+
+impl std::fmt::Display for AuthStyle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthStyle::Bearer => f.write_str("bearer"),
+            AuthStyle::XApiKey => f.write_str("x-api-key"),
+            AuthStyle::ApiKey => f.write_str("api-key"),
+            AuthStyle::XGoogApiKey => f.write_str("x-goog-api-key"),
+            AuthStyle::Query(name) => write!(f, "query:{name}"),
+        }
+    }
+}
+
+impl std::str::FromStr for AuthStyle {
+    type Err = String;
+
+    /// `bearer`, `x-api-key`, `api-key`, `x-goog-api-key` or `query:NAME`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "bearer" => Ok(AuthStyle::Bearer),
+            "x-api-key" => Ok(AuthStyle::XApiKey),
+            "api-key" => Ok(AuthStyle::ApiKey),
+            "x-goog-api-key" => Ok(AuthStyle::XGoogApiKey),
+            other => match other.strip_prefix("query:") {
+                Some(name)
+                    if !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+                {
+                    Ok(AuthStyle::Query(name.to_owned()))
+                }
+                _ => Err(format!(
+                    "`{other}` is not an auth style: use bearer, x-api-key, api-key, x-goog-api-key or query:NAME"
+                )),
+            },
+        }
+    }
+}
+
+/// An API key. It is never printed, serialized or stored: `Debug` shows only that a key is
+/// there, and there is no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// A key from its text (surrounding whitespace removed); `None` when that leaves nothing.
+    pub fn new(key: &str) -> Option<ApiKey> {
+        let key = key.trim();
+        (!key.is_empty()).then(|| ApiKey(key.to_owned()))
+    }
+
+    /// The key itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<set>)")
+    }
 }
 
 /// Whether upstream 4xx/5xx answers are stored.
@@ -49,15 +177,57 @@ pub enum StreamReplay {
     Exact,
 }
 
+/// How repeats of one request within a session (one recorder: a proxy, an `exec` run, a
+/// stdio MCP session) are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Repeats {
+    /// One recording per request: every repeat gets the same answer (the default).
+    #[default]
+    Same,
+    /// The n-th occurrence of a request has a recording of its own (its occurrence key,
+    /// `docs/keying.md`): recorded as such, replayed in order, and one more repeat than
+    /// recorded is a miss. For requests whose answer legitimately changes (sampling at
+    /// temperature 1, polling, a counter tool).
+    Sequence,
+}
+
+impl Repeats {
+    /// `same` or `sequence`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Repeats::Same => "same",
+            Repeats::Sequence => "sequence",
+        }
+    }
+}
+
+impl std::fmt::Display for Repeats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Repeats {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "same" => Ok(Repeats::Same),
+            "sequence" => Ok(Repeats::Sequence),
+            other => Err(format!(
+                "unknown repeats `{other}`: use same (one answer per request) or sequence (the n-th repeat gets the n-th recording)"
+            )),
+        }
+    }
+}
+
 /// Everything a recorder needs besides its store.
 #[derive(Debug, Clone)]
 pub struct RecorderConfig {
     /// What to do with requests.
     pub mode: Mode,
-    /// Upstreams by target.
+    /// Upstreams by target, each with its own key (if any).
     pub routes: Vec<Route>,
-    /// Added to upstream requests that carry no credentials of their own; never stored.
-    pub upstream_api_key: Option<String>,
     /// Canonicalization options.
     pub key: KeyConfig,
     /// Extra redaction rules.
@@ -75,6 +245,8 @@ pub struct RecorderConfig {
     /// Routes (by name, each also in `routes`) whose upstream is a Streamable HTTP MCP server:
     /// their requests are keyed and stored as MCP JSON-RPC messages (see `docs/mcp.md`).
     pub mcp_routes: Vec<String>,
+    /// How repeats of one request within the recorder's life are answered.
+    pub repeats: Repeats,
 }
 
 impl Default for RecorderConfig {
@@ -82,7 +254,6 @@ impl Default for RecorderConfig {
         RecorderConfig {
             mode: Mode::Replay,
             routes: Vec::new(),
-            upstream_api_key: None,
             key: KeyConfig::default(),
             redaction: RedactionRules::default(),
             errors: ErrorRecording::default(),
@@ -91,6 +262,7 @@ impl Default for RecorderConfig {
             max_body: DEFAULT_MAX_BODY,
             upstream_timeout: Duration::from_secs(600),
             mcp_routes: Vec::new(),
+            repeats: Repeats::Same,
         }
     }
 }
@@ -176,12 +348,70 @@ mod tests {
 
     fn with_route(name: &str, url: &str) -> RecorderConfig {
         RecorderConfig {
-            routes: vec![Route {
-                name: name.into(),
-                base_url: url.into(),
-            }],
+            routes: vec![Route::new(name, url)],
             ..RecorderConfig::default()
         }
+    }
+
+    #[test]
+    fn auth_styles_parse_and_display_alike() {
+        for text in [
+            "bearer",
+            "x-api-key",
+            "api-key",
+            "x-goog-api-key",
+            "query:key",
+        ] {
+            let style: AuthStyle = text.parse().unwrap();
+            assert_eq!(style.to_string(), text);
+        }
+        assert_eq!(
+            "query:api_key".parse::<AuthStyle>(),
+            Ok(AuthStyle::Query("api_key".into()))
+        );
+        for bad in ["Bearer", "query:", "query:a b", "basic"] {
+            let err = bad.parse::<AuthStyle>().unwrap_err();
+            assert!(err.contains("bearer, x-api-key"), "{bad}: {err}");
+        }
+        assert_eq!(AuthStyle::for_route("anthropic"), AuthStyle::XApiKey);
+        assert_eq!(AuthStyle::for_route("default"), AuthStyle::Bearer);
+        assert_eq!(AuthStyle::for_route("gemini"), AuthStyle::XGoogApiKey);
+        assert_eq!(AuthStyle::for_route("azure"), AuthStyle::ApiKey);
+    }
+
+    #[test]
+    fn anthropic_paths_live_under_v1() {
+        let anthropic = Route::new("anthropic", "https://api.anthropic.com");
+        for (path, expected) in [
+            ("/messages", "/v1/messages"),
+            ("/messages/count_tokens", "/v1/messages/count_tokens"),
+            ("/v1/messages", "/v1/messages"),
+            ("/v1", "/v1"),
+            ("/", "/"),
+            ("/v10/x", "/v1/v10/x"),
+        ] {
+            assert_eq!(anthropic.api_path(path), expected, "{path}");
+        }
+        let other = Route::new("default", "https://api.openai.com");
+        assert_eq!(other.api_path("/chat/completions"), "/chat/completions");
+    }
+
+    #[test]
+    fn keys_never_show_in_debug_output() {
+        let mut route = Route::new("default", "https://api.openai.com");
+        route.api_key = ApiKey::new(" sk-live-secret-1234 ");
+        assert_eq!(
+            route.api_key.as_ref().map(ApiKey::expose),
+            Some("sk-live-secret-1234")
+        );
+        let config = RecorderConfig {
+            routes: vec![route],
+            ..RecorderConfig::default()
+        };
+        let shown = format!("{config:?} {config:#?}");
+        assert!(!shown.contains("sk-live"), "{shown}");
+        assert!(shown.contains("ApiKey(<set>)"), "{shown}");
+        assert_eq!(ApiKey::new("  "), None);
     }
 
     #[test]

@@ -192,6 +192,8 @@ pub enum Setting {
     BodyTimeout,
     /// A web page origin allowed to use the proxy.
     AllowedOrigin,
+    /// The HTTP status a replay miss is answered with.
+    MissStatus,
 }
 
 impl fmt::Display for Setting {
@@ -203,6 +205,7 @@ impl fmt::Display for Setting {
             Setting::HeaderTimeout => "header timeout",
             Setting::BodyTimeout => "body timeout",
             Setting::AllowedOrigin => "allowed origin",
+            Setting::MissStatus => "miss status",
         })
     }
 }

@@ -1,12 +1,27 @@
-//! Calls to the real upstream: URL joining, which headers are forwarded, credentials added.
+//! Calls to the real upstream: URL joining, which headers are forwarded, and the route's
+//! credential.
 //!
-//! This module is the only place in cassette that opens connections to an upstream.
+//! This module is the only place in cassette that opens connections to an upstream, and only
+//! through an [`Upstream`], which a replay-mode recorder does not own. That includes the
+//! tunnels and relays of forward-proxy requests that bypassed the base URL
+//! ([`Upstream::open_tunnel`], [`Upstream::relay`]): they carry what the client sent and never
+//! a route's key.
+//!
+//! # Credentials
+//!
+//! A route with a key sends exactly that key, in its own style, and nothing else: every
+//! credential the client sent (headers in [`CREDENTIAL_HEADERS`], query parameters the key
+//! leaves out) is dropped first, so a placeholder such as `cassette` never reaches the upstream
+//! and no request carries two credentials. A route without a key passes the client's
+//! credential through untouched. Keys live on their route, so one route's key cannot reach
+//! another route's upstream.
 
+use crate::config::{AuthStyle, Route};
 use crate::error::{upstream_error, Error};
 use crate::redact::Redactor;
 use crate::request::Request;
-use cassette_keying::Profile;
 use std::time::Duration;
+use tokio::net::TcpStream;
 
 /// Headers that belong to one connection (RFC 9110 section 7.6.1) or to the framing of one
 /// message: never passed from one hop to the next, in either direction.
@@ -78,6 +93,9 @@ pub(crate) fn location_through_proxy(
     }
     Some(local)
 }
+/// Request headers that carry a client's credential: dropped when the route sends its own key.
+pub(crate) const CREDENTIAL_HEADERS: &[&str] =
+    &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
 
 /// Joins an upstream base URL and a request path without doubling a shared segment run:
 /// base `https://api.openai.com/v1` and path `/v1/chat/completions` give
@@ -118,13 +136,44 @@ fn split_origin(base: &str) -> (&str, &str) {
     }
 }
 
-/// Whether the client sent credentials of its own.
-fn has_credentials(headers: &[(String, String)]) -> bool {
-    headers.iter().any(|(name, value)| {
-        let name = name.to_ascii_lowercase();
-        matches!(name.as_str(), "authorization" | "x-api-key" | "api-key")
-            && !value.trim().is_empty()
-    })
+/// The query to send: the client's, or, when the route sends its own key, the client's without
+/// credential parameters and with the key when the route sends it in the query.
+fn upstream_query(query: &str, route: &Route) -> String {
+    let Some(key) = &route.api_key else {
+        return query.to_owned();
+    };
+    let style_name = match &route.auth {
+        AuthStyle::Query(name) => Some(name.as_str()),
+        _ => None,
+    };
+    let mut parts: Vec<String> = query
+        .split('&')
+        .filter(|part| !part.is_empty())
+        .filter(|part| {
+            let name = cassette_keying::form_decode(part.split_once('=').map_or(part, |(n, _)| n));
+            let is_credential = cassette_keying::is_query_credential(&name)
+                || style_name.is_some_and(|style| style.eq_ignore_ascii_case(&name));
+            !is_credential
+        })
+        .map(str::to_owned)
+        .collect();
+    if let Some(name) = style_name {
+        parts.push(format!("{name}={}", query_encode(key.expose())));
+    }
+    parts.join("&")
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986), for a key in a query.
+fn query_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// The HTTP client shared by every upstream call.
@@ -150,17 +199,20 @@ impl Upstream {
         Ok(Upstream { client, timeout })
     }
 
-    /// Sends `request` to `base_url`, adding `api_key` when the client sent no credentials.
-    /// Returns the response with its headers read; the body is left to stream.
+    /// Sends `request` to the route's upstream with the route's credential (see the module
+    /// docs). Returns the endpoint as it may be shown (no credentials) and the response with
+    /// its headers read; the body is left to stream.
     pub(crate) async fn send(
         &self,
-        base_url: &str,
-        profile: Profile,
+        route: &Route,
         request: &Request,
-        api_key: Option<&str>,
         redactor: &Redactor,
     ) -> Result<(String, reqwest::Response), Error> {
-        let url = join_url(base_url, &request.path, &request.query);
+        let url = join_url(
+            &route.base_url,
+            &request.path,
+            &upstream_query(&request.query, route),
+        );
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| Error::InvalidRequest(format!("invalid method `{}`", request.method)))?;
         // Stored bodies are decoded: asking for them unencoded saves the work.
@@ -168,16 +220,25 @@ impl Upstream {
             .client
             .request(method, &url)
             .header("accept-encoding", "identity");
+        let replace_credentials = route.api_key.is_some();
         for (name, value) in &request.headers {
             let lower = name.to_ascii_lowercase();
-            if !HOP_BY_HOP.contains(&lower.as_str()) && !NOT_FORWARDED.contains(&lower.as_str()) {
+            let dropped = HOP_BY_HOP.contains(&lower.as_str())
+                || NOT_FORWARDED.contains(&lower.as_str())
+                || (replace_credentials && CREDENTIAL_HEADERS.contains(&lower.as_str()));
+            if !dropped {
                 builder = builder.header(name.as_str(), value.as_str());
             }
         }
-        if let (Some(key), false) = (api_key, has_credentials(&request.headers)) {
-            builder = match profile {
-                Profile::AnthropicMessages => builder.header("x-api-key", key),
-                _ => builder.bearer_auth(key),
+        if let Some(key) = &route.api_key {
+            let key = key.expose();
+            builder = match &route.auth {
+                AuthStyle::Bearer => builder.bearer_auth(key),
+                AuthStyle::XApiKey => builder.header("x-api-key", key),
+                AuthStyle::ApiKey => builder.header("api-key", key),
+                AuthStyle::XGoogApiKey => builder.header("x-goog-api-key", key),
+                // Already in the URL.
+                AuthStyle::Query(_) => builder,
             };
         }
         let endpoint = redactor.url(&url);
@@ -185,8 +246,47 @@ impl Upstream {
             .body(request.body.clone())
             .send()
             .await
-            .map_err(|e| upstream_error(&endpoint, &e, self.timeout))?;
+            .map_err(|e| upstream_error(&endpoint, &e.without_url(), self.timeout))?;
         Ok((endpoint, response))
+    }
+}
+
+/// How long a forward-proxy tunnel may take to connect.
+const TUNNEL_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Upstream {
+    /// Opens the TCP connection of a forward-proxy tunnel (`CONNECT host:port`). The bytes pass
+    /// untouched both ways: no credential is added, so no route's key can reach the host.
+    pub(crate) async fn open_tunnel(&self, host: &str, port: u16) -> std::io::Result<TcpStream> {
+        let connect = TcpStream::connect((host, port));
+        match tokio::time::timeout(TUNNEL_CONNECT_TIMEOUT, connect).await {
+            Ok(stream) => stream,
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no connection within {}s", TUNNEL_CONNECT_TIMEOUT.as_secs()),
+            )),
+        }
+    }
+
+    /// Relays a plain-HTTP forward-proxy request (`GET http://host/...`) as the client sent
+    /// it, without the headers of its hop to the proxy and without adding any credential.
+    pub(crate) async fn relay(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: &[(String, String)],
+        body: reqwest::Body,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let mut builder = self.client.request(method, url);
+        for (name, value) in headers {
+            let lower = name.to_ascii_lowercase();
+            if !HOP_BY_HOP.contains(&lower.as_str())
+                && !matches!(lower.as_str(), "host" | "proxy-authorization")
+            {
+                builder = builder.header(name.as_str(), value.as_str());
+            }
+        }
+        builder.body(body).send().await
     }
 }
 
@@ -238,6 +338,13 @@ mod tests {
             join_url("http://h/v1", "/v1/models", "a=1"),
             "http://h/v1/models?a=1"
         );
+    }
+
+    fn keyed(style: &str) -> Route {
+        let mut route = Route::new("r", "http://h");
+        route.auth = style.parse().unwrap();
+        route.api_key = crate::config::ApiKey::new("k/1+2");
+        route
     }
 
     #[test]
@@ -322,12 +429,25 @@ mod tests {
     }
 
     #[test]
-    fn credentials_are_detected_in_any_case() {
-        assert!(has_credentials(&[(
-            "Authorization".into(),
-            "Bearer x".into()
-        )]));
-        assert!(has_credentials(&[("X-Api-Key".into(), "k".into())]));
-        assert!(!has_credentials(&[("content-type".into(), "x".into())]));
+    fn a_route_key_replaces_query_credentials() {
+        let bearer = keyed("bearer");
+        assert_eq!(
+            upstream_query("a=1&key=cassette&API_KEY=x&b=2", &bearer),
+            "a=1&b=2"
+        );
+        let query = keyed("query:key");
+        assert_eq!(
+            upstream_query("alt=sse&key=cassette", &query),
+            "alt=sse&key=k%2F1%2B2"
+        );
+        assert_eq!(upstream_query("", &query), "key=k%2F1%2B2");
+        let custom = keyed("query:token");
+        assert_eq!(
+            upstream_query("token=cassette&key=y", &custom),
+            "token=k%2F1%2B2"
+        );
+        // Without a key nothing is touched.
+        let plain = Route::new("r", "http://h");
+        assert_eq!(upstream_query("key=mine&a=1", &plain), "key=mine&a=1");
     }
 }

@@ -5,6 +5,7 @@
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
+use cassette_recorder::config::ApiKey;
 use cassette_recorder::proxy::{spawn, ProxyConfig, RunningProxy};
 use cassette_recorder::{Mode, Recorder, RecorderConfig, Route};
 use cassette_store::DynStore;
@@ -134,17 +135,14 @@ fn config(mode: Mode, server: &str) -> RecorderConfig {
     RecorderConfig {
         mode,
         routes: vec![
+            // The LLM route holds a key; it must never reach the tool server's route.
             Route {
-                name: "default".into(),
-                base_url: "http://127.0.0.1:9".into(),
+                api_key: ApiKey::new("sk-llm-key-never-for-tools"),
+                ..Route::new("default", "http://127.0.0.1:9")
             },
-            Route {
-                name: "counter".into(),
-                base_url: server.to_owned(),
-            },
+            Route::new("counter", server),
         ],
         mcp_routes: vec!["counter".into()],
-        upstream_api_key: Some("sk-llm-key-never-for-tools".into()),
         ..RecorderConfig::default()
     }
 }

@@ -783,3 +783,64 @@ async fn a_server_that_cannot_start_is_an_error_naming_the_command() {
     assert_eq!(pong[0]["result"], json!({}));
     client.close().await;
 }
+
+#[tokio::test]
+async fn sequence_mode_answers_repeated_tool_calls_in_order() {
+    let store = memory_store();
+    let server = FakeServer::default();
+    let in_sequence = |mode| {
+        let config = RecorderConfig {
+            repeats: cassette_recorder::Repeats::Sequence,
+            ..RecorderConfig::default()
+        };
+        McpRecorder::new(
+            recorder_with(mode, &store, config),
+            "fake",
+            "stdio:fake-server",
+        )
+    };
+    let text = |answer: &[Value]| {
+        answer.last().unwrap()["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // The counter answers a new number each time: three identical calls, three answers.
+    let mut client = session(in_sequence(Mode::Record), Arc::new(server.clone()));
+    client.call(json!(1), "initialize", initialize()).await;
+    let mut recorded = Vec::new();
+    for id in 2..5 {
+        recorded.push(text(
+            &client.call(json!(id), "tools/call", count("a")).await,
+        ));
+    }
+    client.close().await;
+    assert_eq!(recorded, ["a: 1", "a: 2", "a: 3"]);
+    assert_eq!(store.list("").await.unwrap().len(), 4);
+
+    let replay = in_sequence(Mode::Replay);
+    let mut client = session(replay, Arc::new(NoServer));
+    client.call(json!(1), "initialize", initialize()).await;
+    let mut replayed = Vec::new();
+    for id in 2..5 {
+        replayed.push(text(
+            &client.call(json!(id), "tools/call", count("a")).await,
+        ));
+    }
+    assert_eq!(replayed, recorded);
+    let fourth = client.call(json!(5), "tools/call", count("a")).await;
+    let error = &fourth.last().unwrap()["error"];
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("recorded 3 times, asked a 4th"), "{error}");
+    assert_eq!(error["data"]["repeat"]["recorded"], 3);
+    client.close().await;
+
+    // Without sequence mode the same tapes answer every repeat with the first.
+    let mut client = session(engine(Mode::Replay, &store), Arc::new(NoServer));
+    client.call(json!(1), "initialize", initialize()).await;
+    for id in 2..5 {
+        let answer = client.call(json!(id), "tools/call", count("a")).await;
+        assert_eq!(text(&answer), "a: 1");
+    }
+    client.close().await;
+}

@@ -3,6 +3,7 @@
 mod support;
 
 use bytes::Bytes;
+use cassette_keying::KeyConfig;
 use cassette_recorder::{
     Cassette, Error, ErrorRecording, Mode, Recorder, RecorderConfig, Request, Route, Source,
 };
@@ -16,10 +17,7 @@ const CHAT: &str = "/v1/chat/completions";
 fn config(mode: Mode, upstream: &str) -> RecorderConfig {
     RecorderConfig {
         mode,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: format!("{upstream}/v1"),
-        }],
+        routes: vec![Route::new("default", format!("{upstream}/v1"))],
         ..RecorderConfig::default()
     }
 }
@@ -222,6 +220,87 @@ async fn a_miss_explains_what_differs_from_the_nearest_recording() {
         miss.explanation
             .summary
             .contains("No recording exists at /v1/responses"),
+        "{miss}"
+    );
+}
+
+#[tokio::test]
+async fn a_miss_under_other_keying_settings_names_the_difference() {
+    let fake = fake_with_chat("ok").await;
+    let store = memory();
+    let seeded = |mode| RecorderConfig {
+        key: KeyConfig {
+            extra_volatile: vec!["seed".into()],
+            ..KeyConfig::default()
+        },
+        ..config(mode, &fake.url)
+    };
+    let mut request = chat("Where is my refund?", 0.0);
+    request.body = Bytes::from(
+        json!({"model": "gpt-4o-mini", "seed": 7, "messages": [{"role": "user", "content": "Where is my refund?"}]})
+            .to_string(),
+    );
+    let recorder = Recorder::new(seeded(Mode::Record), store.clone()).unwrap();
+    let recorded = recorder.handle(request.clone()).await.unwrap();
+    let cassette =
+        Cassette::from_document(&store.get(&recorded.key).await.unwrap().unwrap()).unwrap();
+    let settings = cassette.key_settings.expect("the settings are recorded");
+    assert_eq!(settings.volatile, ["seed"]);
+    assert_eq!(settings.fingerprint, seeded(Mode::Replay).key.fingerprint());
+
+    // Replayed without the setting: the seed now counts, the key differs, and the miss says
+    // why instead of blaming a key version.
+    let replayer = Recorder::new(config(Mode::Replay, &fake.url), store.clone()).unwrap();
+    let Err(Error::Miss(miss)) = replayer.handle(request.clone()).await else {
+        panic!("expected a miss")
+    };
+    assert_eq!(
+        miss.explanation_lines(),
+        ["recorded with volatile [seed]; now []"],
+        "{miss}"
+    );
+    let text = miss.to_string();
+    assert!(
+        text.contains("recorded with volatile [seed]; now []"),
+        "{text}"
+    );
+    assert!(!text.contains("key version"), "{text}");
+
+    // With the same settings it replays.
+    let replayer = Recorder::new(seeded(Mode::Replay), store.clone()).unwrap();
+    assert_eq!(
+        replayer.handle(request).await.unwrap().source,
+        Source::Replayed
+    );
+}
+
+#[tokio::test]
+async fn a_miss_names_another_key_version_only_when_the_versions_differ() {
+    let fake = fake_with_chat("ok").await;
+    let store = memory();
+    let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
+    let key = recorder
+        .handle(chat("Where is my refund?", 0.0))
+        .await
+        .unwrap()
+        .key;
+    // The same tape, as an older key contract would have stored it: another key, version 0.
+    let mut cassette = Cassette::from_document(&store.get(&key).await.unwrap().unwrap()).unwrap();
+    store.delete(&key).await.unwrap();
+    cassette.key = cassette_keying::Key::parse(&"0".repeat(64)).unwrap();
+    cassette.key_version = 0;
+    store
+        .put(&cassette.key, cassette.to_document())
+        .await
+        .unwrap();
+
+    let replayer = Recorder::new(config(Mode::Replay, &fake.url), store.clone()).unwrap();
+    let Err(Error::Miss(miss)) = replayer.handle(chat("Where is my refund?", 0.0)).await else {
+        panic!("expected a miss")
+    };
+    assert_eq!(
+        miss.explanation_lines(),
+        ["keyed under key version 0; this tool keys with version 1"],
         "{miss}"
     );
 }

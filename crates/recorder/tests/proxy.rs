@@ -149,14 +149,8 @@ fn config(mode: Mode, upstream: &str) -> RecorderConfig {
     RecorderConfig {
         mode,
         routes: vec![
-            Route {
-                name: "default".into(),
-                base_url: format!("{upstream}/v1"),
-            },
-            Route {
-                name: "anthropic".into(),
-                base_url: upstream.to_owned(),
-            },
+            Route::new("default", format!("{upstream}/v1")),
+            Route::new("anthropic", upstream),
         ],
         ..RecorderConfig::default()
     }
@@ -287,6 +281,46 @@ async fn a_miss_is_a_409_with_the_key_and_no_retry() {
     assert_eq!(stats.requests, 2);
 }
 
+/// A prompt of about 3,000 characters with one word near its end.
+fn long_prompt(word: &str) -> String {
+    let filler =
+        "Read the attached report carefully and keep every number exactly as written. ".repeat(40);
+    format!("{filler}Then summarise the quarterly {word} figures for the board.")
+}
+
+#[tokio::test]
+async fn a_miss_on_a_word_late_in_a_long_prompt_shows_that_word_in_the_409() {
+    let upstream = Upstream::start(Fake::default()).await;
+    let store = memory();
+    let recording = proxy(Mode::Record, &upstream.url, &store).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", recording.url());
+    post(&client, url, &chat_body(&long_prompt("revenue"))).await;
+    recording.stop().await.unwrap();
+
+    let replay = proxy(Mode::Replay, &upstream.url, &store).await;
+    let url = format!("{}/v1/chat/completions", replay.url());
+    let response = post(&client, url, &chat_body(&long_prompt("income"))).await;
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    let error = &body["error"];
+    let differences = &error["explanation"]["nearest"]["differences"];
+    assert_eq!(
+        differences,
+        &json!([
+            "body.messages[0].content: …Then summarise the quarterly [-revenue-]{+income+} figures for the board."
+        ]),
+        "{body}"
+    );
+    let summary = error["explanation"]["summary"].as_str().unwrap();
+    assert!(summary.contains("[-revenue-]{+income+}"), "{summary}");
+    assert!(error["message"]
+        .as_str()
+        .unwrap()
+        .contains("[-revenue-]{+income+}"));
+    replay.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn bodies_over_the_limit_get_413_and_the_proxy_keeps_serving() {
     let recorder = Recorder::new(config(Mode::Replay, "http://127.0.0.1:9"), memory()).unwrap();
@@ -367,13 +401,18 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
     assert_eq!(health["mode"], "replay");
     assert_eq!(health["store"], store.location());
 
-    post(
-        &client,
-        format!("{}/v1/chat/completions", proxy.url()),
-        &chat_body("q"),
-    )
-    .await;
-    let stats: Value = client
+    // The same miss twice and another once: three misses of two distinct keys.
+    let mut keys = Vec::new();
+    for question in ["q", "q", "r"] {
+        let missed = post(
+            &client,
+            format!("{}/v1/chat/completions", proxy.url()),
+            &chat_body(question),
+        )
+        .await;
+        keys.push(missed.json::<Value>().await.unwrap()["error"]["key"].clone());
+    }
+    let mut stats: Value = client
         .get(format!("{}/_cassette/stats", proxy.url()))
         .send()
         .await
@@ -381,12 +420,29 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
         .json()
         .await
         .unwrap();
+    let missed = stats.as_object_mut().unwrap().remove("missed").unwrap();
     assert_eq!(
         stats,
-        json!({"requests": 1, "hits": 0, "misses": 1, "recorded": 0, "failed_recordings": 0,
-               "upstream_requests": 0, "upstream_errors": 0})
+        json!({"requests": 3, "hits": 0, "misses": 3, "recorded": 0, "failed_recordings": 0,
+               "upstream_requests": 0, "upstream_errors": 0, "bypassed": [],
+               "distinct_misses": 2})
     );
+    assert_eq!(missed.as_array().unwrap().len(), 2, "{missed}");
+    assert_eq!(missed[0]["key"], keys[0]);
+    assert_eq!(missed[0]["count"], 2);
+    assert_eq!(
+        missed[0]["request"],
+        "POST /v1/chat/completions (target default, model gpt-4o-mini)"
+    );
+    assert!(missed[0]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("No recording"));
+    let handle = proxy.stats_handle();
     proxy.stop().await.unwrap();
+    let log = handle.misses();
+    assert_eq!((log.distinct, log.total), (2, 3));
+    assert_eq!(serde_json::to_value(&log.notes[1].key).unwrap(), keys[2]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -122,9 +122,10 @@ fn planted_secrets_never_reach_the_stored_bytes() {
         ("Authorization", "PLANT-r-auth"),
         ("X-Api-Key", "PLANT-r-xapikey"),
         ("x-auth-token", "PLANT-r-authtoken"),
-        ("x-debug", &format!("issued {jwt}")),
+        ("x-debug", "PLANT-r-debug"),
+        ("llm_provider-set-cookie", "PLANT-r-gateway-cookie"),
         ("content-type", "application/json"),
-        ("x-request-id", "req_123"),
+        ("x-request-id", &format!("issued {jwt}")),
     ]);
     let resp_body = json!({
         "id": "chatcmpl-1",
@@ -198,9 +199,8 @@ fn planted_secrets_never_reach_the_stored_bytes() {
     assert_eq!(
         doc["response"]["headers"],
         json!([
-            ["x-debug", "issued [REDACTED]"],
             ["content-type", "application/json"],
-            ["x-request-id", "req_123"],
+            ["x-request-id", "issued [REDACTED]"],
         ])
     );
     assert_eq!(doc["request"]["body"]["api_key"], json!(REDACTED));

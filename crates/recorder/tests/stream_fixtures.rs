@@ -76,6 +76,21 @@ const STREAMS: &[(&str, StreamFormat, &str)] = &[
         "ollama_generate.final.json",
     ),
     (
+        "gemini_text.sse",
+        StreamFormat::GeminiSse,
+        "gemini_text.final.json",
+    ),
+    (
+        "gemini_tool.sse",
+        StreamFormat::GeminiSse,
+        "gemini_tool.final.json",
+    ),
+    (
+        "gemini_tool.stream.json",
+        StreamFormat::GeminiJson,
+        "gemini_tool.final.json",
+    ),
+    (
         "generic.sse",
         StreamFormat::GenericSse,
         "generic.final.json",
@@ -97,6 +112,8 @@ const NON_STREAMING: &[(&str, StreamFormat)] = &[
     ("anthropic.response.json", StreamFormat::AnthropicMessages),
     ("ollama_chat.response.json", StreamFormat::OllamaNdjson),
     ("ollama_generate.response.json", StreamFormat::OllamaNdjson),
+    ("gemini.response.json", StreamFormat::GeminiSse),
+    ("gemini.response.json", StreamFormat::GeminiJson),
 ];
 
 /// A small deterministic generator so "random" chunkings are the same on every run.
@@ -168,6 +185,7 @@ fn fixtures_contain_multibyte_text() {
         "openai_chat_text.sse",
         "openai_responses.sse",
         "anthropic_thinking.sse",
+        "gemini_text.sse",
     ] {
         assert!(bytes(name).iter().any(|&b| b >= 0xC0), "{name}");
     }
@@ -483,6 +501,49 @@ fn openai_responses_framing() {
 }
 
 #[test]
+fn gemini_framing() {
+    let final_response = json_fixture("gemini.response.json");
+    let events = sse_events(&body_of(StreamFormat::GeminiSse, &final_response, false));
+    let chunks: Vec<Value> = events
+        .iter()
+        .map(|(name, data)| {
+            assert_eq!(name, &None, "Gemini events have no names");
+            serde_json::from_str(data).unwrap()
+        })
+        .collect();
+    assert!(chunks.len() > 3, "the text is cut into pieces");
+    let (last, rest) = chunks.split_last().unwrap();
+    for chunk in &chunks {
+        assert_eq!(chunk["modelVersion"], final_response["modelVersion"]);
+        assert_eq!(chunk["responseId"], final_response["responseId"]);
+        let candidate = &chunk["candidates"][0];
+        assert_eq!(candidate["content"]["role"], "model");
+        assert_eq!(candidate["content"]["parts"].as_array().unwrap().len(), 1);
+    }
+    for chunk in rest {
+        let candidate = &chunk["candidates"][0];
+        assert!(candidate.get("finishReason").is_none(), "{chunk}");
+        assert!(chunk.get("usageMetadata").is_none(), "{chunk}");
+        assert!(
+            candidate["content"]["parts"][0]["text"].is_string(),
+            "{chunk}"
+        );
+    }
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(last["usageMetadata"], final_response["usageMetadata"]);
+    assert_eq!(
+        last["candidates"][0]["content"]["parts"][0]["functionCall"]["name"],
+        "get_weather"
+    );
+
+    // Without `alt=sse`: the same chunks as one JSON array.
+    let array: Value =
+        serde_json::from_str(&body_of(StreamFormat::GeminiJson, &final_response, false)).unwrap();
+    assert_eq!(array, Value::Array(chunks));
+    assert_eq!(StreamFormat::GeminiJson.content_type(), "application/json");
+}
+
+#[test]
 fn anthropic_framing() {
     let final_response = json_fixture("anthropic.response.json");
     let events = sse_events(&body_of(
@@ -612,6 +673,28 @@ fn summaries_of_recorded_finals() {
     );
     assert_eq!(ollama.tool_calls[0].id.as_deref(), Some("call_k2m9x1qz"));
     assert_eq!(ollama.usage.unwrap()["eval_count"], 27);
+
+    let gemini = response_summary(
+        Profile::GeminiGenerate,
+        &json_fixture("gemini_tool.final.json"),
+    );
+    assert_eq!(gemini.model.as_deref(), Some("gemini-2.5-flash"));
+    assert_eq!(gemini.finish_reason.as_deref(), Some("STOP"));
+    assert_eq!(gemini.text, "I'll check the weather in Paris and Tokyo.");
+    assert_eq!(gemini.tool_calls.len(), 2);
+    assert_eq!(
+        gemini.tool_calls[1].arguments,
+        json!({"city": "Tokyo", "unit": "celsius"})
+    );
+    assert_eq!(gemini.usage.unwrap()["totalTokenCount"], 93);
+    let thinking = response_summary(
+        Profile::GeminiGenerate,
+        &json_fixture("gemini_text.final.json"),
+    );
+    assert!(
+        thinking.text.starts_with("Your refund"),
+        "thoughts are not text"
+    );
 }
 
 fn error_of(format: StreamFormat, body: &[u8]) -> StreamError {

@@ -63,10 +63,7 @@ fn cases() -> Vec<Case> {
 fn recorder(mode: Mode, upstream: &str, store: &DynStore) -> Recorder {
     let config = RecorderConfig {
         mode,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: upstream.to_owned(),
-        }],
+        routes: vec![Route::new("default", upstream)],
         stream_chunk_size: 7,
         ..RecorderConfig::default()
     };

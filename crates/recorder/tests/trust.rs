@@ -18,14 +18,8 @@ fn config(mode: Mode, upstream: &str) -> RecorderConfig {
     RecorderConfig {
         mode,
         routes: vec![
-            Route {
-                name: "default".into(),
-                base_url: format!("{upstream}/v1"),
-            },
-            Route {
-                name: "anthropic".into(),
-                base_url: upstream.to_owned(),
-            },
+            Route::new("default", format!("{upstream}/v1")),
+            Route::new("anthropic", upstream),
         ],
         ..RecorderConfig::default()
     }
@@ -805,10 +799,12 @@ async fn raw(addr: std::net::SocketAddr, request: &str) -> (String, String) {
 }
 
 fn recording_with_key(upstream: &str) -> RecorderConfig {
-    RecorderConfig {
-        upstream_api_key: Some("sk-upstream-key-never-for-strangers".into()),
-        ..config(Mode::Record, upstream)
+    let mut config = config(Mode::Record, upstream);
+    for route in &mut config.routes {
+        route.api_key =
+            cassette_recorder::config::ApiKey::new("sk-upstream-key-never-for-strangers");
     }
+    config
 }
 
 // Item 14: a hostile web page's cross-site POST (text/plain, so no preflight) is refused: no

@@ -24,10 +24,7 @@ fn request() -> Request {
 async fn write_as_child(store_url: &str, upstream: &str) {
     let config = RecorderConfig {
         mode: Mode::Record,
-        routes: vec![Route {
-            name: "default".into(),
-            base_url: upstream.to_owned(),
-        }],
+        routes: vec![Route::new("default", upstream)],
         ..RecorderConfig::default()
     };
     let store = cassette_store::open(store_url).unwrap();

@@ -7,7 +7,7 @@
 //! Documents are pretty-printed JSON with a trailing newline, the form the recorder writes, so
 //! every backend must hand them back byte for byte, including the ones that re-lay out JSON.
 
-use crate::{Created, Error, Key, Store, StoreExt};
+use crate::{Created, Error, Key, SegmentName, Store, StoreExt};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
@@ -334,8 +334,75 @@ pub async fn thousand_listed(store: &dyn Store) {
     );
 }
 
+fn segment(name: &str) -> SegmentName {
+    SegmentName::parse(name).unwrap_or_else(|| panic!("`{name}` is not a segment name"))
+}
+
+/// Index segments: create-only, read back byte for byte (they need not be JSON), listed sorted,
+/// deleted, and never among the cassettes. A store that does not keep them says so and holds
+/// none.
+pub async fn segments(store: &dyn Store) {
+    let at = store.location();
+    let (a, b) = (segment("w-2-b.jsonl"), segment("w-1-a.jsonl"));
+    let first = Bytes::from_static(b"{\"cassette_index\":1}\nnot json\n");
+    if !store.keeps_segments() {
+        let refused = store.put_segment(&a, first).await;
+        assert!(
+            matches!(refused, Err(Error::Unsupported { .. })),
+            "{at}: a store without segments must refuse one: {refused:?}"
+        );
+        assert!(store.list_segments().await.unwrap_or_default().is_empty());
+        assert!(matches!(store.get_segment(&a).await, Ok(None)), "{at}");
+        return;
+    }
+    let won = store.put_segment(&a, first.clone()).await;
+    assert!(
+        matches!(won, Ok(Created::Won)),
+        "{at}: first segment write: {won:?}"
+    );
+    let lost = store.put_segment(&a, Bytes::from_static(b"other")).await;
+    assert!(
+        matches!(lost, Ok(Created::AlreadyExists)),
+        "{at}: segments are written once: {lost:?}"
+    );
+    let read = store.get_segment(&a).await;
+    assert!(
+        matches!(&read, Ok(Some(bytes)) if *bytes == first),
+        "{at}: segment read back: {read:?}"
+    );
+    let put_b = store.put_segment(&b, Bytes::from_static(b"b")).await;
+    assert!(matches!(put_b, Ok(Created::Won)), "{at}: {put_b:?}");
+    let listed = store.list_segments().await;
+    assert!(
+        matches!(&listed, Ok(names) if *names == [b.clone(), a.clone()]),
+        "{at}: segments listed sorted: {listed:?}"
+    );
+    let keys = list(store, "").await;
+    assert!(
+        keys.iter().all(|k| k.as_str().len() == 64),
+        "{at}: segments must not be listed as cassettes"
+    );
+    let deleted = store.delete_segment(&a).await;
+    assert!(deleted.is_ok(), "{at}: delete segment: {deleted:?}");
+    assert!(
+        matches!(store.get_segment(&a).await, Ok(None)),
+        "{at}: deleted segment read"
+    );
+    assert!(
+        store.delete_segment(&a).await.is_ok(),
+        "{at}: deleting twice"
+    );
+    let listed = store.list_segments().await;
+    assert!(
+        matches!(&listed, Ok(names) if *names == [b.clone()]),
+        "{at}: after delete: {listed:?}"
+    );
+    let _ = store.delete_segment(&b).await;
+}
+
 /// Runs every check above on `store`, which should be empty.
 pub async fn run_all(store: &dyn Store) {
+    segments(store).await;
     round_trip(store).await;
     miss_is_none(store).await;
     overwrite(store).await;
@@ -389,6 +456,35 @@ pub async fn read_only(store: &dyn Store, seeded: &dyn Store) {
         "{}: refused create wrote",
         store.location()
     );
+    if seeded.keeps_segments() {
+        let name = segment("w-1-a.jsonl");
+        let _ = seeded.put_segment(&name, Bytes::from_static(b"seg")).await;
+        assert!(
+            store.keeps_segments(),
+            "{}: keeps_segments",
+            store.location()
+        );
+        let read = store.get_segment(&name).await;
+        assert!(
+            matches!(&read, Ok(Some(b)) if b.as_ref() == b"seg"),
+            "{read:?}"
+        );
+        assert!(matches!(store.list_segments().await, Ok(n) if n == [name.clone()]));
+        for refused in [
+            store
+                .put_segment(&segment("w-2-b.jsonl"), Bytes::from_static(b"x"))
+                .await
+                .err(),
+            store.delete_segment(&name).await.err(),
+        ] {
+            assert!(
+                matches!(refused, Some(Error::ReadOnlySegment { .. })),
+                "{}: segment writes must be refused: {refused:?}",
+                store.location()
+            );
+        }
+        assert!(matches!(seeded.list_segments().await, Ok(n) if n == [name]));
+    }
 }
 
 fn key_b() -> Key {

@@ -91,6 +91,22 @@ pub enum Error {
         /// The key that was to be written.
         key: Key,
     },
+    /// A write of an index segment was refused by a read-only store.
+    #[error("{location} is read-only (replay mode): refusing to write index segment {name}")]
+    ReadOnlySegment {
+        /// The store.
+        location: String,
+        /// The segment.
+        name: String,
+    },
+    /// The store does not keep what was asked of it (index segments, for a JSON Lines log).
+    #[error("{location} does not keep {what}")]
+    Unsupported {
+        /// The store.
+        location: String,
+        /// What it does not keep.
+        what: String,
+    },
     /// A remote store (S3-compatible) failed or could not be reached.
     #[error("{store} store at {endpoint}: {action} {key}")]
     Remote {

@@ -8,7 +8,8 @@
 //! `get` and `list` ignore and `list` deletes once it is older than [`STALE_TEMP_AGE`].
 
 use crate::key::{is_shard_name, shard, stored_key, validate_prefix};
-use crate::{json, Created, Error, Key, Result, Store};
+use crate::segment::SEGMENT_FOLDER;
+use crate::{json, Created, Error, Key, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -22,6 +23,9 @@ use std::time::{Duration, SystemTime};
 /// How old a stray temp file must be before `list` deletes it: far longer than any put takes, so
 /// a write in progress in another process is never removed under it.
 pub const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// Folders beside the shards that belong to the store itself (the index segments).
+pub const SIDE_FOLDERS: &[&str] = &[SEGMENT_FOLDER];
 
 /// Distinguishes temp files of concurrent puts within one process (the PID covers processes).
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -69,6 +73,39 @@ impl FileStore {
             }
         }
         Ok(removed)
+    }
+
+    /// Files and folders in the store's folder that are not cassettes of this layout (a flat
+    /// `ROOT/<name>.json`, a `.yaml` tape of another tool, a misplaced key), sorted, so that a
+    /// listing can say what it skipped instead of ignoring it. Hidden names (a `.git` folder,
+    /// temp files of interrupted writes) and the [`SIDE_FOLDERS`] are not reported.
+    pub fn unrecognised(&self) -> Result<Vec<PathBuf>> {
+        let mut found = Vec::new();
+        for entry in read_dir(&self.root)? {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if name.starts_with('.') || (is_dir && SIDE_FOLDERS.contains(&name.as_ref())) {
+                continue;
+            }
+            if !(is_dir && is_shard_name(&name) && name.len() == 2) {
+                found.push(entry.path());
+                continue;
+            }
+            for inner in read_dir(&entry.path())? {
+                let file = inner.file_name();
+                let file = file.to_string_lossy();
+                let ours = file
+                    .strip_suffix(".json")
+                    .and_then(|n| stored_key(n, ""))
+                    .is_some_and(|key| shard(&key) == name);
+                if !ours && !file.starts_with('.') {
+                    found.push(inner.path());
+                }
+            }
+        }
+        found.sort();
+        Ok(found)
     }
 
     fn shard_dirs(&self, prefix: &str) -> Result<Vec<PathBuf>> {
@@ -130,6 +167,11 @@ impl FileStore {
             reason,
         })?;
         Ok(Some(Bytes::from(bytes)))
+    }
+
+    /// The file a segment is stored in: `ROOT/_index/NAME`.
+    fn segment_path(&self, name: &SegmentName) -> PathBuf {
+        self.root.join(SEGMENT_FOLDER).join(name.as_str())
     }
 
     fn write_blocking(&self, path: &Path, document: &[u8], mode: Mode) -> Result<Created> {
@@ -292,15 +334,7 @@ impl Store for FileStore {
 
     async fn delete(&self, key: &Key) -> Result<()> {
         let path = self.path_for(key);
-        blocking("file", self.location(), move || {
-            match fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    Err(io_error("deleting", &path, e))
-                }
-                _ => Ok(()),
-            }
-        })
-        .await
+        blocking("file", self.location(), move || remove_if_present(&path)).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
@@ -311,6 +345,56 @@ impl Store for FileStore {
 
     fn location(&self) -> String {
         self.to_string()
+    }
+
+    fn keeps_segments(&self) -> bool {
+        true
+    }
+
+    /// Written like a create-only cassette (temp file, fsync, hard link), but kept as it is:
+    /// a segment is opaque bytes, not necessarily one JSON document.
+    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
+        let (this, path) = (self.clone(), self.segment_path(name));
+        blocking("file", self.location(), move || {
+            this.write_blocking(&path, &document, Mode::Create)
+        })
+        .await
+    }
+
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
+        let path = self.segment_path(name);
+        blocking("file", self.location(), move || match fs::read(&path) {
+            Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(io_error("reading", &path, source)),
+        })
+        .await
+    }
+
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        let dir = self.root.join(SEGMENT_FOLDER);
+        blocking("file", self.location(), move || {
+            let mut names: Vec<SegmentName> = read_dir(&dir)?
+                .iter()
+                .filter_map(|e| SegmentName::parse(&e.file_name().to_string_lossy()))
+                .collect();
+            names.sort();
+            Ok(names)
+        })
+        .await
+    }
+
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
+        let path = self.segment_path(name);
+        blocking("file", self.location(), move || remove_if_present(&path)).await
+    }
+}
+
+/// Deletes `path`; one already gone is deleted too (deletes are idempotent, like S3's).
+fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_error("deleting", path, e)),
+        _ => Ok(()),
     }
 }
 

@@ -41,6 +41,7 @@ pub mod memory;
 pub mod readonly;
 #[cfg(feature = "s3")]
 pub mod s3;
+mod segment;
 #[cfg(feature = "sled")]
 pub mod sled;
 pub mod tiered;
@@ -51,6 +52,7 @@ pub mod conformance;
 
 pub use cassette_keying::Key;
 pub use error::{Error, Result};
+pub use segment::SegmentName;
 pub use url::{open, open_tiered, StoreUrl};
 
 use async_trait::async_trait;
@@ -91,6 +93,42 @@ pub trait Store: fmt::Debug + fmt::Display + Send + Sync + 'static {
 
     /// A human-readable location for messages, such as `file:///repo/cassettes`.
     fn location(&self) -> String;
+
+    /// Whether this store keeps index segments: small opaque documents beside the cassettes, in
+    /// a namespace of their own (never listed by [`Store::list`]), for an index that answers
+    /// "which recordings are there" without reading every cassette. A store that does not keep
+    /// them (the defaults below) lists none, reads none and refuses to write one with
+    /// [`Error::Unsupported`]; its users fall back to reading the cassettes.
+    fn keeps_segments(&self) -> bool {
+        false
+    }
+
+    /// Stores a segment under `name` only when none is stored there yet (segments are written
+    /// once: each writer names its own).
+    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
+        let _ = document;
+        Err(Error::Unsupported {
+            location: self.location(),
+            what: format!("index segment {name}"),
+        })
+    }
+
+    /// Reads the segment `name`; `Ok(None)` when there is none.
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
+        let _ = name;
+        Ok(None)
+    }
+
+    /// Every stored segment name, sorted.
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        Ok(Vec::new())
+    }
+
+    /// Removes the segment `name`; removing a missing one is not an error.
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
+        let _ = name;
+        Ok(())
+    }
 }
 
 /// A shared, dynamically dispatched store.

@@ -1,7 +1,7 @@
 //! An in-process store for tests: nothing survives the process.
 
 use crate::key::validate_prefix;
-use crate::{Created, Key, Result, Store};
+use crate::{Created, Key, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -13,6 +13,7 @@ use std::sync::Mutex;
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     entries: Mutex<BTreeMap<Key, Bytes>>,
+    segments: Mutex<BTreeMap<SegmentName, Bytes>>,
 }
 
 impl MemoryStore {
@@ -25,6 +26,10 @@ impl MemoryStore {
         // A panic while holding the lock cannot leave the map half-updated (every operation is
         // a single insert or remove), so a poisoned lock is still safe to use.
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn segments(&self) -> std::sync::MutexGuard<'_, BTreeMap<SegmentName, Bytes>> {
+        self.segments.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -71,5 +76,31 @@ impl Store for MemoryStore {
 
     fn location(&self) -> String {
         self.to_string()
+    }
+
+    fn keeps_segments(&self) -> bool {
+        true
+    }
+
+    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
+        let mut segments = self.segments();
+        if segments.contains_key(name) {
+            return Ok(Created::AlreadyExists);
+        }
+        segments.insert(name.clone(), document);
+        Ok(Created::Won)
+    }
+
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
+        Ok(self.segments().get(name).cloned())
+    }
+
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        Ok(self.segments().keys().cloned().collect())
+    }
+
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
+        self.segments().remove(name);
+        Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! A read-only wrapper for replay: reads pass through, every write is refused with
 //! [`Error::ReadOnly`] so a replay run can never change the recorded cassettes.
 
-use crate::{Created, DynStore, Error, Key, Result, Store};
+use crate::{Created, DynStore, Error, Key, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -61,5 +61,31 @@ impl Store for ReadOnlyStore {
 
     fn location(&self) -> String {
         self.to_string()
+    }
+
+    fn keeps_segments(&self) -> bool {
+        self.inner.keeps_segments()
+    }
+
+    async fn put_segment(&self, name: &SegmentName, _document: Bytes) -> Result<Created> {
+        Err(Error::ReadOnlySegment {
+            location: self.inner.location(),
+            name: name.to_string(),
+        })
+    }
+
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
+        self.inner.get_segment(name).await
+    }
+
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        self.inner.list_segments().await
+    }
+
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
+        Err(Error::ReadOnlySegment {
+            location: self.inner.location(),
+            name: name.to_string(),
+        })
     }
 }

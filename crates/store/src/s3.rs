@@ -11,7 +11,8 @@
 //! endpoint fails within seconds, naming the endpoint, instead of hanging a test run.
 
 use crate::key::{shard, stored_key, validate_prefix};
-use crate::{Created, Error, Key, Result, Store};
+use crate::segment::SEGMENT_FOLDER;
+use crate::{Created, Error, Key, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -211,13 +212,24 @@ impl S3Store {
     }
 
     async fn put_mode(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
+        self.put_object(&self.object(key), key.as_str(), document, mode)
+            .await
+    }
+
+    async fn put_object(
+        &self,
+        object: &Path,
+        name: &str,
+        document: Bytes,
+        mode: PutMode,
+    ) -> Result<Created> {
         let opts = PutOptions {
             mode,
             ..Default::default()
         };
         match self
             .store
-            .put_opts(&self.object(key), PutPayload::from(document), opts)
+            .put_opts(object, PutPayload::from(document), opts)
             .await
         {
             Ok(_) => Ok(Created::Won),
@@ -226,8 +238,13 @@ impl S3Store {
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
             ) => Ok(Created::AlreadyExists),
-            Err(e) => Err(self.error("writing", key.as_str(), e)),
+            Err(e) => Err(self.error("writing", name, e)),
         }
+    }
+
+    /// The object path of a segment: `PREFIX/_index/NAME`.
+    fn segment_object(&self, name: &SegmentName) -> Path {
+        self.folder(SEGMENT_FOLDER).child(name.as_str())
     }
 }
 
@@ -302,5 +319,57 @@ impl Store for S3Store {
 
     fn location(&self) -> String {
         self.to_string()
+    }
+
+    fn keeps_segments(&self) -> bool {
+        true
+    }
+
+    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
+        let object = self.segment_object(name);
+        self.put_object(&object, name.as_str(), document, PutMode::Create)
+            .await
+    }
+
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
+        let result = match self.store.get(&self.segment_object(name)).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.error("reading", name.as_str(), e)),
+        };
+        result
+            .bytes()
+            .await
+            .map(Some)
+            .map_err(|e| self.error("reading", name.as_str(), e))
+    }
+
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        let folder = self.folder(SEGMENT_FOLDER);
+        let objects: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| self.error("listing", SEGMENT_FOLDER, e))?;
+        let depth = folder.parts().count();
+        let mut names: Vec<SegmentName> = objects
+            .into_iter()
+            .filter_map(|meta| {
+                let parts: Vec<_> = meta.location.parts().collect();
+                (parts.len() == depth + 1)
+                    .then(|| SegmentName::parse(parts[depth].as_ref()))
+                    .flatten()
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
+        match self.store.delete(&self.segment_object(name)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error("deleting", name.as_str(), e)),
+        }
     }
 }

@@ -108,7 +108,7 @@ fn sled_error(path: &Path, e: sled::Error) -> Error {
     }
 }
 
-/// Names the process holding the database, as `pid N (command line)`, when it can be found.
+/// Names the process holding the database, as `pid N (program)`, when it can be found.
 fn find_holder(path: &Path) -> Option<String> {
     let db_file = fs::canonicalize(path.join("db")).ok()?;
     let holds = |pid: u32| {
@@ -139,24 +139,21 @@ fn find_holder(path: &Path) -> Option<String> {
             .ok()?;
         Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
     })?;
-    let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|raw| {
-            String::from_utf8_lossy(&raw)
-                .split('\0')
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
+    // The program's name only (the kernel's `comm`, as `ps` shows it), never its command
+    // line: arguments carry upstream URLs with passwords, tokens and API keys, and this message
+    // ends up in CI logs.
+    let program = fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|comm| comm.trim().to_owned())
         .unwrap_or_default();
     let this = if pid == std::process::id() {
         ", this process"
     } else {
         ""
     };
-    Some(if cmdline.is_empty() {
+    Some(if program.is_empty() {
         format!("pid {pid}{this}")
     } else {
-        format!("pid {pid}{this}: {cmdline}")
+        format!("pid {pid} ({program}){this}")
     })
 }
 

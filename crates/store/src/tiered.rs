@@ -15,7 +15,7 @@
 //! cassette (a failed overwrite, a failed delete) has that cassette removed, or the operation
 //! fails.
 
-use crate::{Created, DynStore, Key, Result, Store, StoreUrl};
+use crate::{Created, DynStore, Key, Result, SegmentName, Store, StoreUrl};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -153,6 +153,28 @@ impl Store for TieredStore {
 
     fn location(&self) -> String {
         self.to_string()
+    }
+
+    // Segments describe the remote's cassettes, so they live there alone: the local tier only
+    // ever holds copies of cassettes.
+    fn keeps_segments(&self) -> bool {
+        self.remote.keeps_segments()
+    }
+
+    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
+        self.remote.put_segment(name, document).await
+    }
+
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
+        self.remote.get_segment(name).await
+    }
+
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        self.remote.list_segments().await
+    }
+
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
+        self.remote.delete_segment(name).await
     }
 }
 

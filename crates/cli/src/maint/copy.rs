@@ -4,6 +4,8 @@
 
 use super::runtime;
 use crate::settings::StoreSpec;
+use cassette_recorder::miss::{write_segment, IndexRecord, SegmentKind};
+use cassette_recorder::Cassette;
 use cassette_store::{Created, DynStore, Key};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,9 +39,10 @@ enum Write {
     Overwrite,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Copied {
-    Copied,
+    /// Copied, with its index record when it is a cassette.
+    Copied(Option<Box<IndexRecord>>),
     Skipped,
 }
 
@@ -95,9 +98,13 @@ async fn copy_all(
         })
         .buffer_unordered(jobs);
     let (mut copied, mut skipped, mut failed) = (0, 0, 0);
+    let mut records = Vec::new();
     while let Some((key, result)) = results.next().await {
         match result {
-            Ok(Copied::Copied) => copied += 1,
+            Ok(Copied::Copied(record)) => {
+                copied += 1;
+                records.extend(record.map(|r| *r));
+            }
             Ok(Copied::Skipped) => skipped += 1,
             Err(err) => {
                 failed += 1;
@@ -107,6 +114,14 @@ async fn copy_all(
         bar.inc(1);
     }
     bar.finish_and_clear();
+    // The copies join the destination's index, so a miss there finds them without a scan.
+    if let Err(err) = write_segment(to, &records, SegmentKind::Writer).await {
+        eprintln!(
+            "warning: the index of {} was not updated: {:#} (run `cassette index` on it)",
+            to.location(),
+            anyhow::Error::new(err)
+        );
+    }
     Ok((copied, skipped, failed))
 }
 
@@ -123,13 +138,18 @@ async fn copy_one(
     let Some(document) = from.get(key).await? else {
         anyhow::bail!("deleted from {} while copying", from.location());
     };
+    // The keying settings of the destination's recorders are not known here; the defaults
+    // fingerprint a request closely enough to rank it.
+    let record = Cassette::from_document(&document)
+        .ok()
+        .map(|c| Box::new(IndexRecord::of(&c, &cassette_keying::KeyConfig::default())));
     match write {
         Write::Overwrite => {
             to.put(key, document).await?;
-            Ok(Copied::Copied)
+            Ok(Copied::Copied(record))
         }
         Write::CreateOnly => match to.put_if_absent(key, document).await? {
-            Created::Won => Ok(Copied::Copied),
+            Created::Won => Ok(Copied::Copied(record)),
             Created::AlreadyExists => Ok(Copied::Skipped),
         },
     }

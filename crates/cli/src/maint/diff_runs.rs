@@ -1,6 +1,7 @@
-//! `cassette diff-runs RUN_A RUN_B`: compares two runs saved with `cassette run --save-run`:
-//! regressions (passed in A, failed in B), fixes, added and removed cases, and cases whose
-//! answer changed with the same verdict.
+//! `cassette diff-runs RUN_A RUN_B`: compares two runs that `cassette run` kept (every run is
+//! kept as `last`; `--save-run NAME` keeps one under a name): regressions (passed in A, failed
+//! in B), fixes, cases that missed in B, added and removed cases, and cases whose answer
+//! changed with the same verdict.
 
 use crate::run::{run_file, SavedCase, Verdict, RUNS_DIR};
 use anyhow::{bail, Context};
@@ -11,7 +12,8 @@ use std::process::ExitCode;
 /// Arguments of `cassette diff-runs`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "RUN_A and RUN_B are names given to --save-run or paths to saved run files.\n\
+    after_help = "RUN_A and RUN_B are names given to --save-run, `last` (the latest run), or \
+paths to saved run files.\n\
 Exit status: 0, or 1 with --fail-on-regression when a case regressed; 2 error."
 )]
 pub(crate) struct DiffRunsArgs {
@@ -45,11 +47,15 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
     let a = load(&args.runs_dir, &args.run_a)?;
     let b = load(&args.runs_dir, &args.run_b)?;
     let (mut regressions, mut fixes, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut missed = Vec::new();
     for (id, old) in &a {
         let Some(new) = b.get(id) else { continue };
         match (old.result.verdict, new.result.verdict) {
             (Verdict::Pass, Verdict::Fail) => regressions.push((id, new)),
             (Verdict::Fail, Verdict::Pass) => fixes.push(id),
+            // A miss says the tape is stale, not that the model got worse.
+            (was, Verdict::Miss) if was != Verdict::Miss => missed.push((id, was)),
+            (Verdict::Miss, _) | (_, Verdict::Miss) => {}
             _ if old.text != new.text || old.tool_calls != new.tool_calls => changed.push(id),
             _ => {}
         }
@@ -65,6 +71,12 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
     for id in &fixes {
         println!("fixed: {id}");
     }
+    for (id, was) in &missed {
+        println!(
+            "missed: {id} (was {}; its recording is stale or missing)",
+            verdict(*was)
+        );
+    }
     for id in &added {
         println!("added: {id} ({})", verdict(b[*id].result.verdict));
     }
@@ -78,9 +90,10 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
         );
     }
     eprintln!(
-        "{} regressions, {} fixes, {} added, {} removed, {} answers changed ({} -> {})",
+        "{} regressions, {} fixes, {} missed, {} added, {} removed, {} answers changed ({} -> {})",
         regressions.len(),
         fixes.len(),
+        missed.len(),
         added.len(),
         removed.len(),
         changed.len(),
@@ -94,10 +107,7 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn verdict(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Pass => "pass",
-        Verdict::Fail => "fail",
-    }
+    v.as_str()
 }
 
 /// A run by path, or by name in the runs folder.

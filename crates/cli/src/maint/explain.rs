@@ -3,7 +3,7 @@
 
 use crate::request_file;
 use crate::run::print_miss;
-use crate::settings::RecorderArgs;
+use crate::settings::{RecorderArgs, SettingsFile};
 use cassette_recorder::Mode;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,9 +25,9 @@ pub(crate) struct ExplainArgs {
 }
 
 /// Runs `cassette explain`.
-pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ExplainArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let request = request_file::load(&args.request)?;
-    let mut settings = args.recorder.resolve()?;
+    let mut settings = args.recorder.resolve(file)?;
     // Explaining must never reach an upstream, whatever CASSETTE_MODE says.
     settings.config.mode = Mode::Replay;
     let recorder = settings.build()?;

@@ -1,10 +1,16 @@
 //! `cassette gc --unused --usage-log FILE [--dry-run]`: deletes the cassettes that no logged run
 //! used. The proxy and the runner append every key they serve or record to a usage log
 //! (`--usage-log`); whatever no log names is dead weight.
+//!
+//! A later occurrence of a request (recorded in sequence mode) is kept while its request's
+//! first occurrence is used: a run that answers repeats with one recording logs only that one,
+//! and deleting the rest of the sequence would break the next run in sequence mode.
 
 use super::{runtime, StoreArgs};
+use crate::settings::SettingsFile;
 use anyhow::{bail, Context};
-use cassette_store::Key;
+use cassette_recorder::Cassette;
+use cassette_store::{DynStore, Key};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +42,7 @@ enum Action {
 }
 
 /// Runs `cassette gc`.
-pub(crate) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     debug_assert!(args.unused);
     let action = if args.dry_run {
         Action::List
@@ -63,8 +69,8 @@ pub(crate) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
         // evidence would be a disaster.
         bail!("the usage logs name no key; refusing to treat every cassette as unused");
     }
-    let store = args.store.open_existing()?;
-    let (unused, total, failed) = runtime()?.block_on(async {
+    let store = args.store.open_existing(file)?;
+    let (unused, total, failed, kept) = runtime()?.block_on(async {
         let keys = store.list("").await?;
         if !keys.is_empty() && !keys.iter().any(|k| used.contains(k)) {
             // Logs of another store (or of another key version) would select every cassette.
@@ -76,11 +82,12 @@ pub(crate) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
                 keys.len()
             );
         }
-        let unused: Vec<Key> = keys
+        let candidates: Vec<Key> = keys
             .iter()
             .filter(|k| !used.contains(*k))
             .cloned()
             .collect();
+        let (unused, kept) = later_occurrences_of_used(&store, candidates, &used).await;
         let mut failed = 0usize;
         for key in &unused {
             match action {
@@ -94,19 +101,24 @@ pub(crate) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
                 },
             }
         }
-        anyhow::Ok((unused, keys.len(), failed))
+        anyhow::Ok((unused, keys.len(), failed, kept))
     })?;
     let verb = match action {
         Action::List => "would delete",
         Action::Delete => "deleted",
     };
     eprintln!(
-        "{} of {total} cassettes in {} unused: {verb} {}{}",
+        "{} of {total} cassettes in {} unused: {verb} {}{}{}",
         unused.len(),
         store.location(),
         unused.len() - failed,
         if failed > 0 {
             format!(", {failed} failed")
+        } else {
+            String::new()
+        },
+        if kept > 0 {
+            format!("; kept {kept} later occurrences of requests the logs name (sequence mode)")
         } else {
             String::new()
         }
@@ -116,4 +128,36 @@ pub(crate) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Splits the unused candidates into those to delete and the number kept: later occurrences
+/// whose request's first occurrence is used. A candidate that cannot be read is deleted as
+/// before (it would be of no use to a run anyway).
+async fn later_occurrences_of_used(
+    store: &DynStore,
+    candidates: Vec<Key>,
+    used: &HashSet<Key>,
+) -> (Vec<Key>, usize) {
+    use futures::StreamExt;
+    let checked: Vec<(Key, bool)> = futures::stream::iter(candidates)
+        .map(|key| async move {
+            let keep = match store.get(&key).await {
+                Ok(Some(bytes)) => Cassette::from_document(&bytes)
+                    .ok()
+                    .and_then(|c| c.sequence)
+                    .is_some_and(|s| used.contains(&s.base_key)),
+                _ => false,
+            };
+            (key, keep)
+        })
+        .buffered(32)
+        .collect()
+        .await;
+    let kept = checked.iter().filter(|(_, keep)| *keep).count();
+    let unused = checked
+        .into_iter()
+        .filter(|(_, keep)| !keep)
+        .map(|(key, _)| key)
+        .collect();
+    (unused, kept)
 }

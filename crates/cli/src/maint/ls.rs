@@ -1,7 +1,8 @@
 //! `cassette ls [--json]`: what is recorded, one cassette a line, with model, path, size and
-//! recorded_at.
+//! recorded_at; a later occurrence of a request (sequence mode) shows which (`#3`).
 
-use super::{load_all, runtime, StoreArgs};
+use super::{foreign_files, load_all, runtime, StoreArgs};
+use crate::settings::SettingsFile;
 use cassette_recorder::Cassette;
 use cassette_store::Key;
 use serde_json::json;
@@ -15,15 +16,16 @@ pub(crate) struct LsArgs {
     store: StoreArgs,
 
     /// One JSON object a line: key, target, method, path, model, response_model, status,
-    /// size, recorded_at, key_version (or key and error for unreadable cassettes).
+    /// size, recorded_at, key_version, and for a later occurrence of a request (sequence mode)
+    /// base_key and occurrence (or key and error for unreadable cassettes).
     #[arg(long)]
     json: bool,
 }
 
 /// Runs `cassette ls`. Unreadable cassettes are listed with their error and make the exit
 /// status 1, so a listing is also a cheap health check.
-pub(crate) fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
-    match list(args) {
+pub(crate) fn run(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    match list(args, file) {
         // `cassette ls | head` closes the pipe early: that is a finished listing, not an error.
         Err(err)
             if err
@@ -36,8 +38,9 @@ pub(crate) fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
-    let store = args.store.open_existing()?;
+fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let spec = args.store.resolve(file);
+    let store = spec.open_existing()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let loaded = runtime()?.block_on(load_all(&store))?;
@@ -61,14 +64,24 @@ fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "{line}")?;
     }
     out.flush()?;
+    // On stderr, so `ls --json` stays one cassette a line.
+    let foreign = foreign_files(&spec)?;
+    for file in &foreign {
+        eprintln!("not listed: {}: {}", file.path.display(), file.what);
+    }
     eprintln!(
-        "{} cassettes in {}{}",
+        "{} cassettes in {}{}{}",
         loaded.len(),
         store.location(),
         if broken > 0 {
             format!(", {broken} unreadable")
         } else {
             String::new()
+        },
+        if foreign.is_empty() {
+            String::new()
+        } else {
+            format!(", {} other files not listed", foreign.len())
         }
     );
     Ok(if broken > 0 {
@@ -80,7 +93,7 @@ fn list(args: LsArgs) -> anyhow::Result<ExitCode> {
 
 /// One cassette as a JSON line.
 fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
-    json!({
+    let mut line = json!({
         "key": key,
         "target": c.target,
         "method": c.request.method,
@@ -91,17 +104,25 @@ fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
         "size": size,
         "recorded_at": c.recorded_at,
         "key_version": c.key_version,
-    })
-    .to_string()
+    });
+    if let Some(sequence) = &c.sequence {
+        line["base_key"] = json!(sequence.base_key);
+        line["occurrence"] = json!(sequence.occurrence);
+    }
+    line.to_string()
 }
 
 /// One cassette as a row of the table.
 fn table_row(key: &Key, size: usize, c: &Cassette) -> String {
-    let path = if c.target == "default" {
+    let mut path = if c.target == "default" {
         c.request.path.clone()
     } else {
         format!("{}:{}", c.target, c.request.path)
     };
+    // A later occurrence of a request (sequence mode): which one.
+    if let Some(sequence) = &c.sequence {
+        path.push_str(&format!(" #{}", sequence.occurrence));
+    }
     format!(
         "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
         key.short(),

@@ -7,17 +7,23 @@ pub(crate) mod diff;
 pub(crate) mod diff_runs;
 pub(crate) mod explain;
 pub(crate) mod gc;
+pub(crate) mod import;
+pub(crate) mod index;
 pub(crate) mod ls;
 pub(crate) mod probe;
 pub(crate) mod show;
 pub(crate) mod verify;
 
 use crate::answer::{self, Answer};
+use crate::settings::StoreSpec;
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::Profile;
 use cassette_recorder::Cassette;
-use cassette_store::{DynStore, Key};
+use cassette_store::fs::FileStore;
+use cassette_store::{DynStore, Key, StoreUrl};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 /// Maintenance commands read the store named by the same flags and variables as the proxy.
 pub(crate) use crate::settings::StoreArgs;
@@ -95,4 +101,74 @@ pub(crate) async fn load_all(store: &DynStore) -> anyhow::Result<Vec<Loaded>> {
         .collect()
         .await;
     Ok(loaded)
+}
+
+/// Whether the store a spec names is there already (opening a local store would create it).
+/// Remote and in-memory stores always "exist": an empty one holds no cassette instead.
+pub(crate) fn store_exists(spec: &StoreSpec) -> bool {
+    match spec.url() {
+        StoreUrl::File(path) => path.is_dir(),
+        StoreUrl::Jsonl(path) => path.is_file(),
+        #[cfg(feature = "sled")]
+        StoreUrl::Sled(path) => path.is_dir(),
+        _ => true,
+    }
+}
+
+/// A file in a cassette folder that is not a cassette, and what it looks like.
+pub(crate) struct Foreign {
+    /// The file or folder.
+    pub(crate) path: PathBuf,
+    /// What it seems to be, and what to do.
+    pub(crate) what: String,
+}
+
+/// The files of a `file://` store that are not cassettes (other stores keep only their own
+/// records), each with a guess at what it is: tapes of another tool are named as such, with the
+/// command that converts them.
+pub(crate) fn foreign_files(spec: &StoreSpec) -> anyhow::Result<Vec<Foreign>> {
+    let StoreUrl::File(root) = spec.url() else {
+        return Ok(Vec::new());
+    };
+    if !root.is_dir() {
+        return Ok(Vec::new());
+    }
+    let store = FileStore::open(root).with_context(|| format!("cannot open the store {spec}"))?;
+    Ok(store
+        .unrecognised()?
+        .into_iter()
+        .map(|path| Foreign {
+            what: guess(&path),
+            path,
+        })
+        .collect())
+}
+
+fn guess(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let import = "convert it with `cassette import`";
+    if path.is_dir() {
+        return "not a cassette folder (cassettes live in two-hex-digit folders)".to_owned();
+    }
+    if let Some(stem) = name.strip_suffix(".json") {
+        if Key::parse(stem).is_some() {
+            return "a cassette file in the wrong folder (its folder must be its key's first two characters)".to_owned();
+        }
+        let seed = std::fs::read(path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .is_some_and(|v| v.get("params").is_some() && v.get("text").is_some());
+        if seed {
+            return format!(
+                "a tape of the seed harness (key, params, text), not read by cassette: {import}"
+            );
+        }
+    }
+    if name.ends_with(".yaml") || name.ends_with(".yml") {
+        return format!("a YAML file, perhaps a vcrpy cassette, not read by cassette: {import}");
+    }
+    "not a cassette".to_owned()
 }

@@ -2,6 +2,7 @@
 //! answer's text and tool calls. A unique key prefix is enough.
 
 use super::{cassette_answer, resolve_key, runtime, StoreArgs};
+use crate::settings::SettingsFile;
 use anyhow::Context;
 use cassette_recorder::cassette::StoredBody;
 use cassette_recorder::Cassette;
@@ -22,8 +23,8 @@ pub(crate) struct ShowArgs {
 }
 
 /// Runs `cassette show`.
-pub(crate) fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let store = args.store.open_existing()?;
+pub(crate) fn run(args: ShowArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let store = args.store.open_existing(file)?;
     let (key, bytes) = runtime()?.block_on(async {
         let key = resolve_key(&store, &args.key).await?;
         let bytes = store

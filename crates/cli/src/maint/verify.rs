@@ -1,17 +1,22 @@
 //! `cassette verify [--strict]`: every cassette parses, its key still matches its stored request
-//! under the current key version (tapes from an older version and hand edits are flagged), and
-//! no stored byte looks like a credential. `--strict` also fails when git has uncommitted
+//! under the current key version (tapes from an older version and hand edits are flagged), no
+//! stored byte looks like a credential, and nothing is stored that today's redaction would not
+//! store (credential names, cookie and token headers outside the allow-lists, keys in binary
+//! bodies or split across stream events). A later occurrence of a request (sequence mode) keys
+//! to its occurrence key, names its request's base key, and follows every earlier occurrence
+//! (a gap would make replay miss halfway through the sequence). `--strict` also fails when git has uncommitted
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
 
-use super::{load_all, runtime, StoreArgs};
-use crate::settings::{KeyingArgs, StoreSpec};
+use super::{foreign_files, load_all, runtime, store_exists, StoreArgs};
+use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
-use cassette_recorder::redact::find_credentials;
+use cassette_recorder::redact::{audit, find_credentials};
 use cassette_recorder::Cassette;
 use cassette_store::jsonl::JsonlStore;
 use cassette_store::{DynStore, Key, StoreUrl};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
@@ -40,31 +45,35 @@ enum GitCheck {
 }
 
 /// Runs `cassette verify`.
-pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let git = if args.strict {
         GitCheck::RequireClean
     } else {
         GitCheck::Skip
     };
-    let spec = args.store.resolve();
+    let spec = args.store.resolve(file);
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
         GitCheck::RequireClean => Some(local_folder(&spec)?),
         GitCheck::Skip => None,
     };
+    if !store_exists(&spec) {
+        // Opening it would create it empty, and an empty store verifies nothing.
+        eprintln!("cassette verify: the store {spec} does not exist: nothing to verify");
+        return Ok(ExitCode::from(1));
+    }
     let (store, log) = match spec.url() {
         // A log is opened as itself, to ask it which lines it could not read.
         StoreUrl::Jsonl(path) => {
-            spec.open_existing()?;
             let log =
                 JsonlStore::open(path).with_context(|| format!("cannot open the store {spec}"))?;
             (Arc::new(log.clone()) as DynStore, Some(log))
         }
-        _ => (spec.open_existing()?, None),
+        _ => (spec.open()?, None),
     };
     let runtime = runtime()?;
     let loaded = runtime.block_on(load_all(&store))?;
-    let config = args.keying.config();
+    let config = args.keying.config(file);
     let mut problems = 0usize;
     if let Some(log) = log {
         for damaged in runtime.block_on(log.damaged_lines())? {
@@ -78,6 +87,10 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             problems += 1;
         }
     }
+    for foreign in foreign_files(&spec)? {
+        println!("{}: {}", foreign.path.display(), foreign.what);
+        problems += 1;
+    }
     let mut unverifiable = 0usize;
     for (key, bytes, parsed) in &loaded {
         let checked = check(key, bytes.as_ref(), parsed, &config);
@@ -88,6 +101,10 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         if checked.key == KeyCheck::Redacted {
             unverifiable += 1;
         }
+    }
+    for (key, problem) in sequence_gaps(&loaded) {
+        println!("{key}: {problem}");
+        problems += 1;
     }
     if let Some(folder) = folder {
         problems += check_committed(&folder)?;
@@ -102,6 +119,13 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             String::new()
         }
     );
+    if loaded.is_empty() {
+        eprintln!(
+            "cassette verify: {} holds no cassette: nothing was verified",
+            store.location()
+        );
+        return Ok(ExitCode::from(1));
+    }
     Ok(if problems > 0 {
         ExitCode::from(1)
     } else {
@@ -126,7 +150,8 @@ struct Checked {
     key: KeyCheck,
 }
 
-/// Verifies one cassette: no credential-shaped bytes, and its document checks out.
+/// Verifies one cassette: no credential-shaped bytes, nothing today's redaction would not have
+/// stored, and its document checks out.
 fn check(
     key: &Key,
     bytes: Option<&Bytes>,
@@ -145,6 +170,16 @@ fn check(
             )
         })
         .collect();
+    // What the current redaction rules would not have stored: names, headers outside today's
+    // allow-lists, binary bodies, secrets split across stream events. By place, never by value.
+    if let Ok(cassette) = parsed {
+        problems.extend(audit(cassette).into_iter().map(|finding| {
+            format!(
+                "{} holds {}; redact or re-record it",
+                finding.location, finding.reason
+            )
+        }));
+    }
     let (problem, key) = check_document(key, parsed, config);
     problems.extend(problem);
     Checked { problems, key }
@@ -178,17 +213,110 @@ fn check_document(
         );
         return (Some(problem), KeyCheck::Done);
     }
+    // A tape is checked under the settings it records (the current ones for older tapes):
+    // a hand edit shows as a key mismatch, other settings as what they are.
+    let recorded = match &cassette.key_settings {
+        Some(settings) => match settings.key_config() {
+            Ok(recorded) => Some(recorded),
+            Err(err) => {
+                let problem = format!("its stored keying settings do not parse: {err}");
+                return (Some(problem), KeyCheck::Done);
+            }
+        },
+        None => None,
+    };
+    if let Some(recorded) = &recorded {
+        let differences = recorded.canonical().differences(&config.canonical());
+        if !differences.is_empty() {
+            let problem = format!(
+                "keyed under other settings (recorded with {}): replay with the current settings misses it; re-record it or restore the setting",
+                differences.join(", recorded with ")
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
+    }
+    if let Some(sequence) = &cassette.sequence {
+        if sequence.occurrence < 2 {
+            let problem = format!(
+                "its sequence says occurrence {}, but only a second or later occurrence has one; edited by hand",
+                sequence.occurrence
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
+    }
     if cassette.meta.request_redacted {
         return (None, KeyCheck::Redacted);
     }
-    let recomputed = cassette.keyed_request(config).key;
+    if let Some(sequence) = &cassette.sequence {
+        let base = cassette
+            .keyed_request(recorded.as_ref().unwrap_or(config))
+            .occurrence(1)
+            .key;
+        if base != sequence.base_key {
+            let problem = format!(
+                "its sequence names the request {}, but its stored request keys to {base}; edited by hand",
+                sequence.base_key
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
+    }
+    let keyed = cassette.keyed_request(recorded.as_ref().unwrap_or(config));
+    let recomputed = keyed.key;
     if recomputed == *key {
         return (None, KeyCheck::Done);
     }
-    let problem = format!(
-        "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other --volatile settings, or the keying changed without a key version bump)"
-    );
+    let profile = keyed.profile.as_str();
+    let problem = if !cassette.meta.profile.is_empty() && cassette.meta.profile != profile {
+        // A profile added since (docs/keying.md): such a tape can only miss.
+        format!(
+            "keyed under the `{}` profile; this tool keys these requests with the `{profile}` profile, so replay misses it: re-record it",
+            cassette.meta.profile
+        )
+    } else if recorded.is_some() {
+        format!(
+            "its stored request keys to {recomputed}: the request was edited by hand (or the keying changed without a key version bump)"
+        )
+    } else {
+        format!(
+            "its stored request keys to {recomputed}: the request was edited by hand (or recorded with other keying settings, or the keying changed without a key version bump)"
+        )
+    };
     (Some(problem), KeyCheck::Done)
+}
+
+/// Later occurrences whose previous occurrence is not stored: replay in sequence mode would
+/// miss at that repeat and never reach the later ones.
+fn sequence_gaps(loaded: &[super::Loaded]) -> Vec<(Key, String)> {
+    let keys: HashSet<&Key> = loaded.iter().map(|(key, _, _)| key).collect();
+    let later: HashSet<(&Key, u32)> = loaded
+        .iter()
+        .filter_map(|(_, _, parsed)| parsed.as_ref().ok()?.sequence.as_ref())
+        .map(|s| (&s.base_key, s.occurrence))
+        .collect();
+    let mut gaps = Vec::new();
+    for (key, _, parsed) in loaded {
+        let Some(sequence) = parsed.as_ref().ok().and_then(|c| c.sequence.as_ref()) else {
+            continue;
+        };
+        let previous = sequence.occurrence.saturating_sub(1);
+        let stored = match previous {
+            0 => true,
+            1 => keys.contains(&sequence.base_key),
+            n => later.contains(&(&sequence.base_key, n)),
+        };
+        if !stored {
+            gaps.push((
+                key.clone(),
+                format!(
+                    "occurrence {} of request {}, but its occurrence {previous} is not stored: replay in sequence mode misses at the {} time; re-record the sequence",
+                    sequence.occurrence,
+                    sequence.base_key.short(),
+                    cassette_recorder::miss::ordinal(previous)
+                ),
+            ));
+        }
+    }
+    gaps
 }
 
 /// Prints the uncommitted changes in `folder`; one problem when there are any.

@@ -1,20 +1,22 @@
 //! `cassette run SUITE.jsonl`: a prompt regression suite through the recorder, configured
 //! exactly as the proxy is, with graders looked up by name.
 //!
-//! Exit status: 2 on the first replay miss (the key and explanation are printed and the run
-//! stops) or on any other error, else 1 when a verdict failed, else 0. Cases run concurrently
-//! (`--jobs`) but are reported in suite order.
+//! Exit status: 2 when a case missed in replay (every case still runs, each miss is printed with
+//! its key and explanation, `--fail-fast` stops at the first) or on any other error, else 1
+//! when a verdict failed, else 0. Cases run concurrently (`--jobs`) but are reported in suite
+//! order.
 
 mod call;
 mod case;
 pub(crate) mod graders;
 pub(crate) mod junit;
+mod live;
 mod report;
 pub(crate) mod suite;
 
 pub(crate) use report::print_miss;
 
-use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings};
+use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
 use call::Stop;
 use case::{run_case, Done};
@@ -33,6 +35,9 @@ use suite::Case;
 /// Where `--save-run` keeps runs, relative to the working directory.
 pub(crate) const RUNS_DIR: &str = ".cassette/runs";
 
+/// The name every run is also saved under, so `cassette diff-runs last NAME` needs no flag.
+pub(crate) const LAST_RUN: &str = "last";
+
 /// Cases in flight when `--jobs` is not given.
 const DEFAULT_JOBS: u16 = 8;
 
@@ -40,7 +45,7 @@ const DEFAULT_JOBS: u16 = 8;
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Exit status: 0 all cases passed, 1 a verdict failed, 2 a replay miss \
-(the run stops at the first) or another error.\n\nExamples:\n  \
+(every case still runs; --fail-fast stops at the first) or another error.\n\nExamples:\n  \
 cassette run examples/suite/suite.jsonl --store file://examples/suite/cassettes\n  \
 CASSETTE_MODE=record UPSTREAM_API_KEY=sk-... cassette run suite.jsonl --judge-model gpt-4o-mini\n  \
 cassette run suite.jsonl --junit report.xml --save-run main"
@@ -57,11 +62,30 @@ pub(crate) struct RunArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=512))]
     jobs: Option<u16>,
 
+    /// Stop at the first replay miss instead of running every case.
+    #[arg(long)]
+    fail_fast: bool,
+
+    /// Run only these cases (comma-separated ids; repeatable).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    only: Vec<String>,
+
+    /// Run at most the first N cases (after --only).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    limit: Option<u32>,
+
+    /// Drift check: run each case replayed from its cassette and live against the upstream
+    /// (mode off: nothing is stored), compare verdicts, answers and answering models, and exit 1
+    /// on a regression (passed on tape, fails live). Pick a handful with --limit or --only.
+    #[arg(long)]
+    live: bool,
+
     /// Also write a JUnit XML report to FILE.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
 
-    /// Keep every case's output and verdict as NAME, for `cassette diff-runs`.
+    /// Also keep every case's output and verdict as NAME, for `cassette diff-runs` (every run
+    /// is kept as `last` anyway).
     #[arg(long, value_name = "NAME", value_parser = parse_run_name)]
     save_run: Option<String>,
 
@@ -93,6 +117,17 @@ struct RunSettings {
     recorder: RecorderSettings,
     /// What is run and reported.
     suite: SuiteRun,
+    /// Replay alone, or replay against live.
+    against: Against,
+}
+
+/// What a run compares its answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Against {
+    /// Nothing: grade the answers of the configured mode.
+    Nothing,
+    /// `--live`: replay and live side by side.
+    Live,
 }
 
 /// A suite ready to run: its cases, the judge, and where the reports go.
@@ -105,16 +140,20 @@ struct SuiteRun {
     judge: JudgeConfig,
     /// Cases in flight at once.
     jobs: usize,
+    /// Whether a replay miss stops the run.
+    on_miss: OnMiss,
     /// Where the JUnit report goes.
     junit: Option<PathBuf>,
-    /// The name and file the run is saved as.
+    /// The name and file the run is saved as with `--save-run`.
     save_run: Option<(String, PathBuf)>,
+    /// The file every run is saved as (`last`).
+    last_run: PathBuf,
 }
 
 impl RunArgs {
     /// Loads the suite and validates every setting; no store is opened, no request sent.
-    fn resolve(&self) -> anyhow::Result<RunSettings> {
-        let cases = suite::load(&self.suite)?;
+    fn resolve(&self, file: &SettingsFile) -> anyhow::Result<RunSettings> {
+        let cases = self.pick(suite::load(&self.suite)?)?;
         let api = self.judge_api.unwrap_or(JudgeApi::Openai);
         let judge = JudgeConfig {
             model: self.judge_model.clone(),
@@ -131,23 +170,113 @@ impl RunArgs {
                 .to_owned()
             }),
         };
-        let recorder = self.recorder.resolve()?;
+        let recorder = self.recorder.resolve(file)?;
+        self.check_routes(&cases, &recorder, file)?;
         self.check_judge(&cases, &judge, &recorder)?;
         let runs_dir = self.runs_dir.as_deref().unwrap_or(Path::new(RUNS_DIR));
         Ok(RunSettings {
             recorder,
+            against: if self.live {
+                Against::Live
+            } else {
+                Against::Nothing
+            },
             suite: SuiteRun {
                 path: self.suite.clone(),
                 cases,
                 judge,
                 jobs: usize::from(self.jobs.unwrap_or(DEFAULT_JOBS)),
+                on_miss: if self.fail_fast {
+                    OnMiss::Stop
+                } else {
+                    OnMiss::Continue
+                },
                 junit: self.junit.clone(),
                 save_run: self
                     .save_run
                     .as_ref()
                     .map(|name| (name.clone(), run_file(runs_dir, name))),
+                last_run: run_file(runs_dir, LAST_RUN),
             },
         })
+    }
+
+    /// The cases `--only` and `--limit` pick, in suite order; an id `--only` names that the
+    /// suite lacks is an error.
+    fn pick(&self, cases: Vec<Case>) -> anyhow::Result<Vec<Case>> {
+        let only: Vec<&str> = self
+            .only
+            .iter()
+            .map(|id| id.trim())
+            .filter(|id| !id.is_empty())
+            .collect();
+        let unknown: Vec<&str> = only
+            .iter()
+            .copied()
+            .filter(|id| !cases.iter().any(|c| c.id == *id))
+            .collect();
+        if !unknown.is_empty() {
+            bail!(
+                "--only names cases {} does not have: {}",
+                self.suite.display(),
+                unknown.join(", ")
+            );
+        }
+        let picked = cases
+            .into_iter()
+            .filter(|c| only.is_empty() || only.contains(&c.id.as_str()));
+        Ok(match self.limit {
+            Some(limit) => picked.take(limit as usize).collect(),
+            None => picked.collect(),
+        })
+    }
+
+    /// Every case's target is a route, so no case fails half-way through a recording.
+    fn check_routes(
+        &self,
+        cases: &[Case],
+        recorder: &RecorderSettings,
+        file: &SettingsFile,
+    ) -> anyhow::Result<()> {
+        let mut unknown = Vec::new();
+        for case in cases {
+            let target = &case.request.target;
+            if recorder.config.route(target).is_none() {
+                unknown.push(format!(
+                    "{}:{}: case {:?}: target {target:?} is not a route",
+                    self.suite.display(),
+                    case.line,
+                    case.id
+                ));
+            }
+        }
+        let Some(first) = cases
+            .iter()
+            .find(|c| recorder.config.route(&c.request.target).is_none())
+        else {
+            return Ok(());
+        };
+        let target = &first.request.target;
+        let known: Vec<&str> = recorder
+            .config
+            .routes
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        let fix = match &file.path {
+            Some(path) => format!(
+                "add [routes.{target}] with an upstream to {} or pass --route {target}=URL",
+                path.display()
+            ),
+            None => format!(
+                "add [routes.{target}] with an upstream to cassette.toml or pass --route {target}=URL"
+            ),
+        };
+        bail!(
+            "{}\nthe routes are {}; {fix}. Nothing was run",
+            unknown.join("\n"),
+            known.join(", ")
+        )
     }
 
     /// Every judged case has a model, and the judge's route exists.
@@ -158,10 +287,13 @@ impl RunArgs {
         recorder: &RecorderSettings,
     ) -> anyhow::Result<()> {
         let mut judged = false;
-        for case in cases {
-            let Check::Judge(spec) = &case.check else {
-                continue;
-            };
+        let judged_specs = cases.iter().flat_map(|case| {
+            case.graders.iter().filter_map(move |g| match &g.check {
+                Check::Judge(spec) => Some((case, spec)),
+                Check::Local(_) => None,
+            })
+        });
+        for (case, spec) in judged_specs {
             judged = true;
             if judge.model_for(spec).is_none() {
                 bail!(
@@ -183,6 +315,15 @@ impl RunArgs {
     }
 }
 
+/// What a replay miss does to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnMiss {
+    /// Mark the case and run the others (the default), so one run names every stale tape.
+    Continue,
+    /// Stop at the first (`--fail-fast`).
+    Stop,
+}
+
 /// A case's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -191,6 +332,19 @@ pub(crate) enum Verdict {
     Pass,
     /// The grader failed, or the upstream answered an error.
     Fail,
+    /// A request of the case (its own or a judge vote) had no recording in replay.
+    Miss,
+}
+
+impl Verdict {
+    /// The verdict as printed.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Miss => "miss",
+        }
+    }
 }
 
 /// One case's result: the stdout line, and with `--save-run` the saved one.
@@ -204,14 +358,37 @@ pub(crate) struct CaseResult {
     pub(crate) verdict: Verdict,
     /// The answer's finish reason.
     pub(crate) finish: Option<String>,
-    /// The case request's key.
+    /// The case request's key, or for a miss the key that missed.
     pub(crate) key: String,
     /// Why the verdict failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) reason: Option<String>,
+    /// For a miss: the explanation's one-line summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) summary: Option<String>,
     /// The judge's tally, for judged cases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) judge: Option<JudgeTally>,
+    /// The score closest to flipping its verdict, when a grader scores (for `cassette canary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) score: Option<f64>,
+    /// Where that score flips the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) threshold: Option<f64>,
+    /// Every grader's score, when the case has several scoring graders.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) scores: Vec<GraderScore>,
+}
+
+/// One grader's score in a case result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct GraderScore {
+    /// The grader.
+    pub(crate) grader: String,
+    /// Its score, from 0 to 1.
+    pub(crate) score: f64,
+    /// Where its verdict flips.
+    pub(crate) threshold: f64,
 }
 
 /// The judge's tally in a case result.
@@ -223,6 +400,17 @@ pub(crate) struct JudgeTally {
     pub(crate) failed: u32,
     /// Share of votes against the majority.
     pub(crate) disagreement: f64,
+}
+
+impl SavedCase {
+    /// A saved line for a case that has no answer (a miss).
+    pub(crate) fn without_answer(result: CaseResult) -> SavedCase {
+        SavedCase {
+            result,
+            text: String::new(),
+            tool_calls: Vec::new(),
+        }
+    }
 }
 
 /// A saved run line: the result plus what was answered.
@@ -256,54 +444,91 @@ pub(crate) fn run_file(runs_dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Runs `cassette run`.
-pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: RunArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     // Everything is validated before the store is opened or a request is sent.
-    let RunSettings { recorder, suite } = args.resolve()?;
-    let recorder = recorder.build()?;
+    let RunSettings {
+        recorder,
+        suite,
+        against,
+    } = args.resolve(file)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_suite(&suite, &recorder))
+    match against {
+        Against::Nothing => {
+            let recorder = recorder.build()?;
+            runtime.block_on(run_suite(&suite, &recorder))
+        }
+        Against::Live => {
+            let (replay, live) = live::recorders(&recorder)?;
+            runtime.block_on(live::run_live(&suite, &replay, &live))
+        }
+    }
 }
 
-/// Runs the cases, then writes the reports: the JUnit file, the miss that stopped the run or
-/// the saved run, and the summary.
+/// Runs the cases, then writes the reports: the JUnit file, the saved run and the summary
+/// (with every miss named).
 async fn run_suite(suite: &SuiteRun, recorder: &Recorder) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let ran = run_cases(suite, recorder).await?;
+    let ran = run_cases(suite, recorder).await;
+    crate::flush_index(recorder).await;
+    let ran = ran?;
     let seconds = started.elapsed().as_secs_f64();
     if let Some(path) = &suite.junit {
         report::write_junit(path, &suite.path, &ran.junit, seconds)?;
     }
-    if let Some((case, miss)) = &ran.missed {
-        eprintln!(
-            "cassette run: replay miss in case {:?} ({}:{}); the run stopped here.",
-            case.id,
-            suite.path.display(),
-            case.line
-        );
-        print_miss(miss);
-        return Ok(ExitCode::from(crate::EXIT_ERROR));
+    // The last run is a convenience: a checkout where it cannot be written still gets its
+    // verdicts, with a warning.
+    if let Err(err) = report::save_run(&suite.last_run, &ran.saved) {
+        eprintln!("cassette run: warning: not kept as the last run: {err:#}");
     }
     if let Some((name, path)) = &suite.save_run {
-        report::save_run(path, &ran.done)?;
+        report::save_run(path, &ran.saved)?;
         eprintln!("cassette run: saved as {name} ({})", path.display());
     }
-    Ok(report::summary(&ran.done, recorder, seconds))
+    let missed: Vec<&str> = ran
+        .missed
+        .iter()
+        .map(|(case, _)| case.id.as_str())
+        .collect();
+    let code = report::summary(&ran.done, missed.len(), recorder, seconds);
+    if missed.is_empty() {
+        return Ok(code);
+    }
+    let total = ran.saved.len() + ran.unrun;
+    eprintln!(
+        "cassette run: {} of {total} cases missed: {}{}",
+        missed.len(),
+        missed.join(", "),
+        if ran.unrun > 0 {
+            format!(
+                " (the run stopped at the first miss; {} not run)",
+                ran.unrun
+            )
+        } else {
+            String::new()
+        }
+    );
+    eprintln!("  Record them with CASSETTE_MODE=record (or auto), or fix the requests.");
+    Ok(ExitCode::from(crate::EXIT_ERROR))
 }
 
-/// What running the cases gave: the cases that reached a verdict, their JUnit entries, and
-/// the replay miss that stopped the run, if one did.
+/// What running the cases gave: the cases that reached a verdict, the ones that missed, every
+/// result line in suite order, the JUnit entries, and how many cases a `--fail-fast` stop left
+/// unrun.
 struct Ran<'a> {
     done: Vec<Done>,
+    missed: Vec<(&'a Case, Box<Miss>)>,
+    saved: Vec<SavedCase>,
     junit: Vec<junit::TestCase>,
-    missed: Option<(&'a Case, Box<Miss>)>,
+    unrun: usize,
 }
 
 /// Runs the cases `suite.jobs` at a time, printing each result line in suite order as soon as
-/// it is known. Stops at the first replay miss; another error ends the run with the case named.
+/// it is known, and each miss's explanation on stderr. A miss marks its case (and stops the run
+/// with `--fail-fast`); another error ends the run with the case named.
 async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Result<Ran<'a>> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -316,8 +541,10 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
     .buffered(suite.jobs);
     let mut ran = Ran {
         done: Vec::with_capacity(suite.cases.len()),
+        missed: Vec::new(),
+        saved: Vec::with_capacity(suite.cases.len()),
         junit: Vec::with_capacity(suite.cases.len()),
-        missed: None,
+        unrun: 0,
     };
     while let Some((case, result)) = results.next().await {
         match result {
@@ -325,20 +552,33 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
                 serde_json::to_writer(&mut out, &done.result)?;
                 out.write_all(b"\n")?;
                 ran.junit.push(report::junit_case(&done));
+                ran.saved.push(report::saved_case(&done));
                 ran.done.push(done);
             }
             Err(Stop::Miss(miss)) => {
-                let line = serde_json::json!({
-                    "id": case.id, "hit": false, "verdict": "miss", "finish": null, "key": miss.key,
-                });
-                writeln!(out, "{line}")?;
+                let result = report::miss_result(case, &miss);
+                serde_json::to_writer(&mut out, &result)?;
+                out.write_all(b"\n")?;
+                // Flushed first so the explanation follows its result line in a terminal.
+                out.flush()?;
+                eprintln!(
+                    "cassette run: replay miss in case {:?} ({}:{}):",
+                    case.id,
+                    suite.path.display(),
+                    case.line
+                );
+                print_miss(&miss);
                 ran.junit.push(junit::TestCase {
                     id: case.id.clone(),
                     seconds: 0.0,
                     outcome: junit::Outcome::Error(miss.to_string()),
                 });
-                ran.missed = Some((case, miss));
-                break;
+                ran.saved.push(SavedCase::without_answer(result));
+                ran.missed.push((case, miss));
+                if suite.on_miss == OnMiss::Stop {
+                    ran.unrun = suite.cases.len() - ran.saved.len();
+                    break;
+                }
             }
             Err(Stop::Fatal(err)) => {
                 out.flush()?;

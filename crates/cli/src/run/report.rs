@@ -2,7 +2,8 @@
 //! summary on stderr and the explanation of a replay miss.
 
 use super::case::Done;
-use super::{junit, SavedCase, Verdict};
+use super::suite::Case;
+use super::{junit, CaseResult, SavedCase, Verdict};
 use crate::answer::ToolCall;
 use anyhow::Context;
 use cassette_recorder::{Miss, Recorder};
@@ -36,16 +37,37 @@ pub(super) fn write_junit(
         .with_context(|| format!("writing the JUnit report {}", path.display()))
 }
 
+/// A case that reached a verdict, as a saved run keeps it: the result and the answer.
+pub(super) fn saved_case(done: &Done) -> SavedCase {
+    SavedCase {
+        result: done.result.clone(),
+        text: done.answer.text.clone(),
+        tool_calls: done.answer.tool_calls.iter().map(tool_call_json).collect(),
+    }
+}
+
+/// The result line of a case that missed: the key that missed and why.
+pub(super) fn miss_result(case: &Case, miss: &Miss) -> CaseResult {
+    CaseResult {
+        id: case.id.clone(),
+        hit: false,
+        verdict: Verdict::Miss,
+        finish: None,
+        key: miss.key.to_string(),
+        reason: None,
+        summary: Some(miss.explanation.summary.clone()),
+        judge: None,
+        score: None,
+        threshold: None,
+        scores: Vec::new(),
+    }
+}
+
 /// Saves every case's result and answer to `path`, for `cassette diff-runs`.
-pub(super) fn save_run(path: &Path, done: &[Done]) -> anyhow::Result<()> {
+pub(super) fn save_run(path: &Path, saved: &[SavedCase]) -> anyhow::Result<()> {
     let mut text = Vec::new();
-    for case in done {
-        let saved = SavedCase {
-            result: case.result.clone(),
-            text: case.answer.text.clone(),
-            tool_calls: case.answer.tool_calls.iter().map(tool_call_json).collect(),
-        };
-        serde_json::to_writer(&mut text, &saved)?;
+    for case in saved {
+        serde_json::to_writer(&mut text, case)?;
         text.push(b'\n');
     }
     write_atomic(path, &text).with_context(|| format!("saving the run {}", path.display()))
@@ -56,12 +78,17 @@ fn tool_call_json(call: &ToolCall) -> serde_json::Value {
 }
 
 /// Prints the failed cases and the summary line; the exit status is 1 when a verdict failed.
-pub(super) fn summary(done: &[Done], recorder: &Recorder, seconds: f64) -> ExitCode {
+pub(super) fn summary(done: &[Done], missed: usize, recorder: &Recorder, seconds: f64) -> ExitCode {
     let passed = done
         .iter()
         .filter(|d| d.result.verdict == Verdict::Pass)
         .count();
     let failed = done.len() - passed;
+    let missed_part = if missed > 0 {
+        format!(", {missed} missed")
+    } else {
+        String::new()
+    };
     let stats = recorder.stats();
     let requests = stats.hits + stats.misses + stats.upstream_requests;
     let hit_rate = if requests == 0 {
@@ -77,9 +104,9 @@ pub(super) fn summary(done: &[Done], recorder: &Recorder, seconds: f64) -> ExitC
         );
     }
     eprintln!(
-        "cassette run: {} cases: {passed} passed, {failed} failed, hit_rate {hit_rate:.2} \
+        "cassette run: {} cases: {passed} passed, {failed} failed{missed_part}, hit_rate {hit_rate:.2} \
          ({} of {requests} requests replayed, {} recorded; mode {}, {seconds:.2}s)",
-        done.len(),
+        done.len() + missed,
         stats.hits,
         stats.recorded,
         recorder.mode(),

@@ -6,7 +6,7 @@
 //! `{"id", "request", "grader", "expect"}` with a full request in the request-file format of
 //! `cassette key --request`. Blank lines and lines starting with `#` or `//` are skipped.
 
-use super::graders::{self, Check};
+use super::graders::{self, Grader};
 use crate::request_file;
 use anyhow::Context;
 use cassette_recorder::Request;
@@ -30,8 +30,8 @@ pub(crate) struct Case {
     pub(crate) line: usize,
     /// The request to send.
     pub(crate) request: Request,
-    /// What to check.
-    pub(crate) check: Check,
+    /// What to check, every grader on the one answer.
+    pub(crate) graders: Vec<Grader>,
 }
 
 /// Reads and validates a whole suite. Every bad line is reported, not just the first.
@@ -103,30 +103,22 @@ fn case(text: &str, line: usize) -> anyhow::Result<Case> {
         Some(other) => anyhow::bail!("\"id\" must be a non-empty string, found {other}"),
         None => anyhow::bail!("missing member \"id\""),
     };
-    let (request, check) = request_and_check(&obj).with_context(|| format!("case {id:?}"))?;
+    let (request, graders) = request_and_graders(&obj).with_context(|| format!("case {id:?}"))?;
     Ok(Case {
         id,
         line,
         request,
-        check,
+        graders,
     })
 }
 
-/// A case's request and its grader, built from its `expect`.
-fn request_and_check(obj: &Map<String, Value>) -> anyhow::Result<(Request, Check)> {
+/// A case's request and its graders, built from `grader` and `expect`.
+fn request_and_graders(obj: &Map<String, Value>) -> anyhow::Result<(Request, Vec<Grader>)> {
     let request = request(obj)?;
-    let grader = match obj.get("grader") {
-        Some(Value::String(name)) => name,
-        Some(other) => anyhow::bail!("\"grader\" must be a string, found {other}"),
-        None => anyhow::bail!("missing member \"grader\""),
-    };
-    let empty = Map::new();
-    let expect = match obj.get("expect") {
-        None | Some(Value::Null) => &empty,
-        Some(Value::Object(expect)) => expect,
-        Some(other) => anyhow::bail!("\"expect\" must be an object, found {other}"),
-    };
-    Ok((request, graders::build(grader, expect)?))
+    Ok((
+        request,
+        graders::from_case(obj.get("grader"), obj.get("expect"))?,
+    ))
 }
 
 fn request(obj: &Map<String, Value>) -> anyhow::Result<Request> {

@@ -14,21 +14,31 @@
 //!    that span several flags (a route given twice, a cache that is the store itself), and
 //!    does no IO. Commands only ever read this layer.
 //!
-//! A settings file would be one more source between the environment and the defaults: it
-//! fills the raw layer's `None`s inside `resolve`, and everything after stays as it is.
+//! The settings file, cassette.toml ([`SettingsFile`]), is read once by `main` for every
+//! command and validated whole. It is one more source between the environment and the
+//! defaults: `resolve` takes it and fills the raw layer's `None`s from it (flags > environment
+//! > file > defaults); lists are the file's followed by the flags'.
 //!
 //! | settings          | flags                                            | used by                       |
 //! |-------------------|--------------------------------------------------|-------------------------------|
 //! | [`StoreArgs`]     | `--store` (`CASSETTE_STORE`, `CASSETTE_DIR`)     | every command with a store    |
-//! | [`KeyingArgs`]    | `--volatile`, `--keep-volatile`                  | recorder commands, `key`, `verify` |
+//! | [`FileArgs`]      | `--config` (`CASSETTE_CONFIG`), `--no-config`    | every command (global flags)  |
+//! | [`KeyingArgs`]    | `--volatile`, `--keep-volatile`, `--ignore-path` | recorder commands, `key`, `verify` |
 //! | [`RecorderArgs`]  | mode, store, cache, routes, redaction, keying... | `proxy`, `exec`, `run`, `explain`, `probe` |
+//! | [`ServeArgs`]     | `--miss-status`, `--allow-host`, `--no-catch-bypass` | `proxy`, `exec`, `config`  |
 
+mod file;
 mod keying;
 mod recorder;
+mod serve;
 mod store;
 mod values;
 
+pub(crate) use file::{FileArgs, SettingsFile, FILE_NAME};
 pub(crate) use keying::KeyingArgs;
-pub(crate) use recorder::{RecorderArgs, RecorderSettings};
+pub(crate) use recorder::{
+    is_built_in_route, keys_summary, RecorderArgs, RecorderSettings, RouteKey,
+};
+pub(crate) use serve::{ServeArgs, ServeSettings};
 pub(crate) use store::{StoreArgs, StoreSpec};
 pub(crate) use values::{is_plain_name, parse_size};

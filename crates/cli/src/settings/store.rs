@@ -1,6 +1,8 @@
 //! Which store a command reads or writes: `--store URL` (`CASSETTE_STORE`), the older
-//! `CASSETTE_DIR`, or the default `file://cassettes`.
+//! `CASSETTE_DIR`, `store` in cassette.toml, or the default `file://cassettes` (next to the
+//! settings file when there is one).
 
+use super::file::{join_clean, SettingsFile};
 use anyhow::{bail, Context};
 use cassette_store::{DynStore, StoreUrl};
 use std::fmt;
@@ -45,6 +47,27 @@ impl StoreSpec {
             text: format!("file://{}", dir.display()),
             url: StoreUrl::File(dir),
         }
+    }
+
+    /// The store with a relative local path (`file://`, `jsonl://`, `sled://`, a bare path)
+    /// resolved against `dir`; other stores as they are.
+    pub(crate) fn relative_to(self, dir: &Path) -> StoreSpec {
+        let scheme = self.scheme().to_owned();
+        let rebuilt = |path: &Path| format!("{scheme}://{}", join_clean(dir, path).display());
+        let url = match &self.url {
+            StoreUrl::File(path) if path.is_relative() => StoreUrl::File(join_clean(dir, path)),
+            StoreUrl::Jsonl(path) if path.is_relative() => StoreUrl::Jsonl(join_clean(dir, path)),
+            #[cfg(feature = "sled")]
+            StoreUrl::Sled(path) if path.is_relative() => StoreUrl::Sled(join_clean(dir, path)),
+            _ => return self,
+        };
+        let text = match &url {
+            StoreUrl::File(path) | StoreUrl::Jsonl(path) => rebuilt(path),
+            #[cfg(feature = "sled")]
+            StoreUrl::Sled(path) => rebuilt(path),
+            _ => self.text,
+        };
+        StoreSpec { url, text }
     }
 
     /// The parsed URL.
@@ -144,18 +167,31 @@ pub(crate) struct StoreArgs {
 }
 
 impl StoreArgs {
-    /// The store: `--store`/`CASSETTE_STORE`, else `CASSETTE_DIR`, else `file://cassettes`.
-    pub(crate) fn resolve(&self) -> StoreSpec {
-        match (&self.store, &self.dir) {
-            (Some(store), _) => store.clone(),
-            (None, Some(dir)) => StoreSpec::folder(dir.clone()),
-            (None, None) => StoreSpec::folder(PathBuf::from(DEFAULT_STORE)),
+    /// The store: `--store`/`CASSETTE_STORE`, else `CASSETTE_DIR`, else the file's `store`,
+    /// else `file://cassettes` (beside the settings file when there is one).
+    pub(crate) fn resolve(&self, file: &SettingsFile) -> StoreSpec {
+        match (&self.store, &self.dir, &file.store) {
+            (Some(store), _, _) => store.clone(),
+            (None, Some(dir), _) => StoreSpec::folder(dir.clone()),
+            (None, None, Some(store)) => store.clone(),
+            (None, None, None) => {
+                let default = StoreSpec::folder(PathBuf::from(DEFAULT_STORE));
+                match file.base_dir() {
+                    Some(dir) => default.relative_to(dir),
+                    None => default,
+                }
+            }
         }
     }
 
     /// Opens the store, which must exist already (see [`StoreSpec::open_existing`]).
-    pub(crate) fn open_existing(&self) -> anyhow::Result<DynStore> {
-        self.resolve().open_existing()
+    pub(crate) fn open_existing(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
+        self.resolve(file).open_existing()
+    }
+
+    /// Opens the store, naming it on failure.
+    pub(crate) fn open(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
+        self.resolve(file).open()
     }
 }
 
@@ -180,7 +216,7 @@ mod tests {
     fn store_urls_are_parsed_with_the_flag() {
         let store = parse(&["--store", " jsonl://tapes.jsonl "])
             .unwrap()
-            .resolve();
+            .resolve(&SettingsFile::default());
         assert_eq!(store.url(), &StoreUrl::Jsonl("tapes.jsonl".into()));
         assert_eq!(store.to_string(), "jsonl://tapes.jsonl");
         assert_eq!(store.scheme(), "jsonl");
@@ -198,7 +234,8 @@ mod tests {
             store: None,
             dir: None,
         };
-        let store = unset.resolve();
+        let none = SettingsFile::default();
+        let store = unset.resolve(&none);
         assert_eq!(store.url(), &StoreUrl::File("cassettes".into()));
         assert_eq!(store.to_string(), "file://cassettes");
         assert_eq!(store.scheme(), "file");
@@ -206,11 +243,27 @@ mod tests {
             dir: Some("tapes".into()),
             ..unset.clone()
         };
-        assert_eq!(dir.resolve().url(), &StoreUrl::File("tapes".into()));
+        assert_eq!(dir.resolve(&none).url(), &StoreUrl::File("tapes".into()));
         let both = StoreArgs {
             store: Some("memory://".parse().unwrap()),
-            ..dir
+            ..dir.clone()
         };
-        assert_eq!(both.resolve().url(), &StoreUrl::Memory);
+        assert_eq!(both.resolve(&none).url(), &StoreUrl::Memory);
+
+        // A settings file: its store comes below the flag and both variables; without one
+        // the default folder sits beside the file.
+        let file =
+            SettingsFile::parse(Path::new("/p/cassette.toml"), "store = \"jsonl://t.jsonl\"")
+                .unwrap();
+        assert_eq!(
+            unset.resolve(&file).url(),
+            &StoreUrl::Jsonl("/p/t.jsonl".into())
+        );
+        assert_eq!(dir.resolve(&file).url(), &StoreUrl::File("tapes".into()));
+        assert_eq!(both.resolve(&file).url(), &StoreUrl::Memory);
+        let empty = SettingsFile::parse(Path::new("/p/cassette.toml"), "").unwrap();
+        let store = unset.resolve(&empty);
+        assert_eq!(store.url(), &StoreUrl::File("/p/cassettes".into()));
+        assert_eq!(store.to_string(), "file:///p/cassettes");
     }
 }

@@ -71,10 +71,7 @@ pub(crate) fn parse_route(spec: &str) -> Result<Route, String> {
             "the route name `{name}` must be letters, digits, `-`, `_` or `.` (NAME=URL)"
         ));
     }
-    Ok(Route {
-        name: name.to_owned(),
-        base_url: parse_base_url(url)?,
-    })
+    Ok(Route::new(name, parse_base_url(url)?))
 }
 
 #[cfg(test)]
@@ -95,10 +92,7 @@ mod tests {
     fn routes_parse() {
         assert_eq!(
             parse_route(" anthropic = http://127.0.0.1:9/ "),
-            Ok(Route {
-                name: "anthropic".into(),
-                base_url: "http://127.0.0.1:9/".into()
-            })
+            Ok(Route::new("anthropic", "http://127.0.0.1:9/"))
         );
         assert!(parse_route("nourl").unwrap_err().contains("NAME=URL"));
         assert!(parse_route("a=ftp://x").unwrap_err().contains("http"));

@@ -3,31 +3,43 @@
 //! `flight` lets identical requests in flight at once share one upstream call).
 
 mod flight;
+mod import;
 mod recording;
 mod replay;
 
-use crate::cassette::{Cassette, StoredBody};
-use crate::config::{ErrorRecording, RecorderConfig};
+pub use import::{Exchange, ImportWrite};
+
+use crate::cassette::{Cassette, Sequence, StoredBody};
+use crate::config::{ErrorRecording, RecorderConfig, Repeats};
 use crate::error::{Error, Result};
-use crate::miss::{Miss, NearestIndex};
+use crate::miss::{
+    write_segment, IndexRecord, Miss, MissBook, MissLog, NearestIndex, Repeat, SegmentKind,
+};
 use crate::mode::Mode;
 use crate::redact::Redactor;
 use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::stream::StreamFormat;
 use crate::upstream::{Upstream, HOP_BY_HOP};
-use cassette_keying::{Key, Keyed, Profile};
-use cassette_store::DynStore;
+use cassette_keying::{Key, Keyed};
+use cassette_store::{DynStore, StoreExt};
 use flight::{Flight, Flights, Landed, Turn};
 use recording::{Draft, Persist, Stored};
 use replay::replay_response;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// How long recorded cassettes wait for more before their index records are written.
+const FLUSH_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Index records written at once when recordings come faster than [`FLUSH_DELAY`].
+const FLUSH_BATCH: usize = 256;
 
 /// Counters since the recorder was built.
 #[derive(Debug, Default)]
@@ -108,7 +120,14 @@ struct Inner {
     failures: Mutex<Vec<RecordingFailure>>,
     flights: Flights,
     index: tokio::sync::Mutex<NearestIndex>,
+    misses: Mutex<MissBook>,
+    /// Index records of cassettes written and not yet in a segment.
+    pending: Mutex<Vec<IndexRecord>>,
+    /// One segment write at a time.
+    flushing: tokio::sync::Mutex<()>,
     usage_log: Option<Mutex<std::fs::File>>,
+    /// How often each request (by base key) was asked so far, in sequence mode.
+    occurrences: Mutex<HashMap<Key, u32>>,
 }
 
 /// Answers LLM API requests from cassettes or the upstream. Cheap to clone; clones share
@@ -159,7 +178,7 @@ impl Recorder {
         usage_log: Option<PathBuf>,
     ) -> Result<Recorder> {
         config.validate()?;
-        let redactor = Redactor::new(&config.redaction)?;
+        let redactor = redactor_with_keys(&config)?;
         let plan = match config.mode {
             Mode::Replay => Plan::Replay,
             Mode::Auto => Plan::Auto(Upstream::new(config.upstream_timeout)?),
@@ -186,7 +205,11 @@ impl Recorder {
                 failures: Mutex::default(),
                 flights: Flights::default(),
                 index: tokio::sync::Mutex::new(NearestIndex::default()),
+                misses: Mutex::new(MissBook::default()),
+                pending: Mutex::new(Vec::new()),
+                flushing: tokio::sync::Mutex::new(()),
                 usage_log,
+                occurrences: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -245,8 +268,23 @@ impl Recorder {
         failures.push(failure);
     }
 
+    /// The distinct keys that missed so far, the first ones with their one-line explanation.
+    pub fn misses(&self) -> MissLog {
+        self.miss_book().log()
+    }
+
+    fn miss_book(&self) -> std::sync::MutexGuard<'_, MissBook> {
+        // Every update is one call that cannot panic half-way; a poisoned lock is still whole.
+        self.inner.misses.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes a miss for [`Recorder::misses`].
+    pub(crate) fn note_miss(&self, key: &Key, request: impl FnOnce() -> String, summary: &str) {
+        self.miss_book().note(key, request, summary);
+    }
+
     /// Answers `request` according to the mode.
-    pub async fn handle(&self, request: Request) -> Result<Outcome> {
+    pub async fn handle(&self, mut request: Request) -> Result<Outcome> {
         let limit = self.inner.config.max_body;
         if request.body.len() > limit {
             return Err(Error::BodyTooLarge {
@@ -257,7 +295,8 @@ impl Recorder {
         if self.inner.config.is_mcp_route(&request.target) {
             return crate::mcp::http::handle(self, request).await;
         }
-        let keyed = request.key(&self.inner.config.key);
+        self.to_api_path(&mut request);
+        let keyed = self.in_session(request.key(&self.inner.config.key));
         match &self.inner.plan {
             Plan::Replay => match self.lookup(&keyed).await? {
                 Some(cassette) => self.replay(&request, keyed, cassette),
@@ -311,11 +350,25 @@ impl Recorder {
     /// Explains why `request` has no recording (or says it has one): the nearest recording at
     /// the same target and path and what differs. Reads the store only.
     pub async fn explain(&self, request: &Request) -> Result<Option<Miss>> {
+        let mut request = request.clone();
+        self.to_api_path(&mut request);
+        let request = &request;
         let keyed = request.key(&self.inner.config.key);
         if self.inner.store.get(&keyed.key).await?.is_some() {
             return Ok(None);
         }
         Ok(Some(self.build_miss(request, &keyed).await))
+    }
+
+    /// Spells the request's path as its route's API does ([`crate::Route::api_path`]), before
+    /// it is keyed or forwarded.
+    fn to_api_path(&self, request: &mut Request) {
+        let Some(route) = self.inner.config.route(&request.target) else {
+            return;
+        };
+        if let std::borrow::Cow::Owned(path) = route.api_path(&request.path) {
+            request.path = path;
+        }
     }
 
     async fn lookup(&self, keyed: &Keyed) -> Result<Option<Cassette>> {
@@ -334,27 +387,145 @@ impl Recorder {
 
     async fn miss(&self, request: &Request, keyed: &Keyed) -> Error {
         self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
-        Error::Miss(Box::new(self.build_miss(request, keyed).await))
+        let miss = self.build_miss(request, keyed).await;
+        self.note_miss(&miss.key, || miss.request_line(), &miss.explanation.summary);
+        Error::Miss(Box::new(miss))
     }
 
     async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
-        let explanation = {
-            let mut index = self.inner.index.lock().await;
-            index
-                .refresh(&self.inner.store, &self.inner.config.key)
-                .await;
-            index.explain(&request.target, &request.path, &keyed.material)
+        let repeat = self.repeat(keyed).await;
+        let explanation = match &repeat {
+            Some(repeat) => repeat.explanation(),
+            None => {
+                let mut index = self.inner.index.lock().await;
+                let (store, config) = (&self.inner.store, &self.inner.config.key);
+                // Explained as the request itself: a first occurrence missing is what matters.
+                let base = keyed.clone().occurrence(1);
+                let redactor = &self.inner.redactor;
+                let asked = (
+                    request.target.as_str(),
+                    request.path.as_str(),
+                    &base.material,
+                );
+                index.explain(store, config, redactor, asked).await
+            }
         };
+        // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
+        // credential the request carried.
+        let redactor = &self.inner.redactor;
         Miss {
+            repeat,
             key: keyed.key.clone(),
             profile: keyed.profile.to_string(),
             target: request.target.clone(),
             method: request.method.to_ascii_uppercase(),
-            path: request.path.clone(),
-            model: request.model(),
-            store: self.inner.store.location(),
+            path: redactor.text(&request.path),
+            model: request.model().map(|model| redactor.text(&model)),
+            store: redactor.url(&self.inner.store.location()),
             explanation,
         }
+    }
+
+    /// Store requests the nearest-recording index has made so far (segment and key listings,
+    /// segment and cassette reads), for benchmarks and tests of its cost.
+    pub async fn index_requests(&self) -> u64 {
+        self.inner.index.lock().await.requests()
+    }
+
+    /// Writes the index records of the cassettes written so far into a segment of the store, so
+    /// a later miss finds them without reading every cassette. Happens on its own within a
+    /// second of a recording; call it before the process exits to write the last ones.
+    pub async fn flush_index(&self) -> Result<()> {
+        let _one_at_a_time = self.inner.flushing.lock().await;
+        let records = std::mem::take(&mut *self.pending());
+        if let Err(err) = write_segment(&self.inner.store, &records, SegmentKind::Writer).await {
+            // Put back, so a later flush tries again; the index is a hint, the cassettes are
+            // written already.
+            self.pending().extend(records);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<IndexRecord>> {
+        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes a cassette just written, for the next index segment.
+    pub(crate) fn note_recorded(&self, cassette: &crate::cassette::Cassette) {
+        if !self.inner.store.keeps_segments() {
+            return;
+        }
+        let record = IndexRecord::of(cassette, &self.inner.config.key);
+        let waiting = {
+            let mut pending = self.pending();
+            pending.push(record);
+            pending.len()
+        };
+        // The first pending record schedules a flush a moment later, batching a burst of
+        // recordings into one segment; a long burst is flushed as it goes.
+        let delay = match waiting {
+            1 => Some(FLUSH_DELAY),
+            n if n >= FLUSH_BATCH => Some(std::time::Duration::ZERO),
+            _ => None,
+        };
+        if let (Some(delay), Ok(runtime)) = (delay, tokio::runtime::Handle::try_current()) {
+            let recorder = self.clone();
+            runtime.spawn(async move {
+                tokio::time::sleep(delay).await;
+                if let Err(err) = recorder.flush_index().await {
+                    tracing::warn!(
+                        "cannot write an index segment: {}",
+                        crate::error::report(&err)
+                    );
+                }
+            });
+        }
+    }
+
+    /// The key of `keyed` as this occurrence of its request in the recorder's session: in
+    /// sequence mode the n-th time a request is asked gets its n-th occurrence key; otherwise
+    /// every repeat is the request itself.
+    pub(crate) fn in_session(&self, keyed: Keyed) -> Keyed {
+        match self.inner.config.repeats {
+            Repeats::Same => keyed,
+            Repeats::Sequence => {
+                let n = {
+                    let mut seen = self
+                        .inner
+                        .occurrences
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    let count = seen.entry(keyed.key.clone()).or_insert(0);
+                    *count = count.saturating_add(1);
+                    *count
+                };
+                keyed.occurrence(n)
+            }
+        }
+    }
+
+    /// For a later occurrence that missed: how many occurrences of the request are recorded
+    /// (the first ones in a row), when at least the first is; `None` otherwise (then the
+    /// request itself is what is missing).
+    pub(crate) async fn repeat(&self, keyed: &Keyed) -> Option<Repeat> {
+        let asked = keyed.occurrence_number();
+        if asked < 2 {
+            return None;
+        }
+        let mut recorded = 0;
+        for n in 1..asked {
+            let key = keyed.clone().occurrence(n).key;
+            match self.inner.store.contains(&key).await {
+                Ok(true) => recorded = n,
+                _ => break,
+            }
+        }
+        (recorded > 0).then(|| Repeat {
+            base_key: keyed.clone().occurrence(1).key,
+            asked,
+            recorded,
+        })
     }
 
     pub(crate) fn log_usage(&self, key: &Key) {
@@ -372,7 +543,8 @@ impl Recorder {
         self.log_usage(&keyed.key);
         let response = replay_response(
             keyed.profile,
-            &request.body,
+            keyed.streaming,
+            &request.query,
             cassette,
             self.inner.config.stream_chunk_size,
         )
@@ -399,7 +571,7 @@ impl Recorder {
         persist: Persist,
         flight: Option<Flight>,
     ) -> Result<Outcome> {
-        let sent = self.send(upstream, &request, keyed.profile).await?;
+        let sent = self.send(upstream, &request).await?;
         let status = sent.response.status().as_u16();
         let mut headers = response_headers(&sent.response);
         let mut client = client_headers(&headers);
@@ -422,13 +594,15 @@ impl Recorder {
         let format = (success && encoding.is_none())
             .then(|| {
                 let content_type = header_value(&headers, "content-type").unwrap_or_default();
-                StreamFormat::detect(keyed.profile, &content_type)
+                let wants_stream = keyed.streaming.wanted;
+                StreamFormat::detect_for_request(keyed.profile, wants_stream, &content_type)
             })
             .flatten();
         let draft = Draft {
             recorder: self.clone(),
             request,
             keyed_key: keyed.key.clone(),
+            sequence: Sequence::of(&keyed),
             profile: keyed.profile,
             upstream: sent.upstream,
             status,
@@ -476,6 +650,8 @@ impl Recorder {
             Err(e) => {
                 let counters = &self.inner.counters;
                 counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                // The URL may hold a route's key (a `query:` auth style).
+                let e = e.without_url();
                 let err =
                     crate::error::upstream_error(endpoint, &e, self.inner.config.upstream_timeout);
                 if draft.persist != Persist::Nothing {
@@ -539,7 +715,7 @@ impl Recorder {
 
     /// Sends `request` to its route's upstream, counting the call and a failure to get an
     /// answer. The body of the answer is left to stream.
-    async fn send(&self, upstream: &Upstream, request: &Request, profile: Profile) -> Result<Sent> {
+    async fn send(&self, upstream: &Upstream, request: &Request) -> Result<Sent> {
         let inner = &self.inner;
         let route = inner
             .config
@@ -551,13 +727,7 @@ impl Recorder {
         counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let (endpoint, response) = upstream
-            .send(
-                &route.base_url,
-                profile,
-                request,
-                inner.config.upstream_api_key.as_deref(),
-                &inner.redactor,
-            )
+            .send(route, request, &inner.redactor)
             .await
             .inspect_err(|_| {
                 counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
@@ -648,6 +818,41 @@ fn sandbox_locations(
             }
         }
     }
+}
+
+/// Keys shorter than this are not added to the redaction rules: a short word ("local", "test")
+/// would mangle every stored answer that contains it, and is no secret anyway.
+const MIN_REDACTED_KEY: usize = 8;
+
+/// The configured redactor, also replacing every route key wherever it would be stored (an
+/// upstream that echoes the key in an error answer, say): keys never reach a cassette.
+fn redactor_with_keys(config: &RecorderConfig) -> Result<Redactor> {
+    let mut rules = config.redaction.clone();
+    let user_rules = rules.patterns.len();
+    let keyed: Vec<(&str, &str)> = config
+        .routes
+        .iter()
+        .filter_map(|r| Some((r.name.as_str(), r.api_key.as_ref()?.expose())))
+        .filter(|(_, key)| key.len() >= MIN_REDACTED_KEY)
+        .collect();
+    rules
+        .patterns
+        .extend(keyed.iter().map(|(_, key)| regex::escape(key)));
+    Redactor::new(&rules).or_else(|_| {
+        // The error would quote the pattern, which is a key: name the user's rule instead, or
+        // the route, never the key.
+        rules.patterns.truncate(user_rules);
+        Redactor::new(&rules)?;
+        Err(Error::InvalidRoute {
+            name: keyed
+                .iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            reason: "a key of this route cannot be turned into a redaction rule (too long?)"
+                .to_owned(),
+        })
+    })
 }
 
 fn header_value(headers: &[(String, String)], name: &str) -> Option<String> {

@@ -3,10 +3,11 @@
 
 use super::flight::{Flight, Landed};
 use super::Recorder;
-use crate::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION};
+use crate::cassette::{
+    format_for, Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
+};
 use crate::config::StreamReplay;
 use crate::error::{report, Result};
-use crate::redact::Redactor;
 use crate::request::Request;
 use crate::response::BodyStream;
 use crate::stream::{self, Assembler, StreamFormat};
@@ -45,11 +46,20 @@ pub(super) enum Stored {
     Kept,
 }
 
+/// Where a recording came from: when, by what, how long the upstream took.
+pub(super) struct Stamp {
+    pub(super) recorded_at: String,
+    pub(super) tool: String,
+    pub(super) latency_ms: u64,
+}
+
 /// What is known about a recording before its body is complete.
 pub(super) struct Draft {
     pub(super) recorder: Recorder,
     pub(super) request: Request,
     pub(super) keyed_key: Key,
+    /// Which occurrence of its request this is, when a later one (sequence mode).
+    pub(super) sequence: Option<Sequence>,
     pub(super) profile: Profile,
     /// The route's base URL, without credentials.
     pub(super) upstream: String,
@@ -90,7 +100,9 @@ impl Draft {
         response: reqwest::Response,
     ) -> BodyStream {
         let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(16);
-        let exact = self.recorder.inner.config.stream_replay == StreamReplay::Exact;
+        // Gemini's JSON array is one document, not a sequence of events to keep.
+        let exact = self.recorder.inner.config.stream_replay == StreamReplay::Exact
+            && format != StreamFormat::GeminiJson;
         tokio::spawn(async move {
             let mut upstream = response.bytes_stream();
             let mut assembler = Assembler::new(format);
@@ -102,6 +114,8 @@ impl Draft {
                 let bytes = match piece {
                     Ok(bytes) => bytes,
                     Err(err) => {
+                        // The URL may hold a route's key (a `query:` auth style).
+                        let err = err.without_url();
                         let counters = &self.recorder.inner.counters;
                         counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
                         let reason = format!(
@@ -165,11 +179,29 @@ impl Draft {
         stream: Option<StreamFormat>,
         events: Option<Vec<Value>>,
     ) -> Result<Stored> {
+        let stamp = Stamp {
+            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            tool: TOOL.to_owned(),
+            latency_ms: self.started.elapsed().as_millis() as u64,
+        };
+        self.store_stamped(body, stream, events, stamp).await
+    }
+
+    /// Writes the recording according to `persist`, with its provenance; what it did (a
+    /// create-only write that lost keeps the other recording).
+    pub(super) async fn store_stamped(
+        &self,
+        body: StoredBody,
+        stream: Option<StreamFormat>,
+        events: Option<Vec<Value>>,
+        stamp: Stamp,
+    ) -> Result<Stored> {
         if self.persist == Persist::Nothing {
             return Ok(Stored::Nothing);
         }
         let inner = &self.recorder.inner;
-        let document = self.cassette(body, stream, events).to_document();
+        let cassette = self.cassette(body, stream, events, stamp);
+        let document = cassette.to_document();
         let key = &self.keyed_key;
         match self.persist {
             Persist::Overwrite => inner.store.put(key, document).await?,
@@ -182,6 +214,7 @@ impl Draft {
             Persist::Nothing => return Ok(Stored::Nothing),
         }
         inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
+        self.recorder.note_recorded(&cassette);
         Ok(Stored::Won)
     }
 
@@ -190,75 +223,84 @@ impl Draft {
         response_body: StoredBody,
         stream: Option<StreamFormat>,
         events: Option<Vec<Value>>,
+        stamp: Stamp,
     ) -> Cassette {
         let redactor = &self.recorder.inner.redactor;
         let key_config = &self.recorder.inner.config.key;
         let request = &self.request;
-
-        let mut request_body = StoredBody::from_bytes(&request.body);
-        redact_body(redactor, &mut request_body);
-        let mut response_body = response_body;
-        redact_body(redactor, &mut response_body);
-        let events = events.map(|events| {
-            let mut events = Value::Array(events);
-            redactor.json(&mut events);
-            match events {
-                Value::Array(events) => events,
-                _ => Vec::new(),
-            }
-        });
-
-        let stored_request = StoredRequest {
-            method: request.method.to_ascii_uppercase(),
-            path: request.path.clone(),
-            query: redactor.query(&request.query),
-            headers: redactor
-                .request_headers(&request.headers)
-                .into_iter()
-                .collect(),
-            body: request_body,
-        };
-        let summary = response_body
-            .as_json()
-            .map(|v| stream::response_summary(self.profile, v));
+        // Built as received, then redacted as a whole by the one function `cassette verify`
+        // audits with; nothing unredacted leaves this function.
         let mut cassette = Cassette {
-            format: FORMAT_VERSION,
+            format: format_for(self.sequence.as_ref()),
             key: self.keyed_key.clone(),
             key_version: cassette_keying::KEY_VERSION,
-            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            tool: TOOL.to_owned(),
+            key_settings: Some(KeySettings::of(key_config)),
+            sequence: self.sequence.clone(),
+            recorded_at: stamp.recorded_at,
+            tool: stamp.tool,
             target: request.target.clone(),
             upstream: self.upstream.clone(),
-            request: stored_request,
+            request: StoredRequest {
+                method: request.method.to_ascii_uppercase(),
+                path: request.path.clone(),
+                query: request.query.clone(),
+                headers: lowercased(&request.headers),
+                body: StoredBody::from_bytes(&request.body),
+            },
             response: StoredResponse {
                 status: self.status,
-                headers: redactor
-                    .response_headers(&self.headers)
-                    .into_iter()
-                    .collect::<BTreeMap<_, _>>(),
+                headers: lowercased(&self.headers),
                 body: response_body,
                 stream: stream.map(|f| f.name().to_owned()),
                 events,
             },
             meta: Meta {
                 profile: self.profile.to_string(),
-                requested_model: request.model(),
-                response_model: summary.as_ref().and_then(|s| s.model.clone()),
-                finish_reason: summary.as_ref().and_then(|s| s.finish_reason.clone()),
-                usage: summary.and_then(|s| s.usage),
-                latency_ms: self.started.elapsed().as_millis() as u64,
-                request_redacted: false,
+                latency_ms: stamp.latency_ms,
+                ..Meta::default()
             },
         };
+        let redaction = redactor.cassette(&mut cassette);
+        // The events exact replay keeps are redacted like the answer they make up.
+        if let Some(events) = &mut cassette.response.events {
+            let mut all = Value::Array(std::mem::take(events));
+            redactor.json(&mut all);
+            if let Value::Array(redacted) = all {
+                *events = redacted;
+            }
+        }
+        for (part, body) in [
+            ("request", redaction.request),
+            ("response", redaction.response),
+        ] {
+            if body.in_binary > 0 {
+                tracing::warn!(
+                    "cassette {}: the {part} body is binary and held {} credential-shaped run(s); they are stored as [REDACTED] in its bytes",
+                    self.keyed_key,
+                    body.in_binary
+                );
+            }
+        }
+        let summary = cassette
+            .response
+            .body
+            .as_json()
+            .map(|v| stream::response_summary(self.profile, v));
+        let requested_model = cassette.requested_model().map(str::to_owned);
+        let meta = &mut cassette.meta;
+        meta.requested_model = requested_model;
+        meta.response_model = summary.as_ref().and_then(|s| s.model.clone());
+        meta.finish_reason = summary.as_ref().and_then(|s| s.finish_reason.clone());
+        meta.usage = summary.and_then(|s| s.usage);
         cassette.meta.request_redacted = cassette.keyed_request(key_config).key != self.keyed_key;
         cassette
     }
 }
 
-fn redact_body(redactor: &Redactor, body: &mut StoredBody) {
-    match body {
-        StoredBody::Json(value) => redactor.json(value),
-        StoredBody::Text(text) => *text = redactor.text(text),
-        StoredBody::Empty | StoredBody::Base64(_) => {}
-    }
+/// Headers as a stored map: names lowercased (a repeated header keeps its last value).
+fn lowercased(headers: &[(String, String)]) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
+        .collect()
 }

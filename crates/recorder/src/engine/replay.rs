@@ -5,7 +5,7 @@ use crate::cassette::{Cassette, StoredBody};
 use crate::response::{BodyStream, Response, ResponseBody};
 use crate::stream::{self, StreamFormat, SynthesisOptions};
 use bytes::Bytes;
-use cassette_keying::Profile;
+use cassette_keying::{Profile, Streaming};
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -13,22 +13,18 @@ use serde_json::Value;
 /// the recorded one asked (a stream or not) gets what the upstream sent (a stream
 /// re-synthesized, or replayed event by event when the events were kept; JSON when the upstream
 /// answered a streaming request with JSON). A request that asks the other way gets what it
-/// asks for, since `stream` is not part of the key and one recording serves both.
+/// asks for, since `stream` is not part of the key and one recording serves both. A stream is
+/// in the format the request expects (`query` tells Gemini's event stream from its JSON
+/// array), whatever format the recording was made in.
 pub(super) fn replay_response(
     profile: Profile,
-    request_body: &[u8],
+    streaming: Streaming,
+    query: &str,
     cassette: Cassette,
     chunk_size: usize,
 ) -> std::result::Result<Response, String> {
-    let request_json: Option<Value> = serde_json::from_slice(request_body).ok();
-    let wants_stream = request_json
-        .as_ref()
-        .is_some_and(|b| stream::wants_stream(profile, b));
-    let recorded_asked = cassette
-        .request
-        .body
-        .as_json()
-        .is_some_and(|b| stream::wants_stream(profile, b));
+    let wants_stream = streaming.wanted;
+    let recorded_asked = asked_for_stream(profile, &cassette);
     let mut headers: Vec<(String, String)> = cassette
         .response
         .headers
@@ -46,24 +42,26 @@ pub(super) fn replay_response(
         _ if wants_stream == recorded_asked => recorded_format.is_some(),
         _ => wants_stream,
     };
-    let synthesize_as = as_stream
-        .then(|| recorded_format.or_else(|| StreamFormat::for_profile(profile)))
-        .flatten();
+    let synthesize_as = match (as_stream, recorded_format) {
+        (false, _) => None,
+        (true, Some(f @ (StreamFormat::GenericSse | StreamFormat::GenericNdjson))) => Some(f),
+        (true, recorded) => StreamFormat::for_request(profile, query).or(recorded),
+    };
     let body = match (synthesize_as, stored.body) {
         (Some(format), StoredBody::Json(final_response)) => {
-            let include_usage = request_json.as_ref().is_some_and(stream::include_usage);
             let options = SynthesisOptions {
                 chunk_size,
-                include_usage,
+                include_usage: streaming.include_usage,
             };
             let body = match stored.events {
-                // Recorded event by event (exact stream replay): sent as recorded.
-                Some(events) => stream_body(
+                // Recorded event by event (exact stream replay): sent as recorded, when the
+                // request expects the format they were recorded in.
+                Some(events) if Some(format) == recorded_format => stream_body(
                     format.framing(),
                     serde_json::json!({ "events": events }),
                     options,
                 )?,
-                None => stream_body(format, final_response, options)?,
+                _ => stream_body(format, final_response, options)?,
             };
             set_header(&mut headers, "content-type", format.content_type());
             set_header(&mut headers, "cache-control", "no-cache");
@@ -81,6 +79,24 @@ pub(super) fn replay_response(
         headers,
         body,
     })
+}
+
+/// Whether the recorded request asked for a stream, read as keying reads it (see
+/// [`Streaming`]): Gemini by its path, the others by the body's `stream`.
+fn asked_for_stream(profile: Profile, cassette: &Cassette) -> bool {
+    if profile == Profile::GeminiGenerate {
+        return Profile::path_streams(&cassette.request.path);
+    }
+    match cassette
+        .request
+        .body
+        .as_json()
+        .and_then(|b| b.get("stream"))
+    {
+        Some(Value::Bool(stream)) => *stream,
+        Some(_) => false,
+        None => cassette.request.body.as_json().is_some() && profile.streams_by_default(),
+    }
 }
 
 /// Answers whose text (strings and names, summed) is larger than this are synthesized as the

@@ -3,10 +3,12 @@
 //! routes both answer through an [`McpRecorder`].
 
 use super::message::{self, id_text, subject, with_id, MISS_CODE};
-use crate::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION};
+use crate::cassette::{
+    format_for, Cassette, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
+};
 use crate::engine::Recorder;
 use crate::error::{Error, Result};
-use crate::miss::{Explanation, NearestIndex};
+use crate::miss::{Explanation, NearestIndex, Repeat};
 use crate::mode::Mode;
 use crate::ErrorRecording;
 use cassette_keying::{Keyed, McpRequest};
@@ -165,6 +167,9 @@ pub enum Replayed {
 pub struct McpMiss {
     /// The request's key (64 hex).
     pub key: String,
+    /// Set when a repeat of a recorded request was asked more times than it was recorded
+    /// (sequence mode).
+    pub repeat: Option<Repeat>,
     /// The server's identity.
     pub server: String,
     /// The JSON-RPC method.
@@ -178,6 +183,17 @@ pub struct McpMiss {
 }
 
 impl McpMiss {
+    /// The request in a few words: ``tools/call `search` on MCP server `notes` ``.
+    pub fn request_line(&self) -> String {
+        match &self.subject {
+            Some(subject) => format!(
+                "{} `{subject}` on MCP server `{}`",
+                self.method, self.server
+            ),
+            None => format!("{} on MCP server `{}`", self.method, self.server),
+        }
+    }
+
     /// The differences from the nearest recording, one a line, or why there is none.
     pub fn explanation_lines(&self) -> Vec<String> {
         match &self.explanation.nearest {
@@ -274,13 +290,20 @@ impl McpRecorder {
         &self.inner.recorder
     }
 
-    /// The key of a request to this server.
+    /// The key of a request to this server (its base key: the first occurrence).
     pub fn key(&self, call: &McpCall) -> Keyed {
         let request = McpRequest::new(&self.inner.server, &call.method);
         match &call.params {
             Some(params) => request.params(params).key(),
             None => request.key(),
         }
+    }
+
+    /// The key of `call` as this occurrence of it in the recorder's session: its base key,
+    /// or, when the recorder answers repeats in sequence, the n-th occurrence key the n-th
+    /// time it is asked. Call it once per request the client sends.
+    pub fn key_in_session(&self, call: &McpCall) -> Keyed {
+        self.inner.recorder.in_session(self.key(call))
     }
 
     /// Answers `call` from the store: the messages to send on a hit, the explanation on a miss
@@ -340,23 +363,42 @@ impl McpRecorder {
         let recorder = &self.inner.recorder;
         recorder.count_miss();
         let store = recorder.store();
-        let mut explanation = {
-            let mut index = self.inner.index.lock().await;
-            index.refresh(store, &recorder.config().key).await;
-            index.explain(&self.inner.server, &call.method, &keyed.material)
+        let repeat = recorder.repeat(keyed).await;
+        let explanation = match &repeat {
+            Some(repeat) => repeat.explanation(),
+            None => {
+                let mut index = self.inner.index.lock().await;
+                let (config, redactor) = (&recorder.config().key, recorder.redactor());
+                let base = keyed.clone().occurrence(1);
+                let asked = (
+                    self.inner.server.as_str(),
+                    call.method.as_str(),
+                    &base.material,
+                );
+                let mut explanation = index.explain(store, config, redactor, asked).await;
+                if explanation.nearest.is_none() {
+                    explanation.summary =
+                        format!("Nothing is recorded for {} on this server.", call.method);
+                }
+                explanation
+            }
         };
-        if explanation.nearest.is_none() {
-            explanation.summary =
-                format!("Nothing is recorded for {} on this server.", call.method);
-        }
         let miss = McpMiss {
             key: keyed.key.to_string(),
+            repeat,
             server: self.inner.server.clone(),
             method: call.method.clone(),
-            subject: call.subject(),
-            store: store.location(),
+            subject: call
+                .subject()
+                .map(|subject| recorder.redactor().text(&subject)),
+            store: recorder.redactor().url(&store.location()),
             explanation,
         };
+        recorder.note_miss(
+            &keyed.key,
+            || miss.request_line(),
+            &miss.explanation.summary,
+        );
         if let Some(hook) = &self.miss_hook {
             hook(&miss);
         }
@@ -385,9 +427,8 @@ impl McpRecorder {
         let recorder = &self.inner.recorder;
         let store = recorder.store();
         let key = &keyed.key;
-        let document = self
-            .cassette(call, keyed, recording, transcript)
-            .to_document();
+        let cassette = self.cassette(call, keyed, recording, transcript);
+        let document = cassette.to_document();
         match persistence {
             Persistence::Overwrite => store.put(key, document).await?,
             Persistence::CreateOnly => {
@@ -400,6 +441,7 @@ impl McpRecorder {
         }
         recorder.count_recorded();
         recorder.log_usage(&keyed.key);
+        recorder.note_recorded(&cassette);
         Ok(true)
     }
 
@@ -436,30 +478,31 @@ impl McpRecorder {
         let redactor = self.inner.recorder.redactor();
         let request_body = match &call.params {
             None => StoredBody::Empty,
-            Some(params) => {
-                let mut params = params.clone();
-                redactor.json(&mut params);
-                StoredBody::Json(params)
-            }
+            Some(params) => StoredBody::Json(params.clone()),
         };
-        let mut response_body = recording.to_body();
-        redactor.json(&mut response_body);
+        let lowercased = |headers: &[(String, String)]| -> BTreeMap<String, String> {
+            headers
+                .iter()
+                .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
+                .collect()
+        };
+        let sequence = Sequence::of(keyed);
         let mut cassette = Cassette {
-            format: FORMAT_VERSION,
+            format: format_for(sequence.as_ref()),
             key: keyed.key.clone(),
             key_version: cassette_keying::KEY_VERSION,
+            // MCP keys take no keying settings.
+            key_settings: None,
+            sequence,
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             target: self.inner.server.clone(),
-            upstream: redactor.url(&self.inner.upstream),
+            upstream: self.inner.upstream.clone(),
             request: StoredRequest {
                 method: MCP_METHOD.to_owned(),
                 path: call.method.clone(),
                 query: String::new(),
-                headers: redactor
-                    .request_headers(&transcript.request_headers)
-                    .into_iter()
-                    .collect(),
+                headers: lowercased(&transcript.request_headers),
                 body: request_body,
             },
             response: StoredResponse {
@@ -468,11 +511,8 @@ impl McpRecorder {
                 } else {
                     transcript.status
                 },
-                headers: redactor
-                    .response_headers(&transcript.response_headers)
-                    .into_iter()
-                    .collect::<BTreeMap<_, _>>(),
-                body: StoredBody::Json(response_body),
+                headers: lowercased(&transcript.response_headers),
+                body: StoredBody::Json(recording.to_body()),
                 stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
                 events: None,
             },
@@ -482,7 +522,10 @@ impl McpRecorder {
                 ..Meta::default()
             },
         };
-        cassette.meta.request_redacted = keyed_stored_request(&cassette).key != keyed.key;
+        // The whole document through the same redaction as an HTTP recording.
+        redactor.cassette(&mut cassette);
+        cassette.meta.request_redacted =
+            cassette.keyed_request(&Default::default()).key != keyed.key;
         cassette
     }
 }

@@ -21,7 +21,7 @@ use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::stream::framing::{LineSplitter, SseParser};
 use bytes::Bytes;
-use cassette_keying::{Key, Keyed, Profile};
+use cassette_keying::{Key, Keyed};
 use futures::StreamExt;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,7 +88,8 @@ async fn post(engine: &McpRecorder, request: Request) -> Result<Outcome> {
             return Ok(json_rpc(&request, key, line, Source::PassedThrough));
         }
     };
-    let keyed = engine.key(&call);
+    // Keyed once per request: in sequence mode this counts the occurrence.
+    let keyed = engine.key_in_session(&call);
     match engine.mode() {
         Mode::Replay => match engine.replay(&call, &keyed).await? {
             Replayed::Hit(messages) => replayed(engine, &request, &call, keyed, messages).await,
@@ -295,15 +296,9 @@ async fn send(engine: &McpRecorder, request: &Request) -> Result<(String, reqwes
             target: request.target.clone(),
         })?;
     recorder.count_upstream_request();
-    // The proxy's LLM API key is never sent to an MCP server.
+    // Only a key configured for this very route is sent; an LLM route's key never is.
     upstream
-        .send(
-            &route.base_url,
-            Profile::Mcp,
-            request,
-            None,
-            recorder.redactor(),
-        )
+        .send(route, request, recorder.redactor())
         .await
         .inspect_err(|_| recorder.count_upstream_error())
 }

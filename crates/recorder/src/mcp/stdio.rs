@@ -433,16 +433,19 @@ impl Session {
         if call.method == "initialize" {
             self.handshake.initialize = Some(value);
         }
-        if matches!(mode, Mode::Record | Mode::Off) {
-            return self.forward_call(line, call, Persistence::of(mode)).await;
-        }
-        if call.method == "ping" {
+        if call.method == "ping" && !matches!(mode, Mode::Record | Mode::Off) {
             // Liveness, not a question: answered here, never recorded.
             let answer = message::response_line(&call.id, json!({}));
             return self.shared.client.send(answer.as_bytes()).await;
         }
         let engine = self.shared.engine.clone();
-        let keyed = engine.key(&call);
+        // Keyed once per request: in sequence mode this counts the occurrence.
+        let keyed = engine.key_in_session(&call);
+        if matches!(mode, Mode::Record | Mode::Off) {
+            return self
+                .forward_call(line, call, keyed, Persistence::of(mode))
+                .await;
+        }
         let found = match mode {
             Mode::Auto => engine.replay_hit(&call, &keyed).await.map(|hit| match hit {
                 Some(messages) => Ok(messages),
@@ -470,7 +473,10 @@ impl Session {
                     .await;
             }
             Ok(Err(None)) => match self.ensure_server().await {
-                Ok(()) => self.forward_call(line, call, Persistence::CreateOnly).await,
+                Ok(()) => {
+                    self.forward_call(line, call, keyed, Persistence::CreateOnly)
+                        .await
+                }
                 Err(reason) => self.answer_error(&call.id, INTERNAL_ERROR, &reason).await,
             },
             Err(err) => {
@@ -491,8 +497,13 @@ impl Session {
         // the client's own work) are accepted: nothing answers a notification.
     }
 
-    async fn forward_call(&mut self, line: Vec<u8>, call: McpCall, persistence: Persistence) {
-        let keyed = self.shared.engine.key(&call);
+    async fn forward_call(
+        &mut self,
+        line: Vec<u8>,
+        call: McpCall,
+        keyed: Keyed,
+        persistence: Persistence,
+    ) {
         let token = message::progress_token(call.params.as_ref()).map(id_text);
         // `ping` is relayed (the live server's liveness is the question) but never recorded.
         let persistence = if call.method == "ping" {

@@ -35,17 +35,31 @@
 //! [`ProxyConfig::body_timeout`] (408), and at most [`ProxyConfig::max_connections`] connections
 //! are served at once: further ones wait in the listen queue until a slot frees.
 //!
+//! # Traffic that bypassed the base URL
+//!
+//! The proxy also answers forward-proxy requests (`CONNECT host:443`, absolute-form
+//! `http://host/...`), which a client sends when the usual proxy variables point here but its
+//! base URL does not: see the `forward` module and [`Forwarding`]. In replay they are refused
+//! without connecting anywhere; otherwise tunnelled unrecorded. Either way they are counted by
+//! host ([`ProxyStats::bypassed`]).
+//!
 //! # Errors
 //!
 //! Every error is answered as JSON in the style the OpenAI and Anthropic SDKs parse
 //! (`{"type": "error", "error": {"type", "message", ...}}`). A replay miss is a 409 with
 //! `x-should-retry: false`, so the SDKs raise at once instead of retrying: they retry 409 by
-//! default and would otherwise bury the miss under a slow, misleading connection error.
+//! default and would otherwise bury the miss under a slow, misleading connection error. A
+//! client that ignores that header (the Vercel AI SDK) fails fast with another
+//! [`ProxyConfig::miss_status`].
 
+mod forward;
 mod server;
+
+pub use forward::{Bypassed, Forwarding, HostPattern};
 
 use crate::engine::{Recorder, Stats};
 use crate::error::{Error, Setting};
+use crate::miss::MissLog;
 use serde::Serialize;
 use server::AppState;
 use std::future::Future;
@@ -109,7 +123,14 @@ pub struct ProxyConfig {
     pub body_timeout: Duration,
     /// How many connections are served at once.
     pub max_connections: usize,
+    /// The HTTP status of a replay miss: 409 by default; any 4xx or 5xx.
+    pub miss_status: u16,
+    /// What forward-proxy requests for other hosts get.
+    pub forwarding: Forwarding,
 }
+
+/// The status a replay miss is answered with unless configured otherwise.
+pub const DEFAULT_MISS_STATUS: u16 = 409;
 
 impl Default for ProxyConfig {
     fn default() -> Self {
@@ -123,6 +144,8 @@ impl Default for ProxyConfig {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            miss_status: DEFAULT_MISS_STATUS,
+            forwarding: Forwarding::default(),
         }
     }
 }
@@ -142,6 +165,12 @@ impl ProxyConfig {
             return Err(Error::InvalidSetting {
                 setting: Setting::BodyLimit,
                 reason: "it must be at least 1 byte",
+            });
+        }
+        if !(400..=599).contains(&self.miss_status) {
+            return Err(Error::InvalidSetting {
+                setting: Setting::MissStatus,
+                reason: "it must be an HTTP error status, 400 to 599",
             });
         }
         if !self.listen.ip().is_loopback() && self.exposure == Exposure::LoopbackOnly {
@@ -175,13 +204,24 @@ impl ProxyConfig {
 }
 
 /// Counters of the proxy: the recorder's plus the requests the proxy received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct ProxyStats {
-    /// Requests received for upstream paths (health and stats requests not counted).
+    /// Requests received for upstream paths (health and stats requests, and forward-proxy
+    /// requests for other hosts, not counted).
     pub requests: u64,
     /// The recorder's counters.
     #[serde(flatten)]
     pub recorder: Stats,
+    /// Forward-proxy requests for other hosts, by host: traffic that bypassed the base URL
+    /// (allowed hosts not counted).
+    pub bypassed: Vec<Bypassed>,
+}
+
+impl ProxyStats {
+    /// How many requests bypassed the base URL, over all hosts.
+    pub fn bypass_count(&self) -> u64 {
+        self.bypassed.iter().map(Bypassed::requests).sum()
+    }
 }
 
 /// A proxy bound to a socket, ready to [`serve`](Proxy::serve).
@@ -277,7 +317,13 @@ impl StatsHandle {
         ProxyStats {
             requests: self.0.requests.load(Ordering::Relaxed),
             recorder: self.0.recorder.stats(),
+            bypassed: self.0.forward.bypassed(),
         }
+    }
+
+    /// The distinct keys that missed so far, the first ones with their one-line explanation.
+    pub fn misses(&self) -> MissLog {
+        self.0.recorder.misses()
     }
 }
 
@@ -323,6 +369,11 @@ impl RunningProxy {
     /// The counters now.
     pub fn stats(&self) -> ProxyStats {
         self.stats.get()
+    }
+
+    /// A handle on the counters and misses that stays valid after [`RunningProxy::stop`].
+    pub fn stats_handle(&self) -> StatsHandle {
+        self.stats.clone()
     }
 
     /// Stops accepting, waits for requests in flight, and returns the final counters.

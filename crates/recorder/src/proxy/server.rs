@@ -3,6 +3,7 @@
 //! browser origins), turns HTTP requests into recorder requests and outcomes and errors back
 //! into HTTP answers. Nothing outside this module sees an axum or hyper type.
 
+use super::forward::{self, Forwarder};
 use super::{Advice, ProxyConfig, ProxyStats, StatsHandle};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
@@ -52,10 +53,14 @@ pub(super) struct AppState {
     header_timeout: Duration,
     body_timeout: Duration,
     max_connections: usize,
+    /// The status a replay miss is answered with.
+    miss_status: StatusCode,
+    /// Forward-proxy requests: the traffic that bypassed the base URL.
+    pub(super) forward: Forwarder,
 }
 
 impl AppState {
-    pub(super) fn new(recorder: Recorder, config: &ProxyConfig, listen: SocketAddr) -> AppState {
+    pub(super) fn new(recorder: Recorder, config: &ProxyConfig, own: SocketAddr) -> AppState {
         let mounts = recorder
             .config()
             .routes
@@ -69,7 +74,7 @@ impl AppState {
             advice: config.advice,
             mounts,
             requests: AtomicU64::new(0),
-            listen,
+            listen: own,
             exposure: config.exposure,
             allowed_hosts: config
                 .allowed_hosts
@@ -84,6 +89,8 @@ impl AppState {
             header_timeout: config.header_timeout,
             body_timeout: config.body_timeout,
             max_connections: config.max_connections,
+            miss_status: StatusCode::from_u16(config.miss_status).unwrap_or(StatusCode::CONFLICT),
+            forward: Forwarder::new(config.forwarding.clone(), own),
         }
     }
 }
@@ -103,7 +110,11 @@ impl AppState {
     fn error_response(&self, err: &Error) -> Response {
         let message = self.message(err);
         tracing::warn!("{message}");
-        recorder_error_response(err, &message)
+        let mut response = recorder_error_response(err, &message);
+        if matches!(err, Error::Miss(_)) {
+            *response.status_mut() = self.miss_status;
+        }
+        response
     }
 }
 
@@ -133,10 +144,10 @@ pub(super) async fn serve(
                 Err(_) => break,
             },
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     accept_failed(&e).await;
                     continue;
@@ -145,7 +156,12 @@ pub(super) async fn serve(
         };
         // Small request and response writes go out at once rather than waiting on Nagle.
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The peer's address tells forward-proxy requests from this machine from others.
+        let service = TowerToHyperService::new(
+            router
+                .clone()
+                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+        );
         let mut stop = stop_rx.clone();
         let open = open_rx.clone();
         tokio::spawn(async move {
@@ -196,7 +212,13 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/_cassette/stats", get(stats))
         .fallback(proxy_request)
+        // Strangers are refused first; forward-proxy requests are told apart before that (an
+        // own-address one comes back in origin form, and is checked like any other).
         .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            forward::intercept,
+        ))
         .with_state(state)
 }
 
@@ -346,9 +368,16 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn stats(State(state): State<Arc<AppState>>) -> Response {
-    let stats: ProxyStats = StatsHandle(state).get();
+    let handle = StatsHandle(state);
+    let stats: ProxyStats = handle.get();
+    let misses = handle.misses();
     match serde_json::to_value(stats) {
-        Ok(value) => json_response(StatusCode::OK, &value),
+        Ok(mut value) => {
+            // The first distinct misses, so a long-running proxy can be asked what it missed.
+            value["distinct_misses"] = json!(misses.distinct);
+            value["missed"] = json!(misses.notes.iter().take(20).collect::<Vec<_>>());
+            json_response(StatusCode::OK, &value)
+        }
         Err(e) => error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             "cassette_internal_error",
@@ -553,6 +582,9 @@ fn recorder_error_response(err: &Error, message: &str) -> Response {
             detail.insert("path".into(), json!(miss.path));
             detail.insert("model".into(), json!(miss.model));
             detail.insert("store".into(), json!(miss.store));
+            if let Some(repeat) = &miss.repeat {
+                detail.insert("repeat".into(), json!(repeat));
+            }
             detail.insert(
                 "explanation".into(),
                 serde_json::to_value(&miss.explanation).unwrap_or(Value::Null),

@@ -1,122 +1,17 @@
-//! User JSON paths (`$.messages[*].content`, `$..email`): parsing them and replacing the values
-//! they select.
+//! User JSON paths (`$.messages[*].content`, `$..email`) in redaction: parsed by the keying
+//! crate's pure [`JsonPath`] (one syntax for `[keying] ignore` and `[redact] paths`), every value
+//! they select replaced with [`REDACTED`].
 
 use super::REDACTED;
+use cassette_keying::JsonPath;
 use serde_json::Value;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Segment {
-    Child(String),
-    Index(usize),
-    Wildcard,
-    Descendant(String),
-}
-
-pub(super) fn parse_path(path: &str) -> Result<Vec<Segment>, String> {
-    let mut rest = path.trim().strip_prefix('$').ok_or("must start with `$`")?;
-    let mut segments = Vec::new();
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("..") {
-            let (name, tail) = take_name(after);
-            if name.is_empty() {
-                return Err("`..` must be followed by a member name".into());
-            }
-            if name == "*" {
-                return Err("`..*` is not supported; name the member: `..name`".into());
-            }
-            segments.push(Segment::Descendant(name.to_owned()));
-            rest = tail;
-        } else if let Some(after) = rest.strip_prefix('.') {
-            let (name, tail) = take_name(after);
-            match name {
-                "" => return Err("`.` must be followed by a member name or `*`".into()),
-                "*" => segments.push(Segment::Wildcard),
-                _ => segments.push(Segment::Child(name.to_owned())),
-            }
-            rest = tail;
-        } else if let Some(after) = rest.strip_prefix('[') {
-            let close = after.find(']').ok_or("unclosed `[`")?;
-            let inner = after[..close].trim();
-            rest = &after[close + 1..];
-            if inner == "*" {
-                segments.push(Segment::Wildcard);
-            } else if let Some(quoted) = unquote(inner) {
-                segments.push(Segment::Child(quoted.to_owned()));
-            } else if let Ok(i) = inner.parse::<usize>() {
-                segments.push(Segment::Index(i));
-            } else {
-                return Err(format!(
-                    "`[{inner}]` is not an index, `*` or a quoted member name"
-                ));
-            }
-        } else {
-            return Err(format!(
-                "unexpected `{}`; expected `.name`, `..name` or `[...]`",
-                rest.chars().next().unwrap_or(' ')
-            ));
-        }
-    }
-    Ok(segments)
-}
-
-fn take_name(s: &str) -> (&str, &str) {
-    let end = s.find(['.', '[']).unwrap_or(s.len());
-    s.split_at(end)
-}
-
-fn unquote(s: &str) -> Option<&str> {
-    ["'", "\""].iter().find_map(|q| {
-        s.strip_prefix(q)
-            .and_then(|r| r.strip_suffix(q))
-            .filter(|_| s.len() >= 2)
-    })
-}
-
-/// Replaces every value `segments` selects under `value`; returns whether anything matched.
-pub(super) fn apply_path(value: &mut Value, segments: &[Segment]) -> bool {
-    let Some((first, rest)) = segments.split_first() else {
-        *value = Value::String(REDACTED.to_owned());
-        return true;
-    };
-    match first {
-        Segment::Child(name) => match value {
-            Value::Object(map) => map.get_mut(name).is_some_and(|c| apply_path(c, rest)),
-            _ => false,
-        },
-        Segment::Index(i) => match value {
-            Value::Array(items) => items.get_mut(*i).is_some_and(|c| apply_path(c, rest)),
-            _ => false,
-        },
-        Segment::Wildcard => match value {
-            Value::Object(map) => map
-                .values_mut()
-                .fold(false, |hit, c| apply_path(c, rest) | hit),
-            Value::Array(items) => items
-                .iter_mut()
-                .fold(false, |hit, c| apply_path(c, rest) | hit),
-            _ => false,
-        },
-        Segment::Descendant(name) => {
-            let mut hit = false;
-            match value {
-                Value::Object(map) => {
-                    for (key, child) in map.iter_mut() {
-                        if key == name {
-                            hit |= apply_path(child, rest);
-                        }
-                        hit |= apply_path(child, segments);
-                    }
-                }
-                Value::Array(items) => {
-                    for child in items {
-                        hit |= apply_path(child, segments);
-                    }
-                }
-                _ => {}
-            }
-            hit
-        }
-    }
+/// Replaces every value `path` selects under `value`; returns whether anything matched.
+pub(super) fn redact_path(value: &mut Value, path: &JsonPath) -> bool {
+    let replaced = path.for_each_mut(value, &mut |selected| {
+        *selected = Value::String(REDACTED.to_owned());
+    });
+    replaced > 0
 }
 
 #[cfg(test)]

@@ -3,28 +3,40 @@
 //!
 //! The rules, in order of strength (see `docs/redaction.md`):
 //!
-//! * request headers are kept from an allow-list only; response headers lose a deny-list
-//!   (cookies, hop-by-hop, framing, credentials);
-//! * query parameters named like credentials are removed;
+//! * request and response headers are kept from allow-lists only (a gateway re-sending vendor
+//!   headers under a prefix gets nothing through);
+//! * query parameters named like credentials are removed (the key contract's own list, so they
+//!   are never in the key either), and form-encoded and multipart fields so named lose their
+//!   value;
 //! * JSON members whose *name* is an exact credential name lose their value, except names on an
 //!   explicit safe-list of LLM API fields and anything under `logprobs`-like subtrees (whose
-//!   member names are model tokens, not field names);
+//!   member names are model tokens, not field names); JSON held in a string gets the same rules;
 //! * credential-*shaped* substrings (`sk-...`, `AKIA...`, JWTs, `Bearer <token>`, ...) are
-//!   replaced wherever they appear in a stored string;
+//!   replaced wherever they appear in a stored string, also right after an escape (`\nsk-...`),
+//!   inside binary bodies, and across the events of a stream;
 //! * users add JSON paths and regexes for their own data (personal data, internal ids).
 //!
 //! One file per job: `shapes` finds credential-shaped text, `names` holds the header, query and
-//! body name lists, `json_path` parses and applies user JSON paths, and `redactor` puts them
-//! together in [`Redactor`].
+//! body name lists, `json_path` applies user JSON paths (parsed by `cassette_keying::JsonPath`),
+//! `redactor` puts them together in [`Redactor`], `bodies` reads forms, multipart and binary
+//! bodies, `streams` finds secrets split across the events of a stored stream, and `document`
+//! redacts a whole cassette.
 
+mod audit;
+mod bodies;
+mod document;
 mod json_path;
 mod names;
 mod redactor;
 mod shapes;
+mod streams;
 
+pub use audit::{audit, Finding};
+pub use bodies::BodyRedaction;
+pub use document::CassetteRedaction;
 pub use names::{
     normalize_name, BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, QUERY_CREDENTIAL_NAMES,
-    REQUEST_HEADER_ALLOW_LIST, RESPONSE_HEADER_DENY_LIST,
+    REQUEST_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_PREFIXES,
 };
 pub use redactor::Redactor;
 pub use shapes::{credential_shape_names, find_credentials, CredentialMatch};

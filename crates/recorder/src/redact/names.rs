@@ -14,66 +14,63 @@ pub const REQUEST_HEADER_ALLOW_LIST: &[&str] = &[
     "openai-beta",
 ];
 
-/// Response headers never stored: cookies, credentials, hop-by-hop headers, and the framing
-/// headers that stop being true once the body is stored decoded.
-pub const RESPONSE_HEADER_DENY_LIST: &[&str] = &[
-    "set-cookie",
-    "set-cookie2",
-    "cookie",
-    "authorization",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "x-api-key",
-    "api-key",
-    "x-goog-api-key",
-    "x-auth-token",
-    "x-access-token",
-    "x-refresh-token",
-    "x-session-token",
-    "x-csrf-token",
-    "x-xsrf-token",
-    "x-amz-security-token",
-    "ocp-apim-subscription-key",
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "trailers",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-    "content-encoding",
+/// Response headers stored, by exact name: what a client or a reviewer needs from an LLM answer
+/// (its type, the request id support asks for, retry advice, processing time, where a created
+/// thing is). Everything else is dropped, whatever it is called: cookies, credentials, and a
+/// gateway's re-sent vendor headers under a prefix (`llm_provider-set-cookie`) or its own
+/// internals (`x-litellm-model-api-base`). A deny-list would miss the next gateway's spelling.
+pub const RESPONSE_HEADER_ALLOW_LIST: &[&str] = &[
+    "content-type",
+    "content-language",
+    "content-disposition",
+    "cache-control",
+    "location",
+    "content-location",
+    "retry-after",
+    "retry-after-ms",
+    "x-should-retry",
+    "request-id",
+    "x-request-id",
+    "x-amzn-requestid",
+    "x-amz-request-id",
+    "apim-request-id",
+    "x-ms-request-id",
+    "cf-ray",
+    "openai-processing-ms",
+    "openai-version",
+    "openai-model",
+    "x-envoy-upstream-service-time",
+    "server-timing",
+    "ratelimit",
+    "ratelimit-policy",
 ];
 
-/// Query parameter names removed, compared after [`normalize_name`] (case and `-`/`_`
-/// ignored).
-pub const QUERY_CREDENTIAL_NAMES: &[&str] = &[
-    "key",
-    "apikey",
-    "xapikey",
-    "apitoken",
-    "accesstoken",
-    "refreshtoken",
-    "idtoken",
-    "authtoken",
-    "sessiontoken",
-    "token",
-    "auth",
-    "authorization",
-    "password",
-    "passwd",
-    "secret",
-    "clientsecret",
-    "privatekey",
-    "subscriptionkey",
-    "sig",
-    "signature",
-    "xamzsignature",
-    "xamzcredential",
-    "xamzsecuritytoken",
-    "xgoogsignature",
-    "xgoogcredential",
+/// Response header families stored, by name prefix: rate limits (`x-ratelimit-remaining-tokens`,
+/// `anthropic-ratelimit-requests-reset`, the IETF draft's `ratelimit-*`).
+pub const RESPONSE_HEADER_ALLOW_PREFIXES: &[&str] = &[
+    "x-ratelimit-",
+    "anthropic-ratelimit-",
+    "ratelimit-",
+    "x-ms-ratelimit-",
 ];
+
+/// Stored response headers whose value is a URL: they lose userinfo and credential parameters
+/// (a signed upload URL's `X-Amz-Signature`, a `token=`) like any stored URL.
+pub(super) const URL_VALUED_HEADERS: &[&str] = &["location", "content-location"];
+
+/// Whether a response header (lowercased name) is stored.
+pub(super) fn is_stored_response_header(lower: &str) -> bool {
+    RESPONSE_HEADER_ALLOW_LIST.contains(&lower)
+        || RESPONSE_HEADER_ALLOW_PREFIXES
+            .iter()
+            .any(|prefix| lower.starts_with(prefix))
+}
+
+/// Query parameter names removed: the key contract's own list
+/// ([`cassette_keying::QUERY_CREDENTIALS`]), so a parameter left out of the key is never stored
+/// and one that is stored is in the key. Normalized: compared after form-decoding, ASCII
+/// lowercasing and removing `-` and `_`.
+pub const QUERY_CREDENTIAL_NAMES: &[&str] = cassette_keying::QUERY_CREDENTIALS;
 
 /// JSON member names whose scalar values are redacted, compared after [`normalize_name`]. An
 /// exact list, not substrings: `max_tokens` or `token_budget` never match.
@@ -110,6 +107,35 @@ pub const BODY_CREDENTIAL_NAMES: &[&str] = &[
     "subscriptionkey",
     "ocpapimsubscriptionkey",
     "xgoogapikey",
+    // issue 10: names seen in the wild (LangChain, LiteLLM, gateways, OAuth, cloud SDKs)
+    "auth",
+    "authorizationtoken",
+    "pwd",
+    "usertoken",
+    "accesskey",
+    "accesskeysecret",
+    "oauthtoken",
+    "bearertoken",
+    "privatetoken",
+    "appsecret",
+    "masterkey",
+    "signingkey",
+    "webhooksecret",
+    "openaiapikey",
+    "anthropicapikey",
+    "azureapikey",
+    "azureopenaiapikey",
+    "googleapikey",
+    "geminiapikey",
+    "groqapikey",
+    "mistralapikey",
+    "cohereapikey",
+    "togetherapikey",
+    "deepseekapikey",
+    "xaiapikey",
+    "huggingfacetoken",
+    "hftoken",
+    "huggingfacehubapitoken",
 ];
 
 /// LLM API member names that are never redacted by name, compared after [`normalize_name`].
@@ -186,8 +212,6 @@ fn normalized_set(list: &[&str]) -> HashSet<String> {
 static BODY_CREDENTIALS: LazyLock<HashSet<String>> =
     LazyLock::new(|| normalized_set(BODY_CREDENTIAL_NAMES));
 static BODY_SAFE: LazyLock<HashSet<String>> = LazyLock::new(|| normalized_set(BODY_SAFE_NAMES));
-static QUERY_CREDENTIALS: LazyLock<HashSet<String>> =
-    LazyLock::new(|| normalized_set(QUERY_CREDENTIAL_NAMES));
 
 pub(super) fn is_body_credential_name(name: &str) -> bool {
     let n = normalize_name(name);
@@ -196,7 +220,16 @@ pub(super) fn is_body_credential_name(name: &str) -> bool {
 
 pub(super) fn is_query_credential_name(raw_name: &str) -> bool {
     // Decoded for comparison only; stored bytes are never re-encoded.
-    QUERY_CREDENTIALS.contains(&normalize_name(&cassette_keying::form_decode(raw_name)))
+    cassette_keying::is_query_credential(&cassette_keying::form_decode(raw_name))
+}
+
+/// A field of a form-encoded or multipart body named like a credential: a query credential
+/// name or a body credential name. The body safe-list does not apply: it names JSON fields of
+/// LLM APIs, and a form field called `signature` is a credential.
+pub(super) fn is_form_credential_name(raw_name: &str) -> bool {
+    let decoded = cassette_keying::form_decode(raw_name);
+    cassette_keying::is_query_credential(&decoded)
+        || BODY_CREDENTIALS.contains(&normalize_name(&decoded))
 }
 
 #[cfg(test)]

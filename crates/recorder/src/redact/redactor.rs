@@ -1,15 +1,20 @@
 //! The redactor: applies the built-in rules and the user's rules to what is about to be stored.
 
-use super::json_path::{apply_path, parse_path, Segment};
+use super::json_path::redact_path;
 use super::names::{
-    is_body_credential_name, is_query_credential_name, normalize_name, NAME_EXEMPT_SUBTREES,
-    REQUEST_HEADER_ALLOW_LIST, RESPONSE_HEADER_DENY_LIST,
+    is_body_credential_name, is_query_credential_name, is_stored_response_header, normalize_name,
+    NAME_EXEMPT_SUBTREES, REQUEST_HEADER_ALLOW_LIST, URL_VALUED_HEADERS,
 };
-use super::shapes::{redact_shapes, replace_matches};
+use super::shapes::{match_ranges, redact_shapes, replace_matches, shape_ranges};
 use super::{RedactError, RedactionRules, REDACTED, SECRET_GROUP};
+use cassette_keying::JsonPath;
 use regex::Regex;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::ops::Range;
+
+/// Members of an object held under a credential name that are the credential itself.
+const CREDENTIAL_WRAPPER_MEMBERS: &[&str] = &["value", "key"];
 
 #[derive(Debug, Clone)]
 struct UserPattern {
@@ -21,7 +26,7 @@ struct UserPattern {
 /// reference-counted); `Send + Sync`, so one instance serves every request.
 #[derive(Debug, Clone)]
 pub struct Redactor {
-    json_paths: Vec<(String, Vec<Segment>)>,
+    json_paths: Vec<JsonPath>,
     patterns: Vec<UserPattern>,
 }
 
@@ -40,11 +45,11 @@ impl Redactor {
     pub fn new(rules: &RedactionRules) -> Result<Redactor, RedactError> {
         let mut json_paths = Vec::with_capacity(rules.json_paths.len());
         for path in &rules.json_paths {
-            let segments = parse_path(path).map_err(|reason| RedactError::InvalidJsonPath {
+            let parsed = JsonPath::parse(path).map_err(|e| RedactError::InvalidJsonPath {
                 path: path.clone(),
-                reason,
+                reason: e.reason,
             })?;
-            json_paths.push((path.clone(), segments));
+            json_paths.push(parsed);
         }
         let mut patterns = Vec::with_capacity(rules.patterns.len());
         for pattern in &rules.patterns {
@@ -82,28 +87,26 @@ impl Redactor {
             .collect()
     }
 
-    /// Response headers kept on disk: all but [`RESPONSE_HEADER_DENY_LIST`], `proxy-*`, the
-    /// headers a `connection` header names as hop-by-hop, and any name that is itself a
-    /// credential name (`x-foo-api-key` is not, `api_key` is); credential-shaped substrings of the
-    /// remaining values are replaced. Names are lowercased.
+    /// Response headers kept on disk: only
+    /// [`RESPONSE_HEADER_ALLOW_LIST`](super::RESPONSE_HEADER_ALLOW_LIST) and the rate-limit
+    /// families of [`RESPONSE_HEADER_ALLOW_PREFIXES`](super::RESPONSE_HEADER_ALLOW_PREFIXES)
+    /// (names compared case-insensitively and lowercased), in their original order. URL values
+    /// (`location`) lose userinfo and credential parameters; every value still passes the shape
+    /// and user rules.
     pub fn response_headers(&self, headers: &[(String, String)]) -> Vec<(String, String)> {
-        let connection_named: Vec<String> = headers
-            .iter()
-            .filter(|(n, _)| n.trim().eq_ignore_ascii_case("connection"))
-            .flat_map(|(_, v)| v.split(','))
-            .map(|t| t.trim().to_ascii_lowercase())
-            .filter(|t| !t.is_empty())
-            .collect();
         headers
             .iter()
             .filter_map(|(name, value)| {
                 let lower = name.trim().to_ascii_lowercase();
-                let denied = RESPONSE_HEADER_DENY_LIST.contains(&lower.as_str())
-                    || lower.starts_with("proxy-")
-                    || connection_named.contains(&lower)
-                    || is_body_credential_name(&lower)
-                    || is_query_credential_name(&lower);
-                (!denied).then(|| (lower, self.text(value)))
+                if !is_stored_response_header(&lower) {
+                    return None;
+                }
+                let value = if URL_VALUED_HEADERS.contains(&lower.as_str()) {
+                    self.url(value)
+                } else {
+                    self.text(value)
+                };
+                Some((lower, value))
             })
             .collect()
     }
@@ -117,18 +120,36 @@ impl Redactor {
             Some(b) => ("?", b),
             None => ("", query),
         };
-        let kept: Vec<&str> = body
+        let kept: Vec<Cow<'_, str>> = body
             .split('&')
             .filter(|part| {
                 let name = part.split_once('=').map_or(*part, |(n, _)| n);
                 !is_query_credential_name(name)
             })
+            .map(|part| self.encoded_pair(part))
             .collect();
         let joined = kept.join("&");
         if joined.is_empty() {
             return String::new();
         }
         format!("{prefix}{}", self.text(&joined))
+    }
+
+    /// One `name=value` pair of a query or form body, with its value replaced by [`REDACTED`]
+    /// when only its form-decoded text shows a secret (`sk%2Dproj%2D...`); shapes visible in the
+    /// raw bytes are left to the caller's scan, which keeps the rest of the value.
+    pub(super) fn encoded_pair<'a>(&self, pair: &'a str) -> Cow<'a, str> {
+        let Some((name, value)) = pair.split_once('=') else {
+            return Cow::Borrowed(pair);
+        };
+        if !value.contains(['%', '+']) || matches!(self.scrub(value), Cow::Owned(_)) {
+            return Cow::Borrowed(pair);
+        }
+        let decoded = cassette_keying::form_decode(value);
+        match self.scrub(&decoded) {
+            Cow::Borrowed(_) => Cow::Borrowed(pair),
+            Cow::Owned(_) => Cow::Owned(format!("{name}={REDACTED}")),
+        }
     }
 
     /// A URL (an upstream base, a request URL) without userinfo and without credential query
@@ -192,8 +213,8 @@ impl Redactor {
     /// request whose key cannot be recomputed from what was stored).
     pub fn json_changed(&self, value: &mut Value) -> bool {
         let mut changed = false;
-        for (_, segments) in &self.json_paths {
-            changed |= apply_path(value, segments);
+        for path in &self.json_paths {
+            changed |= redact_path(value, path);
         }
         changed | self.walk(value, false)
     }
@@ -205,7 +226,7 @@ impl Redactor {
 
     fn walk(&self, value: &mut Value, names_exempt: bool) -> bool {
         match value {
-            Value::String(s) => self.scrub_in_place(s),
+            Value::String(s) => self.nested_json(s, names_exempt) | self.scrub_in_place(s),
             Value::Array(items) => items.iter_mut().fold(false, |changed, item| {
                 self.walk(item, names_exempt) | changed
             }),
@@ -228,7 +249,7 @@ impl Redactor {
 
     fn redact_credential_value(&self, value: &mut Value) -> bool {
         match value {
-            Value::String(s) if s.is_empty() => false,
+            Value::String(s) if s.is_empty() || s == REDACTED => false,
             Value::String(_) | Value::Number(_) => {
                 *value = Value::String(REDACTED.to_owned());
                 true
@@ -236,8 +257,47 @@ impl Redactor {
             Value::Array(items) => items.iter_mut().fold(false, |changed, item| {
                 self.redact_credential_value(item) | changed
             }),
-            Value::Object(_) => self.walk(value, false),
+            Value::Object(map) => {
+                // A credential wrapped in an object: the Realtime API's
+                // `client_secret: {"value": "ek_...", "expires_at": ...}`. Only the wrapper's
+                // `value` or `key` goes; a JSON schema's `password: {"type": "string"}` keeps
+                // its description.
+                let mut changed = false;
+                for (name, child) in map.iter_mut() {
+                    if CREDENTIAL_WRAPPER_MEMBERS.contains(&&*normalize_name(name))
+                        && matches!(child, Value::String(_) | Value::Number(_))
+                    {
+                        changed |= self.redact_credential_value(child);
+                    }
+                }
+                changed | self.walk(value, false)
+            }
             Value::Null | Value::Bool(_) => false,
+        }
+    }
+
+    /// A string holding a JSON object or array (tool-call `arguments`, an event's `data`, a
+    /// tool result) gets the name rules too: parsed, walked, and written back compactly only
+    /// when something in it changed, so an untouched string keeps every byte.
+    fn nested_json(&self, s: &mut String, names_exempt: bool) -> bool {
+        let trimmed = s.trim();
+        let framed = (trimmed.starts_with('{') && trimmed.ends_with('}'))
+            || (trimmed.starts_with('[') && trimmed.ends_with(']'));
+        if !framed {
+            return false;
+        }
+        let Ok(mut nested) = serde_json::from_str::<Value>(trimmed) else {
+            return false;
+        };
+        if !self.walk(&mut nested, names_exempt) {
+            return false;
+        }
+        match serde_json::to_string(&nested) {
+            Ok(text) => {
+                *s = text;
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -264,8 +324,23 @@ impl Redactor {
         }
     }
 
+    /// The byte ranges in `text` that [`Redactor::text`] would replace (shapes and user
+    /// patterns), in no particular order; they may overlap.
+    pub(super) fn secret_ranges(&self, text: &str) -> Vec<Range<usize>> {
+        let mut out = shape_ranges(text);
+        for pattern in &self.patterns {
+            out.extend(match_ranges(
+                &pattern.regex,
+                pattern.has_group,
+                text,
+                |_| true,
+            ));
+        }
+        out
+    }
+
     /// Shapes then user patterns; `Cow::Borrowed` means nothing matched.
-    fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(super) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = redact_shapes(text);
         for pattern in &self.patterns {
             if let Cow::Owned(new) =
@@ -281,7 +356,9 @@ impl Redactor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redact::{BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, QUERY_CREDENTIAL_NAMES};
+    use crate::redact::{
+        BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, QUERY_CREDENTIAL_NAMES, RESPONSE_HEADER_ALLOW_LIST,
+    };
     use serde_json::json;
 
     fn r() -> Redactor {
@@ -341,29 +418,64 @@ mod tests {
 
     // ---- response headers --------------------------------------------------------------
 
+    /// Issue 10, item 11: response headers go through an allow-list, so a gateway's prefixed
+    /// copies of vendor headers and its own internals never reach disk.
     #[test]
-    fn response_headers_drop_each_denied_name() {
-        for name in RESPONSE_HEADER_DENY_LIST.iter().copied().chain([
-            "Proxy-Foo",
-            "API_KEY",
-            "X-API-KEY",
-            "Access-Token",
-            "Password",
-        ]) {
+    fn response_headers_keep_only_the_allow_list() {
+        for name in [
+            "Set-Cookie",
+            "set-cookie2",
+            "Authorization",
+            "X-Api-Key",
+            "WWW-Authenticate",
+            "Proxy-Authenticate",
+            "x-amz-security-token",
+            "llm_provider-set-cookie",
+            "llm_provider-openai-organization",
+            "llm_provider-x-ratelimit-remaining-tokens",
+            "x-litellm-model-api-base",
+            "x-litellm-key-hash",
+            "x-upload-url",
+            "mcp-session-id",
+            "openai-organization",
+            "openai-project",
+            "anthropic-organization-id",
+            "x-debug",
+            "Connection",
+            "Keep-Alive",
+            "Transfer-Encoding",
+            "Content-Length",
+            "Content-Encoding",
+            "Server",
+            "Alt-Svc",
+        ] {
             let out = r().response_headers(&hdrs(&[(name, "v"), ("x-request-id", "req_1")]));
             assert_eq!(out, hdrs(&[("x-request-id", "req_1")]), "{name}");
+        }
+        let kept: Vec<&str> = RESPONSE_HEADER_ALLOW_LIST
+            .iter()
+            .copied()
+            .chain([
+                "x-ratelimit-remaining-tokens",
+                "anthropic-ratelimit-tokens-remaining",
+                "ratelimit-reset",
+                "x-ms-ratelimit-remaining-subscription-reads",
+            ])
+            .collect();
+        for name in kept {
+            let upper = name.to_ascii_uppercase();
+            let out = r().response_headers(&hdrs(&[(&upper, "412")]));
+            assert_eq!(out, hdrs(&[(name, "412")]), "{name}");
         }
     }
 
     #[test]
-    fn response_headers_drop_connection_named_headers_and_keep_the_rest() {
+    fn response_headers_keep_order_and_lowercase_names() {
         let input = hdrs(&[
             ("Connection", "keep-alive, X-Hop"),
             ("X-Hop", "1"),
             ("Content-Type", "application/json"),
             ("Content-Length", "123"),
-            ("Content-Encoding", "gzip"),
-            ("Transfer-Encoding", "chunked"),
             ("Set-Cookie", "__cf_bm=abc; path=/"),
             ("openai-processing-ms", "412"),
             ("anthropic-ratelimit-tokens-remaining", "39000"),
@@ -385,10 +497,32 @@ mod tests {
     #[test]
     fn response_header_values_lose_credential_shapes() {
         let out = r().response_headers(&hdrs(&[(
-            "x-debug",
+            "x-request-id",
             "token=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig_part-1",
         )]));
-        assert_eq!(out, hdrs(&[("x-debug", "token=[REDACTED]")]));
+        assert_eq!(out, hdrs(&[("x-request-id", "token=[REDACTED]")]));
+    }
+
+    /// Issue 10, item 12: a signed URL in an answer header keeps its host and path only.
+    #[test]
+    fn url_valued_response_headers_lose_signatures_and_userinfo() {
+        let out = r().response_headers(&hdrs(&[
+            (
+                "Location",
+                "https://bucket.s3.amazonaws.com/up/a.mp3?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20260101%2Fus-east-1&X-Amz-Signature=9f2c1e4a&X-Amz-Expires=900",
+            ),
+            ("content-location", "https://u:pw@files.example/v1/files/f1?token=t0k3n&part=2"),
+        ]));
+        assert_eq!(
+            out,
+            hdrs(&[
+                (
+                    "location",
+                    "https://bucket.s3.amazonaws.com/up/a.mp3?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=900"
+                ),
+                ("content-location", "https://files.example/v1/files/f1?part=2"),
+            ])
+        );
     }
 
     // ---- query -------------------------------------------------------------------------
@@ -633,5 +767,146 @@ mod tests {
         assert!(!r().json_changed(&mut clean));
         let mut dirty = json!({"model": "m", "api_key": "k"});
         assert!(r().json_changed(&mut dirty));
+    }
+
+    /// Issue 10, item 12: the query names a gateway or SDK uses for credentials, and keys that
+    /// are only visible once the value is decoded.
+    #[test]
+    fn query_credentials_from_the_wild_and_encoded_keys_never_stay() {
+        let red = r();
+        for name in [
+            "api_secret",
+            "secret_key",
+            "bearer",
+            "credential",
+            "token",
+            "sig",
+            "subscription-key",
+            "auth",
+            "access-token",
+            "accessToken",
+            "X-Goog-Api-Key",
+        ] {
+            assert_eq!(
+                red.query(&format!("alt=sse&{name}=opaque-v4lue")),
+                "alt=sse",
+                "{name}"
+            );
+        }
+        let key = "sk-proj-7Fh2Kd9Lq3Wz8Xc1Vb6Nm4Tr0Yp5Ju2Ie8Ow3Aq";
+        let encoded: String = key.chars().map(|c| format!("%{:02X}", c as u32)).collect();
+        for (query, expected) in [
+            (format!("q=%3D{key}&x=1"), "q=%3D[REDACTED]&x=1".to_owned()),
+            (
+                "h=Bearer%208f3a9c2e1b7d4f60a5e2c9b1".to_owned(),
+                "h=Bearer%20[REDACTED]".to_owned(),
+            ),
+            (
+                "h=Bearer+8f3a9c2e1b7d4f60a5e2c9b1".to_owned(),
+                "h=Bearer+[REDACTED]".to_owned(),
+            ),
+            (format!("q={encoded}&x=1"), "q=[REDACTED]&x=1".to_owned()),
+            (
+                format!("q=sk%2Dproj%2D{}", &key[8..]),
+                "q=[REDACTED]".to_owned(),
+            ),
+        ] {
+            assert_eq!(red.query(&query), expected, "{query}");
+        }
+        // Encoded text without a secret keeps every byte.
+        let plain = "q=caf%C3%A9+au+lait&path=%2Fv1%2Fmodels&t=%20";
+        assert_eq!(red.query(plain), plain);
+    }
+
+    /// Issue 10, item 12: body names from LangChain, LiteLLM and friends.
+    #[test]
+    fn body_credential_names_from_the_wild() {
+        let red = r();
+        for name in [
+            "openai_api_key",
+            "anthropic_api_key",
+            "auth",
+            "pwd",
+            "user_token",
+            "access_key",
+            "api_secret",
+            "secret_key",
+            "authorization_token",
+            "HF_TOKEN",
+        ] {
+            let mut v = json!({"config": {name: "opaque-v4lue", "model": "gpt-4o"}});
+            red.json(&mut v);
+            assert_eq!(
+                v,
+                json!({"config": {name: REDACTED, "model": "gpt-4o"}}),
+                "{name}"
+            );
+        }
+    }
+
+    /// Issue 10, item 12: the Realtime API hands out `client_secret: {value, expires_at}`.
+    #[test]
+    fn a_credential_wrapped_in_an_object_loses_its_value() {
+        let mut v = json!({
+            "id": "sess_1", "object": "realtime.session",
+            "client_secret": {"value": "opaque-ephemeral", "expires_at": 1_700_000_000},
+            "credentials": {"key": "opaque-key", "region": "eu"},
+            "tools": [{"type": "function", "name": "login", "parameters": {"type": "object",
+                "properties": {"password": {"type": "string", "description": "the value to send"}}}}]
+        });
+        let mut expected = v.clone();
+        expected["client_secret"]["value"] = json!(REDACTED);
+        expected["credentials"]["key"] = json!(REDACTED);
+        assert!(r().json_changed(&mut v));
+        assert_eq!(v, expected);
+        // Idempotent: redacting a stored document again changes nothing.
+        assert!(!r().json_changed(&mut v));
+    }
+
+    /// Name rules reach JSON held in a string (tool-call arguments, a tool result), which is
+    /// rewritten only when something in it is redacted.
+    #[test]
+    fn json_held_in_a_string_gets_the_name_rules() {
+        let arguments = r#"{"user":"ada","password":"hunter2","max_tokens":50}"#;
+        let result = r#"{ "status" : "shipped", "tokens": 12, "note": "password reset sent" }"#;
+        let mut v = json!({"messages": [
+            {"role": "assistant", "tool_calls": [{"function": {"name": "login", "arguments": arguments}}]},
+            {"role": "tool", "content": result},
+            {"role": "user", "content": "[not json] {\"api_key\": 1"},
+        ]});
+        assert!(r().json_changed(&mut v));
+        let stored = v["messages"][0]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let parsed: Value = serde_json::from_str(&stored).unwrap_or(Value::Null);
+        assert_eq!(
+            parsed,
+            json!({"user": "ada", "password": REDACTED, "max_tokens": 50})
+        );
+        assert_eq!(
+            v["messages"][1]["content"], result,
+            "untouched, byte for byte"
+        );
+        assert_eq!(v["messages"][2]["content"], "[not json] {\"api_key\": 1");
+        // Inside logprobs a JSON string is still model output.
+        let mut lp = json!({"logprobs": {"content": [{"token": "{\"token\":\"x\"}"}]}});
+        assert!(!r().json_changed(&mut lp));
+    }
+
+    /// What must never be redacted: limits, usage counts, prose about passwords and tokens.
+    #[test]
+    fn limits_usage_and_prose_are_kept() {
+        let mut v = json!({
+            "model": "gpt-4o", "max_tokens": 1024, "max_completion_tokens": 12,
+            "messages": [{"role": "user", "content": "Reset my password, and how many tokens is a page? My auth failed."}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11,
+                "completion_tokens_details": {"reasoning_tokens": 0}},
+            "authorization_url": "https://example.com/oauth/authorize",
+            "author": "ada", "keywords": ["token", "password"], "password_policy": {"min": 12}
+        });
+        let before = v.clone();
+        assert!(!r().json_changed(&mut v));
+        assert_eq!(v, before);
     }
 }

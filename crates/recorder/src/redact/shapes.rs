@@ -5,6 +5,7 @@ use super::{REDACTED, SECRET_GROUP};
 use regex::bytes::Regex as BytesRegex;
 use regex::{Captures, Regex, RegexSet};
 use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::LazyLock;
 
 /// One credential-shaped match found by [`find_credentials`].
@@ -55,9 +56,34 @@ fn bearer_token(token: &str) -> bool {
     token.len() >= 24 && !wordy
 }
 
-// `(?-u:\b)` keeps the regexes on the fast DFA engines (a Unicode word boundary makes them fall
-// back on non-ASCII text); every shape is ASCII, so ASCII boundaries are what we mean. The order
-// is priority: more specific shapes first, `bearer` last, so an audit names the best match.
+/// A credential whose random part has a digit: `ek_` or similar prefixes are also common words.
+fn has_digit(secret: &str) -> bool {
+    secret.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// `user:password` from a URL: a password that is already the redaction marker is not a secret.
+fn url_password(userinfo: &str) -> bool {
+    userinfo
+        .split_once(':')
+        .is_some_and(|(_, password)| !password.is_empty() && password != REDACTED)
+}
+
+/// What may come right before a credential: a word boundary, or the tail of an escape that glues
+/// a letter or digit to it in stored text, where a word boundary is missing: `\n`, `\t`, `\r`,
+/// `\b`, `\f` and `\uXXXX` in JSON held in a string (tool-call `arguments`, stream events, the
+/// stored document itself as `cassette verify` reads it), `%XX` in URLs and forms. Escapes ending
+/// in a non-word character (`\"`, `\/`, `\\`, `%`-less punctuation) already leave a boundary.
+///
+/// `(?-u:\b)` keeps the regexes on the fast DFA engines (a Unicode word boundary makes them fall
+/// back on non-ASCII text); every shape is ASCII, so ASCII boundaries are what we mean.
+macro_rules! left {
+    () => {
+        r"(?:(?-u:\b)|\\[nrtbf]|\\u[0-9A-Fa-f]{4}|%[0-9A-Fa-f]{2})"
+    };
+}
+
+// The order is priority: more specific shapes first, `bearer` last, so an audit names the best
+// match.
 const SHAPES: &[ShapeDef] = &[
     ShapeDef {
         name: "private_key",
@@ -66,62 +92,85 @@ const SHAPES: &[ShapeDef] = &[
     },
     ShapeDef {
         name: "jwt",
-        regex: r"(?-u:\b)(?P<redact>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)",
+        regex: concat!(
+            left!(),
+            r"(?P<redact>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+        ),
         check: always,
     },
     ShapeDef {
         name: "anthropic_api_key",
-        regex: r"(?-u:\b)(?P<redact>sk-ant-[A-Za-z0-9_-]{20,})",
+        regex: concat!(left!(), r"(?P<redact>sk-ant-[A-Za-z0-9_-]{20,})"),
         check: always,
     },
     ShapeDef {
         name: "openai_api_key",
-        regex: r"(?-u:\b)(?P<redact>sk-[A-Za-z0-9_-]{20,})",
+        regex: concat!(left!(), r"(?P<redact>sk-[A-Za-z0-9_-]{20,})"),
         check: not_prose,
     },
     ShapeDef {
+        name: "openai_ephemeral_key",
+        regex: concat!(left!(), r"(?P<redact>ek_[A-Za-z0-9]{20,})(?-u:\b)"),
+        check: has_digit,
+    },
+    ShapeDef {
         name: "stripe_key",
-        regex: r"(?-u:\b)(?P<redact>[sr]k_(?:live|test)_[A-Za-z0-9]{16,})",
+        regex: concat!(left!(), r"(?P<redact>[sr]k_(?:live|test)_[A-Za-z0-9]{16,})"),
         check: always,
     },
     ShapeDef {
         name: "aws_access_key_id",
-        regex: r"(?-u:\b)(?P<redact>(?:AKIA|ASIA)[0-9A-Z]{16})(?-u:\b)",
+        regex: concat!(left!(), r"(?P<redact>(?:AKIA|ASIA)[0-9A-Z]{16})(?-u:\b)"),
         check: always,
     },
     ShapeDef {
         name: "github_token",
-        regex: r"(?-u:\b)(?P<redact>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))",
+        regex: concat!(
+            left!(),
+            r"(?P<redact>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))"
+        ),
         check: always,
     },
     ShapeDef {
         name: "google_api_key",
-        regex: r"(?-u:\b)(?P<redact>AIza[0-9A-Za-z_-]{35,})",
+        regex: concat!(left!(), r"(?P<redact>AIza[0-9A-Za-z_-]{35,})"),
         check: always,
     },
     ShapeDef {
         name: "slack_token",
-        regex: r"(?-u:\b)(?P<redact>xox[abprse]-[A-Za-z0-9-]{10,})",
+        regex: concat!(left!(), r"(?P<redact>xox[abprse]-[A-Za-z0-9-]{10,})"),
         check: always,
     },
     ShapeDef {
         name: "huggingface_token",
-        regex: r"(?-u:\b)(?P<redact>hf_[A-Za-z0-9]{30,})(?-u:\b)",
+        regex: concat!(left!(), r"(?P<redact>hf_[A-Za-z0-9]{30,})(?-u:\b)"),
         check: always,
     },
     ShapeDef {
         name: "groq_api_key",
-        regex: r"(?-u:\b)(?P<redact>gsk_[A-Za-z0-9]{30,})",
+        regex: concat!(left!(), r"(?P<redact>gsk_[A-Za-z0-9]{30,})"),
         check: always,
     },
     ShapeDef {
         name: "xai_api_key",
-        regex: r"(?-u:\b)(?P<redact>xai-[A-Za-z0-9]{30,})",
+        regex: concat!(left!(), r"(?P<redact>xai-[A-Za-z0-9]{30,})"),
         check: always,
     },
+    // `scheme://user:password@host`: the userinfo goes, the scheme and host stay. A user alone
+    // (`ssh://git@host`) is no secret; a token used as the user has a shape of its own.
+    ShapeDef {
+        name: "url_password",
+        regex: r"(?i-u:\b[a-z][a-z0-9+.-]{0,30})://(?P<redact>[^\s/?#@:\\\x22'<>]*:[^\s/?#@\\\x22'<>]+)@",
+        check: url_password,
+    },
+    // The separator may be escaped or encoded too: `Bearer\u0020...`, `Bearer%20...`,
+    // `Bearer+...` (a form-encoded space).
     ShapeDef {
         name: "bearer_token",
-        regex: r"(?i-u:\bbearer)\s+(?P<redact>[A-Za-z0-9._~+/-]{16,}=*)",
+        regex: concat!(
+            left!(),
+            r"(?i-u:bearer)(?:\s|\\[nrt]|\\u0020|%20|\+)+(?P<redact>[A-Za-z0-9._~+/-]{16,}=*)"
+        ),
         check: bearer_token,
     },
 ];
@@ -170,6 +219,37 @@ pub(super) fn redact_shapes(text: &str) -> Cow<'_, str> {
         }
     }
     out
+}
+
+/// The byte ranges of every credential shape in `text` (the secret part of each match), in no
+/// particular order; they may overlap.
+pub(super) fn shape_ranges(text: &str) -> Vec<Range<usize>> {
+    let Some(shapes) = SHAPES_COMPILED.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for i in shapes.set.matches(text).iter() {
+        let (Some(def), Some(regex)) = (SHAPES.get(i), shapes.regexes.get(i)) else {
+            continue;
+        };
+        out.extend(match_ranges(regex, true, text, def.check));
+    }
+    out
+}
+
+/// The ranges of the non-empty matches (or their `redact` group) accepted by `check`.
+pub(super) fn match_ranges(
+    regex: &Regex,
+    grouped: bool,
+    text: &str,
+    check: impl Fn(&str) -> bool,
+) -> Vec<Range<usize>> {
+    regex
+        .captures_iter(text)
+        .filter_map(|caps| secret_range(&caps, grouped))
+        .filter(|&(start, end)| start < end && check(&text[start..end]))
+        .map(|(start, end)| start..end)
+        .collect()
 }
 
 /// Replaces each match (or its `redact` group) accepted by `check`; `Cow::Borrowed` when none
@@ -295,8 +375,14 @@ mod tests {
             ("huggingface_token", format!("hf_{}", "QwErTyUiOpAsDfGhJk".repeat(2))),
             ("groq_api_key", format!("gsk_{}", "Zx8Cv7Bn6M".repeat(5))),
             ("xai_api_key", format!("xai-{}", "Pq1Wo2Ei3R".repeat(5))),
+            (
+                "openai_ephemeral_key",
+                "ek_68b9f2c1e4a04190bfd0e1f0e0d8a7b0".to_owned(),
+            ),
         ]
     }
+
+    const BEARER: &str = "Bearer 8f3a9c2e1b7d4f60a5e2c9b1";
 
     #[test]
     fn compiled_shapes_are_valid() {
@@ -403,5 +489,139 @@ mod tests {
         );
         let redacted = r().text(&String::from_utf8_lossy(&bytes));
         assert!(find_credentials(redacted.as_bytes()).is_empty());
+    }
+
+    /// Issue 10, item 9: an escape glues a letter or digit to the secret (`\nsk-...` has no word
+    /// boundary), in JSON held in a string and in the stored document `verify` reads.
+    #[test]
+    fn shapes_right_after_an_escape_are_found() {
+        let red = r();
+        let mut secrets = samples();
+        secrets.push(("bearer_token", BEARER.to_owned()));
+        for (name, secret) in secrets {
+            let plain = BEARER.strip_prefix("Bearer ").unwrap_or_default();
+            let hidden = if name == "bearer_token" {
+                plain
+            } else {
+                &secret
+            };
+            // Real characters that JSON escapes, as serde_json writes them.
+            for before in ["\n", "\t", "\r", "\"", "\u{1b}", "\u{8}", "\u{c}"] {
+                let text = format!("line{before}{secret}");
+                let arguments = json!({ "note": text }).to_string();
+                // The stored document: the text is escaped once; verify reads those bytes.
+                let document = json!({ "content": text }).to_string();
+                let found = find_credentials(document.as_bytes());
+                assert_eq!(found.len(), 1, "{name} after {before:?} in {document}");
+                assert_eq!(found[0].pattern, name, "{document}");
+                assert_eq!(
+                    red.text(&text),
+                    format!("line{before}{}", red.text(&secret)),
+                    "{name}"
+                );
+                // JSON in a string (tool-call arguments): escaped twice in the document.
+                let mut body = json!({"tool_calls": [{"function": {"arguments": arguments}}]});
+                red.json(&mut body);
+                let stored = body.to_string();
+                assert!(
+                    !stored.contains(hidden),
+                    "{name} after {before:?}: {stored}"
+                );
+                assert!(find_credentials(stored.as_bytes()).is_empty(), "{stored}");
+                let unredacted = json!({ "arguments": arguments }).to_string();
+                assert_eq!(
+                    find_credentials(unredacted.as_bytes()).len(),
+                    1,
+                    "{name} after {before:?}: {unredacted}"
+                );
+            }
+            // Escapes as a model or a client writes them into JSON text, and URL encoding.
+            for raw in [
+                r"\u0020", r"\u00e9", r"\n", r"\\n", r"\t", "%3D", "%20", "%0A",
+            ] {
+                let text = format!(r#"{{"note":"x{raw}{secret}"}}"#);
+                let redacted = red.text(&text);
+                assert!(!redacted.contains(hidden), "{name} after {raw}: {redacted}");
+                assert_eq!(
+                    redacted,
+                    format!(r#"{{"note":"x{raw}{}"}}"#, red.text(&secret)),
+                    "{name} after {raw}"
+                );
+                let found = find_credentials(text.as_bytes());
+                assert_eq!(found.len(), 1, "{name} after {raw}: {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_bearer_separator_may_be_escaped_or_encoded() {
+        let red = r();
+        let token = "8f3a9c2e1b7d4f60a5e2c9b1";
+        for separator in [r"\u0020", r"\t", r"\n", "%20", "+", "%20%20"] {
+            let text = format!("Authorization: Bearer{separator}{token}");
+            assert_eq!(
+                red.text(&text),
+                format!("Authorization: Bearer{separator}[REDACTED]")
+            );
+            assert_eq!(find_credentials(text.as_bytes()).len(), 1, "{text}");
+        }
+        for prose in [
+            "Bearer+of+bad+news",
+            r"Bearer\u0020of bad news",
+            "bearer%20bonds",
+        ] {
+            assert_eq!(red.text(prose), prose);
+        }
+    }
+
+    #[test]
+    fn escaped_look_alikes_are_not_mangled() {
+        let red = r();
+        for text in [
+            r"\nskeleton",
+            r"\ntask-list",
+            r"\nsk-learn-compatible-estimator-library",
+            "%3Dsk-short",
+            r"\u0020AKIA is a prefix",
+            r"\nmax_tokens=1024\ttokens=12",
+            r"\nweek_2024_01_01_and_more_words_here",
+            "ek_ is a prefix, ek_short1, check_20240101aaaaaaaaaaaaaaa",
+            "https://host.example:8443/path@v2 and ssh://git@github.com/org/repo",
+            "https://user:[REDACTED]@host.example",
+        ] {
+            assert_eq!(red.text(text), text);
+            assert!(find_credentials(text.as_bytes()).is_empty(), "{text}");
+        }
+    }
+
+    #[test]
+    fn url_passwords_lose_the_userinfo_and_keep_the_host() {
+        let red = r();
+        for (url, expected) in [
+            (
+                "https://alice:s3cret-pw@mcp.example.com/sse",
+                "https://[REDACTED]@mcp.example.com/sse",
+            ),
+            (
+                "redis://:hunter2@127.0.0.1:6379/0",
+                "redis://[REDACTED]@127.0.0.1:6379/0",
+            ),
+            (
+                "postgres://app:p%40ss@db.internal/app",
+                "postgres://[REDACTED]@db.internal/app",
+            ),
+        ] {
+            assert_eq!(red.text(url), expected);
+            let found = find_credentials(url.as_bytes());
+            assert_eq!(found.len(), 1, "{url}");
+            assert_eq!(found[0].pattern, "url_password");
+        }
+        let mut body = json!({"tools": [{"type": "mcp", "server_label": "deepwiki",
+            "server_url": "https://bot:tok3n-XYZ@mcp.example.com/mcp"}]});
+        red.json(&mut body);
+        assert_eq!(
+            body["tools"][0]["server_url"],
+            "https://[REDACTED]@mcp.example.com/mcp"
+        );
     }
 }

@@ -13,6 +13,7 @@
 
 mod anthropic;
 pub(crate) mod framing;
+mod gemini;
 mod generic;
 mod ollama;
 mod openai_chat;
@@ -41,6 +42,12 @@ pub enum StreamFormat {
     AnthropicMessages,
     /// Ollama `/api/chat` and `/api/generate`: one JSON object per line, the last `done: true`.
     OllamaNdjson,
+    /// Gemini `:streamGenerateContent?alt=sse`: `data: {GenerateContentResponse}` events, the
+    /// last with the `finishReason`.
+    GeminiSse,
+    /// Gemini `:streamGenerateContent` without `alt=sse`: one JSON array of
+    /// `GenerateContentResponse` chunks, as `application/json`.
+    GeminiJson,
     /// Any other server-sent event stream, stored event by event and replayed as is.
     GenericSse,
     /// Any other newline-delimited JSON stream, stored line by line and replayed as is.
@@ -49,12 +56,14 @@ pub enum StreamFormat {
 
 impl StreamFormat {
     /// Every format, for exhaustive tests and tables.
-    pub const ALL: [StreamFormat; 7] = [
+    pub const ALL: [StreamFormat; 9] = [
         StreamFormat::OpenaiChat,
         StreamFormat::OpenaiResponses,
         StreamFormat::OpenaiCompletions,
         StreamFormat::AnthropicMessages,
         StreamFormat::OllamaNdjson,
+        StreamFormat::GeminiSse,
+        StreamFormat::GeminiJson,
         StreamFormat::GenericSse,
         StreamFormat::GenericNdjson,
     ];
@@ -92,6 +101,7 @@ impl StreamFormat {
             Profile::OpenaiResponses if sse => Some(StreamFormat::OpenaiResponses),
             Profile::OpenaiCompletions if sse => Some(StreamFormat::OpenaiCompletions),
             Profile::AnthropicMessages if sse => Some(StreamFormat::AnthropicMessages),
+            Profile::GeminiGenerate if sse => Some(StreamFormat::GeminiSse),
             Profile::OllamaChat | Profile::OllamaGenerate => Some(StreamFormat::OllamaNdjson),
             _ => None,
         };
@@ -102,9 +112,28 @@ impl StreamFormat {
         }))
     }
 
+    /// The format of a streamed response to a request that asked for a stream
+    /// (`wants_stream`): [`StreamFormat::detect`], and also Gemini's JSON-array stream, which
+    /// is `application/json` like a plain answer and only known by the request.
+    pub fn detect_for_request(
+        profile: Profile,
+        wants_stream: bool,
+        content_type: &str,
+    ) -> Option<StreamFormat> {
+        StreamFormat::detect(profile, content_type).or_else(|| {
+            let json = content_type
+                .split(';')
+                .next()
+                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+            (profile == Profile::GeminiGenerate && wants_stream && json)
+                .then_some(StreamFormat::GeminiJson)
+        })
+    }
+
     /// The format to synthesize for a profile when the recording was not a stream (a
     /// non-streaming recording replayed to a streaming request); `None` for profiles that
-    /// never stream (embeddings, generic HTTP).
+    /// never stream (embeddings, generic HTTP). For Gemini it is the event stream; see
+    /// [`StreamFormat::for_request`] for the JSON array.
     pub fn for_profile(profile: Profile) -> Option<StreamFormat> {
         match profile {
             Profile::OpenaiChat => Some(StreamFormat::OpenaiChat),
@@ -112,8 +141,28 @@ impl StreamFormat {
             Profile::OpenaiCompletions => Some(StreamFormat::OpenaiCompletions),
             Profile::AnthropicMessages => Some(StreamFormat::AnthropicMessages),
             Profile::OllamaChat | Profile::OllamaGenerate => Some(StreamFormat::OllamaNdjson),
+            Profile::GeminiGenerate => Some(StreamFormat::GeminiSse),
             _ => None,
         }
+    }
+
+    /// The format a streaming request with this raw query expects: Gemini frames its stream
+    /// as events only with `alt=sse` (a JSON array otherwise); every other profile as
+    /// [`StreamFormat::for_profile`].
+    pub fn for_request(profile: Profile, query: &str) -> Option<StreamFormat> {
+        if profile != Profile::GeminiGenerate {
+            return StreamFormat::for_profile(profile);
+        }
+        let sse = query.split('&').any(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            matches!(cassette_keying::form_decode(name).as_str(), "alt" | "$alt")
+                && cassette_keying::form_decode(value) == "sse"
+        });
+        Some(if sse {
+            StreamFormat::GeminiSse
+        } else {
+            StreamFormat::GeminiJson
+        })
     }
 
     /// The stable name stored in cassettes.
@@ -124,6 +173,8 @@ impl StreamFormat {
             StreamFormat::OpenaiCompletions => "openai.completions",
             StreamFormat::AnthropicMessages => "anthropic.messages",
             StreamFormat::OllamaNdjson => "ollama.ndjson",
+            StreamFormat::GeminiSse => "gemini.sse",
+            StreamFormat::GeminiJson => "gemini.json",
             StreamFormat::GenericSse => "sse",
             StreamFormat::GenericNdjson => "ndjson",
         }
@@ -136,10 +187,10 @@ impl StreamFormat {
 
     /// The `content-type` of a synthesized stream.
     pub fn content_type(self) -> &'static str {
-        if self.is_sse() {
-            "text/event-stream"
-        } else {
-            "application/x-ndjson"
+        match self {
+            StreamFormat::GeminiJson => "application/json",
+            _ if self.is_sse() => "text/event-stream",
+            _ => "application/x-ndjson",
         }
     }
 
@@ -156,7 +207,7 @@ impl StreamFormat {
     fn is_sse(self) -> bool {
         !matches!(
             self,
-            StreamFormat::OllamaNdjson | StreamFormat::GenericNdjson
+            StreamFormat::OllamaNdjson | StreamFormat::GenericNdjson | StreamFormat::GeminiJson
         )
     }
 }
@@ -168,7 +219,8 @@ impl fmt::Display for StreamFormat {
 }
 
 /// Whether a request body asks for a streamed answer: `"stream": true`, or for Ollama chat and
-/// generate, no `stream` member at all (Ollama streams by default).
+/// generate, no `stream` member at all (Ollama streams by default). A Gemini request asks with
+/// its path, not its body: keying reports it (`cassette_keying::Streaming`).
 pub fn wants_stream(profile: Profile, body: &Value) -> bool {
     match body.get("stream") {
         Some(Value::Bool(stream)) => *stream,
@@ -253,6 +305,9 @@ enum State {
     Responses(openai_responses::Assembly),
     Anthropic(anthropic::Assembly),
     Ollama(ollama::Assembly),
+    GeminiSse(gemini::Assembly),
+    /// The JSON array is only parsed whole: its body is kept until the stream ends.
+    GeminiJson(Vec<u8>),
     GenericSse(generic::SseAssembly),
     GenericNdjson(generic::NdjsonAssembly),
 }
@@ -266,6 +321,8 @@ impl Assembler {
             StreamFormat::OpenaiResponses => State::Responses(Default::default()),
             StreamFormat::AnthropicMessages => State::Anthropic(Default::default()),
             StreamFormat::OllamaNdjson => State::Ollama(Default::default()),
+            StreamFormat::GeminiSse => State::GeminiSse(Default::default()),
+            StreamFormat::GeminiJson => State::GeminiJson(Vec::new()),
             StreamFormat::GenericSse => State::GenericSse(Default::default()),
             StreamFormat::GenericNdjson => State::GenericNdjson(Default::default()),
         };
@@ -288,6 +345,10 @@ impl Assembler {
     /// and [`Assembler::finish`] returns that error.
     pub fn push(&mut self, chunk: &[u8]) {
         if self.error.is_some() {
+            return;
+        }
+        if let State::GeminiJson(body) = &mut self.state {
+            body.extend_from_slice(chunk);
             return;
         }
         let mut lines = std::mem::take(&mut self.scratch);
@@ -332,6 +393,12 @@ impl Assembler {
             State::Responses(a) => a.finish(),
             State::Anthropic(a) => a.finish(),
             State::Ollama(a) => a.finish(),
+            State::GeminiSse(a) => a.finish(StreamFormat::GeminiSse),
+            State::GeminiJson(body) => {
+                let mut assembly = gemini::Assembly::default();
+                assembly.array(&body)?;
+                assembly.finish(StreamFormat::GeminiJson)
+            }
             State::GenericSse(a) => Ok(a.finish()),
             State::GenericNdjson(a) => Ok(a.finish()),
         }
@@ -389,11 +456,12 @@ impl Assembler {
             State::Chat(a) => a.event(event),
             State::Responses(a) => a.event(event),
             State::Anthropic(a) => a.event(event),
+            State::GeminiSse(a) => a.event(event),
             State::GenericSse(a) => {
                 a.event(event);
                 Ok(())
             }
-            State::Ollama(_) | State::GenericNdjson(_) => Ok(()),
+            State::Ollama(_) | State::GenericNdjson(_) | State::GeminiJson(_) => Ok(()),
         }
     }
 }
@@ -479,6 +547,8 @@ fn write_stream(
         StreamFormat::OpenaiResponses => openai_responses::synthesize(final_response, out),
         StreamFormat::AnthropicMessages => anthropic::synthesize(final_response, out),
         StreamFormat::OllamaNdjson => ollama::synthesize(final_response, out),
+        StreamFormat::GeminiSse => gemini::synthesize_sse(final_response, out),
+        StreamFormat::GeminiJson => gemini::synthesize_json(final_response, out),
         StreamFormat::GenericSse => generic::synthesize_sse(final_response, out),
         StreamFormat::GenericNdjson => generic::synthesize_ndjson(final_response, out),
     }

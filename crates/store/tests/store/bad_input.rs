@@ -1,7 +1,7 @@
 //! Bad input and bad surroundings: corrupt files, truncated logs, stray temp files, an
 //! unreachable bucket, a sled database held by another process.
 
-use crate::common::{spawn_child, wait_for_file};
+use crate::common::{spawn_child_with_args, wait_for_file};
 use async_trait::async_trait;
 use bytes::Bytes;
 use cassette_store::conformance::{document, key};
@@ -219,12 +219,16 @@ fn sled_second_opener_is_told_who_holds_it() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let ready = dir.path().join("ready");
-    let mut child = spawn_child(
+    // The holder's command line carries a secret, as `cassette proxy --upstream
+    // https://user:password@host` would: the message names the process, never its arguments.
+    let secret = "https://ci:opaque-upstream-password@gateway.example/v1";
+    let mut child = spawn_child_with_args(
         "hold",
         &[
             ("STORE_URL", format!("sled://{}", db.display())),
             ("READY_FILE", ready.display().to_string()),
         ],
+        &[secret],
     );
     wait_for_file(&ready, Duration::from_secs(60), "sled holder start");
     let err = SledStore::open(&db).unwrap_err();
@@ -238,9 +242,18 @@ fn sled_second_opener_is_told_who_holds_it() {
                 .as_deref()
                 .unwrap_or_else(|| panic!("holder unknown: {message}"));
             assert!(holder.contains(&format!("pid {}", child.id())), "{message}");
+            // The program is named (the kernel's short name of this test binary).
+            let exe = std::env::current_exe().unwrap();
+            let program = exe.file_name().unwrap().to_string_lossy();
+            assert!(
+                holder.contains(&program[..program.len().min(15)]),
+                "{message}"
+            );
         }
         other => panic!("expected Locked, got {other:?}"),
     }
+    assert!(!message.contains("opaque-upstream-password"), "{message}");
+    assert!(!message.contains("child_process_entry"), "{message}");
     assert!(
         message.contains("in use by another process")
             && message.contains(&db.display().to_string()),

@@ -71,6 +71,12 @@ impl Rng {
 
 /// Starts this test binary again as a child playing `role`, with `envs` set.
 pub(crate) fn spawn_child(role: &str, envs: &[(&str, String)]) -> Child {
+    spawn_child_with_args(role, envs, &[])
+}
+
+/// Like [`spawn_child`], with more words on the child's command line (extra test-name filters
+/// that match nothing), as a real process might carry an upstream URL with a password.
+pub(crate) fn spawn_child_with_args(role: &str, envs: &[(&str, String)], args: &[&str]) -> Child {
     let exe = std::env::current_exe().expect("test binary path");
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -79,6 +85,7 @@ pub(crate) fn spawn_child(role: &str, envs: &[(&str, String)]) -> Child {
         "--nocapture",
         "--test-threads=1",
     ])
+    .args(args)
     .env(CHILD_ENV, role)
     .stdin(Stdio::null())
     .stdout(Stdio::null());

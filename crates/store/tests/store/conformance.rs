@@ -29,6 +29,32 @@ async fn file() {
         text.starts_with("{\n  \"") && text.ends_with("}\n"),
         "{text}"
     );
+    // Nothing else in the folder is a cassette, and a listing can say so.
+    assert!(store.unrecognised().unwrap().is_empty());
+    let root = store.root();
+    std::fs::write(root.join("0123456789abcdef.json"), "{}").unwrap();
+    std::fs::write(root.join("openai.yaml"), "interactions: []").unwrap();
+    std::fs::write(root.join("10").join("notes.txt"), "x").unwrap();
+    std::fs::write(root.join("90").join(format!("{key}.json")), "{}").unwrap();
+    std::fs::write(root.join(".gitattributes"), "").unwrap();
+    std::fs::create_dir_all(root.join("_index")).unwrap();
+    std::fs::create_dir_all(root.join("abc")).unwrap();
+    let found: Vec<String> = store
+        .unrecognised()
+        .unwrap()
+        .iter()
+        .map(|p| p.strip_prefix(root).unwrap().display().to_string())
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "0123456789abcdef.json".to_owned(),
+            "10/notes.txt".to_owned(),
+            format!("90/{key}.json"),
+            "abc".to_owned(),
+            "openai.yaml".to_owned(),
+        ]
+    );
 }
 
 #[tokio::test]

@@ -2,15 +2,23 @@
 //! object by a function the registry in [`super`] names.
 
 use super::fields::Fields;
+use super::Score;
 use crate::answer::{shorten, Answer};
 use anyhow::{anyhow, bail, Context};
 use regex::Regex;
 use serde_json::Value;
+use similar::TextDiff;
+use std::collections::BTreeSet;
 
 /// A deterministic grader.
 pub(crate) trait Grade: Send + Sync {
     /// `Ok(())` when the answer passes, else the reason it failed.
     fn grade(&self, answer: &Answer) -> Result<(), String>;
+
+    /// How well the answer scored against the grader's threshold, for graders that score.
+    fn score(&self, _answer: &Answer) -> Option<Score> {
+        None
+    }
 }
 
 struct Contains {
@@ -314,4 +322,176 @@ pub(super) fn tool_called(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
         arguments,
         times: f.optional_count("times", 1000)?,
     }))
+}
+
+/// `similarity`: the token-set ratio of the answer and an expected text, which ignores word
+/// order and repeated words, against a threshold.
+struct Similarity {
+    text: String,
+    threshold: f64,
+}
+
+impl Grade for Similarity {
+    fn grade(&self, answer: &Answer) -> Result<(), String> {
+        let score = token_set_ratio(&answer.text, &self.text);
+        if score >= self.threshold {
+            Ok(())
+        } else {
+            Err(format!(
+                "similarity {score:.3} to the expected text is below {}: {:?}",
+                self.threshold,
+                shorten(answer.text.trim())
+            ))
+        }
+    }
+
+    fn score(&self, answer: &Answer) -> Option<Score> {
+        Some(Score {
+            value: token_set_ratio(&answer.text, &self.text),
+            threshold: self.threshold,
+        })
+    }
+}
+
+/// The threshold of `similarity` when a case gives none.
+const DEFAULT_SIMILARITY: f64 = 0.8;
+
+pub(super) fn similarity(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+    f.only(&["text", "threshold"])?;
+    let text = f.string("text")?;
+    if text.trim().is_empty() {
+        bail!("expect.text must not be empty");
+    }
+    let threshold = f.optional_share("threshold")?.unwrap_or(DEFAULT_SIMILARITY);
+    Ok(Box::new(Similarity { text, threshold }))
+}
+
+/// Lowercased words: runs of letters and digits.
+fn tokens(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The token-set ratio (as fuzzywuzzy and rapidfuzz define it), from 0 to 1: the words both
+/// texts share, sorted, compared with each text's sorted words; the best of the three
+/// sequence-matcher ratios. Word order and repeats do not count; added words lower the score
+/// less than changed ones.
+pub(crate) fn token_set_ratio(a: &str, b: &str) -> f64 {
+    let (a, b) = (tokens(a), tokens(b));
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let join = |words: Vec<&String>| {
+        words
+            .into_iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let shared = join(a.intersection(&b).collect());
+    let with = |only: Vec<&String>| {
+        let rest = join(only);
+        match (shared.is_empty(), rest.is_empty()) {
+            (true, _) => rest,
+            (_, true) => shared.clone(),
+            _ => format!("{shared} {rest}"),
+        }
+    };
+    let a_all = with(a.difference(&b).collect());
+    let b_all = with(b.difference(&a).collect());
+    let ratio = |x: &str, y: &str| f64::from(TextDiff::from_chars(x, y).ratio());
+    let pairs = if shared.is_empty() {
+        vec![ratio(&a_all, &b_all)]
+    } else {
+        vec![
+            ratio(&shared, &a_all),
+            ratio(&shared, &b_all),
+            ratio(&a_all, &b_all),
+        ]
+    };
+    pairs.into_iter().fold(0.0, f64::max)
+}
+
+/// `length`: the answer's length in words or characters within bounds.
+struct Length {
+    words: (Option<u64>, Option<u64>),
+    chars: (Option<u64>, Option<u64>),
+}
+
+impl Grade for Length {
+    fn grade(&self, answer: &Answer) -> Result<(), String> {
+        let text = answer.text.trim();
+        let words = text.split_whitespace().count() as u64;
+        let chars = text.chars().count() as u64;
+        within("words", words, self.words)?;
+        within("characters", chars, self.chars)
+    }
+}
+
+fn within(unit: &str, n: u64, (min, max): (Option<u64>, Option<u64>)) -> Result<(), String> {
+    if let Some(min) = min.filter(|min| n < *min) {
+        return Err(format!("{n} {unit}, fewer than {min}"));
+    }
+    if let Some(max) = max.filter(|max| n > *max) {
+        return Err(format!("{n} {unit}, more than {max}"));
+    }
+    Ok(())
+}
+
+pub(super) fn length(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+    let names = ["min_words", "max_words", "min_chars", "max_chars"];
+    f.only(&names)?;
+    let [min_words, max_words, min_chars, max_chars] =
+        names.map(|n| f.optional_count(n, u64::from(u32::MAX)));
+    let grader = Length {
+        words: (min_words?, max_words?),
+        chars: (min_chars?, max_chars?),
+    };
+    if grader.words == (None, None) && grader.chars == (None, None) {
+        bail!(
+            "missing field: give at least one of expect.{}",
+            names.join(", expect.")
+        );
+    }
+    for (unit, (min, max)) in [("words", grader.words), ("chars", grader.chars)] {
+        if let (Some(min), Some(max)) = (min, max) {
+            if min > max {
+                bail!("expect.min_{unit} ({min}) is more than expect.max_{unit} ({max})");
+            }
+        }
+    }
+    Ok(Box::new(grader))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_set_ratio_ignores_order_and_repeats() {
+        assert_eq!(
+            token_set_ratio("Paris is the capital", "the capital is Paris"),
+            1.0
+        );
+        assert_eq!(token_set_ratio("Paris, Paris!", "paris"), 1.0);
+        // Added words cost less than changed ones.
+        let added = token_set_ratio(
+            "The capital of France is Paris.",
+            "The capital of France is Paris, of course.",
+        );
+        let changed = token_set_ratio(
+            "The capital of France is Paris.",
+            "The capital of France is Lyon.",
+        );
+        assert_eq!(added, 1.0, "all of one text's words are in the other");
+        assert!(changed < 0.95 && changed > 0.6, "{changed}");
+        assert_eq!(
+            token_set_ratio("alpha", "omega"),
+            f64::from(TextDiff::from_chars("alpha", "omega").ratio())
+        );
+        assert_eq!(token_set_ratio("", ""), 1.0);
+        assert_eq!(token_set_ratio("words", ""), 0.0);
+    }
 }

@@ -38,6 +38,17 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A number from 0 to 1 (a share or a score threshold).
+    pub(super) fn optional_share(&self, name: &str) -> anyhow::Result<Option<f64>> {
+        match self.expect.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if (0.0..=1.0).contains(&x) => Ok(Some(x)),
+                _ => bail!("expect.{name} must be a number from 0 to 1, found {v}"),
+            },
+        }
+    }
+
     pub(super) fn optional_count(&self, name: &str, max: u64) -> anyhow::Result<Option<u64>> {
         match self.expect.get(name) {
             None | Some(Value::Null) => Ok(None),

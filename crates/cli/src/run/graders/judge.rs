@@ -111,6 +111,14 @@ pub(crate) struct Judgement {
 }
 
 impl Judgement {
+    /// The share of votes that passed, against the one half a strict majority must exceed.
+    pub(crate) fn score(&self) -> super::Score {
+        super::Score {
+            value: f64::from(self.passed) / self.votes.len().max(1) as f64,
+            threshold: 0.5,
+        }
+    }
+
     /// The case's verdict: `Ok` when the majority passed, else the votes' replies.
     pub(crate) fn verdict(&self) -> Result<(), String> {
         if self.pass {

@@ -1,6 +1,11 @@
 //! The grader registry: graders are looked up by name and configured from a case's `expect`
 //! object, never loaded as code. The deterministic graders are in [`deterministic`]; the one
 //! that is not, `judge`, asks a model through the recorder and is in [`judge`].
+//!
+//! A case names one grader (`"grader": "contains", "expect": {...}`) or several, each with its
+//! own fields (`"grader": [{"grader": "contains", "expect": {...}}, "refusal"]`); all must pass,
+//! and the one answer is graded by each. Some graders give a score next to their verdict
+//! (`similarity`, `judge`), which `cassette canary` reads.
 
 mod deterministic;
 mod fields;
@@ -10,7 +15,8 @@ pub(crate) use deterministic::Grade;
 use fields::Fields;
 use judge::JudgeSpec;
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, bail, Context};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -29,6 +35,26 @@ impl fmt::Debug for Check {
             Check::Judge(spec) => f.debug_tuple("Judge").field(spec).finish(),
         }
     }
+}
+
+/// A score next to a verdict, on a 0 to 1 scale: `similarity` passes when the score reaches its
+/// threshold, `judge` (the share of votes that passed) when it exceeds one half.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Score {
+    /// The score.
+    #[serde(rename = "score")]
+    pub(crate) value: f64,
+    /// Where the verdict flips.
+    pub(crate) threshold: f64,
+}
+
+/// One grader of a case, under the name the suite gave.
+#[derive(Debug)]
+pub(crate) struct Grader {
+    /// The registered name.
+    pub(crate) name: &'static str,
+    /// What it checks.
+    pub(crate) check: Check,
 }
 
 type Builder = fn(&Fields) -> anyhow::Result<Check>;
@@ -51,6 +77,10 @@ const REGISTRY: &[(&str, Builder)] = &[
     ("tool_called", |f| {
         deterministic::tool_called(f).map(Check::Local)
     }),
+    ("similarity", |f| {
+        deterministic::similarity(f).map(Check::Local)
+    }),
+    ("length", |f| deterministic::length(f).map(Check::Local)),
     ("judge", |f| judge::spec(f).map(Check::Judge)),
 ];
 
@@ -61,13 +91,71 @@ pub(crate) fn names() -> Vec<&'static str> {
 
 /// Builds the grader `name` from a case's `expect` object, validating every field now so a
 /// bad suite fails before any request is sent.
-pub(crate) fn build(name: &str, expect: &Map<String, Value>) -> anyhow::Result<Check> {
-    let (_, builder) = REGISTRY
+fn build_named(name: &str, expect: &Map<String, Value>) -> anyhow::Result<Grader> {
+    let (name, builder) = REGISTRY
         .iter()
         .find(|(n, _)| *n == name)
         .ok_or_else(|| anyhow!("unknown grader {name:?} (known: {})", names().join(", ")))?;
     let fields = Fields::new(expect);
-    builder(&fields).with_context(|| format!("grader {name:?}"))
+    let check = builder(&fields).with_context(|| format!("grader {name:?}"))?;
+    Ok(Grader { name, check })
+}
+
+/// The graders of a case from its `grader` and `expect` members: one name with the case's
+/// `expect`, or a list whose items are names (no fields) or `{"grader", "expect"}` objects.
+pub(crate) fn from_case(
+    grader: Option<&Value>,
+    expect: Option<&Value>,
+) -> anyhow::Result<Vec<Grader>> {
+    let empty = Map::new();
+    fn fields<'a>(
+        expect: Option<&'a Value>,
+        empty: &'a Map<String, Value>,
+        at: &str,
+    ) -> anyhow::Result<&'a Map<String, Value>> {
+        match expect {
+            None | Some(Value::Null) => Ok(empty),
+            Some(Value::Object(expect)) => Ok(expect),
+            Some(other) => Err(anyhow!("{at} must be an object, found {other}")),
+        }
+    }
+    match grader {
+        Some(Value::String(name)) => build_named(name, fields(expect, &empty, "\"expect\"")?),
+        Some(Value::Array(items)) => {
+            if expect.is_some_and(|e| !e.is_null()) {
+                bail!("with a list of graders, each takes its own \"expect\": [{{\"grader\": NAME, \"expect\": {{...}}}}, ...]");
+            }
+            if items.is_empty() {
+                bail!("\"grader\" must name at least one grader");
+            }
+            return items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let at = format!("grader[{i}]");
+                    match item {
+                        Value::String(name) => build_named(name, &empty),
+                        Value::Object(obj) => {
+                            if let Some(unknown) =
+                                obj.keys().find(|k| !["grader", "expect"].contains(&k.as_str()))
+                            {
+                                bail!("{at}: unknown member {unknown:?} (an item has: grader, expect)");
+                            }
+                            let Some(Value::String(name)) = obj.get("grader") else {
+                                bail!("{at}: \"grader\" must be a grader name");
+                            };
+                            build_named(name, fields(obj.get("expect"), &empty, &format!("{at}.expect"))?)
+                        }
+                        other => bail!("{at} must be a grader name or {{\"grader\", \"expect\"}}, found {other}"),
+                    }
+                    .with_context(|| at.clone())
+                })
+                .collect();
+        }
+        Some(other) => bail!("\"grader\" must be a grader name or a list of graders, found {other}"),
+        None => bail!("missing member \"grader\""),
+    }
+    .map(|grader| vec![grader])
 }
 
 #[cfg(test)]
@@ -77,7 +165,10 @@ mod tests {
     use serde_json::json;
 
     fn grader(name: &str, expect: Value) -> Box<dyn Grade> {
-        match build(name, expect.as_object().unwrap()).unwrap() {
+        match build_named(name, expect.as_object().unwrap())
+            .unwrap()
+            .check
+        {
             Check::Local(g) => g,
             Check::Judge(_) => panic!("not a local grader"),
         }
@@ -157,6 +248,71 @@ mod tests {
     }
 
     #[test]
+    fn similarity_scores_and_length_bounds() {
+        let g = grader(
+            "similarity",
+            json!({"text": "The capital of France is Paris.", "threshold": 0.95}),
+        );
+        let close = text("Paris is the capital of France.");
+        assert!(g.grade(&close).is_ok());
+        assert_eq!(
+            g.score(&close).map(|s| (s.value, s.threshold)),
+            Some((1.0, 0.95))
+        );
+        let far = text("The capital of France is Lyon.");
+        let score = g.score(&far).unwrap();
+        assert!(score.value < 0.95, "{score:?}");
+        assert!(g.grade(&far).unwrap_err().contains("below 0.95"));
+        let g = grader("length", json!({"min_words": 2, "max_chars": 12}));
+        assert!(g.grade(&text("two words")).is_ok());
+        assert!(g.grade(&text("one")).unwrap_err().contains("fewer than 2"));
+        assert!(g
+            .grade(&text("far too many words"))
+            .unwrap_err()
+            .contains("18 characters, more than 12"));
+    }
+
+    #[test]
+    fn a_case_takes_one_grader_or_a_list() {
+        let one = from_case(Some(&json!("contains")), Some(&json!({"needle": "x"}))).unwrap();
+        assert_eq!(one.len(), 1);
+        let list = json!([{"grader": "contains", "expect": {"needle": "x"}}, "refusal",
+                          {"grader": "length", "expect": {"max_words": 3}}]);
+        let names: Vec<&str> = from_case(Some(&list), None)
+            .unwrap()
+            .iter()
+            .map(|g| g.name)
+            .collect();
+        assert_eq!(names, ["contains", "refusal", "length"]);
+        for (grader, expect, needle) in [
+            (
+                json!(["contains"]),
+                None,
+                "grader[0]: grader \"contains\": missing field expect.needle",
+            ),
+            (
+                json!(["refusal"]),
+                Some(json!({"prefix": "no"})),
+                "each takes its own",
+            ),
+            (json!([]), None, "at least one"),
+            (
+                json!([{"grader": "refusal", "expected": {}}]),
+                None,
+                "unknown member \"expected\"",
+            ),
+            (json!([3]), None, "grader[0] must be"),
+            (json!(3), None, "a grader name or a list"),
+        ] {
+            let err = format!(
+                "{:#}",
+                from_case(Some(&grader), expect.as_ref()).unwrap_err()
+            );
+            assert!(err.contains(needle), "{grader}: {err}");
+        }
+    }
+
+    #[test]
     fn bad_expectations_name_the_field() {
         for (name, expect, needle) in [
             ("contains", json!({}), "expect.needle"),
@@ -178,10 +334,22 @@ mod tests {
                 "expect.votes",
             ),
             ("nope", json!({}), "unknown grader"),
+            (
+                "similarity",
+                json!({"text": "x", "threshold": 2}),
+                "expect.threshold",
+            ),
+            ("similarity", json!({"threshold": 0.5}), "expect.text"),
+            ("length", json!({}), "at least one"),
+            (
+                "length",
+                json!({"min_words": 5, "max_words": 2}),
+                "expect.min_words",
+            ),
         ] {
             let err = format!(
                 "{:#}",
-                build(name, expect.as_object().unwrap()).unwrap_err()
+                build_named(name, expect.as_object().unwrap()).unwrap_err()
             );
             assert!(err.contains(needle), "{name}: {err}");
         }

@@ -1,0 +1,60 @@
+//! `cassette index`: compacts the store's nearest-recording index into one segment covering
+//! every cassette, so the first miss of a run reads a handful of objects instead of every
+//! cassette (see `cassette_recorder::miss`). Reads only the cassettes no segment covers yet.
+
+use super::{runtime, StoreArgs};
+use crate::settings::{KeyingArgs, SettingsFile};
+use anyhow::Context;
+use cassette_recorder::miss::compact;
+use std::process::ExitCode;
+
+/// Arguments of `cassette index`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Run it after importing or copying cassettes with another tool, or \
+now and then on a shared bucket: recorders add their own segments as they record, and this \
+folds them into one.\n\nExample:\n  cassette index --store s3://team-cassettes/suite"
+)]
+pub(crate) struct IndexArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+
+    /// How the recorder keyed bodies, so the index fingerprints requests the way they were keyed.
+    #[command(flatten)]
+    keying: KeyingArgs,
+}
+
+/// Runs `cassette index`.
+pub(crate) fn run(args: IndexArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let store = args.store.open(file)?;
+    if !store.keeps_segments() {
+        eprintln!(
+            "{} keeps no index segments: a miss there reads the cassettes themselves",
+            store.location()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let config = args.keying.config(file);
+    let done = runtime()?
+        .block_on(compact(&store, &config))
+        .with_context(|| format!("indexing {}", store.location()))?;
+    eprintln!(
+        "indexed {} cassettes in {} into {}: {} read, {} segments folded in{}",
+        done.cassettes,
+        store.location(),
+        done.segment
+            .as_deref()
+            .unwrap_or("nothing (the store is empty)"),
+        done.read,
+        done.absorbed,
+        if done.unreadable > 0 {
+            format!(
+                ", {} unreadable left out (see cassette verify)",
+                done.unreadable
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
