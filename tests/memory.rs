@@ -1,7 +1,8 @@
 //! Peak memory of `cassette proxy` (issue 10, item 17), measured in the child process that
 //! serves (`VmHWM` in `/proc/PID/status`): replaying a 30 MiB answer as a stream to one and to
-//! four slow readers. Streams are synthesized lazily, so the peak stays a small multiple of the
-//! answer's size instead of the 1.7 to 6.9 GiB it used to reach.
+//! four slow readers, and recording a 30 MiB request. Streams are synthesized lazily and a
+//! recorded request is keyed once, so the peak stays a small multiple of the size instead of
+//! the 1.7 to 6.9 GiB (replay) and 347 MiB (recording) it used to reach.
 
 mod common;
 
@@ -218,4 +219,47 @@ fn replaying_a_30_mib_answer_as_a_stream_stays_near_its_size() {
     assert!(size > 30 * MIB && sizes.iter().all(|&s| s == size));
     assert!(one_reader < 300.0, "one reader: {one_reader:.0} MiB");
     assert!(four_readers < 500.0, "four readers: {four_readers:.0} MiB");
+}
+
+#[test]
+fn recording_a_30_mib_request_stays_near_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = common::fake_llm::FakeLlm::start();
+    let args = [
+        "--mode",
+        "record",
+        "--store",
+        "file://.",
+        "--upstream",
+        &upstream.url,
+    ];
+    let proxy = Proxy::start(dir.path(), &args);
+    let idle = proxy.peak_mib();
+    let body = json!({"model": "gpt-4o-mini", "messages": [
+        {"role": "system", "content": text(30 * MIB)},
+        {"role": "user", "content": "hi"}
+    ]});
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let status = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(format!("{}{CHAT}", proxy.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 200);
+    let peak = proxy.peak_mib();
+    drop(proxy);
+    let stored = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().len() == 2)
+        .count();
+    assert_eq!(stored, 1, "one cassette written");
+    eprintln!("memory: idle {idle:.0} MiB; recording a 30 MiB request: peak {peak:.0} MiB");
+    // 347 MiB before the request was keyed once (its canonical text dropped before the upstream
+    // call, its key material reused for the index); 291 MiB after.
+    assert!(peak < 320.0, "recording: {peak:.0} MiB");
 }

@@ -36,7 +36,7 @@ pub(crate) fn for_recorder(err: &Error) -> Option<String> {
             "--route NAME=URL, --upstream or UPSTREAM_BASE, or [routes.NAME] in cassette.toml"
         }
         Error::NotLoopback { .. } => "--allow-remote",
-        Error::ForeignHost { .. } => "cassette proxy --allow-host NAME",
+        Error::ForeignHost { .. } => "cassette proxy --serve-host NAME",
         Error::BrowserOrigin { .. }
         | Error::InvalidSetting {
             setting: Setting::AllowedOrigin,

@@ -44,7 +44,7 @@ pub(crate) struct ProxyArgs {
 
     /// Also serve requests addressed to this host name (such as a container's service name);
     /// loopback names and addresses and the listening address are always served. Repeatable.
-    #[arg(long = "allow-host", value_name = "NAME")]
+    #[arg(long = "serve-host", value_name = "NAME")]
     allowed_hosts: Vec<String>,
 
     /// Serve browser requests from this web page origin (scheme://host[:port]), with CORS

@@ -71,6 +71,7 @@ impl Recorder {
             profile: keyed.profile,
             // An imported exchange is its request's first occurrence.
             sequence: None,
+            material: None,
             status: exchange.status,
             headers: exchange.headers,
             started: Instant::now(),

@@ -453,10 +453,22 @@ impl Recorder {
 
     /// Notes a cassette just written, for the next index segment.
     pub(crate) fn note_recorded(&self, cassette: &crate::cassette::Cassette) {
+        if self.inner.store.keeps_segments() {
+            let keyed = cassette.keyed_request(&self.inner.config.key);
+            self.note_recorded_with(cassette, &keyed.material);
+        }
+    }
+
+    /// Notes a cassette just written whose request's key material is known already.
+    pub(crate) fn note_recorded_with(
+        &self,
+        cassette: &crate::cassette::Cassette,
+        material: &serde_json::Value,
+    ) {
         if !self.inner.store.keeps_segments() {
             return;
         }
-        let record = IndexRecord::of(cassette, &self.inner.config.key);
+        let record = IndexRecord::new(cassette, material);
         let waiting = {
             let mut pending = self.pending();
             pending.push(record);
@@ -567,10 +579,13 @@ impl Recorder {
         &self,
         upstream: &Upstream,
         request: Request,
-        keyed: Keyed,
+        mut keyed: Keyed,
         persist: Persist,
         flight: Option<Flight>,
     ) -> Result<Outcome> {
+        // The canonical text is as large as the request and no longer needed: a large request
+        // is not held twice while the upstream answers.
+        keyed.canonical = String::new();
         let sent = self.send(upstream, &request).await?;
         let status = sent.response.status().as_u16();
         let mut headers = response_headers(&sent.response);
@@ -603,6 +618,7 @@ impl Recorder {
             request,
             keyed_key: keyed.key.clone(),
             sequence: Sequence::of(&keyed),
+            material: Some(std::mem::take(&mut keyed.material)),
             profile: keyed.profile,
             upstream: sent.upstream,
             status,

@@ -60,6 +60,9 @@ pub(super) struct Draft {
     pub(super) keyed_key: Key,
     /// Which occurrence of its request this is, when a later one (sequence mode).
     pub(super) sequence: Option<Sequence>,
+    /// The key material of the request as received, when known: what indexes the recording
+    /// when redaction changed nothing the key reads, without keying the request again.
+    pub(super) material: Option<Value>,
     pub(super) profile: Profile,
     /// The route's base URL, without credentials.
     pub(super) upstream: String,
@@ -200,7 +203,7 @@ impl Draft {
             return Ok(Stored::Nothing);
         }
         let inner = &self.recorder.inner;
-        let cassette = self.cassette(body, stream, events, stamp);
+        let (cassette, material) = self.cassette(body, stream, events, stamp);
         let document = cassette.to_document();
         let key = &self.keyed_key;
         match self.persist {
@@ -214,7 +217,10 @@ impl Draft {
             Persist::Nothing => return Ok(Stored::Nothing),
         }
         inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
-        self.recorder.note_recorded(&cassette);
+        match material.as_ref().or(self.material.as_ref()) {
+            Some(material) => self.recorder.note_recorded_with(&cassette, material),
+            None => self.recorder.note_recorded(&cassette),
+        }
         Ok(Stored::Won)
     }
 
@@ -224,7 +230,7 @@ impl Draft {
         stream: Option<StreamFormat>,
         events: Option<Vec<Value>>,
         stamp: Stamp,
-    ) -> Cassette {
+    ) -> (Cassette, Option<Value>) {
         let redactor = &self.recorder.inner.redactor;
         let key_config = &self.recorder.inner.config.key;
         let request = &self.request;
@@ -261,6 +267,7 @@ impl Draft {
             },
         };
         let redaction = redactor.cassette(&mut cassette);
+        let request_changed = redaction.request.changed;
         // The events exact replay keeps are redacted like the answer they make up.
         if let Some(events) = &mut cassette.response.events {
             let mut all = Value::Array(std::mem::take(events));
@@ -292,9 +299,31 @@ impl Draft {
         meta.response_model = summary.as_ref().and_then(|s| s.model.clone());
         meta.finish_reason = summary.as_ref().and_then(|s| s.finish_reason.clone());
         meta.usage = summary.and_then(|s| s.usage);
-        cassette.meta.request_redacted = cassette.keyed_request(key_config).key != self.keyed_key;
-        cassette
+        // Keying the stored request again costs as much as the request is large: only done when
+        // redaction changed something the key reads. Its material then indexes the recording.
+        let unchanged = self.material.as_ref().is_some_and(|material| {
+            !request_changed
+                && cassette.request.path == request.path
+                && cassette.request.query == request.query
+                && semantic_headers_kept(material, &cassette.request.headers)
+        });
+        if unchanged {
+            return (cassette, None);
+        }
+        let keyed = cassette.keyed_request(key_config);
+        cassette.meta.request_redacted = keyed.key != self.keyed_key;
+        (cassette, Some(keyed.material))
     }
+}
+
+/// Whether the stored headers still hold every header value the key material read.
+fn semantic_headers_kept(material: &Value, stored: &BTreeMap<String, String>) -> bool {
+    let Some(keyed) = material.get("headers").and_then(Value::as_object) else {
+        return true;
+    };
+    keyed
+        .iter()
+        .all(|(name, value)| stored.get(name).map(|v| v.trim()) == value.as_str())
 }
 
 /// Headers as a stored map: names lowercased (a repeated header keeps its last value).
