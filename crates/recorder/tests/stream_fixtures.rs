@@ -318,6 +318,18 @@ fn a_long_answer_is_handed_on_in_blocks_until_nobody_reads() {
                    "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}),
         ),
         (
+            StreamFormat::GeminiSse,
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                   "finishReason": "STOP", "index": 0}],
+                   "modelVersion": "m"}),
+        ),
+        (
+            StreamFormat::GeminiJson,
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                   "finishReason": "STOP", "index": 0}],
+                   "modelVersion": "m"}),
+        ),
+        (
             StreamFormat::OllamaNdjson,
             json!({"model": "m", "created_at": "t", "done": true,
                    "message": {"role": "assistant", "content": text}}),
