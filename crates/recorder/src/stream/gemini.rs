@@ -545,7 +545,7 @@ mod tests {
         assert_eq!(assemble(&chunks).unwrap(), final_response);
         let empty = json!({"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "MAX_TOKENS"}]});
         assert_eq!(
-            assemble(&super::chunks(&empty, SSE).unwrap()).unwrap(),
+            assemble(&self::chunks(&empty, SSE).unwrap()).unwrap(),
             empty
         );
     }
