@@ -162,6 +162,21 @@ pub enum ErrorRecording {
     Record,
 }
 
+/// How a streamed answer is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamReplay {
+    /// Re-synthesized in the provider's own events from the stored final response (the
+    /// default): small readable cassettes, one recording serving streaming and non-streaming
+    /// requests alike, but the provider's reference framing rather than the upstream's exact
+    /// one (see `docs/cassette-format.md`).
+    #[default]
+    Synthesize,
+    /// Recording also keeps the stream's events exactly as the upstream sent them, and replay
+    /// sends those: for upstreams whose framing differs from the provider's reference (a
+    /// gateway's own event layout, a usage chunk shaped differently).
+    Exact,
+}
+
 /// How repeats of one request within a session (one recorder: a proxy, an `exec` run, a
 /// stdio MCP session) are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -221,6 +236,8 @@ pub struct RecorderConfig {
     pub errors: ErrorRecording,
     /// Size of the pieces a replayed stream is cut into.
     pub stream_chunk_size: usize,
+    /// Whether streams are recorded event by event and replayed as recorded.
+    pub stream_replay: StreamReplay,
     /// Largest request body accepted.
     pub max_body: usize,
     /// How long an upstream may take to answer (headers) before the request fails.
@@ -241,6 +258,7 @@ impl Default for RecorderConfig {
             redaction: RedactionRules::default(),
             errors: ErrorRecording::default(),
             stream_chunk_size: DEFAULT_STREAM_CHUNK,
+            stream_replay: StreamReplay::default(),
             max_body: DEFAULT_MAX_BODY,
             upstream_timeout: Duration::from_secs(600),
             mcp_routes: Vec::new(),
@@ -277,6 +295,14 @@ impl RecorderConfig {
             if !matches!(url.scheme(), "http" | "https") {
                 return Err(invalid(format!(
                     "`{}` must be an http:// or https:// URL",
+                    route.base_url
+                )));
+            }
+            // Request paths and queries are joined onto the base URL: a query or fragment in
+            // it would end up in the middle of every upstream URL.
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(invalid(format!(
+                    "`{}` has a query or fragment; a base URL is a scheme, host and path",
                     route.base_url
                 )));
             }
@@ -400,6 +426,8 @@ mod tests {
         assert!(message(with_route("a b", "http://x")).contains("a b"));
         assert!(message(with_route("x", "ftp://x")).contains("http"));
         assert!(message(with_route("x", "not a url")).contains("not a URL"));
+        assert!(message(with_route("x", "http://h/v1?k=1")).contains("query or fragment"));
+        assert!(message(with_route("x", "http://h/v1#f")).contains("query or fragment"));
         let mut twice = with_route("x", "http://a");
         twice.routes.push(twice.routes[0].clone());
         assert!(message(twice).contains("twice"));

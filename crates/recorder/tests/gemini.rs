@@ -97,7 +97,7 @@ async fn a_stream_is_stored_once_and_replays_as_events_array_or_plain_answer() {
         ))
         .await
         .unwrap();
-    assert_eq!(outcome.source, Source::Recorded);
+    assert_eq!(outcome.source, Source::Recording);
     assert_eq!(pieces(outcome.response.body).await, raw.to_vec());
 
     let document = store.get(&outcome.key).await.unwrap().unwrap();

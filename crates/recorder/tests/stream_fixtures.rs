@@ -3,7 +3,8 @@
 
 use cassette_keying::Profile;
 use cassette_recorder::stream::{
-    response_summary, synthesize, Assembler, StreamError, StreamFormat, SynthesisOptions,
+    response_summary, synthesize, synthesize_into, Assembler, StreamError, StreamFormat,
+    SynthesisOptions, BLOCK_SIZE,
 };
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -262,6 +263,102 @@ fn recorded_finals_round_trip_through_synthesis() {
 fn real_non_streaming_responses_synthesize_and_round_trip() {
     for &(name, format) in NON_STREAMING {
         round_trip(format, &json_fixture(name), name);
+    }
+}
+
+/// The body [`synthesize_into`] hands on, block by block, and the number of blocks.
+fn blocks_of(format: StreamFormat, final_response: &Value) -> (Vec<u8>, usize) {
+    let mut body = Vec::new();
+    let mut blocks = 0;
+    let mut sink = |block: bytes::Bytes| {
+        assert!(!block.is_empty(), "no empty block");
+        body.extend_from_slice(&block);
+        blocks += 1;
+        true
+    };
+    synthesize_into(
+        format,
+        final_response,
+        &SynthesisOptions::default(),
+        &mut sink,
+    )
+    .unwrap();
+    (body, blocks)
+}
+
+#[test]
+fn block_by_block_synthesis_is_the_same_body() {
+    let finals = STREAMS
+        .iter()
+        .map(|&(_, format, name)| (format, name))
+        .chain(NON_STREAMING.iter().map(|&(name, format)| (format, name)));
+    for (format, name) in finals {
+        let final_response = json_fixture(name);
+        let whole = synthesize(format, &final_response, &SynthesisOptions::default())
+            .unwrap()
+            .concat();
+        assert_eq!(blocks_of(format, &final_response).0, whole, "{name}");
+    }
+}
+
+#[test]
+fn a_long_answer_is_handed_on_in_blocks_until_nobody_reads() {
+    let text = "All work and no play makes Jack a dull boy. ".repeat(20_000);
+    let answers = [
+        (
+            StreamFormat::OpenaiChat,
+            json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                   "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": text}}]}),
+        ),
+        (
+            StreamFormat::AnthropicMessages,
+            json!({"id": "m", "type": "message", "role": "assistant", "model": "m",
+                   "content": [{"type": "text", "text": text}],
+                   "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        ),
+        (
+            StreamFormat::GeminiSse,
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                   "finishReason": "STOP", "index": 0}],
+                   "modelVersion": "m"}),
+        ),
+        (
+            StreamFormat::GeminiJson,
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                   "finishReason": "STOP", "index": 0}],
+                   "modelVersion": "m"}),
+        ),
+        (
+            StreamFormat::OllamaNdjson,
+            json!({"model": "m", "created_at": "t", "done": true,
+                   "message": {"role": "assistant", "content": text}}),
+        ),
+    ];
+    for (format, final_response) in answers {
+        let (body, blocks) = blocks_of(format, &final_response);
+        assert!(blocks > 10, "{format}: {blocks} blocks");
+        let whole = synthesize(format, &final_response, &SynthesisOptions::default()).unwrap();
+        assert!(body == whole.concat(), "{format}: the same body");
+
+        // A reader that leaves after the first block gets no more, and synthesis ends cleanly.
+        let mut handed = Vec::new();
+        let mut sink = |block: bytes::Bytes| {
+            handed.push(block.len());
+            false
+        };
+        synthesize_into(
+            format,
+            &final_response,
+            &SynthesisOptions::default(),
+            &mut sink,
+        )
+        .unwrap();
+        assert_eq!(handed.len(), 1, "{format}");
+        assert!(
+            handed[0] >= BLOCK_SIZE && handed[0] < 2 * BLOCK_SIZE,
+            "{format}"
+        );
     }
 }
 

@@ -27,9 +27,10 @@ use super::values::{parse_base_url, parse_route, parse_size};
 use anyhow::{bail, Context};
 use cassette_recorder::config::{ApiKey, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
 use cassette_recorder::redact::RedactionRules;
-use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route};
+use cassette_recorder::{
+    ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route, StreamReplay,
+};
 use cassette_store::readonly::ReadOnlyStore;
-use cassette_store::tiered::TieredStore;
 use cassette_store::DynStore;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -130,6 +131,12 @@ pub(crate) struct RecorderArgs {
     #[arg(long, env = "CASSETTE_STREAM_CHUNK", value_name = "SIZE", value_parser = parse_size)]
     stream_chunk_size: Option<usize>,
 
+    /// Keep each recorded stream's events exactly as the upstream sent them and replay those,
+    /// instead of re-synthesizing the provider's reference framing from the final response
+    /// (for gateways whose framing differs). Replay follows what each cassette holds.
+    #[arg(long, env = "CASSETTE_EXACT_STREAMS")]
+    exact_streams: bool,
+
     /// Seconds an upstream may take to answer before the request fails with 504 [default: 600].
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
     upstream_timeout: Option<u64>,
@@ -209,6 +216,11 @@ impl RecorderArgs {
                 .stream_chunk_size
                 .or(file.stream_chunk_size)
                 .unwrap_or(DEFAULT_STREAM_CHUNK),
+            stream_replay: if self.exact_streams {
+                StreamReplay::Exact
+            } else {
+                StreamReplay::Synthesize
+            },
             upstream_timeout: Duration::from_secs(
                 self.upstream_timeout
                     .or(file.upstream_timeout)
@@ -337,18 +349,14 @@ fn key_sources(route: &str, file: &SettingsFile) -> Vec<String> {
 }
 
 impl RecorderSettings {
-    /// Opens the store, with the cache in front when one is set.
+    /// Opens the store, with the cache in front when one is set. A cache that cannot be opened
+    /// is bypassed with a warning: it only ever saves time.
     pub(crate) fn open_store(&self) -> anyhow::Result<DynStore> {
         let remote = self.store.open()?;
-        match &self.cache {
-            None => Ok(remote),
-            Some(cache) => {
-                let local = cache.url().open().with_context(|| {
-                    format!("cannot open the cache {cache} of the store {}", self.store)
-                })?;
-                Ok(Arc::new(TieredStore::new(local, remote)))
-            }
-        }
+        Ok(match &self.cache {
+            None => remote,
+            Some(cache) => cassette_store::tiered::with_cache(remote, cache.url()),
+        })
     }
 
     /// Opens the store and builds the recorder. In replay mode the store is wrapped read-only,

@@ -94,19 +94,22 @@ struct Shape {
 
 impl Shape {
     fn of(text: &str) -> Shape {
-        let chars: Vec<char> = text.chars().collect();
-        let hash =
-            |part: &[char]| fnv(part.iter().collect::<String>().as_bytes()) as u32 & 0xff_ffff;
+        // The hashes are of the prefixes' and suffixes' bytes, found by character boundary: no
+        // copy of the text (a 30 MiB prompt as a list of chars was 120 MiB).
+        let len = text.chars().count();
+        let hash = |part: &str| fnv(part.as_bytes()) as u32 & 0xff_ffff;
         let mut prefixes = Vec::new();
         let mut suffixes = Vec::new();
         let mut k = SHAPE_START;
-        while k <= chars.len() {
-            prefixes.push(hash(&chars[..k]));
-            suffixes.push(hash(&chars[chars.len() - k..]));
+        while k <= len {
+            let end = text.char_indices().nth(k).map_or(text.len(), |(i, _)| i);
+            let start = text.char_indices().nth_back(k - 1).map_or(0, |(i, _)| i);
+            prefixes.push(hash(&text[..end]));
+            suffixes.push(hash(&text[start..]));
             k *= 2;
         }
         Shape {
-            len: chars.len() as u32,
+            len: len as u32,
             prefixes,
             suffixes,
         }
@@ -765,6 +768,35 @@ impl NearestIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shapes_hash_the_same_characters_as_before_without_copying_them() {
+        // The hashes stored in existing segments were of strings rebuilt from a char list.
+        let by_chars = |text: &str| {
+            let chars: Vec<char> = text.chars().collect();
+            let hash =
+                |part: &[char]| fnv(part.iter().collect::<String>().as_bytes()) as u32 & 0xff_ffff;
+            let (mut prefixes, mut suffixes, mut k) = (Vec::new(), Vec::new(), SHAPE_START);
+            while k <= chars.len() {
+                prefixes.push(hash(&chars[..k]));
+                suffixes.push(hash(&chars[chars.len() - k..]));
+                k *= 2;
+            }
+            (chars.len() as u32, prefixes, suffixes)
+        };
+        for text in [
+            "exactly8",
+            "Héllo wörld, 日本語のテキストです and more text after it, long enough for four sizes",
+            &"ünïcödé ".repeat(300),
+        ] {
+            let shape = Shape::of(text);
+            assert_eq!(
+                (shape.len, shape.prefixes, shape.suffixes),
+                by_chars(text),
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn shapes_estimate_the_changed_share_of_templated_prompts() {

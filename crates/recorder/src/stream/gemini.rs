@@ -8,7 +8,7 @@
 //! complete when a candidate has its `finishReason`, or when the prompt was blocked.
 
 use super::{error_message, fragments, malformed, parse_json, synthesis_error, write_sse};
-use super::{StreamError, StreamFormat};
+use super::{Out, StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -262,8 +262,14 @@ fn push_part(parts: &mut Vec<Value>, part: Value) {
     }
 }
 
-/// The chunks a Gemini stream of this final response would have held, in order.
-fn chunks(final_response: &Value, format: StreamFormat) -> Result<Vec<Value>, StreamError> {
+/// The chunks a Gemini stream of this final response would have held, in order, each handed
+/// to `emit` as it is made (the last one held back until the end, to carry the response's
+/// closing members), so a long answer is never held as a list of chunks.
+fn each_chunk(
+    final_response: &Value,
+    format: StreamFormat,
+    emit: &mut dyn FnMut(Value),
+) -> Result<(), StreamError> {
     let Some(response) = final_response.as_object() else {
         return Err(synthesis_error(
             format,
@@ -287,25 +293,24 @@ fn chunks(final_response: &Value, format: StreamFormat) -> Result<Vec<Value>, St
         Some(Value::Array(candidates)) => candidates.as_slice(),
         Some(_) => return Err(synthesis_error(format, "`candidates` is not an array")),
     };
-    let mut out = Vec::new();
+    let mut held: Option<Map<String, Value>> = None;
     for candidate in candidates {
         let Some(candidate) = candidate.as_object() else {
             return Err(synthesis_error(format, "a candidate is not an object"));
         };
-        for piece in candidate_pieces(candidate, format)? {
+        candidate_pieces(candidate, format, &mut |piece| {
             let mut chunk = Map::new();
             chunk.insert("candidates".into(), Value::Array(vec![piece]));
             chunk.extend(every.clone());
-            out.push(chunk);
-        }
+            if let Some(previous) = held.replace(chunk) {
+                emit(Value::Object(previous));
+            }
+        })?;
     }
-    if out.is_empty() {
-        out.push(every);
-    }
-    if let Some(last) = out.last_mut() {
-        last.extend(last_only);
-    }
-    Ok(out.into_iter().map(Value::Object).collect())
+    let mut last = held.unwrap_or(every);
+    last.extend(last_only);
+    emit(Value::Object(last));
+    Ok(())
 }
 
 /// One candidate as the pieces of it that successive chunks carry: its text parts cut in
@@ -313,9 +318,14 @@ fn chunks(final_response: &Value, format: StreamFormat) -> Result<Vec<Value>, St
 fn candidate_pieces(
     candidate: &Map<String, Value>,
     format: StreamFormat,
-) -> Result<Vec<Value>, StreamError> {
-    let mut members = candidate.clone();
-    let content = match members.remove("content") {
+    emit: &mut dyn FnMut(Value),
+) -> Result<(), StreamError> {
+    let members: Map<String, Value> = candidate
+        .iter()
+        .filter(|(name, _)| name.as_str() != "content")
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    let content = match candidate.get("content") {
         None | Some(Value::Null) => None,
         Some(Value::Object(content)) => Some(content),
         Some(_) => {
@@ -326,12 +336,16 @@ fn candidate_pieces(
         }
     };
     let index = members.get("index").cloned();
-    let mut pieces: Vec<Map<String, Value>> = Vec::new();
-    if let Some(content) = &content {
-        let mut rest = content.clone();
-        let parts = match rest.remove("parts") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(parts)) => parts,
+    let mut held: Option<Map<String, Value>> = None;
+    if let Some(content) = content {
+        let rest: Map<String, Value> = content
+            .iter()
+            .filter(|(name, _)| name.as_str() != "parts")
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        let parts = match content.get("parts") {
+            None | Some(Value::Null) => &[][..],
+            Some(Value::Array(parts)) => parts.as_slice(),
             Some(_) => {
                 return Err(synthesis_error(
                     format,
@@ -350,83 +364,94 @@ fn candidate_pieces(
             piece
         };
         for part in parts {
-            for part in split_part(part) {
-                pieces.push(piece(part));
-            }
+            split_part(part, &mut |part| {
+                if let Some(previous) = held.replace(piece(part)) {
+                    emit(Value::Object(previous));
+                }
+            });
         }
-        if pieces.is_empty() {
+        if held.is_none() {
             let mut content = rest;
             content.insert("parts".into(), json!([]));
-            pieces.push(Map::from_iter([(
+            held = Some(Map::from_iter([(
                 "content".to_owned(),
                 Value::Object(content),
             )]));
         }
     }
-    match pieces.last_mut() {
-        Some(last) => last.extend(members),
-        None => pieces.push(members),
+    match held {
+        Some(mut last) => {
+            last.extend(members);
+            emit(Value::Object(last));
+        }
+        None => emit(Value::Object(members)),
     }
-    Ok(pieces.into_iter().map(Value::Object).collect())
+    Ok(())
 }
 
 /// A text part as the text pieces a stream sends (its other members on the last piece); any
 /// other part as itself.
-fn split_part(part: Value) -> Vec<Value> {
-    let Some(piece) = text_piece(&part) else {
-        return vec![part];
+fn split_part(part: &Value, emit: &mut dyn FnMut(Value)) {
+    let Some(piece) = text_piece(part) else {
+        return emit(part.clone());
     };
     let text = piece.get("text").and_then(Value::as_str).unwrap_or("");
-    let texts = fragments(text);
-    if texts.len() < 2 {
-        return vec![part];
+    let mut texts = fragments(text).peekable();
+    let Some(mut current) = texts.next() else {
+        return emit(part.clone());
+    };
+    if texts.peek().is_none() {
+        return emit(part.clone());
     }
-    let last = texts.len() - 1;
-    texts
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            let mut out = if i == last {
-                piece.clone()
-            } else {
-                piece
-                    .iter()
-                    .filter(|(name, _)| name.as_str() == "thought")
-                    .map(|(n, v)| (n.clone(), v.clone()))
-                    .collect()
-            };
-            out.insert("text".into(), json!(text));
-            Value::Object(out)
-        })
-        .collect()
+    let with_text = |members: &mut dyn Iterator<Item = (&String, &Value)>, text: &str| {
+        let mut out: Map<String, Value> = members
+            .filter(|(name, _)| name.as_str() != "text")
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
+        out.insert("text".into(), json!(text));
+        Value::Object(out)
+    };
+    for next in texts {
+        let mut thought = piece.iter().filter(|(name, _)| name.as_str() == "thought");
+        emit(with_text(&mut thought, current));
+        current = next;
+    }
+    emit(with_text(&mut piece.iter(), current));
 }
 
 /// A Gemini final response as the SSE stream `streamGenerateContent?alt=sse` sends.
-pub(crate) fn synthesize_sse(final_response: &Value) -> Result<Vec<u8>, StreamError> {
-    let mut out = Vec::new();
-    for chunk in chunks(final_response, SSE)? {
-        write_sse(&mut out, None, &chunk.to_string());
-    }
-    Ok(out)
+pub(crate) fn synthesize_sse(final_response: &Value, out: &mut Out<'_>) -> Result<(), StreamError> {
+    each_chunk(final_response, SSE, &mut |chunk| {
+        write_sse(out, None, &chunk.to_string());
+    })
 }
 
 /// A Gemini final response as the JSON array `streamGenerateContent` sends without `alt=sse`.
-pub(crate) fn synthesize_json(final_response: &Value) -> Result<Vec<u8>, StreamError> {
-    let chunks = chunks(final_response, StreamFormat::GeminiJson)?;
-    let mut out = b"[".to_vec();
-    for (i, chunk) in chunks.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b",\r\n");
+pub(crate) fn synthesize_json(
+    final_response: &Value,
+    out: &mut Out<'_>,
+) -> Result<(), StreamError> {
+    out.write(b"[");
+    let mut first = true;
+    each_chunk(final_response, StreamFormat::GeminiJson, &mut |chunk| {
+        if !std::mem::take(&mut first) {
+            out.write(b",\r\n");
         }
-        out.extend_from_slice(chunk.to_string().as_bytes());
-    }
-    out.extend_from_slice(b"]");
-    Ok(out)
+        out.write(chunk.to_string().as_bytes());
+    })?;
+    out.write(b"]");
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chunks(final_response: &Value, format: StreamFormat) -> Result<Vec<Value>, StreamError> {
+        let mut chunks = Vec::new();
+        each_chunk(final_response, format, &mut |chunk| chunks.push(chunk))?;
+        Ok(chunks)
+    }
 
     fn assemble(chunks: &[Value]) -> Result<Value, StreamError> {
         let mut assembly = Assembly::default();
@@ -520,7 +545,7 @@ mod tests {
         assert_eq!(assemble(&chunks).unwrap(), final_response);
         let empty = json!({"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "MAX_TOKENS"}]});
         assert_eq!(
-            assemble(&super::chunks(&empty, SSE).unwrap()).unwrap(),
+            assemble(&self::chunks(&empty, SSE).unwrap()).unwrap(),
             empty
         );
     }

@@ -194,6 +194,16 @@ impl StreamFormat {
         }
     }
 
+    /// The generic format with the same framing (server-sent events or newline-delimited
+    /// JSON), which keeps the events themselves.
+    pub fn framing(self) -> StreamFormat {
+        if self.is_sse() {
+            StreamFormat::GenericSse
+        } else {
+            StreamFormat::GenericNdjson
+        }
+    }
+
     fn is_sse(self) -> bool {
         !matches!(
             self,
@@ -369,6 +379,12 @@ impl Assembler {
         // would hide the real problem, so it only counts if it completes the stream; the
         // state's check below reports a stream that never reached its end. An error the
         // upstream sent is kept.
+        if let Some(missing) = self.generic_cut_off() {
+            return Err(StreamError::Incomplete {
+                format: self.format.name(),
+                missing: missing.to_owned(),
+            });
+        }
         if let Err(err @ StreamError::Upstream { .. }) = self.tail() {
             return Err(err);
         }
@@ -385,6 +401,23 @@ impl Assembler {
             }
             State::GenericSse(a) => Ok(a.finish()),
             State::GenericNdjson(a) => Ok(a.finish()),
+        }
+    }
+
+    /// A generic stream has no terminal event to wait for, so the only sign that it was cut
+    /// off is that it stopped inside an event: an SSE event without its closing blank line, or
+    /// an NDJSON line that is neither ended nor whole JSON. What it names is what is missing.
+    fn generic_cut_off(&self) -> Option<&'static str> {
+        match self.format {
+            StreamFormat::GenericSse if self.lines.has_partial_line() || self.sse.is_open() => {
+                Some("the end of its last event")
+            }
+            StreamFormat::GenericNdjson => {
+                let partial = self.lines.partial_line()?;
+                let whole = serde_json::from_slice::<serde::de::IgnoredAny>(partial).is_ok();
+                (!whole).then_some("the end of its last line")
+            }
+            _ => None,
         }
     }
 
@@ -456,31 +489,122 @@ impl Default for SynthesisOptions {
 /// Re-synthesizes a stream body in the provider's own event format from a final response
 /// (the non-streaming shape, as returned by [`Assembler::finish`] or by the real
 /// non-streaming API), cut into `chunk_size`-byte pieces.
+///
+/// The whole body is held at once: a long answer becomes a body about fifteen times its size.
+/// [`synthesize_into`] hands it on in blocks instead.
 pub fn synthesize(
     format: StreamFormat,
     final_response: &Value,
     options: &SynthesisOptions,
 ) -> Result<Vec<Bytes>, StreamError> {
-    let body = match format {
-        StreamFormat::OpenaiChat => {
-            openai_chat::synthesize(final_response, false, options.include_usage)?
-        }
-        StreamFormat::OpenaiCompletions => {
-            openai_chat::synthesize(final_response, true, options.include_usage)?
-        }
-        StreamFormat::OpenaiResponses => openai_responses::synthesize(final_response)?,
-        StreamFormat::AnthropicMessages => anthropic::synthesize(final_response)?,
-        StreamFormat::OllamaNdjson => ollama::synthesize(final_response)?,
-        StreamFormat::GeminiSse => gemini::synthesize_sse(final_response)?,
-        StreamFormat::GeminiJson => gemini::synthesize_json(final_response)?,
-        StreamFormat::GenericSse => generic::synthesize_sse(final_response)?,
-        StreamFormat::GenericNdjson => generic::synthesize_ndjson(final_response)?,
-    };
-    Ok(cut(body, options.chunk_size))
+    let mut out = Out::whole();
+    write_stream(format, final_response, options, &mut out)?;
+    Ok(cut(Bytes::from(out.buf), options.chunk_size))
 }
 
-fn cut(body: Vec<u8>, chunk_size: usize) -> Vec<Bytes> {
-    let body = Bytes::from(body);
+/// Size of the blocks [`synthesize_into`] hands on.
+pub const BLOCK_SIZE: usize = 64 * 1024;
+
+/// Re-synthesizes a stream like [`synthesize`], handing the body to `sink` in blocks of about
+/// [`BLOCK_SIZE`] bytes as they are written (not cut into `chunk_size` pieces: [`cut_block`]
+/// does that), so memory stays near the size of the final response however long the stream.
+/// `sink` returns `false` when nobody wants the rest any more; synthesis then stops writing.
+/// An error can come after blocks were handed on (a later part of the response is malformed).
+pub fn synthesize_into(
+    format: StreamFormat,
+    final_response: &Value,
+    options: &SynthesisOptions,
+    sink: &mut dyn FnMut(Bytes) -> bool,
+) -> Result<(), StreamError> {
+    let mut out = Out {
+        buf: Vec::with_capacity(BLOCK_SIZE + 1024),
+        sink: Some(sink),
+        closed: false,
+    };
+    write_stream(format, final_response, options, &mut out)?;
+    out.flush();
+    Ok(())
+}
+
+/// A block of a synthesized body cut into `chunk_size`-byte pieces (0: the block whole).
+pub fn cut_block(block: Bytes, chunk_size: usize) -> Vec<Bytes> {
+    cut(block, chunk_size)
+}
+
+fn write_stream(
+    format: StreamFormat,
+    final_response: &Value,
+    options: &SynthesisOptions,
+    out: &mut Out<'_>,
+) -> Result<(), StreamError> {
+    match format {
+        StreamFormat::OpenaiChat => {
+            openai_chat::synthesize(final_response, false, options.include_usage, out)
+        }
+        StreamFormat::OpenaiCompletions => {
+            openai_chat::synthesize(final_response, true, options.include_usage, out)
+        }
+        StreamFormat::OpenaiResponses => openai_responses::synthesize(final_response, out),
+        StreamFormat::AnthropicMessages => anthropic::synthesize(final_response, out),
+        StreamFormat::OllamaNdjson => ollama::synthesize(final_response, out),
+        StreamFormat::GeminiSse => gemini::synthesize_sse(final_response, out),
+        StreamFormat::GeminiJson => gemini::synthesize_json(final_response, out),
+        StreamFormat::GenericSse => generic::synthesize_sse(final_response, out),
+        StreamFormat::GenericNdjson => generic::synthesize_ndjson(final_response, out),
+    }
+}
+
+/// Where a synthesized body goes: kept whole, or handed to a sink block by block.
+pub(crate) struct Out<'a> {
+    buf: Vec<u8>,
+    sink: Option<&'a mut dyn FnMut(Bytes) -> bool>,
+    /// The sink wants no more: writes are dropped, and writers may stop early.
+    closed: bool,
+}
+
+impl Out<'_> {
+    fn whole() -> Self {
+        Out {
+            buf: Vec::new(),
+            sink: None,
+            closed: false,
+        }
+    }
+
+    /// Whether nothing written from now on will be read: a writer can skip building events.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        if self.closed {
+            return;
+        }
+        self.buf.extend_from_slice(bytes);
+        if self.sink.is_some() && self.buf.len() >= BLOCK_SIZE {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        if self.buf.is_empty() || self.closed {
+            return;
+        }
+        let block = Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(BLOCK_SIZE + 1024),
+        ));
+        if !sink(block) {
+            self.closed = true;
+            self.buf = Vec::new();
+        }
+    }
+}
+
+fn cut(body: Bytes, chunk_size: usize) -> Vec<Bytes> {
     if chunk_size == 0 || body.len() <= chunk_size {
         return if body.is_empty() {
             Vec::new()
@@ -495,24 +619,28 @@ fn cut(body: Vec<u8>, chunk_size: usize) -> Vec<Bytes> {
 }
 
 /// Splits text into word-sized fragments the way models stream tokens: each fragment ends
-/// after a run of whitespace or at about 16 bytes, always on a character boundary.
-pub(crate) fn fragments(text: &str) -> Vec<&str> {
+/// after a run of whitespace or at about 16 bytes, always on a character boundary. Lazily: a
+/// long text is never held as a list of its pieces.
+pub(crate) fn fragments(text: &str) -> impl Iterator<Item = &str> {
     const MAX: usize = 16;
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut prev_space = false;
-    for (i, c) in text.char_indices() {
-        let boundary = i > start && ((prev_space && !c.is_whitespace()) || i - start >= MAX);
-        if boundary {
-            out.push(&text[start..i]);
-            start = i;
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
         }
-        prev_space = c.is_whitespace();
-    }
-    if start < text.len() {
-        out.push(&text[start..]);
-    }
-    out
+        let mut prev_space = false;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            if i > 0 && ((prev_space && !c.is_whitespace()) || i >= MAX) {
+                end = i;
+                break;
+            }
+            prev_space = c.is_whitespace();
+        }
+        let (piece, tail) = rest.split_at(end);
+        rest = tail;
+        Some(piece)
+    })
 }
 
 /// Merges a streamed field into an accumulated object the way delta streams mean it: strings
@@ -581,18 +709,23 @@ pub(crate) fn error_message(error: &Value) -> String {
 }
 
 /// Appends one SSE event (`event:` line when named, then `data:`) to a body.
-pub(crate) fn write_sse(out: &mut Vec<u8>, name: Option<&str>, data: &str) {
+pub(crate) fn write_sse(out: &mut Out<'_>, name: Option<&str>, data: &str) {
+    if out.is_closed() {
+        return;
+    }
+    let mut event = Vec::with_capacity(data.len() + 32);
     if let Some(name) = name {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(name.as_bytes());
-        out.push(b'\n');
+        event.extend_from_slice(b"event: ");
+        event.extend_from_slice(name.as_bytes());
+        event.push(b'\n');
     }
     for line in data.split('\n') {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line.as_bytes());
-        out.push(b'\n');
+        event.extend_from_slice(b"data: ");
+        event.extend_from_slice(line.as_bytes());
+        event.push(b'\n');
     }
-    out.push(b'\n');
+    event.push(b'\n');
+    out.write(&event);
 }
 
 #[cfg(test)]
@@ -661,19 +794,19 @@ mod tests {
     #[test]
     fn fragments_cover_the_text_on_char_boundaries() {
         let text = "Héllo wörld,  this is a looooooooooooooooooong 日本語のテキストです";
-        let parts = fragments(text);
+        let parts: Vec<&str> = fragments(text).collect();
         assert!(parts.len() > 5);
         assert_eq!(parts.concat(), text);
         assert!(parts.iter().all(|p| !p.is_empty()));
-        assert!(fragments("").is_empty());
+        assert_eq!(fragments("").count(), 0);
     }
 
     #[test]
     fn cut_sizes() {
-        let pieces = cut(b"abcdefg".to_vec(), 3);
+        let pieces = cut(Bytes::from_static(b"abcdefg"), 3);
         assert_eq!(pieces, [&b"abc"[..], b"def", b"g"]);
-        assert_eq!(cut(b"abc".to_vec(), 0), [&b"abc"[..]]);
-        assert!(cut(Vec::new(), 4).is_empty());
+        assert_eq!(cut(Bytes::from_static(b"abc"), 0), [&b"abc"[..]]);
+        assert!(cut(Bytes::new(), 4).is_empty());
     }
 
     #[test]
