@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The full test suite: installs what the tests need when it is missing (SeaweedFS for the S3
-# store; the official openai and anthropic SDKs for Python and the openai npm client for the
-# proxy tests), starts the S3-compatible server, runs every Rust, Python and Node test, and
-# stops the server again.
+# store; the official SDKs and the popular clients for Python, tests/sdk/requirements.txt, and
+# the openai npm client and the Vercel AI SDK, tests/sdk/node/package.json, for the proxy
+# tests), starts the S3-compatible server, runs every Rust, Python and Node test, and stops the
+# server again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -31,7 +32,7 @@ if [ -d tests/sdk ]; then
     python3 -m venv "$venv"
   fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
-  # The official openai npm client, for the Node test through `cassette exec`.
+  # The openai npm client and the Vercel AI SDK, for the Node tests.
   npm ci --prefix tests/sdk/node --no-audit --no-fund --silent
   "$venv/bin/python" -m pytest -q tests/sdk
 fi

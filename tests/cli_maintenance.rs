@@ -1115,3 +1115,34 @@ fn a_closed_pipe_ends_a_printing_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
+
+#[test]
+fn verify_names_a_tape_keyed_under_another_profile() {
+    let dir = Workdir::new();
+    let store_dir = dir.join("c");
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let lines = record(&dir, &fake, &case("a", "Hi", "said"), &store);
+    let key = lines[0]["key"].as_str().unwrap().to_owned();
+    // The tape as a cassette from before its profile existed would have stored it: keyed by
+    // the `http` profile, so under another key.
+    let old_key = "e".repeat(64);
+    let mut doc: Value =
+        serde_json::from_slice(&std::fs::read(cassette_file(&store_dir, &key)).unwrap()).unwrap();
+    doc["key"] = old_key.clone().into();
+    doc["meta"]["profile"] = "http".into();
+    std::fs::remove_file(cassette_file(&store_dir, &key)).unwrap();
+    let moved = cassette_file(&store_dir, &old_key);
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::write(&moved, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    assert!(
+        report.contains(&format!(
+            "{old_key}: keyed under the `http` profile; this tool keys these requests with the `openai.chat` profile"
+        )),
+        "{report}"
+    );
+}

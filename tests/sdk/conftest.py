@@ -1,4 +1,5 @@
-"""Fixtures for driving the official OpenAI and Anthropic Python SDKs through `cassette proxy`.
+"""Fixtures for driving LLM clients (the official SDKs and the popular wrappers) through
+`cassette proxy`.
 
 A fake upstream (a threaded HTTP server) stands in for the vendors: it answers with the
 realistic provider bodies under tests/fixtures/streams/, sends streams in irregular chunks, and
@@ -45,9 +46,31 @@ def cassette_bin() -> str:
     return path
 
 
+def _gemini_answer(method: str, query: str, body: dict) -> tuple[str, bytes]:
+    """Gemini: a function call, or, once the conversation holds a function's result, the
+    answer; as one JSON document, an event stream (`alt=sse`) or a JSON-array stream."""
+    answered = any(
+        "functionResponse" in part or "function_response" in part
+        for content in body.get("contents") or []
+        for part in content.get("parts") or []
+    )
+    if method == "generateContent":
+        return "application/json", fixture_bytes("gemini_text.final.json" if answered else "gemini.response.json")
+    if "alt=sse" in query.split("&"):
+        return "text/event-stream", fixture_bytes("gemini_text.sse" if answered else "gemini_tool.sse")
+    return "application/json", fixture_bytes("gemini_tool.stream.json")
+
+
 def _answer_for(path: str, body: dict) -> tuple[str, bytes]:
     """The content type and body the fake vendor answers `path` with."""
+    path, _, query = path.partition("?")
     stream = bool(body.get("stream"))
+    if "/models/" in path and ":" in path.rsplit("/", 1)[-1]:
+        method = path.rsplit(":", 1)[1]
+        if method in ("generateContent", "streamGenerateContent"):
+            return _gemini_answer(method, query, body)
+    if path.startswith("/openai/deployments/") and path.endswith("/chat/completions"):
+        path = "/v1/chat/completions"
     if path == "/v1/chat/completions":
         if stream:
             return "text/event-stream", fixture_bytes("openai_chat_tool.sse")
@@ -193,7 +216,8 @@ class Proxy:
         full_env = dict(os.environ)
         for name in ("CASSETTE_MODE", "CASSETTE_STORE", "CASSETTE_DIR", "CASSETTE_CACHE",
                      "CASSETTE_CONFIG", "UPSTREAM_BASE", "UPSTREAM_API_KEY", "OPENAI_API_KEY",
-                     "ANTHROPIC_API_KEY", "PORT"):
+                     "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AZURE_OPENAI_API_KEY",
+                     "PORT"):
             full_env.pop(name, None)
         full_env.update(env or {})
         self.process = subprocess.Popen(

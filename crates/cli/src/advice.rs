@@ -36,6 +36,12 @@ pub(crate) fn for_recorder(err: &Error) -> Option<String> {
             "--route NAME=URL, --upstream or UPSTREAM_BASE, or [routes.NAME] in cassette.toml"
         }
         Error::NotLoopback { .. } => "--allow-remote",
+        Error::ForeignHost { .. } => "cassette proxy --serve-host NAME",
+        Error::BrowserOrigin { .. }
+        | Error::InvalidSetting {
+            setting: Setting::AllowedOrigin,
+            ..
+        } => "cassette proxy --allow-origin ORIGIN",
         Error::Bind { .. } => "--listen or PORT",
         Error::UsageLog { .. } => "--usage-log or CASSETTE_USAGE_LOG",
         Error::Redact(_) => "--redact-path or --redact-pattern, or [redact] in cassette.toml",
@@ -52,6 +58,7 @@ pub(crate) fn for_store(err: &cassette_store::Error) -> Option<String> {
             Some("--store or CASSETTE_STORE, --cache or CASSETTE_CACHE".to_owned())
         }
         cassette_store::Error::ReadOnly { .. } => Some("CASSETTE_MODE=record or auto".to_owned()),
+        cassette_store::Error::Corrupt { .. } => Some("CASSETTE_MODE=record".to_owned()),
         _ => None,
     }
 }

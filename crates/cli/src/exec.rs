@@ -9,7 +9,8 @@
 //!
 //! Exit status: 2 when any replay miss happened, or any request bypassed the base URL in
 //! replay (a missing recording is a different signal from a failed test and should reach a
-//! different person), otherwise the command's own status (128+N when a signal N ended it).
+//! different person), or an answer that was to be recorded was not stored; otherwise the
+//! command's own status (128+N when a signal N ended it).
 
 use crate::mcp::ReportedMiss;
 use crate::proxy::{init_logging, summary};
@@ -106,8 +107,8 @@ const NODE_PROXY_SWITCH: (&str, &str) = ("NODE_USE_ENV_PROXY", "1");
     and OPENAI_API_KEY=cassette (ANTHROPIC_API_KEY, GEMINI_API_KEY, GOOGLE_API_KEY and every\n\
     route's key variable alike): the real keys stay with the proxy, which sends each route's\n\
     own key upstream. A client key variable no route reads is passed on as set.\n\
-    Exit status: 2 on any replay miss or any request that bypassed the base URL in replay,\n\
-    else the command's status.\n\
+    Exit status: 2 on any replay miss, failed recording or request that bypassed the base URL\n\
+    in replay, else the command's status.\n\
     Examples:\n  \
     CASSETTE_MODE=record OPENAI_API_KEY=sk-... cassette exec -- pytest\n  \
     cassette exec -- pytest        # replay in CI: no key, no network\n  \
@@ -326,6 +327,7 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             stats,
             missed: handle.misses(),
             mcp,
+            failures: recording.recording_failures(),
         };
         Ok(outcome.report(&settings, status))
     })
@@ -339,6 +341,8 @@ struct Outcome {
     /// The distinct HTTP misses.
     missed: MissLog,
     mcp: crate::mcp::ExecMcpReport,
+    /// The answers that were to be recorded and were not stored.
+    failures: Vec<cassette_recorder::RecordingFailure>,
 }
 
 impl Outcome {
@@ -350,6 +354,7 @@ impl Outcome {
             stats,
             missed,
             mcp,
+            failures,
         } = self;
         let misses = stats.recorder.misses + mcp.misses.len() as u64;
         let refused = *mode == Mode::Replay && stats.bypass_count() > 0;
@@ -380,7 +385,12 @@ impl Outcome {
         for line in missed_lines(missed, &mcp.misses) {
             eprintln!("{line}");
         }
-        if misses > 0 || refused {
+        // A recording that was not stored leaves a tape missing that the run seemed to make:
+        // as loud as a miss, with the key.
+        for failure in failures {
+            eprintln!("cassette exec: {failure}");
+        }
+        if misses > 0 || refused || !failures.is_empty() {
             ExitCode::from(EXIT_ERROR)
         } else {
             ExitCode::from(status_code(status))

@@ -66,6 +66,9 @@ patterns = []   # e.g. ['[\w.+-]+@[\w-]+\.[\w.]+']
 # [routes.acme]                    # requests to /acme/... go here
 # upstream    = "https://llm.acme.internal"
 # api_key_env = "ACME_LLM_KEY"
+#
+# [routes.azure]                   # Azure OpenAI: api-key auth, key from AZURE_OPENAI_API_KEY
+# upstream    = "https://YOUR-RESOURCE.openai.azure.com"
 "#;
 
 /// What git should not see: saved runs (`cassette run --save-run`) and a local cache.

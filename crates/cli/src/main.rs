@@ -101,6 +101,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
+    // Library warnings (a damaged log line, a cache bypassed, an upstream that broke off) reach
+    // stderr whatever the command.
+    proxy::init_logging();
     if cli.command.only_prints() {
         restore_default_sigpipe();
     }

@@ -41,6 +41,16 @@ pub(crate) struct ProxyArgs {
     /// Largest request body accepted; larger ones get 413 [default: 32MiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_body: Option<usize>,
+
+    /// Also serve requests addressed to this host name (such as a container's service name);
+    /// loopback names and addresses and the listening address are always served. Repeatable.
+    #[arg(long = "serve-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+
+    /// Serve browser requests from this web page origin (scheme://host[:port]), with CORS
+    /// headers; every other browser request is refused. Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
 }
 
 /// `cassette proxy`'s settings, validated.
@@ -78,6 +88,9 @@ impl ProxyArgs {
             advice: Some(crate::advice::for_recorder),
             miss_status: serve.miss_status,
             forwarding: serve.forwarding,
+            allowed_hosts: self.allowed_hosts.clone(),
+            allowed_origins: self.allowed_origins.clone(),
+            ..defaults
         };
         proxy.validate()?;
         let mut recorder = self.recorder.resolve(file)?;
@@ -133,12 +146,17 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
 /// One line of counters, as printed on shutdown and by `cassette exec`.
 pub(crate) fn summary(stats: &ProxyStats) -> String {
     let s = &stats.recorder;
+    let failed = match s.failed_recordings {
+        0 => String::new(),
+        n => format!(", {n} failed recordings"),
+    };
     let bypassed = match stats.bypass_count() {
         0 => String::new(),
         n => format!(", {n} bypassed the base URL"),
     };
     format!(
-        "{} requests: {} hits, {} misses, {} recorded, {} upstream requests, {} upstream errors{bypassed}",
+        "{} requests: {} hits, {} misses, {} recorded{failed}, {} upstream requests, {} upstream \
+         errors{bypassed}",
         stats.requests, s.hits, s.misses, s.recorded, s.upstream_requests, s.upstream_errors
     )
 }

@@ -29,6 +29,35 @@ pub const OLLAMA_VOLATILE: &[&str] = &["keep_alive"];
 pub(crate) const PROMPT_MEMBERS: &[&str] =
     &["messages", "system", "input", "instructions", "prompt"];
 
+/// Gemini's members holding the system instruction: the API reads both spellings of a field
+/// (proto JSON), and its own REST examples use the second.
+pub(crate) const GEMINI_SYSTEM: &[&str] = &["systemInstruction", "system_instruction"];
+
+/// Gemini's generation settings. Only `generationConfig` gets defaults merged: the snake_case
+/// spelling is keyed as written (see docs/keying.md).
+pub(crate) const GEMINI_GENERATION_CONFIG: &str = "generationConfig";
+const GEMINI_GENERATION_CONFIG_SNAKE: &str = "generation_config";
+
+/// The query parameter that chooses how Gemini frames its answer, not what it answers (`$alt`
+/// is the same system parameter), and the framings a recorder re-synthesizes from one final
+/// response: the event stream and JSON. Any other framing (`alt=proto`) stays in the key.
+const GEMINI_FRAMING: &[&str] = &["alt", "$alt"];
+const GEMINI_JSON_FRAMINGS: &[&str] = &["sse", "json"];
+
+/// Defaults Google documents for `GenerationConfig` members, merged into `generationConfig`
+/// when absent (docs/keying.md cites each). Sampling settings (`temperature`, `topP`, `topK`,
+/// `maxOutputTokens`) vary by model and are never merged.
+pub(crate) const GEMINI_GENERATION_DEFAULTS: &[(&str, DefaultValue)] = &[
+    ("candidateCount", DefaultValue::Int(1)),
+    ("responseLogprobs", DefaultValue::Bool(false)),
+    ("responseMimeType", DefaultValue::Str("text/plain")),
+];
+
+/// Whether a Gemini body gets a `generationConfig` of defaults because it has none at all.
+pub(crate) fn gemini_inserts_generation_config(has_member: impl Fn(&str) -> bool) -> bool {
+    !has_member(GEMINI_GENERATION_CONFIG) && !has_member(GEMINI_GENERATION_CONFIG_SNAKE)
+}
+
 /// Provider defaults merged into a body when the member is absent, so that spelling a default
 /// out and leaving it implicit ask the same question.
 pub(crate) fn implicit_defaults(profile: Profile) -> &'static [(&'static str, DefaultValue)] {
@@ -95,7 +124,9 @@ pub fn canonical_body(profile: Profile, body: Value, config: &KeyConfig) -> Valu
         if value.is_null() || config.is_volatile(profile, &name) {
             continue;
         }
-        let value = if PROMPT_MEMBERS.contains(&name.as_str()) {
+        let value = if profile == Profile::GeminiGenerate {
+            gemini_member(&name, value)
+        } else if PROMPT_MEMBERS.contains(&name.as_str()) {
             strip_trailing_whitespace(value)
         } else {
             value
@@ -107,7 +138,58 @@ pub fn canonical_body(profile: Profile, body: Value, config: &KeyConfig) -> Valu
             out.insert((*name).to_owned(), default.to_value());
         }
     }
+    if profile == Profile::GeminiGenerate
+        && gemini_inserts_generation_config(|n| out.contains_key(n))
+    {
+        let config = merge_generation_defaults(Map::new());
+        out.insert(GEMINI_GENERATION_CONFIG.to_owned(), config);
+    }
     Value::Object(out)
+}
+
+/// A top-level member of a Gemini body after step 2: prompt text stripped in `contents` and the
+/// system instruction, defaults merged into `generationConfig`.
+fn gemini_member(name: &str, value: Value) -> Value {
+    match name {
+        "contents" => match value {
+            Value::Array(contents) => {
+                Value::Array(contents.into_iter().map(gemini_content).collect())
+            }
+            other => other,
+        },
+        _ if GEMINI_SYSTEM.contains(&name) => gemini_content(value),
+        GEMINI_GENERATION_CONFIG => match value {
+            Value::Object(config) => merge_generation_defaults(config),
+            other => other,
+        },
+        _ => value,
+    }
+}
+
+/// A Gemini `Content`: the `text` of each of its `parts` loses trailing whitespace per line.
+fn gemini_content(content: Value) -> Value {
+    let Value::Object(mut content) = content else {
+        return content;
+    };
+    if let Some(Value::Array(parts)) = content.get_mut("parts") {
+        for part in parts {
+            if let Some(text) = part.as_object_mut().and_then(|p| p.get_mut("text")) {
+                *text = strip_trailing_whitespace(text.take());
+            }
+        }
+    }
+    Value::Object(content)
+}
+
+/// `generationConfig` without its null members, with Google's documented defaults merged.
+fn merge_generation_defaults(mut config: Map<String, Value>) -> Value {
+    config.retain(|_, value| !value.is_null());
+    for (name, default) in GEMINI_GENERATION_DEFAULTS {
+        if !config.contains_key(*name) {
+            config.insert((*name).to_owned(), default.to_value());
+        }
+    }
+    Value::Object(config)
 }
 
 fn strip_trailing_whitespace(value: Value) -> Value {
@@ -165,8 +247,25 @@ pub fn system_text(profile: Profile, body: &Value) -> Option<String> {
             _ => None,
         },
         Profile::OllamaGenerate => obj.get("system")?.as_str().map(str::to_owned),
+        Profile::GeminiGenerate => {
+            let instruction = GEMINI_SYSTEM.iter().find_map(|name| obj.get(*name))?;
+            instruction
+                .is_object()
+                .then(|| gemini_parts_text(instruction))
+        }
         _ => None,
     }
+}
+
+/// The concatenated `text` strings of a Gemini `Content`'s `parts`.
+fn gemini_parts_text(content: &Value) -> String {
+    content
+        .get("parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|part| part.get("text").and_then(Value::as_str))
+        .collect()
 }
 
 /// Texts of the `system`/`developer` messages in a message list, or `None` when there are none.
@@ -222,8 +321,8 @@ pub(crate) fn semantic_headers(headers: &[(&str, &str)]) -> Value {
 }
 
 /// Key contract step 5: the query as sorted `[name, value]` pairs, form-decoded, credentials
-/// dropped.
-pub(crate) fn canonical_query(query: &str) -> Value {
+/// (and for Gemini, the framing parameter `alt=sse` or `alt=json`) dropped.
+pub(crate) fn canonical_query(profile: Profile, query: &str) -> Value {
     let mut pairs: Vec<(String, String)> = query
         .split('&')
         .filter(|segment| !segment.is_empty())
@@ -232,6 +331,11 @@ pub(crate) fn canonical_query(query: &str) -> Value {
             None => (form_decode(segment), String::new()),
         })
         .filter(|(name, _)| !is_query_credential(name))
+        .filter(|(name, value)| {
+            profile != Profile::GeminiGenerate
+                || !(GEMINI_FRAMING.contains(&name.as_str())
+                    && GEMINI_JSON_FRAMINGS.contains(&value.as_str()))
+        })
         .collect();
     pairs.sort();
     Value::Array(

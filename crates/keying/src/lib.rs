@@ -461,15 +461,18 @@ pub struct HitKey {
     pub streaming: Streaming,
 }
 
-/// What a request body asks about streaming. The key leaves it out (`stream` and
-/// `stream_options` are volatile), but answering the request depends on it; it is read during
-/// keying so that nobody parses the body a second time to find it.
+/// What a request asks about streaming. The key leaves it out (`stream` and `stream_options`
+/// are volatile, Gemini's streaming method is keyed as the plain one), but answering the
+/// request depends on it; it is read during keying so that nobody parses the body a second
+/// time to find it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Streaming {
     /// Whether the client asked for a streamed answer: the body's top-level `stream` is
     /// `true`, or the body is JSON without a `stream` member on a profile that streams by
     /// default ([`Profile::streams_by_default`]). Any other `stream` value (`false`, `null`,
-    /// `"yes"`), and a body that is empty or not JSON, ask for no stream.
+    /// `"yes"`), and a body that is empty or not JSON, ask for no stream. On
+    /// `gemini.generate` only the path decides: the `:streamGenerateContent` method streams
+    /// ([`Profile::path_streams`]), whatever the body holds.
     pub wanted: bool,
     /// Whether `stream_options.include_usage` is `true` (OpenAI's final usage chunk).
     pub include_usage: bool,
@@ -545,8 +548,9 @@ enum Body<'d, 'a> {
 
 /// Writes the RFC 8785 material of `request` (key contract steps 1 to 7) into `out`.
 fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut S) -> Written {
-    let path = normalize_path(request.path);
-    let profile = Profile::from_path(&path);
+    let normalized = normalize_path(request.path);
+    let profile = Profile::from_path(&normalized);
+    let path = profile::keyed_path(profile, normalized);
     let text = match request.body {
         [] => None,
         bytes => std::str::from_utf8(bytes).ok(),
@@ -560,6 +564,11 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
         )
     };
     let streaming = match (&doc, &value) {
+        // Gemini asks for a stream in the path, never in the body.
+        _ if profile == Profile::GeminiGenerate => Streaming {
+            wanted: Profile::path_streams(request.path),
+            include_usage: false,
+        },
         (Some(doc), _) => doc.streaming(profile),
         (None, Some(value)) => streaming_of(profile, value),
         (None, None) => Streaming::default(),
@@ -592,7 +601,7 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
         profile,
         method: request.method.to_ascii_uppercase(),
         path,
-        query: canonical::canonical_query(request.query),
+        query: canonical::canonical_query(profile, request.query),
         headers: canonical::semantic_headers(&request.headers),
         system_sha256,
         body_sha256,

@@ -22,6 +22,8 @@ pub enum Profile {
     OllamaGenerate,
     /// Ollama `/api/embed`.
     OllamaEmbed,
+    /// Gemini `models/*:generateContent` and `:streamGenerateContent`.
+    GeminiGenerate,
     /// Anything else: the body is only canonicalized, never interpreted.
     Http,
     /// A JSON-RPC request to an MCP tool server (see [`crate::mcp`]). Never chosen from a
@@ -39,7 +41,13 @@ const SUFFIXES: &[(&str, Profile)] = &[
     ("/api/chat", Profile::OllamaChat),
     ("/api/generate", Profile::OllamaGenerate),
     ("/api/embed", Profile::OllamaEmbed),
+    (GENERATE_CONTENT, Profile::GeminiGenerate),
+    (STREAM_GENERATE_CONTENT, Profile::GeminiGenerate),
 ];
+
+/// Gemini's method suffixes. The streaming one is keyed as the other (see [`keyed_path`]).
+const GENERATE_CONTENT: &str = ":generateContent";
+const STREAM_GENERATE_CONTENT: &str = ":streamGenerateContent";
 
 impl Profile {
     /// Picks the profile of a path (normalized first).
@@ -63,6 +71,7 @@ impl Profile {
             Profile::OllamaChat => "ollama.chat",
             Profile::OllamaGenerate => "ollama.generate",
             Profile::OllamaEmbed => "ollama.embed",
+            Profile::GeminiGenerate => "gemini.generate",
             Profile::Http => "http",
             Profile::Mcp => "mcp",
         }
@@ -79,6 +88,12 @@ impl Profile {
         matches!(self, Profile::OllamaChat | Profile::OllamaGenerate)
     }
 
+    /// Whether the path itself asks for a streamed answer rather than the body: Gemini's
+    /// `:streamGenerateContent` (the body has no `stream` member there).
+    pub fn path_streams(path: &str) -> bool {
+        normalize_path(path).ends_with(STREAM_GENERATE_CONTENT)
+    }
+
     /// Whether this is an Ollama profile (`keep_alive` is volatile there).
     pub fn is_ollama(self) -> bool {
         matches!(
@@ -91,6 +106,16 @@ impl Profile {
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// The path as it enters the key material (key contract step 1), from a normalized path:
+/// itself, except that Gemini's `:streamGenerateContent` is written `:generateContent`, so a
+/// streamed and a plain request for the same content share a key, as `stream` does elsewhere.
+pub(crate) fn keyed_path(profile: Profile, normalized: String) -> String {
+    match normalized.strip_suffix(STREAM_GENERATE_CONTENT) {
+        Some(rest) if profile == Profile::GeminiGenerate => format!("{rest}{GENERATE_CONTENT}"),
+        _ => normalized,
     }
 }
 
@@ -131,12 +156,45 @@ mod tests {
             ("/api/generate", "ollama.generate"),
             ("/api/embed", "ollama.embed"),
             ("/api/embeddings", "openai.embeddings"),
+            (
+                "/v1beta/models/gemini-2.5-flash:generateContent",
+                "gemini.generate",
+            ),
+            (
+                "/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+                "gemini.generate",
+            ),
+            (
+                "/v1/projects/p/locations/l/publishers/google/models/m:generateContent",
+                "gemini.generate",
+            ),
+            ("/v1beta/models/gemini-2.5-flash:countTokens", "http"),
+            ("/v1beta/models/gemini-2.5-flash:embedContent", "http"),
+            ("/v1beta/models/m:generatecontent", "http"),
             ("/v1/models", "http"),
             ("/", "http"),
         ];
         for (path, expected) in table {
             assert_eq!(Profile::from_path(path).as_str(), expected, "{path}");
         }
+    }
+
+    #[test]
+    fn the_streaming_method_is_keyed_as_the_plain_one() {
+        let keyed = |path: &str| keyed_path(Profile::from_path(path), normalize_path(path));
+        assert_eq!(
+            keyed("/v1beta/models/m:streamGenerateContent"),
+            "/v1beta/models/m:generateContent"
+        );
+        assert_eq!(
+            keyed("/v1beta/models/m:generateContent/"),
+            "/v1beta/models/m:generateContent"
+        );
+        assert_eq!(keyed("/v1/chat/completions"), "/v1/chat/completions");
+        assert!(Profile::path_streams(
+            "/v1beta/models/m:streamGenerateContent/"
+        ));
+        assert!(!Profile::path_streams("/v1beta/models/m:generateContent"));
     }
 
     #[test]

@@ -21,6 +21,8 @@ const PATHS: &[&str] = &[
     "/api/chat",
     "/api/generate",
     "/api/embed",
+    "/v1beta/models/gemini-2.5-flash:generateContent",
+    "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
     "/v1/files",
 ];
 
@@ -44,6 +46,14 @@ const NAMES: &[&str] = &[
     "top_p",
     "keep_alive",
     "seed",
+    "contents",
+    "parts",
+    "systemInstruction",
+    "system_instruction",
+    "generationConfig",
+    "generation_config",
+    "candidateCount",
+    "responseMimeType",
 ];
 
 fn configs() -> impl Strategy<Value = KeyConfig> {
@@ -59,10 +69,15 @@ fn configs() -> impl Strategy<Value = KeyConfig> {
         }),
         // Ignored paths take the `Value` route; the key must not tell.
         Just(KeyConfig {
-            ignore: ["$.messages[*].content", "$..text", "$.system"]
-                .iter()
-                .filter_map(|path| JsonPath::parse(path).ok())
-                .collect(),
+            ignore: [
+                "$.messages[*].content",
+                "$..text",
+                "$.system",
+                "$.generationConfig.candidateCount"
+            ]
+            .iter()
+            .filter_map(|path| JsonPath::parse(path).ok())
+            .collect(),
             ..KeyConfig::default()
         }),
     ]
@@ -131,8 +146,83 @@ fn message() -> impl Strategy<Value = Value> {
         .prop_map(|(role, content)| json!({"role": role, "content": content}))
 }
 
+/// A Gemini `Content` shaped the way the rules read it, or something else in its place.
+fn gemini_content() -> impl Strategy<Value = Value> {
+    let part = prop_oneof![
+        text().prop_map(|t| json!({"text": t})),
+        value().prop_map(|v| json!({"text": v})),
+        Just(json!({"functionCall": {"id": "pyd_ai_1 ", "name": "f", "args": {"a": "b "}}})),
+        leaf(),
+    ];
+    let parts = prop_oneof![
+        4 => prop::collection::vec(part, 0..3).prop_map(Value::Array),
+        1 => value(),
+    ];
+    prop_oneof![
+        4 => (prop::sample::select(&["user", "model"][..]), parts)
+            .prop_map(|(role, parts)| json!({"role": role, "parts": parts})),
+        1 => leaf(),
+    ]
+}
+
+/// Gemini's generation settings: documented defaults spelled out or not, nulls, other values.
+fn generation_config() -> impl Strategy<Value = Value> {
+    let member = prop_oneof![
+        Just(("candidateCount", json!(1))),
+        Just(("candidateCount", json!(2))),
+        Just(("candidateCount", Value::Null)),
+        Just(("responseMimeType", json!("text/plain"))),
+        Just(("responseLogprobs", json!(false))),
+        Just(("temperature", json!(0.2))),
+        Just(("maxOutputTokens", Value::Null)),
+    ];
+    prop_oneof![
+        4 => prop::collection::vec(member, 0..4)
+            .prop_map(|members| Value::Object(members.into_iter().map(|(n, v)| (n.to_owned(), v)).collect())),
+        1 => leaf(),
+    ]
+}
+
 /// A request body with the members the rules read, plus random others.
 fn llm_body() -> impl Strategy<Value = Value> {
+    (openai_body(), gemini_members()).prop_map(|(mut body, gemini)| {
+        if let Some(object) = body.as_object_mut() {
+            object.extend(gemini);
+        }
+        body
+    })
+}
+
+/// The members the Gemini rules read, each present or not.
+fn gemini_members() -> impl Strategy<Value = Map<String, Value>> {
+    (
+        prop::option::of(prop::collection::vec(gemini_content(), 0..4).prop_map(Value::Array)),
+        prop::option::of(gemini_content()),
+        prop::option::of(prop::sample::select(
+            &["systemInstruction", "system_instruction"][..],
+        )),
+        prop::option::of(generation_config()),
+        prop::option::of(prop::sample::select(
+            &["generationConfig", "generation_config"][..],
+        )),
+    )
+        .prop_map(|(contents, system, system_name, config, config_name)| {
+            let mut members = Map::new();
+            if let Some(contents) = contents {
+                members.insert("contents".into(), contents);
+            }
+            if let (Some(system), Some(name)) = (system, system_name) {
+                members.insert(name.into(), system);
+            }
+            if let (Some(config), Some(name)) = (config, config_name) {
+                members.insert(name.into(), config);
+            }
+            members
+        })
+}
+
+/// A request body with the members the OpenAI, Anthropic and Ollama rules read.
+fn openai_body() -> impl Strategy<Value = Value> {
     let messages = || prop::collection::vec(message(), 0..4).prop_map(Value::Array);
     let system = prop_oneof![
         text().prop_map(Value::String),
@@ -346,6 +436,11 @@ fn mutate(text: &str, edits: &[(usize, usize, u8)]) -> Vec<u8> {
 fn reference_canonical(path: &str, body: &[u8], config: &KeyConfig) -> String {
     let path = normalize_path(path);
     let profile = Profile::from_path(&path);
+    // Gemini's streaming method is keyed as the plain one.
+    let path = match path.strip_suffix(":streamGenerateContent") {
+        Some(model) if profile == Profile::GeminiGenerate => format!("{model}:generateContent"),
+        _ => path,
+    };
     let parsed = std::str::from_utf8(body)
         .ok()
         .and_then(|text| serde_json::from_str::<Value>(text).ok());
@@ -381,6 +476,12 @@ fn reference_canonical(path: &str, body: &[u8], config: &KeyConfig) -> String {
 /// `include_usage` on a separately parsed `Value`.
 fn reference_streaming(path: &str, body: &[u8]) -> Streaming {
     let profile = Profile::from_path(path);
+    if profile == Profile::GeminiGenerate {
+        return Streaming {
+            wanted: path.ends_with(":streamGenerateContent"),
+            include_usage: false,
+        };
+    }
     let json: Option<Value> = serde_json::from_slice(body).ok();
     let wanted = json.as_ref().is_some_and(|b| match b.get("stream") {
         Some(Value::Bool(stream)) => *stream,

@@ -20,6 +20,7 @@ const OLLAMA_CHAT: &str = "/api/chat";
 const OLLAMA_GENERATE: &str = "/api/generate";
 const OLLAMA_EMBED: &str = "/api/embed";
 const HTTP: &str = "/v1/models";
+const GEMINI: &str = "/v1beta/models/gemini-2.5-flash:generateContent";
 
 /// Every LLM profile's path, with the profile name it must select.
 const LLM_PATHS: &[(&str, &str)] = &[
@@ -31,6 +32,7 @@ const LLM_PATHS: &[(&str, &str)] = &[
     (OLLAMA_CHAT, "ollama.chat"),
     (OLLAMA_GENERATE, "ollama.generate"),
     (OLLAMA_EMBED, "ollama.embed"),
+    (GEMINI, "gemini.generate"),
 ];
 
 const VECTOR1_BODY: &str = r#"{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse.  \nAnswer briefly.\t"},{"role":"user","content":"Where is my refund?"}],"stream":true,"user":"u-42"}"#;
@@ -351,7 +353,13 @@ fn each_default_present_or_absent_gives_one_key() {
 
 #[test]
 fn profiles_without_defaults_merge_none() {
-    for path in [EMBEDDINGS, OLLAMA_CHAT, OLLAMA_GENERATE, OLLAMA_EMBED] {
+    for path in [
+        EMBEDDINGS,
+        OLLAMA_CHAT,
+        OLLAMA_GENERATE,
+        OLLAMA_EMBED,
+        GEMINI,
+    ] {
         for (_, name, value) in DEFAULTS {
             let spelled: Value = serde_json::from_str(value).expect("default literal");
             assert_ne!(
@@ -1135,6 +1143,45 @@ fn diff_reports_a_raw_body_change_as_its_hash() {
 fn a_repeated_member_name_keeps_its_last_value() {
     assert_eq!(key_of(HTTP, r#"{"a":1,"a":2}"#), key_of(HTTP, r#"{"a":2}"#));
     assert_ne!(key_of(HTTP, r#"{"a":1,"a":2}"#), key_of(HTTP, r#"{"a":1}"#));
+}
+
+/// Azure OpenAI: `/openai/deployments/{name}/chat/completions?api-version=...` is keyed by the
+/// `openai.chat` rules; the deployment (path) and the API version (query) count, the `api-key`
+/// header does not.
+#[test]
+fn azure_deployments_key_as_openai_chat() {
+    let path = "/openai/deployments/gpt-4o-mini/chat/completions";
+    let body = br#"{"messages":[{"role":"user","content":"Hi  "}]}"#;
+    let azure = |path, query, key| {
+        keyed(
+            &Request::new("POST", path)
+                .target("azure")
+                .query(query)
+                .header("api-key", key)
+                .body(body),
+        )
+    };
+    let base = azure(path, "api-version=2024-10-21", "secret-1");
+    assert_eq!(base.profile.as_str(), "openai.chat");
+    assert_eq!(base.material["body"]["temperature"], json!(1));
+    assert_eq!(base.material["body"]["messages"][0]["content"], json!("Hi"));
+    assert_eq!(
+        base.key,
+        azure(path, "api-version=2024-10-21", "secret-2").key
+    );
+    assert_ne!(
+        base.key,
+        azure(path, "api-version=2025-01-01", "secret-1").key
+    );
+    assert_ne!(
+        base.key,
+        azure(
+            "/openai/deployments/gpt-4o/chat/completions",
+            "api-version=2024-10-21",
+            "secret-1"
+        )
+        .key
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ fn cassette(i: usize) -> Cassette {
                              "message": {"role": "assistant", "content": format!("Refund {i} is on its way.")}}]
             })),
             stream: None,
+            events: None,
         },
         meta: Meta::default(),
     }

@@ -170,6 +170,12 @@ pub struct StoredResponse {
     /// re-synthesize it in the provider's own events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
+    /// The stream's events exactly as the upstream sent them, kept only when exact stream
+    /// replay was asked for at recording time: server-sent events as `{"event", "data", "id",
+    /// "retry"}` objects (only the fields they had, `data` verbatim), newline-delimited JSON as
+    /// the lines' text. Replay then sends these instead of a re-synthesized stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<Value>>,
 }
 
 /// A body, in the most readable form that keeps every byte.
@@ -273,9 +279,30 @@ impl Cassette {
         Ok(cassette)
     }
 
-    /// The request's `model`, when its body names one.
+    /// Parses the document stored under `key` and checks that it is the recording of that key:
+    /// a document stored under another key (a file copied or renamed over another key's file)
+    /// would answer a question it was not recorded for.
+    pub fn from_stored(bytes: &[u8], key: &Key) -> Result<Cassette, String> {
+        let cassette = Cassette::from_document(bytes)?;
+        if cassette.key != *key {
+            return Err(format!(
+                "the document is the recording of key {}, not of {key} (a file copied or \
+                 renamed over another key's file?); it was not served",
+                cassette.key
+            ));
+        }
+        Ok(cassette)
+    }
+
+    /// The model the request asked for: its body's `model`, else the model a Gemini path
+    /// names (`.../models/MODEL:generateContent`).
     pub fn requested_model(&self) -> Option<&str> {
-        self.request.body.as_json()?.get("model")?.as_str()
+        let from_body = self
+            .request
+            .body
+            .as_json()
+            .and_then(|body| body.get("model")?.as_str());
+        from_body.or_else(|| crate::request::model_in_path(&self.request.path))
     }
 
     /// Keys the request this cassette stored, under the current contract: an HTTP request as
@@ -352,6 +379,7 @@ mod tests {
                 headers: BTreeMap::new(),
                 body: StoredBody::Text("ok".into()),
                 stream: None,
+                events: None,
             },
             meta: Meta::default(),
         }

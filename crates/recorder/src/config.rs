@@ -46,6 +46,21 @@ impl Route {
             api_key: None,
         }
     }
+
+    /// The path a request has under this route, spelled as the upstream's API spells it. The
+    /// `anthropic` route's API lives under `/v1`: a path outside it gains the prefix, so a
+    /// client that joins `/messages` to a base URL it expected to end in `/v1` (the Vercel AI
+    /// SDK) and one that joins `/v1/messages` (the official SDKs) reach the same endpoint and
+    /// key alike. Every other path, and every other route, is kept as it is.
+    pub fn api_path<'p>(&self, path: &'p str) -> std::borrow::Cow<'p, str> {
+        let outside_v1 =
+            !(path == "/" || path.is_empty() || path == "/v1" || path.starts_with("/v1/"));
+        if self.name == "anthropic" && outside_v1 {
+            let slash = if path.starts_with('/') { "" } else { "/" };
+            return std::borrow::Cow::Owned(format!("/v1{slash}{path}"));
+        }
+        std::borrow::Cow::Borrowed(path)
+    }
 }
 
 /// How a route's key is sent to its upstream.
@@ -66,11 +81,12 @@ pub enum AuthStyle {
 
 impl AuthStyle {
     /// The style of a built-in route: `x-api-key` for `anthropic`, `x-goog-api-key` for
-    /// `gemini`, a bearer token otherwise.
+    /// `gemini`, `api-key` for a route named `azure` (Azure OpenAI), a bearer token otherwise.
     pub fn for_route(name: &str) -> AuthStyle {
         match name {
             "anthropic" => AuthStyle::XApiKey,
             "gemini" => AuthStyle::XGoogApiKey,
+            "azure" => AuthStyle::ApiKey,
             _ => AuthStyle::Bearer,
         }
     }
@@ -149,6 +165,21 @@ pub enum ErrorRecording {
     Record,
 }
 
+/// How a streamed answer is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamReplay {
+    /// Re-synthesized in the provider's own events from the stored final response (the
+    /// default): small readable cassettes, one recording serving streaming and non-streaming
+    /// requests alike, but the provider's reference framing rather than the upstream's exact
+    /// one (see `docs/cassette-format.md`).
+    #[default]
+    Synthesize,
+    /// Recording also keeps the stream's events exactly as the upstream sent them, and replay
+    /// sends those: for upstreams whose framing differs from the provider's reference (a
+    /// gateway's own event layout, a usage chunk shaped differently).
+    Exact,
+}
+
 /// How repeats of one request within a session (one recorder: a proxy, an `exec` run, a
 /// stdio MCP session) are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -208,6 +239,8 @@ pub struct RecorderConfig {
     pub errors: ErrorRecording,
     /// Size of the pieces a replayed stream is cut into.
     pub stream_chunk_size: usize,
+    /// Whether streams are recorded event by event and replayed as recorded.
+    pub stream_replay: StreamReplay,
     /// Largest request body accepted.
     pub max_body: usize,
     /// How long an upstream may take to answer (headers) before the request fails.
@@ -231,6 +264,7 @@ impl Default for RecorderConfig {
             redaction: RedactionRules::default(),
             errors: ErrorRecording::default(),
             stream_chunk_size: DEFAULT_STREAM_CHUNK,
+            stream_replay: StreamReplay::default(),
             max_body: DEFAULT_MAX_BODY,
             upstream_timeout: Duration::from_secs(600),
             mcp_routes: Vec::new(),
@@ -268,6 +302,14 @@ impl RecorderConfig {
             if !matches!(url.scheme(), "http" | "https") {
                 return Err(invalid(format!(
                     "`{}` must be an http:// or https:// URL",
+                    route.base_url
+                )));
+            }
+            // Request paths and queries are joined onto the base URL: a query or fragment in
+            // it would end up in the middle of every upstream URL.
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(invalid(format!(
+                    "`{}` has a query or fragment; a base URL is a scheme, host and path",
                     route.base_url
                 )));
             }
@@ -341,6 +383,24 @@ mod tests {
         assert_eq!(AuthStyle::for_route("anthropic"), AuthStyle::XApiKey);
         assert_eq!(AuthStyle::for_route("default"), AuthStyle::Bearer);
         assert_eq!(AuthStyle::for_route("gemini"), AuthStyle::XGoogApiKey);
+        assert_eq!(AuthStyle::for_route("azure"), AuthStyle::ApiKey);
+    }
+
+    #[test]
+    fn anthropic_paths_live_under_v1() {
+        let anthropic = Route::new("anthropic", "https://api.anthropic.com");
+        for (path, expected) in [
+            ("/messages", "/v1/messages"),
+            ("/messages/count_tokens", "/v1/messages/count_tokens"),
+            ("/v1/messages", "/v1/messages"),
+            ("/v1", "/v1"),
+            ("/", "/"),
+            ("/v10/x", "/v1/v10/x"),
+        ] {
+            assert_eq!(anthropic.api_path(path), expected, "{path}");
+        }
+        let other = Route::new("default", "https://api.openai.com");
+        assert_eq!(other.api_path("/chat/completions"), "/chat/completions");
     }
 
     #[test]
@@ -373,6 +433,8 @@ mod tests {
         assert!(message(with_route("a b", "http://x")).contains("a b"));
         assert!(message(with_route("x", "ftp://x")).contains("http"));
         assert!(message(with_route("x", "not a url")).contains("not a URL"));
+        assert!(message(with_route("x", "http://h/v1?k=1")).contains("query or fragment"));
+        assert!(message(with_route("x", "http://h/v1#f")).contains("query or fragment"));
         let mut twice = with_route("x", "http://a");
         twice.routes.push(twice.routes[0].clone());
         assert!(message(twice).contains("twice"));

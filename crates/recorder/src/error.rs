@@ -84,6 +84,33 @@ pub enum Error {
     /// The request cannot be handled as sent.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The proxy refused a request addressed to it by a name that is not its own: what a web
+    /// page reaching it through DNS rebinding looks like.
+    #[error(
+        "refused a request for host `{host}`: the proxy answers requests addressed to a loopback \
+         name or address, or to its listening address (a web page reaching it by DNS rebinding \
+         names its own host); allow the host explicitly to serve it"
+    )]
+    ForeignHost {
+        /// The `Host` the request named.
+        host: String,
+    },
+    /// The proxy refused a request a web browser sent on behalf of a page: a hostile page
+    /// must not spend the upstream key or write cassettes.
+    #[error(
+        "refused a request from the web page {origin}: browsers may use the proxy (and its \
+         upstream key) only from origins allowed explicitly"
+    )]
+    BrowserOrigin {
+        /// The page's origin (or the `Sec-Fetch-Site` value of a request without one).
+        origin: String,
+    },
+    /// A request's body stopped arriving.
+    #[error("the request body stalled: no data for {}s", .idle.as_secs_f32())]
+    SlowBody {
+        /// How long nothing arrived.
+        idle: Duration,
+    },
     /// The request body is over the configured limit.
     #[error(
         "request body of {size} bytes is over the limit of {limit} bytes; raise the body limit \
@@ -157,6 +184,14 @@ pub enum Setting {
     BodyLimit,
     /// The size of the pieces a replayed stream is cut into.
     StreamChunkSize,
+    /// How many connections the proxy serves at once.
+    MaxConnections,
+    /// How long a connection may take to send its request headers.
+    HeaderTimeout,
+    /// How long a request body may stall.
+    BodyTimeout,
+    /// A web page origin allowed to use the proxy.
+    AllowedOrigin,
     /// The HTTP status a replay miss is answered with.
     MissStatus,
 }
@@ -166,17 +201,37 @@ impl fmt::Display for Setting {
         f.write_str(match self {
             Setting::BodyLimit => "body limit",
             Setting::StreamChunkSize => "stream chunk size",
+            Setting::MaxConnections => "connection limit",
+            Setting::HeaderTimeout => "header timeout",
+            Setting::BodyTimeout => "body timeout",
+            Setting::AllowedOrigin => "allowed origin",
             Setting::MissStatus => "miss status",
         })
     }
 }
 
 impl Error {
+    /// The key of the cassette this error is about, when it is about one.
+    pub fn key(&self) -> Option<&Key> {
+        match self {
+            Error::Miss(miss) => Some(&miss.key),
+            Error::Corrupt { key, .. }
+            | Error::Store(
+                cassette_store::Error::Corrupt { key, .. }
+                | cassette_store::Error::InvalidDocument { key, .. }
+                | cassette_store::Error::ReadOnly { key, .. },
+            ) => Some(key),
+            _ => None,
+        }
+    }
+
     /// The HTTP status a proxy answers this error with.
     pub fn http_status(&self) -> u16 {
         match self {
             Error::Miss(_) => 409,
             Error::InvalidRequest(_) => 400,
+            Error::ForeignHost { .. } | Error::BrowserOrigin { .. } => 403,
+            Error::SlowBody { .. } => 408,
             Error::BodyTooLarge { .. } => 413,
             Error::Upstream {
                 timed_out: true, ..
@@ -199,12 +254,18 @@ impl Error {
             | Error::Redact(_) => "cassette_config_error",
             Error::Server { .. } => "cassette_internal_error",
             Error::InvalidRequest(_) => "invalid_request_error",
+            Error::ForeignHost { .. } | Error::BrowserOrigin { .. } => "cassette_forbidden",
+            Error::SlowBody { .. } => "request_timeout",
             Error::BodyTooLarge { .. } => "request_too_large",
             Error::NoUpstream { .. } => "cassette_no_upstream",
             Error::Upstream { .. } => "cassette_upstream_error",
             Error::McpServerStart { .. } => "cassette_mcp_server_error",
             Error::ReplayOnly { .. } => "cassette_internal_error",
-            Error::Corrupt { .. } => "cassette_corrupt",
+            // One scheme whichever layer noticed: a damaged document is `cassette_corrupt`
+            // whether the store (truncated JSON) or the recorder (not a cassette) found it.
+            Error::Corrupt { .. } | Error::Store(cassette_store::Error::Corrupt { .. }) => {
+                "cassette_corrupt"
+            }
             Error::Store(_) => "cassette_store_error",
             Error::Stream(_) => "cassette_stream_error",
         }
@@ -219,15 +280,12 @@ pub(crate) fn report(err: &(dyn std::error::Error + 'static)) -> String {
         .join(": ")
 }
 
+/// The error for an upstream call that failed, saying what actually happened.
 pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Duration) -> Error {
-    let timed_out = err.is_timeout();
-    let mut cause = if timed_out {
-        format!("no answer within {}s", timeout.as_secs_f32())
-    } else if err.is_connect() {
-        "connection failed".to_owned()
-    } else {
-        "request failed".to_owned()
-    };
+    let os_error = std::iter::successors(std::error::Error::source(err), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .find(|e| e.raw_os_error().is_some());
+    let mut cause = failure(err.is_connect(), err.is_timeout(), os_error, timeout);
     // reqwest's own message repeats the URL, which `endpoint` already names without
     // credentials; its causes say what actually went wrong.
     if let Some(source) = std::error::Error::source(err) {
@@ -237,7 +295,31 @@ pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Dura
     Error::Upstream {
         endpoint: endpoint.to_owned(),
         cause,
-        timed_out,
+        timed_out: err.is_timeout(),
+    }
+}
+
+/// What went wrong with an upstream call, in words: a connection that could not be made, one
+/// the operating system gave up on (its own timeout, which has nothing to do with ours), or one
+/// of our two timeouts running out. Only our own answer timeout is "no answer within N s".
+fn failure(
+    connect: bool,
+    timed_out: bool,
+    os_error: Option<&std::io::Error>,
+    timeout: Duration,
+) -> String {
+    match (os_error, connect, timed_out) {
+        (Some(os), _, _) if os.kind() == std::io::ErrorKind::TimedOut => {
+            "the operating system timed the connection out".to_owned()
+        }
+        (Some(_), true, _) | (None, true, false) => "cannot connect".to_owned(),
+        (Some(_), false, _) => "the connection failed".to_owned(),
+        (None, true, true) => format!(
+            "no connection within {}s",
+            crate::upstream::connect_timeout(timeout).as_secs_f32()
+        ),
+        (None, false, true) => format!("no answer within {}s", timeout.as_secs_f32()),
+        (None, false, false) => "request failed".to_owned(),
     }
 }
 
@@ -245,6 +327,42 @@ pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Dura
 mod tests {
     use super::*;
     use std::error::Error as _;
+
+    /// Under load the operating system gives up on connections by itself: that is what the
+    /// message says then, never our own answer timeout, which did not run out.
+    #[test]
+    fn upstream_failures_say_what_happened() {
+        let minute = Duration::from_secs(60);
+        let os_timeout = std::io::Error::from_raw_os_error(libc::ETIMEDOUT);
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        let reset = std::io::Error::from_raw_os_error(libc::ECONNRESET);
+        let table = [
+            (
+                (true, true, Some(&os_timeout)),
+                "the operating system timed the connection out",
+            ),
+            (
+                (false, true, Some(&os_timeout)),
+                "the operating system timed the connection out",
+            ),
+            ((true, false, Some(&refused)), "cannot connect"),
+            ((false, false, Some(&reset)), "the connection failed"),
+            ((true, true, None), "no connection within 10s"),
+            ((false, true, None), "no answer within 60s"),
+            ((false, false, None), "request failed"),
+        ];
+        for ((connect, timed_out, os), expected) in table {
+            assert_eq!(
+                failure(connect, timed_out, os, minute),
+                expected,
+                "connect {connect}, timed out {timed_out}, {os:?}"
+            );
+        }
+        assert_eq!(
+            failure(true, true, None, Duration::from_secs(2)),
+            "no connection within 2s"
+        );
+    }
 
     /// Every error shows its cause in its message or returns it from `source()`, never both, so
     /// a printed chain says each thing once.

@@ -86,11 +86,18 @@ pub struct HitCacheStats {
     pub evicted: u64,
 }
 
-/// The answers rendered from one cassette document, one per way of asking (a stream or not,
-/// with usage or not).
+/// How a request asked for its answer, beyond its key: a stream or not, with usage or not,
+/// and its query string (which can choose a stream's format, as Gemini's `alt=sse` does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Asked {
+    pub(crate) streaming: Streaming,
+    pub(crate) query: String,
+}
+
+/// The answers rendered from one cassette document, one per way of asking.
 struct Entry {
     document: Fingerprint,
-    answers: Vec<(Streaming, Answer)>,
+    answers: Vec<(Asked, Answer)>,
     size: usize,
     /// Served since it was cached or last looked at for eviction.
     served: bool,
@@ -151,14 +158,9 @@ impl HitCache {
     }
 
     /// The answer rendered for `key` from exactly the document `fingerprint` identifies, asked
-    /// the way `streaming` says. An entry made from other bytes is dropped: the store's content
-    /// has changed.
-    pub(crate) fn get(
-        &self,
-        key: &Key,
-        document: &Fingerprint,
-        streaming: Streaming,
-    ) -> Option<Answer> {
+    /// as `asked` says. An entry made from other bytes is dropped: the store's content has
+    /// changed.
+    pub(crate) fn get(&self, key: &Key, document: &Fingerprint, asked: &Asked) -> Option<Answer> {
         if self.budget == 0 {
             return None;
         }
@@ -173,23 +175,17 @@ impl HitCache {
         let answer = entry
             .answers
             .iter()
-            .find(|(asked, _)| *asked == streaming)
+            .find(|(how, _)| how == asked)
             .map(|(_, answer)| answer.clone())?;
         entry.served = true;
         state.served += 1;
         Some(answer)
     }
 
-    /// Keeps `answer`, rendered for `key` from `document` asked the way `streaming` says.
-    /// Answers too large for the budget are not kept.
-    pub(crate) fn put(
-        &self,
-        key: &Key,
-        document: Fingerprint,
-        streaming: Streaming,
-        answer: Answer,
-    ) {
-        let added = answer.size();
+    /// Keeps `answer`, rendered for `key` from `document` asked as `asked` says. Answers too
+    /// large for the budget are not kept.
+    pub(crate) fn put(&self, key: &Key, document: Fingerprint, asked: Asked, answer: Answer) {
+        let added = answer.size() + asked.query.len();
         if self.budget == 0 || added + ENTRY_OVERHEAD > self.budget / 4 {
             return;
         }
@@ -200,10 +196,10 @@ impl HitCache {
             .is_some_and(|e| e.document == document);
         if same_document {
             let entry = state.entries.get_mut(key).expect("checked above");
-            if entry.answers.iter().any(|(asked, _)| *asked == streaming) {
+            if entry.answers.iter().any(|(how, _)| *how == asked) {
                 return;
             }
-            entry.answers.push((streaming, answer));
+            entry.answers.push((asked, answer));
             entry.size += added;
             state.bytes += added;
         } else {
@@ -219,7 +215,7 @@ impl HitCache {
                 key.clone(),
                 Entry {
                     document,
-                    answers: vec![(streaming, answer)],
+                    answers: vec![(asked, answer)],
                     size,
                     served: false,
                 },
@@ -300,25 +296,29 @@ mod tests {
         Fingerprint::of(bytes)
     }
 
-    const PLAIN: Streaming = Streaming {
-        wanted: false,
-        include_usage: false,
-    };
-    const STREAM: Streaming = Streaming {
-        wanted: true,
-        include_usage: false,
-    };
+    fn asked(wanted: bool, query: &str) -> Asked {
+        Asked {
+            streaming: Streaming {
+                wanted,
+                include_usage: false,
+            },
+            query: query.to_owned(),
+        }
+    }
 
     #[test]
     fn an_answer_is_served_only_for_the_document_it_was_made_from() {
         let cache = HitCache::new(1 << 20);
         let one = doc(b"{\"answer\":\"one\"}");
-        cache.put(&key(1), one, PLAIN, answer("one"));
-        assert_eq!(cache.get(&key(1), &one, PLAIN).unwrap().body, "one");
+        cache.put(&key(1), one, asked(false, ""), answer("one"));
+        assert_eq!(
+            cache.get(&key(1), &one, &asked(false, "")).unwrap().body,
+            "one"
+        );
         // Same size, other content: not served, and the entry is gone.
         let two = doc(b"{\"answer\":\"two\"}");
-        assert!(cache.get(&key(1), &two, PLAIN).is_none());
-        assert!(cache.get(&key(1), &one, PLAIN).is_none());
+        assert!(cache.get(&key(1), &two, &asked(false, "")).is_none());
+        assert!(cache.get(&key(1), &one, &asked(false, "")).is_none());
         let stats = cache.stats();
         assert_eq!((stats.served, stats.refreshed, stats.entries), (1, 1, 0));
         assert_eq!(stats.bytes, 0);
@@ -328,17 +328,33 @@ mod tests {
     fn each_way_of_asking_has_its_own_answer() {
         let cache = HitCache::new(1 << 20);
         let old = doc(b"doc");
-        cache.put(&key(1), old, PLAIN, answer("json"));
-        assert!(cache.get(&key(1), &old, STREAM).is_none());
-        cache.put(&key(1), old, STREAM, answer("sse"));
-        assert_eq!(cache.get(&key(1), &old, STREAM).unwrap().body, "sse");
-        assert_eq!(cache.get(&key(1), &old, PLAIN).unwrap().body, "json");
-        assert!(cache.get(&key(2), &old, PLAIN).is_none(), "another key");
+        cache.put(&key(1), old, asked(false, ""), answer("json"));
+        assert!(cache.get(&key(1), &old, &asked(true, "")).is_none());
+        cache.put(&key(1), old, asked(true, ""), answer("sse"));
+        assert_eq!(
+            cache.get(&key(1), &old, &asked(true, "")).unwrap().body,
+            "sse"
+        );
+        assert_eq!(
+            cache.get(&key(1), &old, &asked(false, "")).unwrap().body,
+            "json"
+        );
+        assert!(
+            cache.get(&key(1), &old, &asked(true, "alt=sse")).is_none(),
+            "another query"
+        );
+        assert!(
+            cache.get(&key(2), &old, &asked(false, "")).is_none(),
+            "another key"
+        );
         // A new document for the key replaces both answers.
         let new = doc(b"new");
-        cache.put(&key(1), new, PLAIN, answer("new"));
-        assert!(cache.get(&key(1), &new, STREAM).is_none());
-        assert_eq!(cache.get(&key(1), &new, PLAIN).unwrap().body, "new");
+        cache.put(&key(1), new, asked(false, ""), answer("new"));
+        assert!(cache.get(&key(1), &new, &asked(true, "")).is_none());
+        assert_eq!(
+            cache.get(&key(1), &new, &asked(false, "")).unwrap().body,
+            "new"
+        );
     }
 
     #[test]
@@ -352,11 +368,14 @@ mod tests {
         for _ in 0..3 {
             for n in 0..64u8 {
                 let fingerprint = doc(&[n; 100]);
-                if cache.get(&key(n), &fingerprint, PLAIN).is_some() {
+                if cache
+                    .get(&key(n), &fingerprint, &asked(false, ""))
+                    .is_some()
+                {
                     hits += 1;
                     continue;
                 }
-                cache.put(&key(n), fingerprint, PLAIN, answer(&body));
+                cache.put(&key(n), fingerprint, asked(false, ""), answer(&body));
                 assert!(cache.stats().bytes as usize <= budget);
             }
         }
@@ -366,16 +385,21 @@ mod tests {
         assert!(stats.evicted > 0, "{stats:?}");
         // An answer too large for the budget is not kept at all.
         let big = doc(b"big");
-        cache.put(&key(200), big, PLAIN, answer(&"y".repeat(budget)));
-        assert!(cache.get(&key(200), &big, PLAIN).is_none());
+        cache.put(
+            &key(200),
+            big,
+            asked(false, ""),
+            answer(&"y".repeat(budget)),
+        );
+        assert!(cache.get(&key(200), &big, &asked(false, "")).is_none());
     }
 
     #[test]
     fn a_zero_budget_keeps_nothing() {
         let cache = HitCache::new(0);
         let d = doc(b"d");
-        cache.put(&key(1), d, PLAIN, answer("a"));
-        assert!(cache.get(&key(1), &d, PLAIN).is_none());
+        cache.put(&key(1), d, asked(false, ""), answer("a"));
+        assert!(cache.get(&key(1), &d, &asked(false, "")).is_none());
         assert_eq!(cache.stats(), HitCacheStats::default());
     }
 }

@@ -46,8 +46,8 @@ pub mod stream;
 mod upstream;
 
 pub use cassette::Cassette;
-pub use config::{ErrorRecording, RecorderConfig, Repeats, Route};
-pub use engine::{Exchange, ImportWrite, Recorder, Stats};
+pub use config::{ErrorRecording, RecorderConfig, Repeats, Route, StreamReplay};
+pub use engine::{Exchange, ImportWrite, Recorder, RecordingFailure, Stats};
 pub use error::{BoxError, Error, Result, Setting};
 pub use hit_cache::HitCacheStats;
 pub use miss::Miss;

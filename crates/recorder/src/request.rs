@@ -65,10 +65,13 @@ impl Request {
         }
     }
 
-    /// The `model` the body names, when the body is JSON and names one.
+    /// The model asked for: the `model` the body names, when the body is JSON and names one,
+    /// else the one a Gemini path names (`.../models/MODEL:generateContent`).
     pub(crate) fn model(&self) -> Option<String> {
-        let value: Value = serde_json::from_slice(&self.body).ok()?;
-        value.get("model")?.as_str().map(str::to_owned)
+        let from_body = serde_json::from_slice::<Value>(&self.body)
+            .ok()
+            .and_then(|value| value.get("model")?.as_str().map(str::to_owned));
+        from_body.or_else(|| model_in_path(&self.path).map(str::to_owned))
     }
 
     /// The key of this request under `config` (shorthand for `as_keying().key(config)`).
@@ -81,6 +84,13 @@ impl Request {
     pub fn hit_key(&self, config: &KeyConfig) -> HitKey {
         self.as_keying().hit_key(config)
     }
+}
+
+/// The model of a Gemini method path: the segment after the last `models/`, up to its `:`.
+pub(crate) fn model_in_path(path: &str) -> Option<&str> {
+    let (_, rest) = path.rsplit_once("/models/")?;
+    let (model, _method) = rest.split_once(':')?;
+    (!model.is_empty() && !model.contains('/')).then_some(model)
 }
 
 /// The request a cassette stored: redacted, so its key differs from the cassette's own key when
@@ -109,6 +119,24 @@ impl From<&Cassette> for Request {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_model_comes_from_the_body_or_a_gemini_path() {
+        let chat = Request::post_json("/v1/chat/completions", &json!({"model": "gpt-4o"}));
+        assert_eq!(chat.model().as_deref(), Some("gpt-4o"));
+        let gemini = Request::post_json(
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            &json!({"contents": []}),
+        );
+        assert_eq!(gemini.model().as_deref(), Some("gemini-2.5-flash"));
+        for path in [
+            "/v1/models",
+            "/v1beta/models/:generateContent",
+            "/v1/models/a/b:x",
+        ] {
+            assert_eq!(Request::new("POST", path).model(), None, "{path}");
+        }
+    }
 
     #[test]
     fn the_keying_view_borrows_every_part() {

@@ -70,6 +70,10 @@ pub enum Source {
     Replayed,
     /// Fetched from the upstream and stored.
     Recorded,
+    /// A stream fetched from the upstream and being recorded as it is relayed: the headers go
+    /// out before the stream is complete, so whether it was stored is only known later (the
+    /// recorder's counters and [`Recorder::recording_failures`](crate::Recorder::recording_failures)).
+    Recording,
     /// Fetched from the upstream and not stored (mode `off`, an error answer, or a create-only
     /// write that another recorder won).
     PassedThrough,

@@ -41,10 +41,58 @@ const NOT_FORWARDED: &[&str] = &[
     "host",
     "proxy-authorization",
     "proxy-authenticate",
-    // Asking for identity encoding keeps stored bodies decoded and readable.
+    // Replaced by `identity` (see `Upstream::send`).
     "accept-encoding",
 ];
 
+/// The longest wait for a connection to an upstream; shorter when the whole answer may take
+/// less.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long connecting may take when the answer may take `answer`.
+pub(crate) fn connect_timeout(answer: Duration) -> Duration {
+    CONNECT_TIMEOUT.min(answer)
+}
+
+/// Where a `Location` the upstream sent (absolute, or relative to `called`, the URL that was
+/// called) leads when seen through the proxy: the same path on the route `target` when it lies
+/// under the route's `base_url`, else `None` (another host, another path: nothing the proxy
+/// can stand in for).
+pub(crate) fn location_through_proxy(
+    location: &str,
+    called: &str,
+    base_url: &str,
+    target: &str,
+) -> Option<String> {
+    let to = url::Url::parse(called).ok()?.join(location).ok()?;
+    let base = url::Url::parse(base_url).ok()?;
+    if to.origin() != base.origin() {
+        return None;
+    }
+    let base_path = base.path().trim_end_matches('/');
+    let under_base = to
+        .path()
+        .strip_prefix(base_path)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    if !under_base {
+        return None;
+    }
+    let mut local = if target == crate::config::DEFAULT_TARGET {
+        String::new()
+    } else {
+        format!("/{target}")
+    };
+    local.push_str(to.path());
+    if let Some(query) = to.query() {
+        local.push('?');
+        local.push_str(query);
+    }
+    if let Some(fragment) = to.fragment() {
+        local.push('#');
+        local.push_str(fragment);
+    }
+    Some(local)
+}
 /// Request headers that carry a client's credential: dropped when the route sends its own key.
 pub(crate) const CREDENTIAL_HEADERS: &[&str] =
     &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
@@ -137,8 +185,11 @@ pub(crate) struct Upstream {
 
 impl Upstream {
     pub(crate) fn new(timeout: Duration) -> Result<Upstream, Error> {
+        // The client decodes gzip, deflate and br answers (and drops their `content-encoding`)
+        // whatever was asked for: some upstreams compress regardless, and a stored body must
+        // be readable and replay as what it says it is.
         let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(connect_timeout(timeout))
             .read_timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -164,7 +215,11 @@ impl Upstream {
         );
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| Error::InvalidRequest(format!("invalid method `{}`", request.method)))?;
-        let mut builder = self.client.request(method, &url);
+        // Stored bodies are decoded: asking for them unencoded saves the work.
+        let mut builder = self
+            .client
+            .request(method, &url)
+            .header("accept-encoding", "identity");
         let replace_credentials = route.api_key.is_some();
         for (name, value) in &request.headers {
             let lower = name.to_ascii_lowercase();
@@ -290,6 +345,87 @@ mod tests {
         route.auth = style.parse().unwrap();
         route.api_key = crate::config::ApiKey::new("k/1+2");
         route
+    }
+
+    #[test]
+    fn locations_under_the_upstream_stay_in_the_proxy() {
+        let called = "https://api.example.com/v1/files?limit=1";
+        let table = [
+            // (location, base, target, through the proxy)
+            (
+                "https://api.example.com/v1/files/f1",
+                "https://api.example.com/v1",
+                "default",
+                Some("/v1/files/f1"),
+            ),
+            (
+                "/v1/files/f1?x=1",
+                "https://api.example.com/v1",
+                "default",
+                Some("/v1/files/f1?x=1"),
+            ),
+            (
+                "f2",
+                "https://api.example.com/v1",
+                "default",
+                Some("/v1/f2"),
+            ),
+            (
+                "https://api.example.com/v1/x",
+                "https://api.example.com",
+                "anthropic",
+                Some("/anthropic/v1/x"),
+            ),
+            (
+                "https://api.example.com/v1",
+                "https://api.example.com/v1/",
+                "default",
+                Some("/v1"),
+            ),
+            (
+                "https://api.example.com/v10/x",
+                "https://api.example.com/v1",
+                "default",
+                None,
+            ),
+            (
+                "https://api.example.com/docs",
+                "https://api.example.com/v1",
+                "default",
+                None,
+            ),
+            (
+                "https://evil.example/v1/x",
+                "https://api.example.com/v1",
+                "default",
+                None,
+            ),
+            (
+                "http://api.example.com/v1/x",
+                "https://api.example.com/v1",
+                "default",
+                None,
+            ),
+            (
+                "https://api.example.com:8443/v1/x",
+                "https://api.example.com/v1",
+                "default",
+                None,
+            ),
+            (
+                "//evil.example/v1",
+                "https://api.example.com/v1",
+                "default",
+                None,
+            ),
+        ];
+        for (location, base, target, expected) in table {
+            assert_eq!(
+                location_through_proxy(location, called, base, target).as_deref(),
+                expected,
+                "{location} from {base}"
+            );
+        }
     }
 
     #[test]

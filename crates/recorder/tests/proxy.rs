@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{Barrier, Notify};
+use tokio::sync::{Notify, Semaphore};
 
 /// How the fake upstream behaves beyond answering.
 #[derive(Default)]
@@ -23,9 +23,8 @@ struct Fake {
     requests: AtomicU64,
     /// Paths the fake saw, in order.
     paths: Mutex<Vec<String>>,
-    /// When set, a chat request waits here until this many requests have arrived, so two
-    /// requests are provably in flight at once.
-    barrier: Option<Barrier>,
+    /// When set, a request waits here until the test lets it go.
+    hold: Option<Semaphore>,
     /// When set, a streamed answer sends its first events, then waits for this before the
     /// rest.
     gate: Option<Notify>,
@@ -95,8 +94,8 @@ async fn answer(State(fake): State<Arc<Fake>>, request: Request) -> Response {
     fake.paths.lock().unwrap().push(path.clone());
     let body = request.into_body().collect().await.unwrap().to_bytes();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if let Some(barrier) = &fake.barrier {
-        barrier.wait().await;
+    if let Some(hold) = &fake.hold {
+        hold.acquire().await.unwrap().forget();
     }
     let json_response = |value: Value| {
         Response::builder()
@@ -424,7 +423,7 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
     let missed = stats.as_object_mut().unwrap().remove("missed").unwrap();
     assert_eq!(
         stats,
-        json!({"requests": 3, "hits": 0, "misses": 3, "recorded": 0,
+        json!({"requests": 3, "hits": 0, "misses": 3, "recorded": 0, "failed_recordings": 0,
                "upstream_requests": 0, "upstream_errors": 0, "bypassed": [],
                "distinct_misses": 2,
                "hit_cache": {"budget_bytes": 64 << 20, "bytes": 0, "entries": 0, "served": 0,
@@ -491,9 +490,9 @@ async fn concurrent_replay_hits_are_all_served() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn recording_one_key_twice_at_once_leaves_one_complete_cassette() {
+async fn recording_one_key_twice_at_once_calls_once_and_leaves_one_complete_cassette() {
     let upstream = Upstream::start(Fake {
-        barrier: Some(Barrier::new(2)),
+        hold: Some(Semaphore::new(0)),
         ..Fake::default()
     })
     .await;
@@ -501,17 +500,29 @@ async fn recording_one_key_twice_at_once_leaves_one_complete_cassette() {
     let store = cassette_store::open(&format!("file://{}", dir.path().display())).unwrap();
     let proxy = proxy(Mode::Record, &upstream.url, &store).await;
     let url = format!("{}/v1/chat/completions", proxy.url());
-    // The fake answers neither until both arrived, so the two recordings really overlap.
     let (one, two) = (reqwest::Client::new(), reqwest::Client::new());
     let body = chat_body("same");
-    let (a, b) = tokio::join!(
-        post(&one, url.clone(), &body),
-        post(&two, url.clone(), &body),
-    );
+    let both = tokio::spawn({
+        let url = url.clone();
+        async move {
+            tokio::join!(
+                post(&one, url.clone(), &body),
+                post(&two, url.clone(), &body)
+            )
+        }
+    });
+    // The fake answers nothing until both reached the proxy, so the two really overlap.
+    while proxy.stats().requests < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    upstream.fake.hold.as_ref().unwrap().add_permits(2);
+    let (a, b) = both.await.unwrap();
     assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200));
+    let (a, b): (Value, Value) = (a.json().await.unwrap(), b.json().await.unwrap());
+    assert_eq!(a, b);
     let stats = proxy.stop().await.unwrap();
-    assert_eq!(stats.recorder.upstream_requests, 2);
-    assert_eq!(upstream.requests(), 2);
+    assert_eq!(stats.recorder.upstream_requests, 1);
+    assert_eq!(upstream.requests(), 1);
 
     let keys = store.list("").await.unwrap();
     assert_eq!(keys.len(), 1);

@@ -306,18 +306,19 @@ async fn response_headers_are_stored_from_an_allow_list() {
     assert_absent(&stored, &["opaque", "org-"]);
     let headers = stored_cassette(&store, &key).await.response.headers;
     let names: Vec<&str> = headers.keys().map(String::as_str).collect();
+    // The `location` leads away from the upstream: not stored at all, so that replay never
+    // sends a redirect-following client out of the sandbox (issue 10, item 7).
     assert_eq!(
         names,
         [
             "content-type",
-            "location",
             "openai-processing-ms",
             "retry-after",
             "x-ratelimit-remaining-tokens",
             "x-request-id"
         ]
     );
-    assert_eq!(headers["location"], "https://files.example/f/1?part=1");
+    assert!(!headers.contains_key("location"));
 }
 
 /// Item 12: query credentials are neither stored nor keyed, so a replay that sends a
@@ -431,16 +432,20 @@ async fn keys_in_the_path_model_and_named_body_members_are_redacted() {
 async fn a_key_split_across_stream_events_is_never_stored() {
     let upstream = Upstream::start().await;
     let path = "/v1beta/models/gemini-2.0-flash:streamGenerateContent";
-    let event = |text: &str| {
-        let data =
+    let event = |text: &str, last: bool| {
+        let mut data =
             json!({"candidates": [{"content": {"parts": [{"text": text}], "role": "model"}}]});
+        if last {
+            // A Gemini stream ends with the finish reason; one without it was cut off.
+            data["candidates"][0]["finishReason"] = json!("STOP");
+        }
         format!("data: {data}\r\n\r\n")
     };
     let sse: String = [
-        event("The key is "),
-        event(&KEY[..14]),
-        event(&KEY[14..]),
-        event(". Done."),
+        event("The key is ", false),
+        event(&KEY[..14], false),
+        event(&KEY[14..], false),
+        event(". Done.", true),
     ]
     .concat();
     upstream.answer(

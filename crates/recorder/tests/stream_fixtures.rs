@@ -3,7 +3,8 @@
 
 use cassette_keying::Profile;
 use cassette_recorder::stream::{
-    response_summary, synthesize, Assembler, StreamError, StreamFormat, SynthesisOptions,
+    response_summary, synthesize, synthesize_into, Assembler, StreamError, StreamFormat,
+    SynthesisOptions, BLOCK_SIZE,
 };
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -75,6 +76,21 @@ const STREAMS: &[(&str, StreamFormat, &str)] = &[
         "ollama_generate.final.json",
     ),
     (
+        "gemini_text.sse",
+        StreamFormat::GeminiSse,
+        "gemini_text.final.json",
+    ),
+    (
+        "gemini_tool.sse",
+        StreamFormat::GeminiSse,
+        "gemini_tool.final.json",
+    ),
+    (
+        "gemini_tool.stream.json",
+        StreamFormat::GeminiJson,
+        "gemini_tool.final.json",
+    ),
+    (
         "generic.sse",
         StreamFormat::GenericSse,
         "generic.final.json",
@@ -96,6 +112,8 @@ const NON_STREAMING: &[(&str, StreamFormat)] = &[
     ("anthropic.response.json", StreamFormat::AnthropicMessages),
     ("ollama_chat.response.json", StreamFormat::OllamaNdjson),
     ("ollama_generate.response.json", StreamFormat::OllamaNdjson),
+    ("gemini.response.json", StreamFormat::GeminiSse),
+    ("gemini.response.json", StreamFormat::GeminiJson),
 ];
 
 /// A small deterministic generator so "random" chunkings are the same on every run.
@@ -167,6 +185,7 @@ fn fixtures_contain_multibyte_text() {
         "openai_chat_text.sse",
         "openai_responses.sse",
         "anthropic_thinking.sse",
+        "gemini_text.sse",
     ] {
         assert!(bytes(name).iter().any(|&b| b >= 0xC0), "{name}");
     }
@@ -244,6 +263,102 @@ fn recorded_finals_round_trip_through_synthesis() {
 fn real_non_streaming_responses_synthesize_and_round_trip() {
     for &(name, format) in NON_STREAMING {
         round_trip(format, &json_fixture(name), name);
+    }
+}
+
+/// The body [`synthesize_into`] hands on, block by block, and the number of blocks.
+fn blocks_of(format: StreamFormat, final_response: &Value) -> (Vec<u8>, usize) {
+    let mut body = Vec::new();
+    let mut blocks = 0;
+    let mut sink = |block: bytes::Bytes| {
+        assert!(!block.is_empty(), "no empty block");
+        body.extend_from_slice(&block);
+        blocks += 1;
+        true
+    };
+    synthesize_into(
+        format,
+        final_response,
+        &SynthesisOptions::default(),
+        &mut sink,
+    )
+    .unwrap();
+    (body, blocks)
+}
+
+#[test]
+fn block_by_block_synthesis_is_the_same_body() {
+    let finals = STREAMS
+        .iter()
+        .map(|&(_, format, name)| (format, name))
+        .chain(NON_STREAMING.iter().map(|&(name, format)| (format, name)));
+    for (format, name) in finals {
+        let final_response = json_fixture(name);
+        let whole = synthesize(format, &final_response, &SynthesisOptions::default())
+            .unwrap()
+            .concat();
+        assert_eq!(blocks_of(format, &final_response).0, whole, "{name}");
+    }
+}
+
+#[test]
+fn a_long_answer_is_handed_on_in_blocks_until_nobody_reads() {
+    let text = "All work and no play makes Jack a dull boy. ".repeat(20_000);
+    let answers = [
+        (
+            StreamFormat::OpenaiChat,
+            json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                   "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": text}}]}),
+        ),
+        (
+            StreamFormat::AnthropicMessages,
+            json!({"id": "m", "type": "message", "role": "assistant", "model": "m",
+                   "content": [{"type": "text", "text": text}],
+                   "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        ),
+        (
+            StreamFormat::GeminiSse,
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                   "finishReason": "STOP", "index": 0}],
+                   "modelVersion": "m"}),
+        ),
+        (
+            StreamFormat::GeminiJson,
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                   "finishReason": "STOP", "index": 0}],
+                   "modelVersion": "m"}),
+        ),
+        (
+            StreamFormat::OllamaNdjson,
+            json!({"model": "m", "created_at": "t", "done": true,
+                   "message": {"role": "assistant", "content": text}}),
+        ),
+    ];
+    for (format, final_response) in answers {
+        let (body, blocks) = blocks_of(format, &final_response);
+        assert!(blocks > 10, "{format}: {blocks} blocks");
+        let whole = synthesize(format, &final_response, &SynthesisOptions::default()).unwrap();
+        assert!(body == whole.concat(), "{format}: the same body");
+
+        // A reader that leaves after the first block gets no more, and synthesis ends cleanly.
+        let mut handed = Vec::new();
+        let mut sink = |block: bytes::Bytes| {
+            handed.push(block.len());
+            false
+        };
+        synthesize_into(
+            format,
+            &final_response,
+            &SynthesisOptions::default(),
+            &mut sink,
+        )
+        .unwrap();
+        assert_eq!(handed.len(), 1, "{format}");
+        assert!(
+            handed[0] >= BLOCK_SIZE && handed[0] < 2 * BLOCK_SIZE,
+            "{format}"
+        );
     }
 }
 
@@ -398,6 +513,49 @@ fn openai_responses_framing() {
 }
 
 #[test]
+fn gemini_framing() {
+    let final_response = json_fixture("gemini.response.json");
+    let events = sse_events(&body_of(StreamFormat::GeminiSse, &final_response, false));
+    let chunks: Vec<Value> = events
+        .iter()
+        .map(|(name, data)| {
+            assert_eq!(name, &None, "Gemini events have no names");
+            serde_json::from_str(data).unwrap()
+        })
+        .collect();
+    assert!(chunks.len() > 3, "the text is cut into pieces");
+    let (last, rest) = chunks.split_last().unwrap();
+    for chunk in &chunks {
+        assert_eq!(chunk["modelVersion"], final_response["modelVersion"]);
+        assert_eq!(chunk["responseId"], final_response["responseId"]);
+        let candidate = &chunk["candidates"][0];
+        assert_eq!(candidate["content"]["role"], "model");
+        assert_eq!(candidate["content"]["parts"].as_array().unwrap().len(), 1);
+    }
+    for chunk in rest {
+        let candidate = &chunk["candidates"][0];
+        assert!(candidate.get("finishReason").is_none(), "{chunk}");
+        assert!(chunk.get("usageMetadata").is_none(), "{chunk}");
+        assert!(
+            candidate["content"]["parts"][0]["text"].is_string(),
+            "{chunk}"
+        );
+    }
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(last["usageMetadata"], final_response["usageMetadata"]);
+    assert_eq!(
+        last["candidates"][0]["content"]["parts"][0]["functionCall"]["name"],
+        "get_weather"
+    );
+
+    // Without `alt=sse`: the same chunks as one JSON array.
+    let array: Value =
+        serde_json::from_str(&body_of(StreamFormat::GeminiJson, &final_response, false)).unwrap();
+    assert_eq!(array, Value::Array(chunks));
+    assert_eq!(StreamFormat::GeminiJson.content_type(), "application/json");
+}
+
+#[test]
 fn anthropic_framing() {
     let final_response = json_fixture("anthropic.response.json");
     let events = sse_events(&body_of(
@@ -527,6 +685,28 @@ fn summaries_of_recorded_finals() {
     );
     assert_eq!(ollama.tool_calls[0].id.as_deref(), Some("call_k2m9x1qz"));
     assert_eq!(ollama.usage.unwrap()["eval_count"], 27);
+
+    let gemini = response_summary(
+        Profile::GeminiGenerate,
+        &json_fixture("gemini_tool.final.json"),
+    );
+    assert_eq!(gemini.model.as_deref(), Some("gemini-2.5-flash"));
+    assert_eq!(gemini.finish_reason.as_deref(), Some("STOP"));
+    assert_eq!(gemini.text, "I'll check the weather in Paris and Tokyo.");
+    assert_eq!(gemini.tool_calls.len(), 2);
+    assert_eq!(
+        gemini.tool_calls[1].arguments,
+        json!({"city": "Tokyo", "unit": "celsius"})
+    );
+    assert_eq!(gemini.usage.unwrap()["totalTokenCount"], 93);
+    let thinking = response_summary(
+        Profile::GeminiGenerate,
+        &json_fixture("gemini_text.final.json"),
+    );
+    assert!(
+        thinking.text.starts_with("Your refund"),
+        "thoughts are not text"
+    );
 }
 
 fn error_of(format: StreamFormat, body: &[u8]) -> StreamError {

@@ -115,7 +115,7 @@ async fn each_stream_format_records_once_and_replays_both_ways() {
             .handle(request(&case, true))
             .await
             .unwrap();
-        assert_eq!(outcome.source, Source::Recorded, "{}", case.fixture);
+        assert_eq!(outcome.source, Source::Recording, "{}", case.fixture);
         let forwarded = pieces(outcome.response.body).await;
         assert!(
             forwarded.len() > 1,

@@ -61,6 +61,20 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A store's file was deleted (or moved away) while the store was open: nothing is read
+    /// from or written to a file nobody can see any more.
+    #[error(
+        "{} was deleted or moved away while {location} was open; nothing more is read from or \
+         written to it (cassettes recorded into it since it was opened are gone with it): put it \
+         back and open the store again",
+        path.display()
+    )]
+    Vanished {
+        /// The store.
+        location: String,
+        /// The file that is gone.
+        path: PathBuf,
+    },
     /// The store is locked by another process (sled allows one process at a time).
     #[error("{location} is in use by another process{}; stop it or use another path", holder.as_deref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Locked {

@@ -238,8 +238,27 @@ fn write_temp(temp: &Path, document: &[u8]) -> Result<()> {
     File::sync_all(&file).map_err(|source| io_error("flushing", temp, source))
 }
 
+/// Whether `name` is one of this store's own temp files, `.KEY.json.PID.N.tmp`: nothing else
+/// in a shard folder is ever deleted, whatever its name (a user's `.notes.tmp` stays).
 fn is_temp_name(name: &str) -> bool {
-    name.starts_with('.') && name.ends_with(".tmp")
+    let Some(rest) = name
+        .strip_prefix('.')
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let mut parts = rest.split('.');
+    let (Some(key), Some("json"), Some(pid), Some(n), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    Key::parse(key).is_some() && digits(pid) && digits(n)
 }
 
 fn is_older(path: &Path, age: Duration) -> bool {
@@ -315,15 +334,7 @@ impl Store for FileStore {
 
     async fn delete(&self, key: &Key) -> Result<()> {
         let path = self.path_for(key);
-        blocking("file", self.location(), move || {
-            match fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    Err(io_error("deleting", &path, e))
-                }
-                _ => Ok(()),
-            }
-        })
-        .await
+        blocking("file", self.location(), move || remove_if_present(&path)).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Key>> {
@@ -375,14 +386,37 @@ impl Store for FileStore {
 
     async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
         let path = self.segment_path(name);
-        blocking("file", self.location(), move || {
-            match fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    Err(io_error("deleting", &path, e))
-                }
-                _ => Ok(()),
-            }
-        })
-        .await
+        blocking("file", self.location(), move || remove_if_present(&path)).await
+    }
+}
+
+/// Deletes `path`; one already gone is deleted too (deletes are idempotent, like S3's).
+fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_error("deleting", path, e)),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_temp_name;
+
+    #[test]
+    fn only_our_own_temp_files_are_temp_files() {
+        let key = "ab".repeat(32);
+        assert!(is_temp_name(&format!(".{key}.json.1234.0.tmp")));
+        for other in [
+            ".notes.tmp".to_owned(),
+            ".tmp".to_owned(),
+            format!(".{key}.json.tmp"),
+            format!(".{key}.json.12x.0.tmp"),
+            format!(".{key}.json.1.2.3.tmp"),
+            format!(".{}.json.1.2.tmp", "AB".repeat(32)),
+            format!("{key}.json.1.2.tmp"),
+            format!(".{key}.json.1.2.tmp.swp"),
+        ] {
+            assert!(!is_temp_name(&other), "{other}");
+        }
     }
 }

@@ -11,6 +11,14 @@
 //! file has grown. A writer killed mid-line leaves a truncated last line: it is skipped with a
 //! warning, and the next writer terminates it with a newline before appending, so the damage
 //! never spreads to a good line.
+//!
+//! The log is also watched for changes that are not appends. Every read compares the file the
+//! path names now (device, inode, length, modification time) with the one indexed: a log
+//! replaced by rename (`git checkout`, an editor, a copy moved into place) is reopened and
+//! re-read, one rewritten in place (same size, or larger with different bytes before the old
+//! end) is re-read from the start, and one deleted while open fails every read and write with
+//! [`Error::Vanished`] instead of answering from, or appending to, a file nobody can see.
+//! Lines that cannot be read are kept in [`JsonlStore::damaged_lines`] for `verify` to report.
 
 use crate::fs::blocking;
 use crate::key::{stored_key, validate_prefix};
@@ -22,12 +30,17 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::ops::Bound;
-use std::os::unix::fs::FileExt as _;
+use std::os::unix::fs::{FileExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+/// How many bytes before the indexed end are compared when the log grew, to tell another
+/// writer's append (the old bytes are still there) from a rewrite (they changed).
+const TAIL: u64 = 64;
 
 /// An append-only JSON Lines cassette log.
 #[derive(Debug, Clone)]
@@ -49,10 +62,54 @@ struct State {
     index: BTreeMap<Key, (u64, u64)>,
     /// Everything before this offset has been indexed (it always ends just after a newline).
     indexed_to: u64,
-    /// The file length at the last catch-up; an unchanged length means nothing to read.
-    seen_len: u64,
+    /// Complete lines before `indexed_to`, for line numbers in messages.
+    lines: u64,
+    /// The file as it was at the last catch-up or write; an identical file means nothing to read.
+    seen: Stamp,
+    /// The last bytes before `indexed_to`, as indexed.
+    tail: Vec<u8>,
     /// The start of a truncated last line already warned about, so it is reported once.
     warned_truncated_at: Option<u64>,
+    /// Lines that could not be indexed, by offset.
+    damaged: BTreeMap<u64, DamagedLine>,
+}
+
+/// A line of the log that holds no readable cassette: damaged in the middle of the log, or the
+/// truncated last line a writer left when it stopped mid-write. Its cassette (if it was one) is
+/// not served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedLine {
+    /// 1-based line number.
+    pub line: u64,
+    /// Byte offset of the line's start.
+    pub offset: u64,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Which file a path names and what it looked like: device and inode say which file, length and
+/// modification time whether it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Stamp {
+    fn of(meta: &Metadata) -> Stamp {
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        }
+    }
+
+    fn same_file(&self, other: &Stamp) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino)
+    }
 }
 
 #[derive(Deserialize)]
@@ -72,31 +129,23 @@ impl JsonlStore {
             std::fs::create_dir_all(dir)
                 .map_err(|source| io_error("creating folder", dir, source))?;
         }
-        // O_APPEND makes every write land at the end of the file even if another process
-        // appended since our last look, so our own offsets can never overwrite its lines.
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(|source| io_error("opening", &path, source))?;
-        let mut state = State {
-            file: Arc::new(file),
-            index: BTreeMap::new(),
-            indexed_to: 0,
-            seen_len: 0,
-            warned_truncated_at: None,
-        };
-        {
-            let _lock = Lock::shared(state.file.clone(), &path)?;
-            state.catch_up(&path)?;
-        }
+        let state = State::open(&path, Create::IfMissing)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 path,
                 state: Mutex::new(state),
             }),
         })
+    }
+
+    /// The lines that hold no readable cassette (damaged, or cut short by a writer that died),
+    /// after catching up with the file. The log still serves every other line.
+    pub async fn damaged_lines(&self) -> Result<Vec<DamagedLine>> {
+        self.run(|inner, state| {
+            refresh(inner, state)?;
+            Ok(state.damaged.values().cloned().collect())
+        })
+        .await
     }
 
     /// The log file.
@@ -124,7 +173,7 @@ impl JsonlStore {
         })?;
         let key = key.clone();
         self.run(move |inner, state| {
-            let _lock = Lock::exclusive(state.file.clone(), &inner.path)?;
+            let _lock = state.lock_for_writing(&inner.path)?;
             state.catch_up(&inner.path)?;
             if matches!(mode, Mode::Create) && state.index.contains_key(&key) {
                 return Ok(Created::AlreadyExists);
@@ -153,6 +202,15 @@ enum Mode {
     Create,
 }
 
+/// Whether opening the log may create it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Create {
+    /// Opening the store: a missing log starts empty.
+    IfMissing,
+    /// Following a log replaced under us: it must be there.
+    Never,
+}
+
 impl Inner {
     fn state(&self) -> MutexGuard<'_, State> {
         // Every update of the state is completed before anything that could panic, so a
@@ -162,25 +220,88 @@ impl Inner {
 }
 
 impl State {
+    /// Opens the log at `path` and indexes it from the start.
+    fn open(path: &Path, create: Create) -> Result<State> {
+        // O_APPEND makes every write land at the end of the file even if another process
+        // appended since our last look, so our own offsets can never overwrite its lines.
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(create == Create::IfMissing)
+            .open(path)
+            .map_err(|source| match source.kind() {
+                io::ErrorKind::NotFound if create == Create::Never => vanished(path),
+                _ => io_error("opening", path, source),
+            })?;
+        let mut state = State {
+            file: Arc::new(file),
+            index: BTreeMap::new(),
+            indexed_to: 0,
+            lines: 0,
+            // An impossible stamp, so the first catch-up reads the file.
+            seen: Stamp {
+                len: u64::MAX,
+                ..Stamp::default()
+            },
+            tail: Vec::new(),
+            warned_truncated_at: None,
+            damaged: BTreeMap::new(),
+        };
+        let _lock = Lock::shared(state.file.clone(), path)?;
+        state.catch_up(path)?;
+        Ok(state)
+    }
+
+    /// Makes this state follow the file `path` names now: the same file (nothing to do), a
+    /// file that replaced it (reopened and indexed from the start), or none (deleted while
+    /// open: an error, never a silent read from or write to an unlinked file).
+    fn follow(&mut self, path: &Path) -> Result<Stamp> {
+        let now = path_stamp(path)?;
+        if !now.same_file(&self.seen) {
+            tracing::warn!(
+                "cassette log {} was replaced by another file; re-reading it from the start",
+                path.display()
+            );
+            *self = State::open(path, Create::Never)?;
+        }
+        Ok(now)
+    }
+
+    /// Takes the exclusive lock on the file the path names, following a replacement that
+    /// happened while waiting for it.
+    fn lock_for_writing(&mut self, path: &Path) -> Result<Lock> {
+        loop {
+            self.follow(path)?;
+            let lock = Lock::exclusive(self.file.clone(), path)?;
+            if path_stamp(path)?.same_file(&self.seen) {
+                return Ok(lock);
+            }
+        }
+    }
+
     /// Reads whatever complete lines were appended since the last look (by us or by other
-    /// processes) into the index. Call with the file lock held, so no writer is mid-line.
+    /// processes) into the index; re-reads the whole file when it was rewritten rather than
+    /// appended to. Call with the file lock held, so no writer is mid-line.
     fn catch_up(&mut self, path: &Path) -> Result<()> {
-        let len = self
+        let meta = self
             .file
             .metadata()
-            .map_err(|source| io_error("reading", path, source))?
-            .len();
-        if len == self.seen_len {
+            .map_err(|source| io_error("reading", path, source))?;
+        let now = Stamp::of(&meta);
+        if now == self.seen {
             return Ok(());
         }
-        if len < self.indexed_to {
-            // Someone truncated or replaced the log behind our back: start over.
+        let len = now.len;
+        if self.indexed_to > 0 && self.rewritten(path, &now)? {
+            // Someone truncated or rewrote the log behind our back: start over.
             tracing::warn!(
-                "cassette log {} shrank; re-reading it from the start",
+                "cassette log {} was rewritten; re-reading it from the start",
                 path.display()
             );
             self.index.clear();
+            self.damaged.clear();
             self.indexed_to = 0;
+            self.lines = 0;
             self.warned_truncated_at = None;
         }
         let file = self.file.clone();
@@ -202,24 +323,69 @@ impl State {
             if line.last() != Some(&b'\n') {
                 // Under the lock nobody is writing, so a line without its newline was cut short
                 // by a writer that died: skip it, and leave it to the next writer to terminate.
-                if self.warned_truncated_at != Some(offset) {
-                    tracing::warn!(
-                        file = %path.display(),
-                        offset,
-                        "skipping truncated last line of cassette log {} at byte {offset} \
-                         (a writer stopped mid-write); its cassette was not recorded",
-                        path.display()
-                    );
-                    self.warned_truncated_at = Some(offset);
-                }
+                self.truncated_line(path, offset);
                 break;
             }
             self.index_line(path, offset, &line);
+            self.lines += 1;
             offset += n as u64;
         }
         self.indexed_to = offset;
-        self.seen_len = len;
-        Ok(())
+        self.seen = now;
+        self.remember_tail(path)
+    }
+
+    /// Whether the file changed other than by lines appended after what was indexed: it shrank,
+    /// it was touched without growing, or the bytes before the indexed end are not the ones
+    /// indexed.
+    fn rewritten(&self, path: &Path, now: &Stamp) -> Result<bool> {
+        if now.len < self.indexed_to || now.len == self.seen.len {
+            return Ok(true);
+        }
+        let mut tail = vec![0; self.tail.len()];
+        let start = self.indexed_to - tail.len() as u64;
+        self.file
+            .read_exact_at(&mut tail, start)
+            .map_err(|source| io_error("reading", path, source))?;
+        Ok(tail != self.tail)
+    }
+
+    fn remember_tail(&mut self, path: &Path) -> Result<()> {
+        let start = self.indexed_to.saturating_sub(TAIL);
+        self.tail.resize((self.indexed_to - start) as usize, 0);
+        self.file
+            .read_exact_at(&mut self.tail, start)
+            .map_err(|source| io_error("reading", path, source))
+    }
+
+    fn truncated_line(&mut self, path: &Path, offset: u64) {
+        if self.warned_truncated_at != Some(offset) {
+            tracing::warn!(
+                file = %path.display(),
+                offset,
+                "skipping truncated last line of cassette log {} at byte {offset} \
+                 (a writer stopped mid-write); its cassette was not recorded",
+                path.display()
+            );
+            self.warned_truncated_at = Some(offset);
+        }
+        self.damage(
+            offset,
+            "truncated last line: a writer stopped mid-write, so its cassette was not recorded"
+                .to_owned(),
+        );
+    }
+
+    fn damage(&mut self, offset: u64, reason: String) {
+        let line = self.lines + 1;
+        self.damaged.insert(
+            offset,
+            DamagedLine {
+                line,
+                offset,
+                reason,
+            },
+        );
     }
 
     fn index_line(&mut self, path: &Path, offset: u64, line: &[u8]) {
@@ -249,39 +415,53 @@ impl State {
                 self.index
                     .insert(key, (offset + at as u64, raw.get().len() as u64));
             }
-            Ok((key, _)) => tracing::warn!(
-                "skipping line at byte {offset} of cassette log {}: key {key} has neither \
-                 `cassette` nor `deleted`",
-                path.display()
-            ),
-            Err(reason) => tracing::warn!(
-                "skipping damaged line at byte {offset} of cassette log {}: {reason}",
-                path.display()
-            ),
+            Ok((key, _)) => {
+                tracing::warn!(
+                    "skipping line at byte {offset} of cassette log {}: key {key} has neither \
+                     `cassette` nor `deleted`",
+                    path.display()
+                );
+                self.damage(
+                    offset,
+                    format!("key {key} has neither `cassette` nor `deleted`"),
+                );
+            }
+            Err(reason) => {
+                tracing::warn!(
+                    "skipping damaged line at byte {offset} of cassette log {}: {reason}",
+                    path.display()
+                );
+                self.damage(offset, reason);
+            }
         }
     }
 
     /// Appends one whole line and returns the offset it starts at. Call with the exclusive lock
-    /// held and after `catch_up`, so the file ends at `seen_len`.
+    /// held and after `catch_up`, so the file ends at `seen.len`.
     fn write_line(&mut self, path: &Path, line: &[u8]) -> Result<u64> {
-        let mut start = self.seen_len;
+        let mut start = self.seen.len;
         let mut buf = Vec::new();
-        if self.indexed_to < self.seen_len {
+        let terminated = self.indexed_to < self.seen.len;
+        if terminated {
             // A truncated line from a dead writer: end it so that ours starts on a fresh line.
             buf.push(b'\n');
             start += 1;
         }
         buf.extend_from_slice(line);
-        let result = (&*self.file)
+        (&*self.file)
             .write_all(&buf)
-            .and_then(|()| self.file.sync_data());
-        // Whatever happened, the file's end is where the next catch-up must look from.
-        let written_ok = result.is_ok();
-        if written_ok {
-            self.indexed_to = start + line.len() as u64;
-            self.seen_len = self.indexed_to;
-        }
-        result.map_err(|source| io_error("appending to", path, source))?;
+            .and_then(|()| self.file.sync_data())
+            .map_err(|source| io_error("appending to", path, source))?;
+        // Under the exclusive lock nobody else appended: the file is what was indexed plus our
+        // line. (After a failed write the old stamp stays, so the next look re-reads.)
+        self.indexed_to = start + line.len() as u64;
+        self.lines += 1 + u64::from(terminated);
+        let meta = self
+            .file
+            .metadata()
+            .map_err(|source| io_error("reading", path, source))?;
+        self.seen = Stamp::of(&meta);
+        self.remember_tail(path)?;
         Ok(start)
     }
 
@@ -333,18 +513,31 @@ impl fmt::Display for JsonlStore {
     }
 }
 
-/// Catches up on lines appended by other processes, but only when the file grew: a hit costs
-/// one `fstat` and one positioned read.
+/// Catches up with the file the path names, but only when it changed: a hit costs one `stat`
+/// and one positioned read.
 fn refresh(inner: &Inner, state: &mut State) -> Result<()> {
-    let len = state
-        .file
-        .metadata()
-        .map_err(|source| io_error("reading", &inner.path, source))?;
-    if len.len() != state.seen_len {
+    let now = state.follow(&inner.path)?;
+    if now != state.seen {
         let _lock = Lock::shared(state.file.clone(), &inner.path)?;
         state.catch_up(&inner.path)?;
     }
     Ok(())
+}
+
+/// The stamp of the file `path` names now.
+fn path_stamp(path: &Path) -> Result<Stamp> {
+    match std::fs::metadata(path) {
+        Ok(meta) => Ok(Stamp::of(&meta)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(vanished(path)),
+        Err(source) => Err(io_error("reading", path, source)),
+    }
+}
+
+fn vanished(path: &Path) -> Error {
+    Error::Vanished {
+        location: format!("jsonl://{}", path.display()),
+        path: path.to_owned(),
+    }
 }
 
 #[async_trait]
@@ -380,7 +573,7 @@ impl Store for JsonlStore {
     async fn delete(&self, key: &Key) -> Result<()> {
         let key = key.clone();
         self.run(move |inner, state| {
-            let _lock = Lock::exclusive(state.file.clone(), &inner.path)?;
+            let _lock = state.lock_for_writing(&inner.path)?;
             state.catch_up(&inner.path)?;
             if state.index.contains_key(&key) {
                 let line = format!("{{\"key\":\"{key}\",\"deleted\":true}}\n");

@@ -7,11 +7,35 @@
 //! `put_if_absent` (a recording filling a miss) is create-only on the remote, and the local tier
 //! then receives whatever the remote holds, so racing runners all keep the first recording;
 //! `put` (a deliberate re-record) overwrites both.
+//!
+//! The cache only ever costs or saves time, so it never stops the store from working: a cache
+//! that cannot be opened (a damaged sled database, a folder that cannot be created, a database
+//! another process holds) is bypassed with a warning ([`with_cache`]), and a cache read or write
+//! that fails is reported and answered from the remote. A cache that could keep an outdated
+//! cassette (a failed overwrite, a failed delete) has that cassette removed, or the operation
+//! fails.
 
-use crate::{Created, DynStore, Key, Result, SegmentName, Store};
+use crate::{Created, DynStore, Key, Result, SegmentName, Store, StoreUrl};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
+use std::sync::Arc;
+
+/// Puts the store `cache` names in front of `remote`; when the cache cannot be opened, warns
+/// (naming it and why) and returns `remote` alone.
+pub fn with_cache(remote: DynStore, cache: &StoreUrl) -> DynStore {
+    match cache.open() {
+        Ok(local) => Arc::new(TieredStore::new(local, remote)),
+        Err(err) => {
+            tracing::warn!(
+                "cannot open the cache in front of {}, so it is not used: {}",
+                remote.location(),
+                report(&err)
+            );
+            remote
+        }
+    }
+}
 
 /// A local cache tier in front of a remote store.
 #[derive(Debug, Clone)]
@@ -37,6 +61,27 @@ impl TieredStore {
     }
 }
 
+impl TieredStore {
+    /// Stores what the remote holds in the cache. When that fails the cache must not keep an
+    /// older version of the cassette, which it would serve instead: it is deleted there, and
+    /// when even that fails the next read of the key may be stale, so that is said loudly.
+    async fn cache(&self, key: &Key, document: Bytes) {
+        let Err(e) = self.local.put(key, document).await else {
+            return;
+        };
+        let local = self.local.location();
+        match self.local.delete(key).await {
+            Ok(()) => tracing::warn!("could not cache cassette {key} in {local}: {}", report(&e)),
+            Err(d) => tracing::error!(
+                "could not cache cassette {key} in {local} ({}), nor remove an older copy there \
+                 ({}): delete the cache {local}",
+                report(&e),
+                report(&d)
+            ),
+        }
+    }
+}
+
 impl fmt::Display for TieredStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -51,39 +96,41 @@ impl fmt::Display for TieredStore {
 #[async_trait]
 impl Store for TieredStore {
     async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
-        if let Some(document) = self.local.get(key).await? {
-            return Ok(Some(document));
+        match self.local.get(key).await {
+            Ok(Some(document)) => return Ok(Some(document)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                "cannot read cassette {key} from the cache {}, reading {} instead: {}",
+                self.local.location(),
+                self.remote.location(),
+                report(&e)
+            ),
         }
         let Some(document) = self.remote.get(key).await? else {
             return Ok(None);
         };
         // A cache that cannot be filled only costs a later refetch; the reader still gets the
         // cassette, so the failure is reported but not returned.
-        if let Err(e) = self.local.put(key, document.clone()).await {
-            tracing::warn!(
-                "could not cache cassette {key} in {}: {}",
-                self.local.location(),
-                report(&e)
-            );
-        }
+        self.cache(key, document.clone()).await;
         Ok(Some(document))
     }
 
     async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
         self.remote.put(key, document.clone()).await?;
-        self.local.put(key, document).await
+        self.cache(key, document).await;
+        Ok(())
     }
 
     async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
         match self.remote.put_if_absent(key, document.clone()).await? {
             Created::Won => {
-                self.local.put(key, document).await?;
+                self.cache(key, document).await;
                 Ok(Created::Won)
             }
             Created::AlreadyExists => {
                 // Another writer won on the remote: cache its recording, not ours.
                 if let Some(winner) = self.remote.get(key).await? {
-                    self.local.put(key, winner).await?;
+                    self.cache(key, winner).await;
                 }
                 Ok(Created::AlreadyExists)
             }

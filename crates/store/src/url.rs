@@ -7,7 +7,6 @@ use crate::memory::MemoryStore;
 use crate::s3::{S3Options, S3Store};
 #[cfg(feature = "sled")]
 use crate::sled::SledStore;
-use crate::tiered::TieredStore;
 use crate::{DynStore, Error, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -98,24 +97,24 @@ pub fn open(url: &str) -> Result<DynStore> {
 }
 
 /// Opens `store_url`, with `cache_url` (when given) as a local tier in front of it, such as the
-/// store `s3://bucket/prefix` cached in `sled://.cassette-cache`.
+/// store `s3://bucket/prefix` cached in `sled://.cassette-cache`. A cache that cannot be opened
+/// is bypassed with a warning (see [`tiered::with_cache`](crate::tiered::with_cache)); a cache
+/// URL that does not parse, or names the store itself, is an error.
 pub fn open_tiered(store_url: &str, cache_url: Option<&str>) -> Result<DynStore> {
-    let remote = open(store_url)?;
-    match cache_url {
-        None => Ok(remote),
-        Some(cache_url) => {
-            if cache_url == store_url {
-                return Err(Error::InvalidUrl {
-                    url: cache_url.to_owned(),
-                    reason: "the cache is the store itself; give a local cache such as \
-                             sled://.cassette-cache"
-                        .into(),
-                });
-            }
-            let local = open(cache_url)?;
-            Ok(Arc::new(TieredStore::new(local, remote)))
-        }
+    let Some(cache_url) = cache_url else {
+        return open(store_url);
+    };
+    if cache_url == store_url {
+        return Err(Error::InvalidUrl {
+            url: cache_url.to_owned(),
+            reason: "the cache is the store itself; give a local cache such as \
+                     sled://.cassette-cache"
+                .into(),
+        });
     }
+    let cache = StoreUrl::parse(cache_url)?;
+    let remote = open(store_url)?;
+    Ok(crate::tiered::with_cache(remote, &cache))
 }
 
 #[cfg(all(test, feature = "s3", feature = "sled"))]

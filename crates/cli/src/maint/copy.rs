@@ -53,14 +53,17 @@ pub(crate) fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
     } else {
         Write::CreateOnly
     };
-    if args.from.url() == args.to.url() {
-        anyhow::bail!("FROM and TO are the same store ({})", args.from);
+    // Compared before anything is opened: copying a JSON Lines log onto itself would append
+    // every cassette to it again.
+    if args.from.same_store(&args.to) {
+        anyhow::bail!(
+            "FROM and TO are the same store ({} and {} name one place)",
+            args.from,
+            args.to
+        );
     }
-    let from = args.from.open()?;
+    let from = args.from.open_existing()?;
     let to = args.to.open()?;
-    if from.location() == to.location() {
-        anyhow::bail!("FROM and TO are the same store ({})", from.location());
-    }
     let (copied, skipped, failed) =
         runtime()?.block_on(copy_all(&from, &to, write, usize::from(args.jobs)))?;
     eprintln!(

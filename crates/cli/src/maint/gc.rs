@@ -69,9 +69,19 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
         // evidence would be a disaster.
         bail!("the usage logs name no key; refusing to treat every cassette as unused");
     }
-    let store = args.store.open(file)?;
+    let store = args.store.open_existing(file)?;
     let (unused, total, failed, kept) = runtime()?.block_on(async {
         let keys = store.list("").await?;
+        if !keys.is_empty() && !keys.iter().any(|k| used.contains(k)) {
+            // Logs of another store (or of another key version) would select every cassette.
+            bail!(
+                "the usage logs name {} key(s), none of them in {} ({} cassettes): they were \
+                 not written by runs on this store; refusing to treat every cassette as unused",
+                used.len(),
+                store.location(),
+                keys.len()
+            );
+        }
         let candidates: Vec<Key> = keys
             .iter()
             .filter(|k| !used.contains(*k))

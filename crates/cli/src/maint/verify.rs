@@ -14,10 +14,12 @@ use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
 use cassette_recorder::redact::{audit, find_credentials};
 use cassette_recorder::Cassette;
-use cassette_store::{Key, StoreUrl};
+use cassette_store::jsonl::JsonlStore;
+use cassette_store::{DynStore, Key, StoreUrl};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::Arc;
 
 /// Arguments of `cassette verify`.
 #[derive(Debug, clap::Args)]
@@ -60,10 +62,31 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         eprintln!("cassette verify: the store {spec} does not exist: nothing to verify");
         return Ok(ExitCode::from(1));
     }
-    let store = spec.open()?;
-    let loaded = runtime()?.block_on(load_all(&store))?;
+    let (store, log) = match spec.url() {
+        // A log is opened as itself, to ask it which lines it could not read.
+        StoreUrl::Jsonl(path) => {
+            let log =
+                JsonlStore::open(path).with_context(|| format!("cannot open the store {spec}"))?;
+            (Arc::new(log.clone()) as DynStore, Some(log))
+        }
+        _ => (spec.open()?, None),
+    };
+    let runtime = runtime()?;
+    let loaded = runtime.block_on(load_all(&store))?;
     let config = args.keying.config(file);
     let mut problems = 0usize;
+    if let Some(log) = log {
+        for damaged in runtime.block_on(log.damaged_lines())? {
+            println!(
+                "{} line {} (byte {}): {}; the line holds no readable cassette",
+                log.path().display(),
+                damaged.line,
+                damaged.offset,
+                damaged.reason
+            );
+            problems += 1;
+        }
+    }
     for foreign in foreign_files(&spec)? {
         println!("{}: {}", foreign.path.display(), foreign.what);
         problems += 1;
@@ -237,13 +260,19 @@ fn check_document(
             return (Some(problem), KeyCheck::Done);
         }
     }
-    let recomputed = cassette
-        .keyed_request(recorded.as_ref().unwrap_or(config))
-        .key;
+    let keyed = cassette.keyed_request(recorded.as_ref().unwrap_or(config));
+    let recomputed = keyed.key;
     if recomputed == *key {
         return (None, KeyCheck::Done);
     }
-    let problem = if recorded.is_some() {
+    let profile = keyed.profile.as_str();
+    let problem = if !cassette.meta.profile.is_empty() && cassette.meta.profile != profile {
+        // A profile added since (docs/keying.md): such a tape can only miss.
+        format!(
+            "keyed under the `{}` profile; this tool keys these requests with the `{profile}` profile, so replay misses it: re-record it",
+            cassette.meta.profile
+        )
+    } else if recorded.is_some() {
         format!(
             "its stored request keys to {recomputed}: the request was edited by hand (or the keying changed without a key version bump)"
         )

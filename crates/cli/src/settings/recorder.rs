@@ -16,7 +16,9 @@
 //! | `gemini`    | `/gemini/…`    | `https://generativelanguage.googleapis.com`  | `GEMINI_API_KEY`, else `GOOGLE_API_KEY` (`x-goog-api-key`) |
 //!
 //! `[routes.NAME]` in the file sets a route's upstream, key variable and auth style, or mounts
-//! a new one; `--route NAME=URL` replaces an upstream or mounts a new route.
+//! a new one; `--route NAME=URL` replaces an upstream or mounts a new route. A route named
+//! `azure` (an Azure resource has no fixed host, so it is never built in) reads its key from
+//! `AZURE_OPENAI_API_KEY` and sends it as `api-key` unless the file says otherwise.
 
 use super::file::SettingsFile;
 use super::keying::KeyingArgs;
@@ -27,9 +29,10 @@ use cassette_recorder::config::{
     ApiKey, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
 };
 use cassette_recorder::redact::RedactionRules;
-use cassette_recorder::{ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route};
+use cassette_recorder::{
+    ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route, StreamReplay,
+};
 use cassette_store::readonly::ReadOnlyStore;
-use cassette_store::tiered::TieredStore;
 use cassette_store::DynStore;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,12 +56,14 @@ pub(crate) fn is_built_in_route(name: &str) -> bool {
 /// Seconds an upstream may take to answer when `--upstream-timeout` is not given.
 const DEFAULT_UPSTREAM_TIMEOUT_SECS: u64 = 600;
 
-/// The environment variables a built-in route takes its key from, first set wins.
+/// The environment variables a built-in route (or a route with a known name) takes its key
+/// from, first set wins.
 pub(crate) fn built_in_key_sources(route: &str) -> &'static [&'static str] {
     match route {
         DEFAULT_TARGET => &["UPSTREAM_API_KEY", "OPENAI_API_KEY"],
         "anthropic" => &["ANTHROPIC_API_KEY"],
         "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        "azure" => &["AZURE_OPENAI_API_KEY"],
         _ => &[],
     }
 }
@@ -132,6 +137,11 @@ pub(crate) struct RecorderArgs {
     /// on every hit; 0 keeps none [default: 64MiB].
     #[arg(long, env = "CASSETTE_REPLAY_MEMORY", value_name = "SIZE", value_parser = parse_memory)]
     replay_memory: Option<usize>,
+    /// Keep each recorded stream's events exactly as the upstream sent them and replay those,
+    /// instead of re-synthesizing the provider's reference framing from the final response
+    /// (for gateways whose framing differs). Replay follows what each cassette holds.
+    #[arg(long, env = "CASSETTE_EXACT_STREAMS")]
+    exact_streams: bool,
 
     /// Seconds an upstream may take to answer before the request fails with 504 [default: 600].
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
@@ -222,6 +232,11 @@ impl RecorderArgs {
                 .replay_memory
                 .or(file.replay_memory)
                 .unwrap_or(DEFAULT_REPLAY_MEMORY),
+            stream_replay: if self.exact_streams {
+                StreamReplay::Exact
+            } else {
+                StreamReplay::Synthesize
+            },
             upstream_timeout: Duration::from_secs(
                 self.upstream_timeout
                     .or(file.upstream_timeout)
@@ -350,18 +365,14 @@ fn key_sources(route: &str, file: &SettingsFile) -> Vec<String> {
 }
 
 impl RecorderSettings {
-    /// Opens the store, with the cache in front when one is set.
+    /// Opens the store, with the cache in front when one is set. A cache that cannot be opened
+    /// is bypassed with a warning: it only ever saves time.
     pub(crate) fn open_store(&self) -> anyhow::Result<DynStore> {
         let remote = self.store.open()?;
-        match &self.cache {
-            None => Ok(remote),
-            Some(cache) => {
-                let local = cache.url().open().with_context(|| {
-                    format!("cannot open the cache {cache} of the store {}", self.store)
-                })?;
-                Ok(Arc::new(TieredStore::new(local, remote)))
-            }
-        }
+        Ok(match &self.cache {
+            None => remote,
+            Some(cache) => cassette_store::tiered::with_cache(remote, cache.url()),
+        })
     }
 
     /// Opens the store and builds the recorder. In replay mode the store is wrapped read-only,
@@ -538,6 +549,30 @@ auth = "query:key"
                 ("gemini", "GEMINI_API_KEY,GOOGLE_API_KEY".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn gemini_is_built_in_and_a_route_named_azure_needs_only_its_upstream() {
+        let settings = parse(&[])
+            .resolve(&file(
+                "[routes.azure]\nupstream = \"https://acme.openai.azure.com\"\n",
+            ))
+            .unwrap();
+        let gemini = settings.config.route("gemini").unwrap();
+        assert_eq!(gemini.base_url, "https://generativelanguage.googleapis.com");
+        assert_eq!(gemini.auth.to_string(), "x-goog-api-key");
+        let azure = settings.config.route("azure").unwrap();
+        assert_eq!(azure.base_url, "https://acme.openai.azure.com");
+        assert_eq!(azure.auth.to_string(), "api-key");
+        let sources = |route: &str| {
+            let key = settings.keys.iter().find(|k| k.route == route).unwrap();
+            key.sources.join(",")
+        };
+        assert_eq!(sources("gemini"), "GEMINI_API_KEY,GOOGLE_API_KEY");
+        assert_eq!(sources("azure"), "AZURE_OPENAI_API_KEY");
+        // Without a route of that name there is no Azure upstream to guess.
+        let bare = parse(&[]).resolve(&SettingsFile::default()).unwrap();
+        assert!(bare.config.route("azure").is_none());
     }
 
     #[test]

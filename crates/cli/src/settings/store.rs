@@ -3,7 +3,7 @@
 //! settings file when there is one).
 
 use super::file::{join_clean, SettingsFile};
-use anyhow::Context;
+use anyhow::{bail, Context};
 use cassette_store::{DynStore, StoreUrl};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -88,6 +88,64 @@ impl StoreSpec {
             .open()
             .with_context(|| format!("cannot open the store {self}"))
     }
+
+    /// Opens a store that must exist already, creating nothing: what commands that read or
+    /// check a store (`ls`, `show`, `verify`, `gc`, `diff`, the source of `copy`) use, so a
+    /// mistyped path is an error rather than an empty store that passes every check.
+    pub(crate) fn open_existing(&self) -> anyhow::Result<DynStore> {
+        if let Some(path) = self.local_path() {
+            if !path.exists() {
+                bail!(
+                    "there is no store at {self}: {} does not exist (nothing was created)",
+                    path.display()
+                );
+            }
+        }
+        self.open()
+    }
+
+    /// The file or folder of a local store.
+    fn local_path(&self) -> Option<&Path> {
+        match &self.url {
+            StoreUrl::File(path) | StoreUrl::Jsonl(path) => Some(path),
+            #[cfg(feature = "sled")]
+            StoreUrl::Sled(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Whether two specs name the same store, however the path was spelled (`./x`, `x/`, a
+    /// symlink, an absolute path): local paths are compared once resolved, other stores by
+    /// URL.
+    pub(crate) fn same_store(&self, other: &StoreSpec) -> bool {
+        match (self.local_path(), other.local_path()) {
+            (Some(a), Some(b)) => resolved(a) == resolved(b),
+            (None, None) => self.url == other.url,
+            _ => false,
+        }
+    }
+}
+
+/// `path` made absolute with symlinks resolved, as far as it exists; the rest (not created yet)
+/// is appended as written, without `.` components.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut missing = Vec::new();
+    let mut existing = absolute.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            out.extend(missing.iter().rev());
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
 }
 
 /// Which store a command uses (raw flags; [`StoreArgs::resolve`] picks one).
@@ -124,6 +182,11 @@ impl StoreArgs {
                 }
             }
         }
+    }
+
+    /// Opens the store, which must exist already (see [`StoreSpec::open_existing`]).
+    pub(crate) fn open_existing(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
+        self.resolve(file).open_existing()
     }
 
     /// Opens the store, naming it on failure.

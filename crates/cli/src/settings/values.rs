@@ -49,6 +49,12 @@ pub(crate) fn parse_base_url(text: &str) -> Result<String, String> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("`{text}` must be an http:// or https:// URL"));
     }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "`{text}` has a query or fragment; a base URL is a scheme, host and path, to which \
+             each request's own path and query are joined"
+        ));
+    }
     Ok(text.to_owned())
 }
 
@@ -103,5 +109,11 @@ mod tests {
             .contains("not a URL"));
         assert!(parse_route("a b=http://x").unwrap_err().contains("a b"));
         assert!(parse_route("=http://x").is_err());
+        for bad in ["a=http://x/v1?key=1", "a=http://x/v1#frag", "a=http://x/?"] {
+            assert!(
+                parse_route(bad).unwrap_err().contains("query or fragment"),
+                "{bad}"
+            );
+        }
     }
 }

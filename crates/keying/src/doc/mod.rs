@@ -15,7 +15,10 @@
 mod scan;
 mod visitor;
 
-use crate::canonical::{implicit_defaults, DefaultValue, PROMPT_MEMBERS};
+use crate::canonical::{
+    gemini_inserts_generation_config, implicit_defaults, DefaultValue, GEMINI_GENERATION_CONFIG,
+    GEMINI_GENERATION_DEFAULTS, GEMINI_SYSTEM, PROMPT_MEMBERS,
+};
 use crate::jcs::{self, Sink};
 use crate::{KeyConfig, Profile, Streaming};
 use std::borrow::Cow;
@@ -69,6 +72,9 @@ enum Text<'a> {
 enum MemberValue {
     Node(usize),
     Default(&'static DefaultValue),
+    /// An object written without its null members and with these defaults merged where
+    /// absent (Gemini's `generationConfig`); `None` when the body has no such object at all.
+    Merged(Option<usize>, &'static [(&'static str, DefaultValue)]),
 }
 
 /// A body ready to write: the document and, for an LLM object body, its top-level members
@@ -82,11 +88,7 @@ pub(crate) struct CanonicalBody<'d, 'a> {
 impl<'a> Doc<'a> {
     /// Parses `text`, or `None` when `serde_json` rejects it (the body is then raw).
     pub(crate) fn parse(text: &'a str, profile: Profile) -> Option<Doc<'a>> {
-        let context = if profile.is_llm() {
-            Context::LlmBody
-        } else {
-            Context::Plain
-        };
+        let context = Context::body(profile);
         scan::parse(text, context).or_else(|| {
             let mut doc = Doc::new();
             visitor::parse(text, context, &mut doc)?;
@@ -267,12 +269,66 @@ impl<'a> Doc<'a> {
                     merged = true;
                 }
             }
+            if profile == Profile::GeminiGenerate {
+                merged |= self.merge_generation_config(&mut top);
+            }
             if merged {
                 top.sort_by(|a, b| jcs::compare_names(a.0, b.0));
             }
             top
         });
         CanonicalBody { doc: self, top }
+    }
+}
+
+impl<'a> Doc<'a> {
+    /// Gemini's `generationConfig` among the top-level members: an object becomes
+    /// [`MemberValue::Merged`], and a body without one (in either spelling) gets one of
+    /// defaults. Whether a member was added.
+    fn merge_generation_config<'d>(&'d self, top: &mut Vec<(&'d str, MemberValue)>) -> bool {
+        let config = top
+            .iter_mut()
+            .find(|(name, _)| *name == GEMINI_GENERATION_CONFIG);
+        if let Some((_, value)) = config {
+            if let MemberValue::Node(at) = *value {
+                if matches!(self.nodes[at], Node::Object { .. }) {
+                    *value = MemberValue::Merged(Some(at), GEMINI_GENERATION_DEFAULTS);
+                }
+            }
+            return false;
+        }
+        if !gemini_inserts_generation_config(|name| top.iter().any(|(n, _)| *n == name)) {
+            return false;
+        }
+        top.push((
+            GEMINI_GENERATION_CONFIG,
+            MemberValue::Merged(None, GEMINI_GENERATION_DEFAULTS),
+        ));
+        true
+    }
+
+    /// The members of a [`MemberValue::Merged`] object in RFC 8785 order.
+    fn merged_members(
+        &self,
+        at: Option<usize>,
+        defaults: &'static [(&'static str, DefaultValue)],
+    ) -> Vec<(&str, MemberValue)> {
+        let mut sorted = Vec::new();
+        if let Some(at) = at {
+            self.sorted_members(at, &mut sorted);
+        }
+        let mut members: Vec<(&str, MemberValue)> = sorted
+            .into_iter()
+            .filter(|(_, value)| !matches!(self.nodes[*value], Node::Null))
+            .map(|(name, value)| (name, MemberValue::Node(value)))
+            .collect();
+        for (name, default) in defaults {
+            if !members.iter().any(|(n, _)| n == name) {
+                members.push((*name, MemberValue::Default(default)));
+            }
+        }
+        members.sort_by(|a, b| jcs::compare_names(a.0, b.0));
+        members
     }
 }
 
@@ -284,31 +340,10 @@ impl CanonicalBody<'_, '_> {
             out,
             members: Vec::new(),
         };
-        let Some(top) = &self.top else {
-            writer.value(0);
-            return;
-        };
-        writer.out.put_ascii(b'{');
-        for (i, (name, value)) in top.iter().enumerate() {
-            if i > 0 {
-                writer.out.put_ascii(b',');
-            }
-            match *value {
-                MemberValue::Node(at) => self.doc.write_name(writer.out, name, at),
-                // The defaults' names are ASCII letters and underscores.
-                MemberValue::Default(_) => jcs::write_canonical_string(writer.out, name),
-            }
-            writer.out.put_ascii(b':');
-            match *value {
-                MemberValue::Node(at) => writer.value(at),
-                MemberValue::Default(DefaultValue::Int(n)) => {
-                    jcs::write_number(writer.out, *n as f64)
-                }
-                MemberValue::Default(DefaultValue::Bool(b)) => jcs::write_bool(writer.out, *b),
-                MemberValue::Default(DefaultValue::Str(s)) => jcs::write_string(writer.out, s),
-            }
+        match &self.top {
+            Some(top) => writer.members(top),
+            None => writer.value(0),
         }
-        writer.out.put_ascii(b'}');
     }
 
     /// The pieces of the system text (key contract step 3), to be hashed in order, or `None`
@@ -368,6 +403,32 @@ impl CanonicalBody<'_, '_> {
                 pieces.push(doc.as_str(member("system")?)?);
                 Some(pieces)
             }
+            Profile::GeminiGenerate => {
+                let at = GEMINI_SYSTEM.iter().find_map(|name| {
+                    self.top
+                        .as_ref()?
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, value)| *value)
+                })?;
+                let MemberValue::Node(at) = at else {
+                    return None;
+                };
+                if !matches!(doc.nodes[at], Node::Object { .. }) {
+                    return None;
+                }
+                let parts = doc
+                    .get(at, "parts")
+                    .filter(|parts| matches!(doc.nodes[*parts], Node::Array { .. }));
+                if let Some(parts) = parts {
+                    pieces.extend(
+                        doc.elements(parts)
+                            .filter_map(|part| doc.get(part, "text"))
+                            .filter_map(|text| doc.as_str(text)),
+                    );
+                }
+                Some(pieces)
+            }
             _ => None,
         }
     }
@@ -422,6 +483,39 @@ struct Writer<'d, 'a, S> {
 }
 
 impl<S: Sink> Writer<'_, '_, S> {
+    /// Writes an object of canonical members, already in RFC 8785 order.
+    fn members(&mut self, members: &[(&str, MemberValue)]) {
+        self.out.put_ascii(b'{');
+        for (i, (name, value)) in members.iter().enumerate() {
+            if i > 0 {
+                self.out.put_ascii(b',');
+            }
+            match *value {
+                MemberValue::Node(at) | MemberValue::Merged(Some(at), _) => {
+                    self.doc.write_name(self.out, name, at)
+                }
+                // The defaults' names are ASCII letters and underscores.
+                MemberValue::Default(_) | MemberValue::Merged(None, _) => {
+                    jcs::write_canonical_string(self.out, name)
+                }
+            }
+            self.out.put_ascii(b':');
+            match *value {
+                MemberValue::Node(at) => self.value(at),
+                MemberValue::Default(DefaultValue::Int(n)) => {
+                    jcs::write_number(self.out, *n as f64)
+                }
+                MemberValue::Default(DefaultValue::Bool(b)) => jcs::write_bool(self.out, *b),
+                MemberValue::Default(DefaultValue::Str(s)) => jcs::write_string(self.out, s),
+                MemberValue::Merged(at, defaults) => {
+                    let merged = self.doc.merged_members(at, defaults);
+                    self.members(&merged);
+                }
+            }
+        }
+        self.out.put_ascii(b'}');
+    }
+
     fn value(&mut self, at: usize) {
         match self.doc.nodes[at] {
             Node::Null => self.out.put("null"),
@@ -468,6 +562,17 @@ impl<S: Sink> Writer<'_, '_, S> {
 pub(crate) enum Context {
     /// The whole body of an LLM request: if an object, its prompt members are stripped.
     LlmBody,
+    /// The whole body of a Gemini request: only `contents[*].parts[*].text` and the system
+    /// instruction's `parts[*].text` are prompt text.
+    GeminiBody,
+    /// Gemini's `contents`: an array of `Content`.
+    GeminiContents,
+    /// A Gemini `Content` (an element of `contents`, or the system instruction).
+    GeminiContent,
+    /// A `Content`'s `parts`.
+    GeminiParts,
+    /// One of those parts.
+    GeminiPart,
     /// Inside a prompt member of an LLM body.
     Prompt,
     /// Anywhere else.
@@ -477,15 +582,44 @@ pub(crate) enum Context {
 }
 
 impl Context {
-    /// The context of a value inside one in this context: of member `name` of an object, or
-    /// (with no name) of an array element.
-    fn inner(self, name: Option<&str>) -> Context {
+    /// The context of a body of `profile`.
+    fn body(profile: Profile) -> Context {
+        match profile {
+            Profile::GeminiGenerate => Context::GeminiBody,
+            _ if profile.is_llm() => Context::LlmBody,
+            _ => Context::Plain,
+        }
+    }
+
+    /// Whether the context of a member's value depends on the member's name.
+    fn reads_names(self) -> bool {
+        matches!(
+            self,
+            Context::LlmBody | Context::GeminiBody | Context::GeminiContent | Context::GeminiPart
+        )
+    }
+
+    /// The context of the value of member `name` of an object in this context (`name` is only
+    /// looked at when [`Context::reads_names`]).
+    fn member(self, name: &str) -> Context {
         match self {
-            Context::LlmBody if name.is_some_and(|n| PROMPT_MEMBERS.contains(&n)) => {
-                Context::Prompt
-            }
-            Context::LlmBody | Context::Name => Context::Plain,
-            other => other,
+            Context::LlmBody if PROMPT_MEMBERS.contains(&name) => Context::Prompt,
+            Context::GeminiBody if name == "contents" => Context::GeminiContents,
+            Context::GeminiBody if GEMINI_SYSTEM.contains(&name) => Context::GeminiContent,
+            Context::GeminiContent if name == "parts" => Context::GeminiParts,
+            Context::GeminiPart if name == "text" => Context::Prompt,
+            Context::Prompt => Context::Prompt,
+            _ => Context::Plain,
+        }
+    }
+
+    /// The context of an element of an array in this context.
+    fn element(self) -> Context {
+        match self {
+            Context::GeminiContents => Context::GeminiContent,
+            Context::GeminiParts => Context::GeminiPart,
+            Context::Prompt => Context::Prompt,
+            _ => Context::Plain,
         }
     }
 }
@@ -525,7 +659,7 @@ mod tests {
                 strings[strings.len() - 1],
             );
             for profile in [Profile::OpenaiChat, Profile::Http] {
-                let context = if profile.is_llm() { Context::LlmBody } else { Context::Plain };
+                let context = Context::body(profile);
                 let fast = scan::parse(&body, context);
                 let mut slow = Doc::new();
                 prop_assert!(visitor::parse(&body, context, &mut slow).is_some(), "{}", body);

@@ -96,7 +96,7 @@ impl<'a> Scanner<'a> {
         self.pos += 1;
         let at = self.doc.nodes.len();
         self.doc.nodes.push(Node::Array { end: 0 });
-        let context = context.inner(None);
+        let context = context.element();
         self.skip_whitespace();
         if self.bytes.get(self.pos) == Some(&b']') {
             self.pos += 1;
@@ -131,10 +131,10 @@ impl<'a> Scanner<'a> {
                 let name = self.string(Context::Name)?;
                 self.doc.nodes.push(Node::Text(name));
                 self.expect(b':')?;
-                let child = match context {
-                    // Only the top level looks at names.
-                    Context::LlmBody => context.inner(Some(self.doc.name(name_at))),
-                    _ => context.inner(None),
+                let child = if context.reads_names() {
+                    context.member(self.doc.name(name_at))
+                } else {
+                    context.member("")
                 };
                 self.value(child, depth)?;
                 if !self.more(b'}')? {
@@ -329,7 +329,7 @@ impl Output<'_> {
                 '\n' => run.as_bytes().last().is_some_and(|&b| b != b' '),
                 _ => true,
             },
-            Context::LlmBody | Context::Plain => true,
+            _ => true,
         };
         if whole {
             self.texts.push_str(raw);

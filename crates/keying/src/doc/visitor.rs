@@ -105,7 +105,7 @@ impl<'de> Visitor<'de> for NodeSeed<'_, 'de> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let at = self.doc.nodes.len();
         self.doc.nodes.push(Node::Array { end: 0 });
-        let context = self.context.inner(None);
+        let context = self.context.element();
         while seq
             .next_element_seed(NodeSeed {
                 doc: &mut *self.doc,
@@ -130,7 +130,7 @@ impl<'de> Visitor<'de> for NodeSeed<'_, 'de> {
             if map.next_key_seed(seed)?.is_none() {
                 break;
             }
-            let context = self.context.inner(Some(self.doc.name(name_at)));
+            let context = self.context.member(self.doc.name(name_at));
             map.next_value_seed(NodeSeed {
                 doc: &mut *self.doc,
                 context,

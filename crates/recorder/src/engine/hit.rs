@@ -1,7 +1,8 @@
 //! The replay hit path: the request keyed in one pass (`hit_key`, no explanation), the
 //! cassette read from the store, and the answer sent from the hit cache when the stored
-//! document is byte for byte the one it was rendered from; else the document is parsed,
-//! checked and rendered as any replay is, and the answer cached.
+//! document has the length and SHA-256 of the one it was rendered from; else the document is
+//! parsed, checked (it must be the recording of this key) and rendered as any replay is, and
+//! the answer cached.
 //!
 //! Every hit reads the store, so the store's current content always decides: an edited or
 //! replaced tape is parsed and checked again, a deleted one is a miss. The full `key()` (the
@@ -10,7 +11,7 @@
 use super::replay::replay_response;
 use super::Recorder;
 use crate::error::{Error, Result};
-use crate::hit_cache::{Answer, Fingerprint};
+use crate::hit_cache::{Answer, Asked, Fingerprint};
 use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
 use std::sync::Arc;
@@ -25,7 +26,13 @@ impl Recorder {
         };
         let cache = &self.inner.hit_cache;
         let fingerprint = cache.is_on().then(|| Fingerprint::of(&document));
-        let cached = fingerprint.and_then(|f| cache.get(&hit.key, &f, hit.streaming));
+        // The query can choose a stream's format (Gemini's `alt=sse`), so it is part of how
+        // the answer was asked for.
+        let asked = Asked {
+            streaming: hit.streaming,
+            query: request.query.clone(),
+        };
+        let cached = fingerprint.and_then(|f| cache.get(&hit.key, &f, &asked));
         if let Some(answer) = cached {
             self.note_hit(&hit.key);
             return Ok(Some(Outcome {
@@ -43,6 +50,7 @@ impl Recorder {
         let response = replay_response(
             hit.profile,
             hit.streaming,
+            &request.query,
             cassette,
             self.inner.config.stream_chunk_size,
         )
@@ -58,7 +66,7 @@ impl Recorder {
                 headers: Arc::from(response.headers.as_slice()),
                 body: body.clone(),
             };
-            cache.put(&hit.key, fingerprint, hit.streaming, answer);
+            cache.put(&hit.key, fingerprint, asked, answer);
         }
         Ok(Some(Outcome {
             key: hit.key,

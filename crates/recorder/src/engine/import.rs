@@ -2,7 +2,7 @@
 //! becomes a cassette keyed by the current contract, through the same redaction, stream
 //! assembly and atomic writes as a live recording. Nothing is sent anywhere.
 
-use super::recording::{Draft, Persist, Stamp};
+use super::recording::{Draft, Persist, Stamp, Stored};
 use super::{header_value, Recorder};
 use crate::cassette::StoredBody;
 use crate::error::Result;
@@ -71,6 +71,7 @@ impl Recorder {
             profile: keyed.profile,
             // An imported exchange is its request's first occurrence.
             sequence: None,
+            material: None,
             status: exchange.status,
             headers: exchange.headers,
             started: Instant::now(),
@@ -78,13 +79,17 @@ impl Recorder {
                 ImportWrite::CreateOnly => Persist::CreateOnly,
                 ImportWrite::Overwrite => Persist::Overwrite,
             },
+            flight: None,
         };
         let stamp = Stamp {
             recorded_at: exchange.recorded_at,
             tool: exchange.tool,
             latency_ms: 0,
         };
-        let created = draft.store_stamped(body, format, stamp).await?;
+        let created = match draft.store_stamped(body, format, None, stamp).await? {
+            Stored::Won => Created::Won,
+            Stored::Kept | Stored::Nothing => Created::AlreadyExists,
+        };
         Ok((keyed.key, created))
     }
 }

@@ -1,6 +1,8 @@
 //! The engine: answers a request from the store or the upstream, according to the mode
-//! (`recording` writes what the upstream answered, `replay` turns a cassette back into an answer).
+//! (`recording` writes what the upstream answered, `replay` turns a cassette back into an answer,
+//! `flight` lets identical requests in flight at once share one upstream call).
 
+mod flight;
 mod hit;
 mod import;
 mod recording;
@@ -23,7 +25,8 @@ use crate::stream::StreamFormat;
 use crate::upstream::{Upstream, HOP_BY_HOP};
 use cassette_keying::{Key, Keyed};
 use cassette_store::{DynStore, StoreExt};
-use recording::{Draft, Persist};
+use flight::{Flight, Flights, Landed, Turn};
+use recording::{Draft, Persist, Stored};
 use replay::replay_response;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -46,6 +49,7 @@ struct Counters {
     hits: AtomicU64,
     misses: AtomicU64,
     recorded: AtomicU64,
+    failed_recordings: AtomicU64,
     upstream_requests: AtomicU64,
     upstream_errors: AtomicU64,
 }
@@ -59,6 +63,10 @@ pub struct Stats {
     pub misses: u64,
     /// Cassettes written.
     pub recorded: u64,
+    /// Answers that were to be recorded but were not: the store failed (read-only, disk full),
+    /// or the upstream's stream broke off or could not be assembled. The client got the live
+    /// answer; [`Recorder::recording_failures`] names the keys.
+    pub failed_recordings: u64,
     /// Requests sent to an upstream.
     pub upstream_requests: u64,
     /// Upstream requests that failed to connect, timed out or broke off.
@@ -71,9 +79,30 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} hits, {} misses, {} recorded, {} upstream requests, {} upstream errors",
-            self.hits, self.misses, self.recorded, self.upstream_requests, self.upstream_errors
+            "{} hits, {} misses, {} recorded, {} failed recordings, {} upstream requests, {} \
+             upstream errors",
+            self.hits,
+            self.misses,
+            self.recorded,
+            self.failed_recordings,
+            self.upstream_requests,
+            self.upstream_errors
         )
+    }
+}
+
+/// A recording that was to be stored and was not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordingFailure {
+    /// The key of the request whose answer was not stored.
+    pub key: Key,
+    /// Why, with its causes.
+    pub reason: String,
+}
+
+impl fmt::Display for RecordingFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the recording of {} failed: {}", self.key, self.reason)
     }
 }
 
@@ -92,6 +121,8 @@ struct Inner {
     plan: Plan,
     redactor: Redactor,
     counters: Counters,
+    failures: Mutex<Vec<RecordingFailure>>,
+    flights: Flights,
     index: tokio::sync::Mutex<NearestIndex>,
     misses: Mutex<MissBook>,
     /// Index records of cassettes written and not yet in a segment.
@@ -179,6 +210,8 @@ impl Recorder {
                 plan,
                 redactor,
                 counters: Counters::default(),
+                failures: Mutex::default(),
+                flights: Flights::default(),
                 index: tokio::sync::Mutex::new(NearestIndex::default()),
                 misses: Mutex::new(MissBook::default()),
                 pending: Mutex::new(Vec::new()),
@@ -211,10 +244,37 @@ impl Recorder {
             hits: c.hits.load(Ordering::Relaxed),
             misses: c.misses.load(Ordering::Relaxed),
             recorded: c.recorded.load(Ordering::Relaxed),
+            failed_recordings: c.failed_recordings.load(Ordering::Relaxed),
             upstream_requests: c.upstream_requests.load(Ordering::Relaxed),
             upstream_errors: c.upstream_errors.load(Ordering::Relaxed),
             hit_cache: self.inner.hit_cache.stats(),
         }
+    }
+
+    /// The recordings that failed so far, in the order they failed.
+    pub fn recording_failures(&self) -> Vec<RecordingFailure> {
+        self.inner
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Counts and logs an answer that was to be recorded and was not.
+    pub(crate) fn record_failure(&self, key: &Key, reason: String) {
+        let failure = RecordingFailure {
+            key: key.clone(),
+            reason,
+        };
+        tracing::error!("{failure}; the client got the live answer, but nothing was stored");
+        let counters = &self.inner.counters;
+        counters.failed_recordings.fetch_add(1, Ordering::Relaxed);
+        let mut failures = self
+            .inner
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        failures.push(failure);
     }
 
     /// The distinct keys that missed so far, the first ones with their one-line explanation.
@@ -233,7 +293,7 @@ impl Recorder {
     }
 
     /// Answers `request` according to the mode.
-    pub async fn handle(&self, request: Request) -> Result<Outcome> {
+    pub async fn handle(&self, mut request: Request) -> Result<Outcome> {
         let limit = self.inner.config.max_body;
         if request.body.len() > limit {
             return Err(Error::BodyTooLarge {
@@ -244,6 +304,7 @@ impl Recorder {
         if self.inner.config.is_mcp_route(&request.target) {
             return crate::mcp::http::handle(self, request).await;
         }
+        self.to_api_path(&mut request);
         // A hit needs only the key: keyed in one pass and answered from the hit cache when the
         // stored document is unchanged. In sequence mode the occurrence count needs the full key.
         let hits_first = self.inner.config.repeats == Repeats::Same
@@ -257,27 +318,54 @@ impl Recorder {
         match &self.inner.plan {
             Plan::Replay if hits_first => Err(self.miss(&request, &keyed).await),
             Plan::Replay => match self.lookup(&keyed).await? {
-                Some(cassette) => self.replay(keyed, cassette),
+                Some(cassette) => self.replay(&request, keyed, cassette),
                 None => Err(self.miss(&request, &keyed).await),
             },
             Plan::Auto(upstream) if hits_first => {
-                self.forward(upstream, request, keyed, Persist::CreateOnly)
+                self.record_once(upstream, request, keyed, Persist::CreateOnly)
                     .await
             }
             Plan::Auto(upstream) => match self.lookup(&keyed).await? {
-                Some(cassette) => self.replay(keyed, cassette),
+                Some(cassette) => self.replay(&request, keyed, cassette),
                 None => {
-                    self.forward(upstream, request, keyed, Persist::CreateOnly)
+                    self.record_once(upstream, request, keyed, Persist::CreateOnly)
                         .await
                 }
             },
             Plan::Record(upstream) => {
-                self.forward(upstream, request, keyed, Persist::Overwrite)
+                self.record_once(upstream, request, keyed, Persist::Overwrite)
                     .await
             }
             Plan::Off(upstream) => {
-                self.forward(upstream, request, keyed, Persist::Nothing)
+                self.forward(upstream, request, keyed, Persist::Nothing, None)
                     .await
+            }
+        }
+    }
+
+    /// Records `request`, unless an identical one (same key) is being recorded right now: then
+    /// waits for it and answers with what it stored, so one upstream call serves them all and
+    /// every one of them gets the answer that is kept.
+    async fn record_once(
+        &self,
+        upstream: &Upstream,
+        request: Request,
+        keyed: Keyed,
+        persist: Persist,
+    ) -> Result<Outcome> {
+        match self.inner.flights.join(self, &keyed.key) {
+            Turn::Lead(flight) => {
+                self.forward(upstream, request, keyed, persist, Some(flight))
+                    .await
+            }
+            Turn::Follow(wait) => {
+                if wait.landed().await == Landed::Stored {
+                    if let Some(cassette) = self.lookup(&keyed).await? {
+                        return self.replay(&request, keyed, cassette);
+                    }
+                }
+                // Nothing was kept (an error answer, a failure): ask for ourselves.
+                self.forward(upstream, request, keyed, persist, None).await
             }
         }
     }
@@ -285,11 +373,25 @@ impl Recorder {
     /// Explains why `request` has no recording (or says it has one): the nearest recording at
     /// the same target and path and what differs. Reads the store only.
     pub async fn explain(&self, request: &Request) -> Result<Option<Miss>> {
+        let mut request = request.clone();
+        self.to_api_path(&mut request);
+        let request = &request;
         let keyed = request.key(&self.inner.config.key);
         if self.inner.store.get(&keyed.key).await?.is_some() {
             return Ok(None);
         }
         Ok(Some(self.build_miss(request, &keyed).await))
+    }
+
+    /// Spells the request's path as its route's API does ([`crate::Route::api_path`]), before
+    /// it is keyed or forwarded.
+    fn to_api_path(&self, request: &mut Request) {
+        let Some(route) = self.inner.config.route(&request.target) else {
+            return;
+        };
+        if let std::borrow::Cow::Owned(path) = route.api_path(&request.path) {
+            request.path = path;
+        }
     }
 
     async fn lookup(&self, keyed: &Keyed) -> Result<Option<Cassette>> {
@@ -300,9 +402,10 @@ impl Recorder {
         self.parse_stored(&bytes, key).map(Some)
     }
 
-    /// The cassette document stored under `key`, parsed and checked.
+    /// The cassette document stored under `key`, parsed and checked: it must be the recording
+    /// of that key.
     fn parse_stored(&self, bytes: &[u8], key: &Key) -> Result<Cassette> {
-        Cassette::from_document(bytes).map_err(|reason| Error::Corrupt {
+        Cassette::from_stored(bytes, key).map_err(|reason| Error::Corrupt {
             key: key.clone(),
             location: self.inner.store.location(),
             reason,
@@ -377,10 +480,22 @@ impl Recorder {
 
     /// Notes a cassette just written, for the next index segment.
     pub(crate) fn note_recorded(&self, cassette: &crate::cassette::Cassette) {
+        if self.inner.store.keeps_segments() {
+            let keyed = cassette.keyed_request(&self.inner.config.key);
+            self.note_recorded_with(cassette, &keyed.material);
+        }
+    }
+
+    /// Notes a cassette just written whose request's key material is known already.
+    pub(crate) fn note_recorded_with(
+        &self,
+        cassette: &crate::cassette::Cassette,
+        material: &serde_json::Value,
+    ) {
         if !self.inner.store.keeps_segments() {
             return;
         }
-        let record = IndexRecord::of(cassette, &self.inner.config.key);
+        let record = IndexRecord::new(cassette, material);
         let waiting = {
             let mut pending = self.pending();
             pending.push(record);
@@ -468,11 +583,12 @@ impl Recorder {
         self.log_usage(key);
     }
 
-    fn replay(&self, keyed: Keyed, cassette: Cassette) -> Result<Outcome> {
+    fn replay(&self, request: &Request, keyed: Keyed, cassette: Cassette) -> Result<Outcome> {
         self.note_hit(&keyed.key);
         let response = replay_response(
             keyed.profile,
             keyed.streaming,
+            &request.query,
             cassette,
             self.inner.config.stream_chunk_size,
         )
@@ -489,53 +605,149 @@ impl Recorder {
     }
 
     /// Calls the upstream and hands its answer on, recording it as `persist` says (and not at
-    /// all when it is an error answer the configuration does not record).
+    /// all when it is an error answer the configuration does not record). `flight`, the single
+    /// flight this request leads, lands once the recording is stored or given up.
     async fn forward(
         &self,
         upstream: &Upstream,
         request: Request,
-        keyed: Keyed,
+        mut keyed: Keyed,
         persist: Persist,
+        flight: Option<Flight>,
     ) -> Result<Outcome> {
+        // The canonical text is as large as the request and no longer needed: a large request
+        // is not held twice while the upstream answers.
+        keyed.canonical = String::new();
         let sent = self.send(upstream, &request).await?;
         let status = sent.response.status().as_u16();
-        let headers: Vec<(String, String)> = sent
-            .response
-            .headers()
-            .iter()
-            .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-            .collect();
+        let mut headers = response_headers(&sent.response);
+        let mut client = client_headers(&headers);
+        sandbox_locations(&sent, &request.target, &mut headers, &mut client);
         let success = (200..300).contains(&status);
         let keep = success || self.inner.config.errors == ErrorRecording::Record;
-        let persist = if keep { persist } else { Persist::Nothing };
-        // Only a successful answer is a stream worth re-assembling; an error is kept as sent.
-        let format = success
+        let mut persist = if keep { persist } else { Persist::Nothing };
+        let encoding = undecoded_encoding(&headers);
+        if let (Some(encoding), true) = (&encoding, persist != Persist::Nothing) {
+            let reason = format!(
+                "upstream {} answered with content-encoding `{encoding}`, which cassette cannot \
+                 decode; the answer was passed on as sent",
+                sent.endpoint
+            );
+            self.record_failure(&keyed.key, reason);
+            persist = Persist::Nothing;
+        }
+        // Only a successful, readable answer is a stream worth re-assembling; anything else is
+        // kept as sent.
+        let format = (success && encoding.is_none())
             .then(|| {
                 let content_type = header_value(&headers, "content-type").unwrap_or_default();
-                StreamFormat::detect(keyed.profile, &content_type)
+                let wants_stream = keyed.streaming.wanted;
+                StreamFormat::detect_for_request(keyed.profile, wants_stream, &content_type)
             })
             .flatten();
-        let client_headers = client_headers(&headers);
         let draft = Draft {
             recorder: self.clone(),
             request,
             keyed_key: keyed.key.clone(),
             sequence: Sequence::of(&keyed),
+            material: Some(std::mem::take(&mut keyed.material)),
             profile: keyed.profile,
             upstream: sent.upstream,
             status,
             headers,
             started: sent.started,
             persist,
+            flight,
         };
-        let body = self
-            .relay(draft, format, &sent.endpoint, sent.response)
-            .await?;
+        let Some(format) = format else {
+            return self
+                .relay_whole(draft, keyed, client, &sent.endpoint, sent.response)
+                .await;
+        };
+        // The headers go out before the stream is complete: what is known now is that it is
+        // being recorded. Whether it was stored shows in the counters and the log.
         let source = match persist {
             Persist::Nothing => Source::PassedThrough,
-            Persist::Overwrite | Persist::CreateOnly => Source::Recorded,
+            Persist::Overwrite | Persist::CreateOnly => Source::Recording,
+        };
+        Ok(Outcome {
+            key: keyed.key,
+            source,
+            response: Response {
+                status,
+                headers: client,
+                body: ResponseBody::Stream(draft.relay_stream(format, sent.response)),
+            },
+        })
+    }
+
+    /// Reads a whole answer, records it, and answers with it, or with the answer another
+    /// recorder stored first for the same key (so every client of a key gets the kept answer).
+    /// A success that declares JSON but does not parse (a truncated or garbled body) is an
+    /// upstream error: passed on, and recorded only when error answers are.
+    async fn relay_whole(
+        &self,
+        mut draft: Draft,
+        keyed: Keyed,
+        client: Vec<(String, String)>,
+        endpoint: &str,
+        response: reqwest::Response,
+    ) -> Result<Outcome> {
+        let bytes = match response.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let counters = &self.inner.counters;
+                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                // The URL may hold a route's key (a `query:` auth style).
+                let e = e.without_url();
+                let err =
+                    crate::error::upstream_error(endpoint, &e, self.inner.config.upstream_timeout);
+                if draft.persist != Persist::Nothing {
+                    self.record_failure(&keyed.key, crate::error::report(&err));
+                }
+                return Err(err);
+            }
+        };
+        let status = draft.status;
+        if (200..300).contains(&status) && declares_json(&draft.headers) {
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                let counters = &self.inner.counters;
+                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                let recorded = self.inner.config.errors == ErrorRecording::Record;
+                tracing::warn!(
+                    "upstream {endpoint} answered {status} with a body declared as JSON that \
+                     does not parse ({e}): an upstream error, passed on as sent{}",
+                    if recorded {
+                        " and recorded"
+                    } else {
+                        "; not recorded"
+                    }
+                );
+                if !recorded {
+                    draft.persist = Persist::Nothing;
+                }
+            }
+        }
+        let source = match draft
+            .store(StoredBody::from_bytes(&bytes), None, None)
+            .await
+        {
+            Ok(Stored::Won) => Source::Recorded,
+            Ok(Stored::Nothing) => Source::PassedThrough,
+            Ok(Stored::Kept) => {
+                draft.land(Landed::Stored);
+                if let Some(cassette) = self.lookup(&keyed).await? {
+                    return self.replay(&draft.request, keyed, cassette);
+                }
+                Source::PassedThrough
+            }
+            Err(err) => {
+                self.record_failure(&keyed.key, crate::error::report(&err));
+                return Err(err);
+            }
         };
         if source == Source::Recorded {
+            draft.land(Landed::Stored);
             self.log_usage(&keyed.key);
         }
         Ok(Outcome {
@@ -543,8 +755,8 @@ impl Recorder {
             source,
             response: Response {
                 status,
-                headers: client_headers,
-                body,
+                headers: client,
+                body: ResponseBody::Full(bytes),
             },
         })
     }
@@ -575,29 +787,6 @@ impl Recorder {
             started,
         })
     }
-
-    /// The body handed to the client: a stream of a known format is relayed piece by piece as
-    /// it arrives and recorded once complete; anything else is read whole and recorded first.
-    async fn relay(
-        &self,
-        draft: Draft,
-        format: Option<StreamFormat>,
-        endpoint: &str,
-        response: reqwest::Response,
-    ) -> Result<ResponseBody> {
-        if let Some(format) = format {
-            return Ok(ResponseBody::Stream(draft.relay_stream(format, response)));
-        }
-        let bytes = response.bytes().await.map_err(|e| {
-            let counters = &self.inner.counters;
-            counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
-            // The URL may hold a route's key (a `query:` auth style).
-            let e = e.without_url();
-            crate::error::upstream_error(endpoint, &e, self.inner.config.upstream_timeout)
-        })?;
-        draft.store(StoredBody::from_bytes(&bytes), None).await?;
-        Ok(ResponseBody::Full(bytes))
-    }
 }
 
 /// An upstream answer whose headers have arrived.
@@ -608,6 +797,75 @@ struct Sent {
     endpoint: String,
     response: reqwest::Response,
     started: Instant,
+}
+
+/// The upstream's headers that HTTP can carry as text.
+fn response_headers(response: &reqwest::Response) -> Vec<(String, String)> {
+    response
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect()
+}
+
+/// The `content-encoding` still on an answer after the HTTP client decoded what it can (gzip,
+/// deflate, br): an encoding cassette cannot turn into a readable body.
+fn undecoded_encoding(headers: &[(String, String)]) -> Option<String> {
+    let encodings: Vec<&str> = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("content-encoding"))
+        .flat_map(|(_, v)| v.split(','))
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+        .collect();
+    (!encodings.is_empty()).then(|| encodings.join(", "))
+}
+
+/// Whether the headers declare a JSON body (`application/json`, `...+json`).
+pub(crate) fn declares_json(headers: &[(String, String)]) -> bool {
+    header_value(headers, "content-type").is_some_and(|value| {
+        let essence = value
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        essence == "application/json" || essence.ends_with("+json")
+    })
+}
+
+/// Keeps redirects inside the sandbox: a `Location` that leads back under the route's upstream
+/// is pointed at the same place through the proxy, for the client and in the recording; one
+/// that leads anywhere else is passed to the live client as sent but never stored, so replay
+/// can never send a redirect-following client out to the network.
+fn sandbox_locations(
+    sent: &Sent,
+    target: &str,
+    stored: &mut Vec<(String, String)>,
+    client: &mut [(String, String)],
+) {
+    let through_proxy = |value: &str| {
+        crate::upstream::location_through_proxy(value, &sent.endpoint, &sent.upstream, target)
+    };
+    stored.retain_mut(|(name, value)| {
+        if !name.eq_ignore_ascii_case("location") {
+            return true;
+        }
+        match through_proxy(value) {
+            Some(local) => {
+                *value = local;
+                true
+            }
+            None => false,
+        }
+    });
+    for (name, value) in client.iter_mut() {
+        if name.eq_ignore_ascii_case("location") {
+            if let Some(local) = through_proxy(value) {
+                *value = local;
+            }
+        }
+    }
 }
 
 /// Keys shorter than this are not added to the redaction rules: a short word ("local", "test")

@@ -1,11 +1,13 @@
 //! Recording: an upstream answer becomes a redacted cassette, written as the mode says; a
 //! stream is relayed to the client piece by piece while it is assembled.
 
+use super::flight::{Flight, Landed};
 use super::Recorder;
 use crate::cassette::{
     format_for, Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
 };
-use crate::error::Result;
+use crate::config::StreamReplay;
+use crate::error::{report, Result};
 use crate::request::Request;
 use crate::response::BodyStream;
 use crate::stream::{self, Assembler, StreamFormat};
@@ -13,6 +15,7 @@ use bytes::Bytes;
 use cassette_keying::{Key, Profile};
 use cassette_store::Created;
 use futures::StreamExt;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -32,6 +35,17 @@ pub(super) enum Persist {
     Nothing,
 }
 
+/// What storing a recording did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stored {
+    /// Nothing was to be stored (mode `off`, or an answer that is not recorded).
+    Nothing,
+    /// This recording is the stored one now.
+    Won,
+    /// Another recorder stored the key first and its recording was kept (create-only).
+    Kept,
+}
+
 /// Where a recording came from: when, by what, how long the upstream took.
 pub(super) struct Stamp {
     pub(super) recorded_at: String,
@@ -40,13 +54,15 @@ pub(super) struct Stamp {
 }
 
 /// What is known about a recording before its body is complete.
-#[derive(Clone)]
 pub(super) struct Draft {
     pub(super) recorder: Recorder,
     pub(super) request: Request,
     pub(super) keyed_key: Key,
     /// Which occurrence of its request this is, when a later one (sequence mode).
     pub(super) sequence: Option<Sequence>,
+    /// The key material of the request as received, when known: what indexes the recording
+    /// when redaction changed nothing the key reads, without keying the request again.
+    pub(super) material: Option<Value>,
     pub(super) profile: Profile,
     /// The route's base URL, without credentials.
     pub(super) upstream: String,
@@ -54,122 +70,167 @@ pub(super) struct Draft {
     pub(super) headers: Vec<(String, String)>,
     pub(super) started: Instant,
     pub(super) persist: Persist,
+    /// The single flight this recording leads, if any.
+    pub(super) flight: Option<Flight>,
 }
 
 impl Draft {
-    /// Forwards an upstream stream piece by piece as it arrives while assembling it; stores
-    /// the assembled response before the client sees the last piece, so a client that has
-    /// read a whole stream can replay it at once.
+    /// Tells the requests waiting for this recording how it ended.
+    pub(super) fn land(&mut self, landed: Landed) {
+        if let Some(flight) = self.flight.take() {
+            flight.land(landed);
+        }
+    }
+
+    /// Reports a recording that was to be stored and was not (counted and logged when the mode
+    /// records; a warning in mode `off`, where nothing is stored anyway).
+    fn fail(&self, reason: String) {
+        match self.persist {
+            Persist::Nothing => tracing::warn!("{reason}"),
+            Persist::Overwrite | Persist::CreateOnly => {
+                self.recorder.record_failure(&self.keyed_key, reason);
+            }
+        }
+    }
+
+    /// Forwards an upstream stream piece by piece as it arrives while assembling it, and stores
+    /// the assembled response before the body ends, so a client that has read a whole stream
+    /// can replay it at once. A stream that breaks off or cannot be assembled is not stored
+    /// and counts as a failed recording.
     pub(super) fn relay_stream(
-        self,
+        mut self,
         format: StreamFormat,
         response: reqwest::Response,
     ) -> BodyStream {
         let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(16);
+        // Gemini's JSON array is one document, not a sequence of events to keep.
+        let exact = self.recorder.inner.config.stream_replay == StreamReplay::Exact
+            && format != StreamFormat::GeminiJson;
         tokio::spawn(async move {
             let mut upstream = response.bytes_stream();
             let mut assembler = Assembler::new(format);
-            let mut held: Option<Bytes> = None;
-            let mut client_gone = false;
+            // The events as sent, kept beside the meaning when exact replay was asked for.
+            let mut events = exact.then(|| Assembler::new(format.framing()));
+            // The client may hang up; reading goes on so the recording completes.
+            let mut client = Some(tx);
             while let Some(piece) = upstream.next().await {
-                match piece {
-                    Ok(bytes) => {
-                        assembler.push(&bytes);
-                        if let Some(previous) = held.replace(bytes) {
-                            // The client may hang up; keep reading so the recording completes.
-                            client_gone |= tx.send(Ok(previous)).await.is_err();
-                        }
-                    }
+                let bytes = match piece {
+                    Ok(bytes) => bytes,
                     Err(err) => {
                         // The URL may hold a route's key (a `query:` auth style).
                         let err = err.without_url();
                         let counters = &self.recorder.inner.counters;
                         counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(
-                            "upstream {} broke off a stream: {err}; nothing was recorded",
-                            self.upstream
+                        let reason = format!(
+                            "upstream {} broke off the {} stream: {}",
+                            self.upstream,
+                            format.name(),
+                            report(&err)
                         );
-                        if let Some(previous) = held.take() {
-                            let _ = tx.send(Ok(previous)).await;
+                        if let Some(tx) = &client {
+                            let _ = tx.send(Err(std::io::Error::other(reason.clone()))).await;
                         }
-                        let _ = tx
-                            .send(Err(std::io::Error::other(format!(
-                                "upstream broke off the stream: {err}"
-                            ))))
-                            .await;
-                        return;
+                        return self.fail(reason);
+                    }
+                };
+                assembler.push(&bytes);
+                if let Some(events) = &mut events {
+                    events.push(&bytes);
+                }
+                if let Some(tx) = &client {
+                    if tx.send(Ok(bytes)).await.is_err() {
+                        client = None;
                     }
                 }
             }
-            let stored = match assembler.finish() {
-                Ok(final_response) => Some(StoredBody::Json(final_response)),
-                Err(err) => {
-                    tracing::warn!(
-                        "cannot assemble the {} stream for {}: {err}; nothing was recorded",
-                        format.name(),
-                        self.keyed_key
-                    );
-                    None
+            let assembled = assembler.finish().and_then(|final_response| {
+                let events = events.map(Assembler::finish).transpose()?;
+                Ok((final_response, events))
+            });
+            match assembled {
+                Ok((final_response, events)) => {
+                    let events = events.and_then(|mut e| match e.get_mut("events") {
+                        Some(Value::Array(list)) => Some(std::mem::take(list)),
+                        _ => None,
+                    });
+                    let body = StoredBody::Json(final_response);
+                    match self.store(body, Some(format), events).await {
+                        Ok(Stored::Nothing) => {}
+                        Ok(Stored::Won | Stored::Kept) => {
+                            self.land(Landed::Stored);
+                            self.recorder.log_usage(&self.keyed_key);
+                        }
+                        Err(err) => self.fail(report(&err)),
+                    }
                 }
-            };
-            if let Some(stored) = stored {
-                if let Err(err) = self.store(stored, Some(format)).await {
-                    tracing::error!("{}", crate::error::report(&err));
-                }
+                Err(err) => self.fail(format!(
+                    "the {} stream from upstream {} cannot be assembled: {err}",
+                    format.name(),
+                    self.upstream
+                )),
             }
-            if let (Some(last), false) = (held, client_gone) {
-                let _ = tx.send(Ok(last)).await;
-            }
+            // `client` goes here: the body ends only now, after the recording was stored.
+            drop(client);
         });
         Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
     }
 
     /// Writes the recording according to `persist`.
-    pub(super) async fn store(self, body: StoredBody, stream: Option<StreamFormat>) -> Result<()> {
+    pub(super) async fn store(
+        &self,
+        body: StoredBody,
+        stream: Option<StreamFormat>,
+        events: Option<Vec<Value>>,
+    ) -> Result<Stored> {
         let stamp = Stamp {
             recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             tool: TOOL.to_owned(),
             latency_ms: self.started.elapsed().as_millis() as u64,
         };
-        self.store_stamped(body, stream, stamp).await.map(|_| ())
+        self.store_stamped(body, stream, events, stamp).await
     }
 
-    /// Writes the recording according to `persist`, with its provenance; whether it was
-    /// written (a create-only write that lost keeps the other recording).
+    /// Writes the recording according to `persist`, with its provenance; what it did (a
+    /// create-only write that lost keeps the other recording).
     pub(super) async fn store_stamped(
-        self,
+        &self,
         body: StoredBody,
         stream: Option<StreamFormat>,
+        events: Option<Vec<Value>>,
         stamp: Stamp,
-    ) -> Result<Created> {
+    ) -> Result<Stored> {
         if self.persist == Persist::Nothing {
-            return Ok(Created::AlreadyExists);
+            return Ok(Stored::Nothing);
         }
         let inner = &self.recorder.inner;
-        let cassette = self.cassette(body, stream, stamp);
-        let key = &self.keyed_key;
+        let (cassette, material) = self.cassette(body, stream, events, stamp);
         let document = cassette.to_document();
+        let key = &self.keyed_key;
         match self.persist {
             Persist::Overwrite => inner.store.put(key, document).await?,
             Persist::CreateOnly => {
                 if inner.store.put_if_absent(key, document).await? == Created::AlreadyExists {
                     tracing::info!("cassette {key} was recorded by another runner first; kept it");
-                    return Ok(Created::AlreadyExists);
+                    return Ok(Stored::Kept);
                 }
             }
-            Persist::Nothing => return Ok(Created::AlreadyExists),
+            Persist::Nothing => return Ok(Stored::Nothing),
         }
         inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
-        self.recorder.note_recorded(&cassette);
-        Ok(Created::Won)
+        match material.as_ref().or(self.material.as_ref()) {
+            Some(material) => self.recorder.note_recorded_with(&cassette, material),
+            None => self.recorder.note_recorded(&cassette),
+        }
+        Ok(Stored::Won)
     }
 
     fn cassette(
         &self,
         response_body: StoredBody,
         stream: Option<StreamFormat>,
+        events: Option<Vec<Value>>,
         stamp: Stamp,
-    ) -> Cassette {
+    ) -> (Cassette, Option<Value>) {
         let redactor = &self.recorder.inner.redactor;
         let key_config = &self.recorder.inner.config.key;
         let request = &self.request;
@@ -197,6 +258,7 @@ impl Draft {
                 headers: lowercased(&self.headers),
                 body: response_body,
                 stream: stream.map(|f| f.name().to_owned()),
+                events,
             },
             meta: Meta {
                 profile: self.profile.to_string(),
@@ -205,6 +267,15 @@ impl Draft {
             },
         };
         let redaction = redactor.cassette(&mut cassette);
+        let request_changed = redaction.request.changed;
+        // The events exact replay keeps are redacted like the answer they make up.
+        if let Some(events) = &mut cassette.response.events {
+            let mut all = Value::Array(std::mem::take(events));
+            redactor.json(&mut all);
+            if let Value::Array(redacted) = all {
+                *events = redacted;
+            }
+        }
         for (part, body) in [
             ("request", redaction.request),
             ("response", redaction.response),
@@ -228,9 +299,31 @@ impl Draft {
         meta.response_model = summary.as_ref().and_then(|s| s.model.clone());
         meta.finish_reason = summary.as_ref().and_then(|s| s.finish_reason.clone());
         meta.usage = summary.and_then(|s| s.usage);
-        cassette.meta.request_redacted = cassette.keyed_request(key_config).key != self.keyed_key;
-        cassette
+        // Keying the stored request again costs as much as the request is large: only done when
+        // redaction changed something the key reads. Its material then indexes the recording.
+        let unchanged = self.material.as_ref().is_some_and(|material| {
+            !request_changed
+                && cassette.request.path == request.path
+                && cassette.request.query == request.query
+                && semantic_headers_kept(material, &cassette.request.headers)
+        });
+        if unchanged {
+            return (cassette, None);
+        }
+        let keyed = cassette.keyed_request(key_config);
+        cassette.meta.request_redacted = keyed.key != self.keyed_key;
+        (cassette, Some(keyed.material))
     }
+}
+
+/// Whether the stored headers still hold every header value the key material read.
+fn semantic_headers_kept(material: &Value, stored: &BTreeMap<String, String>) -> bool {
+    let Some(keyed) = material.get("headers").and_then(Value::as_object) else {
+        return true;
+    };
+    keyed
+        .iter()
+        .all(|(name, value)| stored.get(name).map(|v| v.trim()) == value.as_str())
 }
 
 /// Headers as a stored map: names lowercased (a repeated header keeps its last value).

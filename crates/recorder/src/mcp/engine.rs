@@ -341,7 +341,7 @@ impl McpRecorder {
             location: store.location(),
             reason,
         };
-        let cassette = Cassette::from_document(&bytes).map_err(corrupt)?;
+        let cassette = Cassette::from_stored(&bytes, key).map_err(corrupt)?;
         let body = cassette
             .response
             .body
@@ -514,6 +514,7 @@ impl McpRecorder {
                 headers: lowercased(&transcript.response_headers),
                 body: StoredBody::Json(recording.to_body()),
                 stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
+                events: None,
             },
             meta: Meta {
                 profile: MCP_PROFILE.to_owned(),

@@ -188,11 +188,12 @@ async fn recorded_form(
     let Some(bytes) = store.get(&keyed.key).await? else {
         return Ok((false, Vec::new()));
     };
-    let cassette = crate::Cassette::from_document(&bytes).map_err(|reason| Error::Corrupt {
-        key: keyed.key.clone(),
-        location: store.location(),
-        reason,
-    })?;
+    let cassette =
+        crate::Cassette::from_stored(&bytes, &keyed.key).map_err(|reason| Error::Corrupt {
+            key: keyed.key.clone(),
+            location: store.location(),
+            reason,
+        })?;
     Ok((
         cassette.response.stream.as_deref() == Some(SSE),
         cassette.response.headers.into_iter().collect(),

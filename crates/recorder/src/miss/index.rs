@@ -32,7 +32,7 @@ use crate::cassette::Cassette;
 use crate::redact::Redactor;
 use cassette_keying::{
     diff, normalize_path, to_canonical_string, CanonicalKeyConfig, Difference, Key, KeyConfig,
-    KEY_VERSION,
+    Profile, KEY_VERSION,
 };
 use cassette_store::{Created, DynStore, SegmentName};
 use futures::StreamExt;
@@ -94,19 +94,22 @@ struct Shape {
 
 impl Shape {
     fn of(text: &str) -> Shape {
-        let chars: Vec<char> = text.chars().collect();
-        let hash =
-            |part: &[char]| fnv(part.iter().collect::<String>().as_bytes()) as u32 & 0xff_ffff;
+        // The hashes are of the prefixes' and suffixes' bytes, found by character boundary: no
+        // copy of the text (a 30 MiB prompt as a list of chars was 120 MiB).
+        let len = text.chars().count();
+        let hash = |part: &str| fnv(part.as_bytes()) as u32 & 0xff_ffff;
         let mut prefixes = Vec::new();
         let mut suffixes = Vec::new();
         let mut k = SHAPE_START;
-        while k <= chars.len() {
-            prefixes.push(hash(&chars[..k]));
-            suffixes.push(hash(&chars[chars.len() - k..]));
+        while k <= len {
+            let end = text.char_indices().nth(k).map_or(text.len(), |(i, _)| i);
+            let start = text.char_indices().nth_back(k - 1).map_or(0, |(i, _)| i);
+            prefixes.push(hash(&text[..end]));
+            suffixes.push(hash(&text[start..]));
             k *= 2;
         }
         Shape {
-            len: chars.len() as u32,
+            len: len as u32,
             prefixes,
             suffixes,
         }
@@ -142,7 +145,12 @@ impl IndexRecord {
         IndexRecord {
             key: cassette.key.clone(),
             target: cassette.target.clone(),
-            path: normalize_path(&cassette.request.path),
+            // The path its key sees (Gemini's streaming method as the plain one), so a streamed
+            // and a plain request find each other's recordings.
+            path: material
+                .get("path")
+                .and_then(Value::as_str)
+                .map_or_else(|| normalize_path(&cassette.request.path), str::to_owned),
             profile: material
                 .get("profile")
                 .and_then(Value::as_str)
@@ -472,6 +480,8 @@ struct Found {
     key: Key,
     recorded_at: String,
     key_version: u32,
+    /// The profile it was keyed under (`meta.profile`).
+    profile: String,
     settings: Option<CanonicalKeyConfig>,
     request_redacted: bool,
     differences: Vec<Difference>,
@@ -580,15 +590,18 @@ impl NearestIndex {
                     self.entries.len()
                 ),
             },
-            Some(found) => self.explained(found),
+            Some(found) => {
+                let profile = material.get("profile").and_then(Value::as_str);
+                self.explained(found, profile.unwrap_or(""))
+            }
         }
     }
 
     /// The explanation of the nearest recording: how it was keyed when that differs, then what
     /// differs in the request.
-    fn explained(&self, found: Found) -> Explanation {
+    fn explained(&self, found: Found, profile: &str) -> Explanation {
         let same_request = found.differences.is_empty();
-        let keyed_under = self.keyed_under(&found, same_request);
+        let keyed_under = self.keyed_under(&found, profile, same_request);
         let differences = render(&found.differences);
         let mut shown = keyed_under.clone();
         shown.extend(differences.iter().cloned());
@@ -620,14 +633,21 @@ impl NearestIndex {
         }
     }
 
-    /// Why a recording keys differently besides its request: another key version, other
-    /// keying settings (named), or, when nothing else differs, redaction or a hand edit.
-    fn keyed_under(&self, found: &Found, same_request: bool) -> Vec<String> {
+    /// Why a recording keys differently besides its request: another key version, another
+    /// profile (one added since, for requests that used to be keyed `http`), other keying
+    /// settings (named), or, when nothing else differs, redaction or a hand edit.
+    fn keyed_under(&self, found: &Found, profile: &str, same_request: bool) -> Vec<String> {
         let mut out = Vec::new();
         if found.key_version != KEY_VERSION {
             out.push(format!(
                 "keyed under key version {}; this tool keys with version {KEY_VERSION}",
                 found.key_version
+            ));
+        }
+        if !found.profile.is_empty() && !profile.is_empty() && found.profile != profile {
+            out.push(format!(
+                "keyed under the `{}` profile; this tool keys these requests with the `{profile}` profile, re-record it",
+                found.profile
             ));
         }
         match &found.settings {
@@ -668,6 +688,7 @@ impl NearestIndex {
             .get("profile")
             .and_then(Value::as_str)
             .unwrap_or("");
+        let keyed_path = material.get("path").and_then(Value::as_str);
         let mut wanted = Vec::new();
         walk(material, &mut String::new(), &mut wanted);
         let wanted: HashMap<u32, Leaf> = wanted.into_iter().map(|l| (l.path, l)).collect();
@@ -675,7 +696,14 @@ impl NearestIndex {
             .entries
             .values()
             .filter(|e| {
-                e.record.target == target && e.record.path == path && e.record.profile == profile
+                let record = &e.record;
+                // Recordings at the path the key sees, or the path as sent; and under this
+                // profile, or under `http` from before the profile existed (the diff below
+                // re-keys them under today's rules, and names the profile they were keyed
+                // under).
+                record.target == target
+                    && (record.path == path || Some(record.path.as_str()) == keyed_path)
+                    && (record.profile == profile || record.profile == Profile::Http.as_str())
             })
             .map(|e| (leaf_distance(&e.leaves, &wanted), e))
             .collect();
@@ -720,6 +748,7 @@ impl NearestIndex {
                     key,
                     recorded_at: cassette.recorded_at.clone(),
                     key_version: cassette.key_version,
+                    profile: cassette.meta.profile.clone(),
                     settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
                     request_redacted: cassette.meta.request_redacted,
                     differences,
@@ -739,6 +768,35 @@ impl NearestIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shapes_hash_the_same_characters_as_before_without_copying_them() {
+        // The hashes stored in existing segments were of strings rebuilt from a char list.
+        let by_chars = |text: &str| {
+            let chars: Vec<char> = text.chars().collect();
+            let hash =
+                |part: &[char]| fnv(part.iter().collect::<String>().as_bytes()) as u32 & 0xff_ffff;
+            let (mut prefixes, mut suffixes, mut k) = (Vec::new(), Vec::new(), SHAPE_START);
+            while k <= chars.len() {
+                prefixes.push(hash(&chars[..k]));
+                suffixes.push(hash(&chars[chars.len() - k..]));
+                k *= 2;
+            }
+            (chars.len() as u32, prefixes, suffixes)
+        };
+        for text in [
+            "exactly8",
+            "Héllo wörld, 日本語のテキストです and more text after it, long enough for four sizes",
+            &"ünïcödé ".repeat(300),
+        ] {
+            let shape = Shape::of(text);
+            assert_eq!(
+                (shape.len, shape.prefixes, shape.suffixes),
+                by_chars(text),
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn shapes_estimate_the_changed_share_of_templated_prompts() {

@@ -13,6 +13,28 @@
 //!
 //! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
 //!
+//! # Who may use it
+//!
+//! The proxy holds an upstream API key and writes cassettes, so only local programs may use it,
+//! not a web page that happens to be open in a browser on the same machine:
+//!
+//! - a request must be addressed to a loopback name (`localhost`, `*.localhost`), a loopback
+//!   address, the listening address, or a host allowed in [`ProxyConfig::allowed_hosts`]; a
+//!   page that reaches the proxy through DNS rebinding names its own host and is refused;
+//! - a request a browser sends for a page (an `Origin` header, or `Sec-Fetch-Site` saying
+//!   `cross-site` or `same-site`) is refused unless its origin is in
+//!   [`ProxyConfig::allowed_origins`]; CORS preflights are answered by the proxy (for allowed
+//!   origins) or refused, never forwarded.
+//!
+//! Refusals are 403 `cassette_forbidden`.
+//!
+//! # Slow clients
+//!
+//! A connection must send its request headers within [`ProxyConfig::header_timeout`] (an idle
+//! keep-alive connection is closed after the same time), a body must not stall for longer than
+//! [`ProxyConfig::body_timeout`] (408), and at most [`ProxyConfig::max_connections`] connections
+//! are served at once: further ones wait in the listen queue until a slot frees.
+//!
 //! # Traffic that bypassed the base URL
 //!
 //! The proxy also answers forward-proxy requests (`CONNECT host:443`, absolute-form
@@ -44,6 +66,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -67,6 +90,15 @@ pub enum Exposure {
 /// recorder's own messages cannot name.
 pub type Advice = fn(&Error) -> Option<String>;
 
+/// Default time a connection has to send its request headers.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default time a request body may stall before the request fails with 408.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default number of connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
 /// Proxy settings, validated before a socket is opened.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
@@ -78,6 +110,19 @@ pub struct ProxyConfig {
     pub exposure: Exposure,
     /// Advice added to error messages; none by default.
     pub advice: Option<Advice>,
+    /// Host names (without port) accepted besides loopback names and addresses and the
+    /// listening address, such as a container's service name.
+    pub allowed_hosts: Vec<String>,
+    /// Web page origins (`https://app.example:3000`) whose browser requests are served, with
+    /// CORS headers; every other browser request is refused.
+    pub allowed_origins: Vec<String>,
+    /// How long a connection may take to send its request headers (and how long an idle
+    /// keep-alive connection is kept).
+    pub header_timeout: Duration,
+    /// How long a request body may stall before the request fails.
+    pub body_timeout: Duration,
+    /// How many connections are served at once.
+    pub max_connections: usize,
     /// The HTTP status of a replay miss: 409 by default; any 4xx or 5xx.
     pub miss_status: u16,
     /// What forward-proxy requests for other hosts get.
@@ -94,6 +139,11 @@ impl Default for ProxyConfig {
             max_body: crate::config::DEFAULT_MAX_BODY,
             exposure: Exposure::LoopbackOnly,
             advice: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             miss_status: DEFAULT_MISS_STATUS,
             forwarding: Forwarding::default(),
         }
@@ -125,6 +175,29 @@ impl ProxyConfig {
         }
         if !self.listen.ip().is_loopback() && self.exposure == Exposure::LoopbackOnly {
             return Err(Error::NotLoopback { addr: self.listen });
+        }
+        if self.max_connections == 0 {
+            return Err(Error::InvalidSetting {
+                setting: Setting::MaxConnections,
+                reason: "at least one connection must be served",
+            });
+        }
+        for (timeout, setting) in [
+            (self.header_timeout, Setting::HeaderTimeout),
+            (self.body_timeout, Setting::BodyTimeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(Error::InvalidSetting {
+                    setting,
+                    reason: "it must be longer than zero",
+                });
+            }
+        }
+        for origin in &self.allowed_origins {
+            server::parse_origin(origin).map_err(|reason| Error::InvalidSetting {
+                setting: Setting::AllowedOrigin,
+                reason,
+            })?;
         }
         Ok(())
     }
@@ -177,8 +250,9 @@ impl Proxy {
         Proxy::from_listener(recorder, listener, config)
     }
 
-    /// Wraps an already bound listener, with the body limit and advice of `config` (its address
-    /// and exposure are the caller's business: the listener is bound already).
+    /// Wraps an already bound listener, with the limits, allowed hosts and origins and advice
+    /// of `config` (its address and exposure are the caller's business: the listener is bound
+    /// already).
     pub fn from_listener(
         recorder: Recorder,
         listener: TcpListener,

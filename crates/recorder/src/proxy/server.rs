@@ -1,5 +1,7 @@
-//! The proxy's HTTP server (axum): turns HTTP requests into recorder requests and outcomes and
-//! errors back into HTTP answers. Nothing outside this module sees an axum type.
+//! The proxy's HTTP server (axum routes on hyper connections of our own, for the header
+//! timeout and the connection limit): refuses requests from strangers (foreign `Host`,
+//! browser origins), turns HTTP requests into recorder requests and outcomes and errors back
+//! into HTTP answers. Nothing outside this module sees an axum or hyper type.
 
 use super::forward::{self, Forwarder};
 use super::{Advice, ProxyConfig, ProxyStats, StatsHandle};
@@ -10,18 +12,24 @@ use crate::request::Request;
 use crate::response::{Outcome, ResponseBody, Source};
 use axum::body::Body;
 use axum::extract::{Request as HttpRequest, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use serde_json::{json, Value};
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
 
 /// How much of an over-limit body is still read (and discarded) before the 413 goes out, so
 /// the client, still sending, sees the answer rather than a reset connection.
@@ -35,6 +43,16 @@ pub(super) struct AppState {
     /// Mounted route names (every configured route except `default`).
     mounts: Vec<String>,
     pub(super) requests: AtomicU64,
+    /// The address the proxy listens on: a request naming it is addressed to the proxy.
+    listen: SocketAddr,
+    exposure: super::Exposure,
+    /// Lowercased host names accepted besides loopback ones.
+    allowed_hosts: Vec<String>,
+    /// Browser origins served, normalized (`scheme://host[:port]`, lowercase).
+    allowed_origins: Vec<String>,
+    header_timeout: Duration,
+    body_timeout: Duration,
+    max_connections: usize,
     /// The status a replay miss is answered with.
     miss_status: StatusCode,
     /// Forward-proxy requests: the traffic that bypassed the base URL.
@@ -56,6 +74,21 @@ impl AppState {
             advice: config.advice,
             mounts,
             requests: AtomicU64::new(0),
+            listen: own,
+            exposure: config.exposure,
+            allowed_hosts: config
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+                .collect(),
+            allowed_origins: config
+                .allowed_origins
+                .iter()
+                .filter_map(|o| parse_origin(o).ok())
+                .collect(),
+            header_timeout: config.header_timeout,
+            body_timeout: config.body_timeout,
+            max_connections: config.max_connections,
             miss_status: StatusCode::from_u16(config.miss_status).unwrap_or(StatusCode::CONFLICT),
             forward: Forwarder::new(config.forwarding.clone(), own),
         }
@@ -86,16 +119,92 @@ impl AppState {
 }
 
 /// Serves `state` on `listener` until `shutdown` completes; requests in flight finish first.
+///
+/// Each connection gets the header timeout (hyper closes one that does not send its request
+/// headers in time, idle keep-alive connections included), and at most `max_connections` are
+/// served at once: the accept loop waits for a free slot, leaving further connections in the
+/// kernel's listen queue.
 pub(super) async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // The peer's address tells forward-proxy requests from this machine from others.
-    let service = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, service)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let slots = Arc::new(Semaphore::new(state.max_connections));
+    let header_timeout = state.header_timeout;
+    let router = router(state);
+    // Connections watch `stop` to begin a graceful shutdown, and hold `open` until they end.
+    let (stop_tx, stop_rx) = watch::channel(());
+    let (open_tx, open_rx) = watch::channel(());
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_failed(&e).await;
+                    continue;
+                }
+            },
+        };
+        // Small request and response writes go out at once rather than waiting on Nagle.
+        let _ = stream.set_nodelay(true);
+        // The peer's address tells forward-proxy requests from this machine from others.
+        let service = TowerToHyperService::new(
+            router
+                .clone()
+                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+        );
+        let mut stop = stop_rx.clone();
+        let open = open_rx.clone();
+        tokio::spawn(async move {
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!("connection ended: {e}");
+                    }
+                }
+                _ = stop.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            drop((slot, open));
+        });
+    }
+    drop(listener);
+    drop(stop_tx);
+    drop(open_rx);
+    open_tx.closed().await;
+    Ok(())
+}
+
+/// Waits after a failed accept: a connection that was reset before it was accepted costs
+/// nothing, running out of file descriptors costs a pause so the loop does not spin.
+async fn accept_failed(err: &std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        err.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::warn!("cannot accept a connection: {err}; trying again in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 fn router(state: Arc<AppState>) -> Router {
@@ -103,11 +212,146 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/_cassette/stats", get(stats))
         .fallback(proxy_request)
-        .layer(axum::middleware::from_fn_with_state(
+        // Strangers are refused first; forward-proxy requests are told apart before that (an
+        // own-address one comes back in origin form, and is checked like any other).
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn_with_state(
             state.clone(),
             forward::intercept,
         ))
         .with_state(state)
+}
+
+/// Refuses requests from strangers before anything else looks at them: a `Host` that is not
+/// the proxy's own (DNS rebinding), and requests a browser sends for a web page whose origin
+/// was not allowed. CORS preflights never reach the upstream: allowed origins get their answer
+/// here, others a refusal.
+async fn guard(State(state): State<Arc<AppState>>, request: HttpRequest, next: Next) -> Response {
+    let headers = request.headers();
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if let Some(host) = host {
+        if !state.host_allowed(host) {
+            return state.error_response(&Error::ForeignHost {
+                host: host.to_owned(),
+            });
+        }
+    }
+    let origin = match state.browser_origin(headers) {
+        Ok(origin) => origin,
+        Err(refused) => return state.error_response(&refused),
+    };
+    let Some(origin) = origin else {
+        return next.run(request).await;
+    };
+    if request.method() == Method::OPTIONS
+        && headers.contains_key(http::header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        return preflight(&origin, headers);
+    }
+    let mut response = next.run(request).await;
+    allow_origin(response.headers_mut(), &origin);
+    response
+}
+
+impl AppState {
+    /// Whether a request naming `host` (a `Host` header, with or without port) is addressed to
+    /// the proxy: a loopback name or address, the listening address, any address when remote
+    /// exposure was allowed (an address cannot be rebound, a name can), or an allowed name.
+    fn host_allowed(&self, host: &str) -> bool {
+        let name = host_name(host).trim_end_matches('.').to_ascii_lowercase();
+        if let Ok(ip) = name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        {
+            return ip.is_loopback()
+                || ip == self.listen.ip()
+                || self.exposure == super::Exposure::AllowRemote;
+        }
+        name == "localhost" || name.ends_with(".localhost") || self.allowed_hosts.contains(&name)
+    }
+
+    /// The origin of a request a browser sent for a web page, when it is allowed; `None` when
+    /// no browser page sent it; an error when a page the proxy does not serve did.
+    fn browser_origin(&self, headers: &HeaderMap) -> Result<Option<String>, Error> {
+        let origin = headers
+            .get(http::header::ORIGIN)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        match origin {
+            Some(origin) => match parse_origin(&origin) {
+                Ok(normalized) if self.allowed_origins.contains(&normalized) => Ok(Some(origin)),
+                _ => Err(Error::BrowserOrigin {
+                    origin: format!("origin `{origin}`"),
+                }),
+            },
+            None => {
+                // A cross-site request without `Origin` (a simple GET from an image or a
+                // form navigation) still says where it comes from in `Sec-Fetch-Site`.
+                let site = headers
+                    .get("sec-fetch-site")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                if matches!(site, "cross-site" | "same-site") {
+                    return Err(Error::BrowserOrigin {
+                        origin: format!("on another site (Sec-Fetch-Site: {site})"),
+                    });
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The host part of a `Host` value (`name`, `name:port`, `[v6]:port`).
+fn host_name(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.split_once(']').map_or(host, |(v6, _)| &v6[1..]);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// An origin normalized for comparison: `scheme://host[:port]` in lowercase, without a path.
+pub(super) fn parse_origin(origin: &str) -> Result<String, &'static str> {
+    let url = url::Url::parse(origin.trim()).map_err(|_| "an origin is scheme://host[:port]")?;
+    if url.cannot_be_a_base() || url.host_str().is_none() || !matches!(url.path(), "" | "/") {
+        return Err("an origin is scheme://host[:port], without a path");
+    }
+    Ok(url.origin().ascii_serialization().to_ascii_lowercase())
+}
+
+/// The proxy's own answer to the CORS preflight of an allowed origin.
+fn preflight(origin: &str, headers: &HeaderMap) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let out = response.headers_mut();
+    allow_origin(out, origin);
+    if let Some(method) = headers.get(http::header::ACCESS_CONTROL_REQUEST_METHOD) {
+        out.insert(http::header::ACCESS_CONTROL_ALLOW_METHODS, method.clone());
+    }
+    if let Some(asked) = headers.get(http::header::ACCESS_CONTROL_REQUEST_HEADERS) {
+        out.insert(http::header::ACCESS_CONTROL_ALLOW_HEADERS, asked.clone());
+    }
+    out.insert(
+        http::header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    response
+}
+
+fn allow_origin(headers: &mut HeaderMap, origin: &str) {
+    if let Ok(value) = HeaderValue::from_str(origin) {
+        headers.insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+    }
+    headers.insert(
+        http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("x-cassette, x-cassette-key"),
+    );
+    headers.append(http::header::VARY, HeaderValue::from_static("origin"));
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
@@ -161,12 +405,12 @@ async fn read_request(state: &AppState, request: HttpRequest) -> Result<Request,
     let (parts, body) = request.into_parts();
     let limit = state.max_body;
 
-    if let Some(length) = parts
+    let declared = parts
         .headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = declared {
         if length > limit as u64 {
             drain(body, DRAIN_AFTER_LIMIT).await;
             return Err(state.error_response(&Error::BodyTooLarge {
@@ -192,7 +436,8 @@ async fn read_request(state: &AppState, request: HttpRequest) -> Result<Request,
     let (target, path) = route(&state.mounts, raw_path);
     let query = parts.uri.query().unwrap_or("").to_owned();
 
-    let body = read_body(state, body).await?;
+    let declared = declared.and_then(|length| usize::try_from(length).ok());
+    let body = read_body(state, body, declared).await?;
 
     if parts.method == http::Method::POST && is_json(&headers) && !body.is_empty() {
         if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&body) {
@@ -242,11 +487,21 @@ fn is_json(headers: &[(String, String)]) -> bool {
     })
 }
 
-async fn read_body(state: &AppState, body: Body) -> Result<Bytes, Response> {
+async fn read_body(state: &AppState, body: Body, length: Option<usize>) -> Result<Bytes, Response> {
     let limit = state.max_body;
     let mut body = body;
-    let mut buffer: Vec<u8> = Vec::new();
-    while let Some(frame) = body.frame().await {
+    // The declared length (already checked against the limit) saves regrowing the buffer.
+    let mut buffer: Vec<u8> = Vec::with_capacity(length.unwrap_or(0).min(limit));
+    loop {
+        let frame = match tokio::time::timeout(state.body_timeout, body.frame()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) => {
+                return Err(state.error_response(&Error::SlowBody {
+                    idle: state.body_timeout,
+                }))
+            }
+        };
         let frame =
             frame.map_err(|e| bad_request(&format!("cannot read the request body: {e}")))?;
         if let Ok(data) = frame.into_data() {
@@ -302,6 +557,7 @@ fn outcome_response(outcome: Outcome) -> Response {
     let source = match source {
         Source::Replayed => "replayed",
         Source::Recorded => "recorded",
+        Source::Recording => "recording",
         Source::PassedThrough => "passed-through",
         Source::Missed => "missed",
     };
@@ -340,10 +596,11 @@ fn recorder_error_response(err: &Error, message: &str) -> Response {
         Error::NoUpstream { target } => {
             detail.insert("target".into(), json!(target));
         }
-        Error::Corrupt { key, .. } => {
-            detail.insert("key".into(), json!(key));
+        _ => {
+            if let Some(key) = err.key() {
+                detail.insert("key".into(), json!(key));
+            }
         }
-        _ => {}
     }
     let mut response = error_response(status, err.kind(), message, Some(detail));
     // Only an unreachable upstream is worth retrying; a miss, a bad request or a broken

@@ -2,7 +2,7 @@
 
 use super::framing::{members, SseEvent};
 use super::{error_message, fragments, malformed, merge_field, parse_json, synthesis_error};
-use super::{write_sse, StreamError, StreamFormat};
+use super::{write_sse, Out, StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -218,13 +218,16 @@ fn apply_delta(block: &mut Block, delta: &Map<String, Value>) {
     }
 }
 
-fn event(out: &mut Vec<u8>, kind: &str, mut fields: Map<String, Value>) {
+fn event(out: &mut Out<'_>, kind: &str, mut fields: Map<String, Value>) {
+    if out.is_closed() {
+        return;
+    }
     fields.insert("type".into(), json!(kind));
     write_sse(out, Some(kind), &Value::Object(fields).to_string());
 }
 
 /// A Message object as the stream a client would have received.
-pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError> {
+pub(crate) fn synthesize(final_response: &Value, out: &mut Out<'_>) -> Result<(), StreamError> {
     let Some(message) = final_response.as_object() else {
         return Err(synthesis_error(
             FORMAT,
@@ -237,7 +240,6 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
         Some(_) => return Err(synthesis_error(FORMAT, "`content` is not an array")),
     };
     let usage = message.get("usage").cloned();
-    let mut out = Vec::new();
 
     let mut start = message.clone();
     start.insert("content".into(), json!([]));
@@ -249,11 +251,7 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
             usage.insert("output_tokens".into(), json!(output.min(1)));
         }
     }
-    event(
-        &mut out,
-        "message_start",
-        members(json!({ "message": start })),
-    );
+    event(out, "message_start", members(json!({ "message": start })));
 
     for (index, block) in blocks.iter().enumerate() {
         let Some(block) = block.as_object() else {
@@ -262,9 +260,9 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
                 format!("content[{index}] is not an object"),
             ));
         };
-        block_events(&mut out, index, block)?;
+        block_events(out, index, block)?;
         if index == 0 {
-            event(&mut out, "ping", Map::new());
+            event(out, "ping", Map::new());
         }
     }
 
@@ -279,52 +277,34 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
     );
     let mut fields = members(json!({ "delta": delta }));
     fields.insert("usage".into(), usage.unwrap_or_else(|| json!({})));
-    event(&mut out, "message_delta", fields);
-    event(&mut out, "message_stop", Map::new());
-    Ok(out)
+    event(out, "message_delta", fields);
+    event(out, "message_stop", Map::new());
+    Ok(())
 }
 
 fn block_events(
-    out: &mut Vec<u8>,
+    out: &mut Out<'_>,
     index: usize,
     block: &Map<String, Value>,
 ) -> Result<(), StreamError> {
     let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+    // What streams in starts empty.
     let mut start = block.clone();
-    let mut deltas: Vec<Value> = Vec::new();
     match kind {
         "text" => {
-            let text = block.get("text").and_then(Value::as_str).unwrap_or("");
             start.insert("text".into(), json!(""));
-            for piece in fragments(text) {
-                deltas.push(json!({ "type": "text_delta", "text": piece }));
-            }
-            if let Some(Value::Array(citations)) = block.get("citations") {
+            if let Some(Value::Array(_)) = block.get("citations") {
                 start.insert("citations".into(), json!([]));
-                for citation in citations {
-                    deltas.push(json!({ "type": "citations_delta", "citation": citation }));
-                }
             }
         }
         "thinking" => {
-            let thinking = block.get("thinking").and_then(Value::as_str).unwrap_or("");
             start.insert("thinking".into(), json!(""));
-            for piece in fragments(thinking) {
-                deltas.push(json!({ "type": "thinking_delta", "thinking": piece }));
-            }
-            if let Some(signature) = block.get("signature") {
+            if block.contains_key("signature") {
                 start.insert("signature".into(), json!(""));
-                deltas.push(json!({ "type": "signature_delta", "signature": signature }));
             }
         }
         "tool_use" | "server_tool_use" | "mcp_tool_use" => {
-            let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
-            let json_text = input.to_string();
             start.insert("input".into(), json!({}));
-            deltas.push(json!({ "type": "input_json_delta", "partial_json": "" }));
-            for piece in fragments(&json_text) {
-                deltas.push(json!({ "type": "input_json_delta", "partial_json": piece }));
-            }
         }
         _ => {}
     }
@@ -333,12 +313,44 @@ fn block_events(
         "content_block_start",
         members(json!({ "index": index, "content_block": start })),
     );
-    for delta in deltas {
+    // Each delta is written as it is made: a long text is never held as a list of events.
+    let mut delta = |delta: Value| {
         event(
             out,
             "content_block_delta",
             members(json!({ "index": index, "delta": delta })),
-        );
+        )
+    };
+    match kind {
+        "text" => {
+            let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+            for piece in fragments(text) {
+                delta(json!({ "type": "text_delta", "text": piece }));
+            }
+            if let Some(Value::Array(citations)) = block.get("citations") {
+                for citation in citations {
+                    delta(json!({ "type": "citations_delta", "citation": citation }));
+                }
+            }
+        }
+        "thinking" => {
+            let thinking = block.get("thinking").and_then(Value::as_str).unwrap_or("");
+            for piece in fragments(thinking) {
+                delta(json!({ "type": "thinking_delta", "thinking": piece }));
+            }
+            if let Some(signature) = block.get("signature") {
+                delta(json!({ "type": "signature_delta", "signature": signature }));
+            }
+        }
+        "tool_use" | "server_tool_use" | "mcp_tool_use" => {
+            let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+            let json_text = input.to_string();
+            delta(json!({ "type": "input_json_delta", "partial_json": "" }));
+            for piece in fragments(&json_text) {
+                delta(json!({ "type": "input_json_delta", "partial_json": piece }));
+            }
+        }
+        _ => {}
     }
     event(
         out,

@@ -60,6 +60,16 @@ impl LineSplitter {
         Ok(())
     }
 
+    /// Whether bytes after the last line terminator are waiting for theirs.
+    pub(crate) fn has_partial_line(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// The bytes after the last line terminator, if any.
+    pub(crate) fn partial_line(&self) -> Option<&[u8]> {
+        (!self.buf.is_empty()).then_some(self.buf.as_slice())
+    }
+
     /// How many lines have been split off so far.
     pub(crate) fn lines_seen(&self) -> u64 {
         self.line_no
@@ -163,6 +173,11 @@ impl SseParser {
             _ => {}
         }
         None
+    }
+
+    /// Whether an event has fields but was not dispatched yet (its blank line is missing).
+    pub(crate) fn is_open(&self) -> bool {
+        self.name.is_some() || self.data.is_some() || self.id.is_some() || self.retry.is_some()
     }
 
     /// Dispatches an event left open when the stream ended without its blank line: providers

@@ -5,7 +5,7 @@
 //! meaning and are dropped.
 
 use super::framing::{Line, SseEvent};
-use super::{synthesis_error, write_sse, StreamError, StreamFormat};
+use super::{synthesis_error, write_sse, Out, StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Default)]
@@ -65,9 +65,8 @@ fn events(format: StreamFormat, final_response: &Value) -> Result<&[Value], Stre
 }
 
 /// The recorded events, in SSE framing.
-pub(crate) fn synthesize_sse(final_response: &Value) -> Result<Vec<u8>, StreamError> {
+pub(crate) fn synthesize_sse(final_response: &Value, out: &mut Out<'_>) -> Result<(), StreamError> {
     let format = StreamFormat::GenericSse;
-    let mut out = Vec::new();
     for (index, event) in events(format, final_response)?.iter().enumerate() {
         let Some(event) = event.as_object() else {
             return Err(synthesis_error(
@@ -77,10 +76,10 @@ pub(crate) fn synthesize_sse(final_response: &Value) -> Result<Vec<u8>, StreamEr
         };
         let field = |name: &str| event.get(name).and_then(Value::as_str);
         if let Some(id) = field("id") {
-            out.extend_from_slice(format!("id: {id}\n").as_bytes());
+            out.write(format!("id: {id}\n").as_bytes());
         }
         if let Some(retry) = event.get("retry").and_then(Value::as_u64) {
-            out.extend_from_slice(format!("retry: {retry}\n").as_bytes());
+            out.write(format!("retry: {retry}\n").as_bytes());
         }
         let Some(data) = field("data") else {
             return Err(synthesis_error(
@@ -88,21 +87,23 @@ pub(crate) fn synthesize_sse(final_response: &Value) -> Result<Vec<u8>, StreamEr
                 format!("events[{index}] has no `data` string"),
             ));
         };
-        write_sse(&mut out, field("event"), data);
+        write_sse(out, field("event"), data);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The recorded lines, one per line.
-pub(crate) fn synthesize_ndjson(final_response: &Value) -> Result<Vec<u8>, StreamError> {
+pub(crate) fn synthesize_ndjson(
+    final_response: &Value,
+    out: &mut Out<'_>,
+) -> Result<(), StreamError> {
     let format = StreamFormat::GenericNdjson;
-    let mut out = Vec::new();
     for event in events(format, final_response)? {
         match event {
-            Value::String(line) => out.extend_from_slice(line.as_bytes()),
-            other => out.extend_from_slice(other.to_string().as_bytes()),
+            Value::String(line) => out.write(line.as_bytes()),
+            other => out.write(other.to_string().as_bytes()),
         }
-        out.push(b'\n');
+        out.write(b"\n");
     }
-    Ok(out)
+    Ok(())
 }

@@ -13,6 +13,7 @@
 
 mod anthropic;
 pub(crate) mod framing;
+mod gemini;
 mod generic;
 mod ollama;
 mod openai_chat;
@@ -41,6 +42,12 @@ pub enum StreamFormat {
     AnthropicMessages,
     /// Ollama `/api/chat` and `/api/generate`: one JSON object per line, the last `done: true`.
     OllamaNdjson,
+    /// Gemini `:streamGenerateContent?alt=sse`: `data: {GenerateContentResponse}` events, the
+    /// last with the `finishReason`.
+    GeminiSse,
+    /// Gemini `:streamGenerateContent` without `alt=sse`: one JSON array of
+    /// `GenerateContentResponse` chunks, as `application/json`.
+    GeminiJson,
     /// Any other server-sent event stream, stored event by event and replayed as is.
     GenericSse,
     /// Any other newline-delimited JSON stream, stored line by line and replayed as is.
@@ -49,12 +56,14 @@ pub enum StreamFormat {
 
 impl StreamFormat {
     /// Every format, for exhaustive tests and tables.
-    pub const ALL: [StreamFormat; 7] = [
+    pub const ALL: [StreamFormat; 9] = [
         StreamFormat::OpenaiChat,
         StreamFormat::OpenaiResponses,
         StreamFormat::OpenaiCompletions,
         StreamFormat::AnthropicMessages,
         StreamFormat::OllamaNdjson,
+        StreamFormat::GeminiSse,
+        StreamFormat::GeminiJson,
         StreamFormat::GenericSse,
         StreamFormat::GenericNdjson,
     ];
@@ -92,6 +101,7 @@ impl StreamFormat {
             Profile::OpenaiResponses if sse => Some(StreamFormat::OpenaiResponses),
             Profile::OpenaiCompletions if sse => Some(StreamFormat::OpenaiCompletions),
             Profile::AnthropicMessages if sse => Some(StreamFormat::AnthropicMessages),
+            Profile::GeminiGenerate if sse => Some(StreamFormat::GeminiSse),
             Profile::OllamaChat | Profile::OllamaGenerate => Some(StreamFormat::OllamaNdjson),
             _ => None,
         };
@@ -102,9 +112,28 @@ impl StreamFormat {
         }))
     }
 
+    /// The format of a streamed response to a request that asked for a stream
+    /// (`wants_stream`): [`StreamFormat::detect`], and also Gemini's JSON-array stream, which
+    /// is `application/json` like a plain answer and only known by the request.
+    pub fn detect_for_request(
+        profile: Profile,
+        wants_stream: bool,
+        content_type: &str,
+    ) -> Option<StreamFormat> {
+        StreamFormat::detect(profile, content_type).or_else(|| {
+            let json = content_type
+                .split(';')
+                .next()
+                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+            (profile == Profile::GeminiGenerate && wants_stream && json)
+                .then_some(StreamFormat::GeminiJson)
+        })
+    }
+
     /// The format to synthesize for a profile when the recording was not a stream (a
     /// non-streaming recording replayed to a streaming request); `None` for profiles that
-    /// never stream (embeddings, generic HTTP).
+    /// never stream (embeddings, generic HTTP). For Gemini it is the event stream; see
+    /// [`StreamFormat::for_request`] for the JSON array.
     pub fn for_profile(profile: Profile) -> Option<StreamFormat> {
         match profile {
             Profile::OpenaiChat => Some(StreamFormat::OpenaiChat),
@@ -112,8 +141,28 @@ impl StreamFormat {
             Profile::OpenaiCompletions => Some(StreamFormat::OpenaiCompletions),
             Profile::AnthropicMessages => Some(StreamFormat::AnthropicMessages),
             Profile::OllamaChat | Profile::OllamaGenerate => Some(StreamFormat::OllamaNdjson),
+            Profile::GeminiGenerate => Some(StreamFormat::GeminiSse),
             _ => None,
         }
+    }
+
+    /// The format a streaming request with this raw query expects: Gemini frames its stream
+    /// as events only with `alt=sse` (a JSON array otherwise); every other profile as
+    /// [`StreamFormat::for_profile`].
+    pub fn for_request(profile: Profile, query: &str) -> Option<StreamFormat> {
+        if profile != Profile::GeminiGenerate {
+            return StreamFormat::for_profile(profile);
+        }
+        let sse = query.split('&').any(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            matches!(cassette_keying::form_decode(name).as_str(), "alt" | "$alt")
+                && cassette_keying::form_decode(value) == "sse"
+        });
+        Some(if sse {
+            StreamFormat::GeminiSse
+        } else {
+            StreamFormat::GeminiJson
+        })
     }
 
     /// The stable name stored in cassettes.
@@ -124,6 +173,8 @@ impl StreamFormat {
             StreamFormat::OpenaiCompletions => "openai.completions",
             StreamFormat::AnthropicMessages => "anthropic.messages",
             StreamFormat::OllamaNdjson => "ollama.ndjson",
+            StreamFormat::GeminiSse => "gemini.sse",
+            StreamFormat::GeminiJson => "gemini.json",
             StreamFormat::GenericSse => "sse",
             StreamFormat::GenericNdjson => "ndjson",
         }
@@ -136,17 +187,27 @@ impl StreamFormat {
 
     /// The `content-type` of a synthesized stream.
     pub fn content_type(self) -> &'static str {
+        match self {
+            StreamFormat::GeminiJson => "application/json",
+            _ if self.is_sse() => "text/event-stream",
+            _ => "application/x-ndjson",
+        }
+    }
+
+    /// The generic format with the same framing (server-sent events or newline-delimited
+    /// JSON), which keeps the events themselves.
+    pub fn framing(self) -> StreamFormat {
         if self.is_sse() {
-            "text/event-stream"
+            StreamFormat::GenericSse
         } else {
-            "application/x-ndjson"
+            StreamFormat::GenericNdjson
         }
     }
 
     fn is_sse(self) -> bool {
         !matches!(
             self,
-            StreamFormat::OllamaNdjson | StreamFormat::GenericNdjson
+            StreamFormat::OllamaNdjson | StreamFormat::GenericNdjson | StreamFormat::GeminiJson
         )
     }
 }
@@ -158,7 +219,8 @@ impl fmt::Display for StreamFormat {
 }
 
 /// Whether a request body asks for a streamed answer: `"stream": true`, or for Ollama chat and
-/// generate, no `stream` member at all (Ollama streams by default).
+/// generate, no `stream` member at all (Ollama streams by default). A Gemini request asks with
+/// its path, not its body: keying reports it (`cassette_keying::Streaming`).
 pub fn wants_stream(profile: Profile, body: &Value) -> bool {
     match body.get("stream") {
         Some(Value::Bool(stream)) => *stream,
@@ -243,6 +305,9 @@ enum State {
     Responses(openai_responses::Assembly),
     Anthropic(anthropic::Assembly),
     Ollama(ollama::Assembly),
+    GeminiSse(gemini::Assembly),
+    /// The JSON array is only parsed whole: its body is kept until the stream ends.
+    GeminiJson(Vec<u8>),
     GenericSse(generic::SseAssembly),
     GenericNdjson(generic::NdjsonAssembly),
 }
@@ -256,6 +321,8 @@ impl Assembler {
             StreamFormat::OpenaiResponses => State::Responses(Default::default()),
             StreamFormat::AnthropicMessages => State::Anthropic(Default::default()),
             StreamFormat::OllamaNdjson => State::Ollama(Default::default()),
+            StreamFormat::GeminiSse => State::GeminiSse(Default::default()),
+            StreamFormat::GeminiJson => State::GeminiJson(Vec::new()),
             StreamFormat::GenericSse => State::GenericSse(Default::default()),
             StreamFormat::GenericNdjson => State::GenericNdjson(Default::default()),
         };
@@ -278,6 +345,10 @@ impl Assembler {
     /// and [`Assembler::finish`] returns that error.
     pub fn push(&mut self, chunk: &[u8]) {
         if self.error.is_some() {
+            return;
+        }
+        if let State::GeminiJson(body) = &mut self.state {
+            body.extend_from_slice(chunk);
             return;
         }
         let mut lines = std::mem::take(&mut self.scratch);
@@ -308,6 +379,12 @@ impl Assembler {
         // would hide the real problem, so it only counts if it completes the stream; the
         // state's check below reports a stream that never reached its end. An error the
         // upstream sent is kept.
+        if let Some(missing) = self.generic_cut_off() {
+            return Err(StreamError::Incomplete {
+                format: self.format.name(),
+                missing: missing.to_owned(),
+            });
+        }
         if let Err(err @ StreamError::Upstream { .. }) = self.tail() {
             return Err(err);
         }
@@ -316,8 +393,31 @@ impl Assembler {
             State::Responses(a) => a.finish(),
             State::Anthropic(a) => a.finish(),
             State::Ollama(a) => a.finish(),
+            State::GeminiSse(a) => a.finish(StreamFormat::GeminiSse),
+            State::GeminiJson(body) => {
+                let mut assembly = gemini::Assembly::default();
+                assembly.array(&body)?;
+                assembly.finish(StreamFormat::GeminiJson)
+            }
             State::GenericSse(a) => Ok(a.finish()),
             State::GenericNdjson(a) => Ok(a.finish()),
+        }
+    }
+
+    /// A generic stream has no terminal event to wait for, so the only sign that it was cut
+    /// off is that it stopped inside an event: an SSE event without its closing blank line, or
+    /// an NDJSON line that is neither ended nor whole JSON. What it names is what is missing.
+    fn generic_cut_off(&self) -> Option<&'static str> {
+        match self.format {
+            StreamFormat::GenericSse if self.lines.has_partial_line() || self.sse.is_open() => {
+                Some("the end of its last event")
+            }
+            StreamFormat::GenericNdjson => {
+                let partial = self.lines.partial_line()?;
+                let whole = serde_json::from_slice::<serde::de::IgnoredAny>(partial).is_ok();
+                (!whole).then_some("the end of its last line")
+            }
+            _ => None,
         }
     }
 
@@ -356,11 +456,12 @@ impl Assembler {
             State::Chat(a) => a.event(event),
             State::Responses(a) => a.event(event),
             State::Anthropic(a) => a.event(event),
+            State::GeminiSse(a) => a.event(event),
             State::GenericSse(a) => {
                 a.event(event);
                 Ok(())
             }
-            State::Ollama(_) | State::GenericNdjson(_) => Ok(()),
+            State::Ollama(_) | State::GenericNdjson(_) | State::GeminiJson(_) => Ok(()),
         }
     }
 }
@@ -388,29 +489,122 @@ impl Default for SynthesisOptions {
 /// Re-synthesizes a stream body in the provider's own event format from a final response
 /// (the non-streaming shape, as returned by [`Assembler::finish`] or by the real
 /// non-streaming API), cut into `chunk_size`-byte pieces.
+///
+/// The whole body is held at once: a long answer becomes a body about fifteen times its size.
+/// [`synthesize_into`] hands it on in blocks instead.
 pub fn synthesize(
     format: StreamFormat,
     final_response: &Value,
     options: &SynthesisOptions,
 ) -> Result<Vec<Bytes>, StreamError> {
-    let body = match format {
-        StreamFormat::OpenaiChat => {
-            openai_chat::synthesize(final_response, false, options.include_usage)?
-        }
-        StreamFormat::OpenaiCompletions => {
-            openai_chat::synthesize(final_response, true, options.include_usage)?
-        }
-        StreamFormat::OpenaiResponses => openai_responses::synthesize(final_response)?,
-        StreamFormat::AnthropicMessages => anthropic::synthesize(final_response)?,
-        StreamFormat::OllamaNdjson => ollama::synthesize(final_response)?,
-        StreamFormat::GenericSse => generic::synthesize_sse(final_response)?,
-        StreamFormat::GenericNdjson => generic::synthesize_ndjson(final_response)?,
-    };
-    Ok(cut(body, options.chunk_size))
+    let mut out = Out::whole();
+    write_stream(format, final_response, options, &mut out)?;
+    Ok(cut(Bytes::from(out.buf), options.chunk_size))
 }
 
-fn cut(body: Vec<u8>, chunk_size: usize) -> Vec<Bytes> {
-    let body = Bytes::from(body);
+/// Size of the blocks [`synthesize_into`] hands on.
+pub const BLOCK_SIZE: usize = 64 * 1024;
+
+/// Re-synthesizes a stream like [`synthesize`], handing the body to `sink` in blocks of about
+/// [`BLOCK_SIZE`] bytes as they are written (not cut into `chunk_size` pieces: [`cut_block`]
+/// does that), so memory stays near the size of the final response however long the stream.
+/// `sink` returns `false` when nobody wants the rest any more; synthesis then stops writing.
+/// An error can come after blocks were handed on (a later part of the response is malformed).
+pub fn synthesize_into(
+    format: StreamFormat,
+    final_response: &Value,
+    options: &SynthesisOptions,
+    sink: &mut dyn FnMut(Bytes) -> bool,
+) -> Result<(), StreamError> {
+    let mut out = Out {
+        buf: Vec::with_capacity(BLOCK_SIZE + 1024),
+        sink: Some(sink),
+        closed: false,
+    };
+    write_stream(format, final_response, options, &mut out)?;
+    out.flush();
+    Ok(())
+}
+
+/// A block of a synthesized body cut into `chunk_size`-byte pieces (0: the block whole).
+pub fn cut_block(block: Bytes, chunk_size: usize) -> Vec<Bytes> {
+    cut(block, chunk_size)
+}
+
+fn write_stream(
+    format: StreamFormat,
+    final_response: &Value,
+    options: &SynthesisOptions,
+    out: &mut Out<'_>,
+) -> Result<(), StreamError> {
+    match format {
+        StreamFormat::OpenaiChat => {
+            openai_chat::synthesize(final_response, false, options.include_usage, out)
+        }
+        StreamFormat::OpenaiCompletions => {
+            openai_chat::synthesize(final_response, true, options.include_usage, out)
+        }
+        StreamFormat::OpenaiResponses => openai_responses::synthesize(final_response, out),
+        StreamFormat::AnthropicMessages => anthropic::synthesize(final_response, out),
+        StreamFormat::OllamaNdjson => ollama::synthesize(final_response, out),
+        StreamFormat::GeminiSse => gemini::synthesize_sse(final_response, out),
+        StreamFormat::GeminiJson => gemini::synthesize_json(final_response, out),
+        StreamFormat::GenericSse => generic::synthesize_sse(final_response, out),
+        StreamFormat::GenericNdjson => generic::synthesize_ndjson(final_response, out),
+    }
+}
+
+/// Where a synthesized body goes: kept whole, or handed to a sink block by block.
+pub(crate) struct Out<'a> {
+    buf: Vec<u8>,
+    sink: Option<&'a mut dyn FnMut(Bytes) -> bool>,
+    /// The sink wants no more: writes are dropped, and writers may stop early.
+    closed: bool,
+}
+
+impl Out<'_> {
+    fn whole() -> Self {
+        Out {
+            buf: Vec::new(),
+            sink: None,
+            closed: false,
+        }
+    }
+
+    /// Whether nothing written from now on will be read: a writer can skip building events.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        if self.closed {
+            return;
+        }
+        self.buf.extend_from_slice(bytes);
+        if self.sink.is_some() && self.buf.len() >= BLOCK_SIZE {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        if self.buf.is_empty() || self.closed {
+            return;
+        }
+        let block = Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(BLOCK_SIZE + 1024),
+        ));
+        if !sink(block) {
+            self.closed = true;
+            self.buf = Vec::new();
+        }
+    }
+}
+
+fn cut(body: Bytes, chunk_size: usize) -> Vec<Bytes> {
     if chunk_size == 0 || body.len() <= chunk_size {
         return if body.is_empty() {
             Vec::new()
@@ -425,24 +619,28 @@ fn cut(body: Vec<u8>, chunk_size: usize) -> Vec<Bytes> {
 }
 
 /// Splits text into word-sized fragments the way models stream tokens: each fragment ends
-/// after a run of whitespace or at about 16 bytes, always on a character boundary.
-pub(crate) fn fragments(text: &str) -> Vec<&str> {
+/// after a run of whitespace or at about 16 bytes, always on a character boundary. Lazily: a
+/// long text is never held as a list of its pieces.
+pub(crate) fn fragments(text: &str) -> impl Iterator<Item = &str> {
     const MAX: usize = 16;
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut prev_space = false;
-    for (i, c) in text.char_indices() {
-        let boundary = i > start && ((prev_space && !c.is_whitespace()) || i - start >= MAX);
-        if boundary {
-            out.push(&text[start..i]);
-            start = i;
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
         }
-        prev_space = c.is_whitespace();
-    }
-    if start < text.len() {
-        out.push(&text[start..]);
-    }
-    out
+        let mut prev_space = false;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            if i > 0 && ((prev_space && !c.is_whitespace()) || i >= MAX) {
+                end = i;
+                break;
+            }
+            prev_space = c.is_whitespace();
+        }
+        let (piece, tail) = rest.split_at(end);
+        rest = tail;
+        Some(piece)
+    })
 }
 
 /// Merges a streamed field into an accumulated object the way delta streams mean it: strings
@@ -511,18 +709,23 @@ pub(crate) fn error_message(error: &Value) -> String {
 }
 
 /// Appends one SSE event (`event:` line when named, then `data:`) to a body.
-pub(crate) fn write_sse(out: &mut Vec<u8>, name: Option<&str>, data: &str) {
+pub(crate) fn write_sse(out: &mut Out<'_>, name: Option<&str>, data: &str) {
+    if out.is_closed() {
+        return;
+    }
+    let mut event = Vec::with_capacity(data.len() + 32);
     if let Some(name) = name {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(name.as_bytes());
-        out.push(b'\n');
+        event.extend_from_slice(b"event: ");
+        event.extend_from_slice(name.as_bytes());
+        event.push(b'\n');
     }
     for line in data.split('\n') {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line.as_bytes());
-        out.push(b'\n');
+        event.extend_from_slice(b"data: ");
+        event.extend_from_slice(line.as_bytes());
+        event.push(b'\n');
     }
-    out.push(b'\n');
+    event.push(b'\n');
+    out.write(&event);
 }
 
 #[cfg(test)]
@@ -591,19 +794,19 @@ mod tests {
     #[test]
     fn fragments_cover_the_text_on_char_boundaries() {
         let text = "Héllo wörld,  this is a looooooooooooooooooong 日本語のテキストです";
-        let parts = fragments(text);
+        let parts: Vec<&str> = fragments(text).collect();
         assert!(parts.len() > 5);
         assert_eq!(parts.concat(), text);
         assert!(parts.iter().all(|p| !p.is_empty()));
-        assert!(fragments("").is_empty());
+        assert_eq!(fragments("").count(), 0);
     }
 
     #[test]
     fn cut_sizes() {
-        let pieces = cut(b"abcdefg".to_vec(), 3);
+        let pieces = cut(Bytes::from_static(b"abcdefg"), 3);
         assert_eq!(pieces, [&b"abc"[..], b"def", b"g"]);
-        assert_eq!(cut(b"abc".to_vec(), 0), [&b"abc"[..]]);
-        assert!(cut(Vec::new(), 4).is_empty());
+        assert_eq!(cut(Bytes::from_static(b"abc"), 0), [&b"abc"[..]]);
+        assert!(cut(Bytes::new(), 4).is_empty());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::framing::{members, Line};
 use super::{error_message, fragments, malformed, merge_field, parse_json, synthesis_error};
-use super::{StreamError, StreamFormat};
+use super::{Out, StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
 
 const FORMAT: StreamFormat = StreamFormat::OllamaNdjson;
@@ -79,7 +79,7 @@ impl Assembly {
 }
 
 /// An Ollama chat or generate response as the NDJSON stream a client would have received.
-pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError> {
+pub(crate) fn synthesize(final_response: &Value, out: &mut Out<'_>) -> Result<(), StreamError> {
     let Some(response) = final_response.as_object() else {
         return Err(synthesis_error(
             FORMAT,
@@ -92,13 +92,16 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
             head.insert(key.into(), value.clone());
         }
     }
-    let mut out = Vec::new();
     let mut line = |fields: Map<String, Value>| {
+        if out.is_closed() {
+            return;
+        }
         let mut object = head.clone();
         object.extend(fields);
         object.insert("done".into(), json!(false));
-        out.extend_from_slice(Value::Object(object).to_string().as_bytes());
-        out.push(b'\n');
+        let mut text = Value::Object(object).to_string();
+        text.push('\n');
+        out.write(text.as_bytes());
     };
     let mut last = response.clone();
     match response.get("message") {
@@ -116,9 +119,10 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
         None => generate_lines(response, &mut last, &mut line),
     }
     last.insert("done".into(), json!(true));
-    out.extend_from_slice(Value::Object(last).to_string().as_bytes());
-    out.push(b'\n');
-    Ok(out)
+    let mut text = Value::Object(last).to_string();
+    text.push('\n');
+    out.write(text.as_bytes());
+    Ok(())
 }
 
 /// The lines of a chat answer: thinking and content in pieces, then the tool calls at once.

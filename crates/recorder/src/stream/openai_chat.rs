@@ -1,7 +1,7 @@
 //! OpenAI chat completions (and legacy text completions) streams: `data:` chunks, `[DONE]`.
 
 use super::framing::SseEvent;
-use super::{error_message, fragments, merge_field, parse_json, synthesis_error, write_sse};
+use super::{error_message, fragments, merge_field, parse_json, synthesis_error, write_sse, Out};
 use super::{StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -315,7 +315,8 @@ pub(crate) fn synthesize(
     final_response: &Value,
     legacy: bool,
     include_usage: bool,
-) -> Result<Vec<u8>, StreamError> {
+    out: &mut Out<'_>,
+) -> Result<(), StreamError> {
     let format = if legacy {
         StreamFormat::OpenaiCompletions
     } else {
@@ -335,11 +336,13 @@ pub(crate) fn synthesize(
     };
     let base = chunk_base(response, legacy, include_usage);
 
-    let mut out = Vec::new();
     let mut emit = |choice: Value| {
+        if out.is_closed() {
+            return;
+        }
         let mut chunk = base.clone();
         chunk.insert("choices".into(), Value::Array(vec![choice]));
-        write_sse(&mut out, None, &Value::Object(chunk).to_string());
+        write_sse(out, None, &Value::Object(chunk).to_string());
     };
     for (position, choice) in choices.iter().enumerate() {
         let Some(choice) = choice.as_object() else {
@@ -355,11 +358,11 @@ pub(crate) fn synthesize(
             let mut chunk = base.clone();
             chunk.insert("choices".into(), json!([]));
             chunk.insert("usage".into(), usage.clone());
-            write_sse(&mut out, None, &Value::Object(chunk).to_string());
+            write_sse(out, None, &Value::Object(chunk).to_string());
         }
     }
-    write_sse(&mut out, None, "[DONE]");
-    Ok(out)
+    write_sse(out, None, "[DONE]");
+    Ok(())
 }
 
 /// What every chunk repeats: the response's own members (id, model, created, ...) under the

@@ -1,7 +1,7 @@
 //! OpenAI Responses streams: named `response.*` events carrying `type` and `sequence_number`.
 
 use super::framing::{members, SseEvent};
-use super::{error_message, fragments, malformed, parse_json, synthesis_error, write_sse};
+use super::{error_message, fragments, malformed, parse_json, synthesis_error, write_sse, Out};
 use super::{StreamError, StreamFormat};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -161,26 +161,25 @@ fn response_of(
 }
 
 /// Writes events with increasing sequence numbers.
-struct Writer {
-    out: Vec<u8>,
+struct Writer<'o, 'a> {
+    out: &'o mut Out<'a>,
     sequence: u64,
 }
 
-impl Writer {
+impl Writer<'_, '_> {
     fn event(&mut self, kind: &str, mut fields: Map<String, Value>) {
+        if self.out.is_closed() {
+            return;
+        }
         fields.insert("type".into(), json!(kind));
         fields.insert("sequence_number".into(), json!(self.sequence));
         self.sequence += 1;
-        write_sse(
-            &mut self.out,
-            Some(kind),
-            &Value::Object(fields).to_string(),
-        );
+        write_sse(self.out, Some(kind), &Value::Object(fields).to_string());
     }
 }
 
 /// A Response object as the stream a client would have received.
-pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError> {
+pub(crate) fn synthesize(final_response: &Value, out: &mut Out<'_>) -> Result<(), StreamError> {
     let Some(response) = final_response.as_object() else {
         return Err(synthesis_error(
             FORMAT,
@@ -192,10 +191,7 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
         None | Some(Value::Null) => &[],
         Some(_) => return Err(synthesis_error(FORMAT, "`output` is not an array")),
     };
-    let mut w = Writer {
-        out: Vec::new(),
-        sequence: 0,
-    };
+    let mut w = Writer { out, sequence: 0 };
     let mut pending = response.clone();
     pending.insert("status".into(), json!("in_progress"));
     pending.insert("output".into(), json!([]));
@@ -227,10 +223,14 @@ pub(crate) fn synthesize(final_response: &Value) -> Result<Vec<u8>, StreamError>
         _ => "response.completed",
     };
     w.event(terminal, members(json!({ "response": final_response })));
-    Ok(w.out)
+    Ok(())
 }
 
-fn item_events(w: &mut Writer, index: usize, item: &Map<String, Value>) -> Result<(), StreamError> {
+fn item_events(
+    w: &mut Writer<'_, '_>,
+    index: usize,
+    item: &Map<String, Value>,
+) -> Result<(), StreamError> {
     let item_id = item.get("id").cloned().unwrap_or_else(|| json!(""));
     let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
     // The item as first announced: in progress, with the parts that stream in still empty.
@@ -288,7 +288,12 @@ fn array<'a>(item: &'a Map<String, Value>, name: &str) -> &'a [Value] {
 }
 
 /// A function call's arguments, streamed in pieces, then whole.
-fn arguments_events(w: &mut Writer, index: usize, item_id: &Value, item: &Map<String, Value>) {
+fn arguments_events(
+    w: &mut Writer<'_, '_>,
+    index: usize,
+    item_id: &Value,
+    item: &Map<String, Value>,
+) {
     let arguments = item.get("arguments").and_then(Value::as_str).unwrap_or("");
     for piece in fragments(arguments) {
         w.event(
@@ -308,7 +313,7 @@ fn arguments_events(w: &mut Writer, index: usize, item_id: &Value, item: &Map<St
 }
 
 /// One part of a reasoning summary: announced empty, its text streamed in pieces, then done.
-fn summary_events(w: &mut Writer, at: &Value, part: &Value) {
+fn summary_events(w: &mut Writer<'_, '_>, at: &Value, part: &Value) {
     let text = part.get("text").and_then(Value::as_str).unwrap_or("");
     let mut empty = part.clone();
     if let Value::Object(map) = &mut empty {
@@ -341,7 +346,7 @@ fn with(at: &Value, key: &str, value: Value) -> Map<String, Value> {
 }
 
 /// The events of one content part of a message: added empty, text or refusal in pieces, done.
-fn part_events(w: &mut Writer, at: Value, part: &Value) {
+fn part_events(w: &mut Writer<'_, '_>, at: Value, part: &Value) {
     let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
     let (field, delta_event, done_event) = match kind {
         "output_text" => (

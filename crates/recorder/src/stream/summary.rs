@@ -8,14 +8,17 @@ use serde_json::{Map, Value};
 /// The normalized meaning of a final (non-streaming shape) response.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ResponseSummary {
-    /// The model named in the response (it can differ from the requested alias).
+    /// The model named in the response (it can differ from the requested alias; Gemini's
+    /// `modelVersion`).
     pub model: Option<String>,
-    /// Finish or stop reason (`stop`, `tool_calls`, `end_turn`, `tool_use`, `length`, ...);
-    /// for Responses, the status, or the reason when incomplete.
+    /// Finish or stop reason (`stop`, `tool_calls`, `end_turn`, `tool_use`, `length`, Gemini's
+    /// `STOP`, `MAX_TOKENS`, ...); for Responses, the status, or the reason when incomplete; for
+    /// a Gemini prompt that was blocked, the block reason.
     pub finish_reason: Option<String>,
     /// The usage object as the provider reports it (for Ollama, its counts and durations).
     pub usage: Option<Value>,
-    /// The answer's text (first choice for OpenAI chat and completions), concatenated.
+    /// The answer's text (first choice for OpenAI chat and completions, first candidate for
+    /// Gemini), concatenated; thinking is not part of it.
     pub text: String,
     /// Tool calls in order.
     pub tool_calls: Vec<ToolCall>,
@@ -24,7 +27,8 @@ pub struct ResponseSummary {
 /// One tool call, normalized.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCall {
-    /// The call id (`call_...`, `toolu_...`), when the provider gives one.
+    /// The call id (`call_...`, `toolu_...`, Gemini's optional `id`), when the provider gives
+    /// one.
     pub id: Option<String>,
     /// The tool's name.
     pub name: String,
@@ -46,6 +50,7 @@ pub fn response_summary(profile: Profile, final_response: &Value) -> ResponseSum
         Profile::OpenaiResponses => openai_responses(final_response, &mut summary),
         Profile::AnthropicMessages => anthropic(final_response, &mut summary),
         Profile::OllamaChat | Profile::OllamaGenerate => ollama(final_response, &mut summary),
+        Profile::GeminiGenerate => gemini(final_response, &mut summary),
         Profile::OpenaiEmbeddings | Profile::OllamaEmbed => {
             summary.usage = present(final_response.get("usage"));
         }
@@ -190,6 +195,38 @@ fn ollama(response: &Value, summary: &mut ResponseSummary) {
     function_calls(message, summary);
 }
 
+fn gemini(response: &Value, summary: &mut ResponseSummary) {
+    summary.model = string(response.get("modelVersion"));
+    summary.usage = present(response.get("usageMetadata"));
+    summary.finish_reason = string(response.pointer("/promptFeedback/blockReason"));
+    let Some(candidate) = response
+        .get("candidates")
+        .and_then(Value::as_array)
+        .and_then(|candidates| candidates.first())
+    else {
+        return;
+    };
+    summary.finish_reason = string(candidate.get("finishReason")).or(summary.finish_reason.take());
+    for part in candidate
+        .pointer("/content/parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let thought = part.get("thought").and_then(Value::as_bool) == Some(true);
+        if let (Some(text), false) = (part.get("text").and_then(Value::as_str), thought) {
+            summary.text.push_str(text);
+        }
+        if let Some(call) = part.get("functionCall") {
+            summary.tool_calls.push(ToolCall {
+                id: string(call.get("id")),
+                name: string(call.get("name")).unwrap_or_default(),
+                arguments: arguments(call.get("args")),
+            });
+        }
+    }
+}
+
 /// Tool calls in the `{"function": {"name", "arguments"}}` shape that OpenAI chat and Ollama
 /// messages share.
 fn function_calls(message: &Value, summary: &mut ResponseSummary) {
@@ -306,6 +343,38 @@ mod tests {
         let s = response_summary(Profile::OllamaGenerate, &generate);
         assert_eq!(s.text, "Blue.");
         assert_eq!(s.usage, None);
+    }
+
+    #[test]
+    fn gemini_text_function_calls_usage_and_model_version() {
+        let response = json!({
+            "candidates": [{
+                "content": {"role": "model", "parts": [
+                    {"text": "Checking.", "thought": true},
+                    {"text": "Let me look "},
+                    {"text": "that up."},
+                    {"functionCall": {"id": "fc-1", "name": "get_weather", "args": {"city": "Paris"}}},
+                    {"functionCall": {"name": "get_time"}}
+                ]},
+                "finishReason": "STOP", "index": 0
+            }],
+            "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 5, "totalTokenCount": 14},
+            "modelVersion": "gemini-2.5-flash-001"
+        });
+        let s = response_summary(Profile::GeminiGenerate, &response);
+        assert_eq!(s.model.as_deref(), Some("gemini-2.5-flash-001"));
+        assert_eq!(s.finish_reason.as_deref(), Some("STOP"));
+        assert_eq!(s.usage.unwrap()["totalTokenCount"], 14);
+        assert_eq!(s.text, "Let me look that up.");
+        assert_eq!(s.tool_calls[0].id.as_deref(), Some("fc-1"));
+        assert_eq!(s.tool_calls[0].arguments, json!({"city": "Paris"}));
+        assert_eq!(s.tool_calls[1].id, None);
+        assert_eq!(s.tool_calls[1].arguments, json!({}));
+
+        let blocked = json!({"promptFeedback": {"blockReason": "SAFETY"}, "modelVersion": "m"});
+        let s = response_summary(Profile::GeminiGenerate, &blocked);
+        assert_eq!(s.finish_reason.as_deref(), Some("SAFETY"));
+        assert!(s.tool_calls.is_empty());
     }
 
     #[test]

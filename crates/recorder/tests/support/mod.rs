@@ -32,6 +32,30 @@ pub(crate) enum Reply {
     },
     /// Accepts the request and never answers (well, not for a minute).
     Silent,
+    /// A complete body with this status and exactly these headers (no others added).
+    Raw {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Bytes,
+    },
+    /// Waits, then answers with the inner reply: keeps requests in flight at once.
+    Delayed(Duration, Box<Reply>),
+    /// Waits until the test releases it (see [`FakeUpstream::release`]), then answers a chat
+    /// completion whose content names the request's number, so every upstream call gives a
+    /// different answer.
+    Numbered,
+    /// Streams `body` in pieces, then breaks the connection off instead of ending the body.
+    CutStream {
+        content_type: String,
+        body: Bytes,
+        pieces: Vec<usize>,
+    },
+    /// Streams `pieces` one at a time, each only once the test released it with
+    /// [`FakeUpstream::release`], so a test can see what the client holds between pieces.
+    Gated {
+        content_type: String,
+        pieces: Vec<Bytes>,
+    },
 }
 
 impl Reply {
@@ -53,9 +77,9 @@ pub(crate) struct Seen {
     pub body: Bytes,
 }
 
-#[derive(Default)]
 struct Shared {
     replies: Mutex<HashMap<String, Reply>>,
+    gate: Arc<tokio::sync::Semaphore>,
     seen: Mutex<Vec<Seen>>,
     connections: AtomicU64,
     requests: AtomicU64,
@@ -65,6 +89,18 @@ pub(crate) struct FakeUpstream {
     pub url: String,
     shared: Arc<Shared>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            replies: Mutex::default(),
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            seen: Mutex::default(),
+            connections: AtomicU64::default(),
+            requests: AtomicU64::default(),
+        }
+    }
 }
 
 impl FakeUpstream {
@@ -104,6 +140,12 @@ impl FakeUpstream {
             .insert(path.to_owned(), reply);
     }
 
+    /// Lets [`Reply::Gated`] streams send `n` more pieces, or `n` more [`Reply::Numbered`]
+    /// requests be answered.
+    pub(crate) fn release(&self, n: usize) {
+        self.shared.gate.add_permits(n);
+    }
+
     pub(crate) fn connections(&self) -> u64 {
         self.shared.connections.load(Ordering::SeqCst)
     }
@@ -141,13 +183,17 @@ async fn answer(
         body,
     });
     let reply = shared.replies.lock().unwrap().get(uri.path()).cloned();
+    respond(&shared, uri.path(), reply).await
+}
+
+async fn respond(shared: &Arc<Shared>, path: &str, reply: Option<Reply>) -> Response {
     match reply {
         None => Response::builder()
             .status(StatusCode::NOT_FOUND)
             .header("content-type", "application/json")
             .body(Body::from(format!(
                 "{{\"error\":{{\"message\":\"fake upstream has no reply for {}\"}}}}",
-                uri.path()
+                path
             )))
             .unwrap(),
         Some(Reply::Body {
@@ -164,6 +210,76 @@ async fn answer(
         Some(Reply::Silent) => {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Response::new(Body::empty())
+        }
+        Some(Reply::Raw {
+            status,
+            headers,
+            body,
+        }) => {
+            let mut response = Response::builder().status(status);
+            for (name, value) in headers {
+                response = response.header(name, value);
+            }
+            response.body(Body::from(body)).unwrap()
+        }
+        Some(Reply::Numbered) => {
+            let n = shared.requests.load(Ordering::SeqCst);
+            shared.gate.acquire().await.unwrap().forget();
+            let body = serde_json::json!({
+                "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1,
+                "model": "gpt-4o-mini-2024-07-18",
+                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": null,
+                             "message": {"role": "assistant", "content": format!("answer {n}")}}]
+            });
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap()
+        }
+        Some(Reply::Delayed(delay, inner)) => {
+            tokio::time::sleep(delay).await;
+            Box::pin(respond(shared, path, Some(*inner))).await
+        }
+        Some(Reply::CutStream {
+            content_type,
+            body,
+            pieces,
+        }) => {
+            let chunks = cut(&body, &pieces);
+            let stream = futures::stream::iter(chunks)
+                .then(|chunk| async move {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    Ok::<_, std::io::Error>(chunk)
+                })
+                .chain(futures::stream::once(async {
+                    Err(std::io::Error::other(
+                        "the fake upstream cut the stream off",
+                    ))
+                }));
+            Response::builder()
+                .status(200)
+                .header("content-type", content_type)
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Some(Reply::Gated {
+            content_type,
+            pieces,
+        }) => {
+            let gate = shared.gate.clone();
+            let stream = futures::stream::iter(pieces).then(move |piece| {
+                let gate = gate.clone();
+                async move {
+                    gate.acquire().await.unwrap().forget();
+                    Ok::<_, std::io::Error>(piece)
+                }
+            });
+            Response::builder()
+                .status(200)
+                .header("content-type", content_type)
+                .body(Body::from_stream(stream))
+                .unwrap()
         }
         Some(Reply::Stream {
             content_type,

@@ -6,6 +6,7 @@ mod common;
 mod concurrency;
 mod conformance;
 mod crash;
+mod damage;
 
 /// Not a test: the entry point of the child processes that the concurrency, crash and lock
 /// tests start by re-running this test binary with `CASSETTE_STORE_CHILD` set. Without that

@@ -1,0 +1,256 @@
+//! Keeping the store sane through the binary (issue 10): maintenance commands that must not
+//! create, double or empty a store by accident, a damaged JSON Lines log that `verify` reports,
+//! settings refused before anything starts, a damaged cache that does not stop the recorder.
+
+mod common;
+
+use common::cli_env::{both, code, Workdir};
+use common::fake_llm::FakeLlm;
+
+fn case(id: &str, prompt: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","prompt":"{prompt}","params":{{"model":"m","temperature":0}},"grader":"contains","expect":{{"needle":"said"}}}}"#
+    )
+}
+
+/// Records three cases into `store` and returns nothing: the store then holds three cassettes.
+fn record(dir: &Workdir, fake: &FakeLlm, store: &str) {
+    let suite = [case("a", "one"), case("b", "two"), case("c", "three")].join("\n");
+    dir.write("suite.jsonl", &suite);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        store,
+        "--upstream",
+        &fake.url,
+    ]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+}
+
+#[test]
+fn reading_commands_on_a_missing_store_fail_and_create_nothing() {
+    let dir = Workdir::new();
+    for (url, path) in [
+        ("file://nowhere", "nowhere"),
+        ("jsonl://logs/none.jsonl", "logs"),
+        ("sled://nodb", "nodb"),
+    ] {
+        for args in [
+            vec!["verify", "--store", url],
+            vec!["ls", "--store", url],
+            vec!["show", "ab", "--store", url],
+            vec!["gc", "--unused", "--usage-log", "u.log", "--store", url],
+        ] {
+            dir.write("u.log", &format!("{}\n", "ab".repeat(32)));
+            let out = dir.run(&args);
+            // verify's verdict is a failure (1); the others cannot run (2).
+            let (expected, says) = match args[0] {
+                "verify" => (1, "does not exist"),
+                _ => (2, "no store at"),
+            };
+            assert_eq!(code(&out), expected, "{args:?}: {}", both(&out));
+            assert!(both(&out).contains(says), "{args:?}: {}", both(&out));
+            assert!(
+                !dir.join(path).exists(),
+                "{args:?} created {path}: {}",
+                both(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn verify_reports_a_damaged_line_in_the_middle_of_a_log() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    let store = format!("jsonl://{}", dir.join("rec.jsonl").display());
+    record(&dir, &fake, &store);
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+
+    let text = std::fs::read_to_string(dir.join("rec.jsonl")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3);
+    let damaged = lines[1].replacen("\"cassette\":{", "\"cassette\":{{", 1);
+    lines[1] = &damaged;
+    std::fs::write(dir.join("rec.jsonl"), lines.join("\n") + "\n").unwrap();
+
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let stdout = common::stdout(&out);
+    assert!(
+        stdout.contains("rec.jsonl line 2") && stdout.contains("no readable cassette"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn copy_onto_the_same_log_through_another_spelling_is_refused() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    record(&dir, &fake, "jsonl://rec.jsonl");
+    std::os::unix::fs::symlink(dir.join("rec.jsonl"), dir.join("link.jsonl")).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let before = std::fs::read(dir.join("rec.jsonl")).unwrap();
+    let absolute = format!("jsonl://{}", dir.join("rec.jsonl").display());
+    for to in [
+        "jsonl://./rec.jsonl",
+        "jsonl://link.jsonl",
+        "jsonl://sub/../rec.jsonl",
+        absolute.as_str(),
+    ] {
+        let out = dir.run(&["copy", "jsonl://rec.jsonl", to]);
+        assert_eq!(code(&out), 2, "{to}: {}", both(&out));
+        assert!(both(&out).contains("same store"), "{to}: {}", both(&out));
+    }
+    assert_eq!(std::fs::read(dir.join("rec.jsonl")).unwrap(), before);
+    // A real second store is copied to.
+    let out = dir.run(&["copy", "jsonl://rec.jsonl", "jsonl://copy.jsonl"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+}
+
+#[test]
+fn gc_with_a_usage_log_of_another_store_deletes_nothing() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    let store = dir.store("cassettes");
+    record(&dir, &fake, &store);
+    dir.write(
+        "other.log",
+        &format!("{}\n{}\n", "ab".repeat(32), "cd".repeat(32)),
+    );
+    for dry_run in [false, true] {
+        let mut args = vec![
+            "gc",
+            "--unused",
+            "--usage-log",
+            "other.log",
+            "--store",
+            &store,
+        ];
+        if dry_run {
+            args.push("--dry-run");
+        }
+        let out = dir.run(&args);
+        assert_eq!(code(&out), 2, "{}", both(&out));
+        assert!(both(&out).contains("none of them in"), "{}", both(&out));
+    }
+    let out = dir.run(&["ls", "--store", &store]);
+    assert!(both(&out).contains("3 cassettes"), "{}", both(&out));
+}
+
+/// Runs `cassette ARGS`, killing it after ten seconds: a proxy that wrongly starts must fail the
+/// test, not hang it.
+fn run_with_deadline(dir: &Workdir, args: &[&str]) -> std::process::Output {
+    let mut child = dir
+        .cassette()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_upstream_with_a_query_or_fragment_is_refused_at_start() {
+    let dir = Workdir::new();
+    let listen = ["--listen", "127.0.0.1:0"];
+    for args in [
+        vec!["proxy", "--upstream", "http://127.0.0.1:9/v1?api-key=x"],
+        vec!["proxy", "--upstream", "http://127.0.0.1:9/v1#top"],
+        vec!["proxy", "--route", "a=http://127.0.0.1:9/?x=1"],
+        vec![
+            "exec",
+            "--upstream",
+            "http://127.0.0.1:9/v1?k=1",
+            "--",
+            "true",
+        ],
+    ] {
+        let mut args = args;
+        if args[0] == "proxy" {
+            args.extend(listen);
+        }
+        let out = run_with_deadline(&dir, &args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", both(&out));
+        assert!(
+            both(&out).contains("query or fragment"),
+            "{args:?}: {}",
+            both(&out)
+        );
+        assert!(!dir.join("cassettes").exists(), "{args:?} opened the store");
+    }
+}
+
+#[test]
+fn a_damaged_sled_cache_is_bypassed_with_a_warning() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    let store = dir.store("cassettes");
+    record(&dir, &fake, &store);
+    std::fs::create_dir(dir.join("cache")).unwrap();
+    for name in ["db", "conf"] {
+        std::fs::write(dir.join("cache").join(name), vec![0xA5u8; 4096]).unwrap();
+    }
+    let requests = fake.requests();
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--store",
+        &store,
+        "--cache",
+        "sled://cache",
+    ]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let stderr = common::stderr(&out);
+    assert!(
+        stderr.contains("cache") && stderr.contains("not used"),
+        "{stderr}"
+    );
+    assert_eq!(fake.requests(), requests, "replayed, not called");
+}
+
+#[test]
+fn exec_fails_naming_the_key_when_a_recording_is_not_stored() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    // The log the recording goes to is deleted under the running recorder.
+    let script = r#"rm rec.jsonl && curl -s -o /dev/null -H 'content-type: application/json' \
+        -d '{"model":"m","messages":[{"role":"user","content":"hi"}]}' \
+        "$OPENAI_BASE_URL/chat/completions""#;
+    let out = dir.run(&[
+        "exec",
+        "--mode",
+        "record",
+        "--store",
+        "jsonl://rec.jsonl",
+        "--upstream",
+        &fake.url,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let stderr = common::stderr(&out);
+    let at = stderr
+        .find("the recording of ")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let key = &stderr[at + "the recording of ".len()..][..64];
+    assert!(key.bytes().all(|b| b.is_ascii_hexdigit()), "{stderr}");
+    assert!(stderr.contains("1 failed recordings"), "{stderr}");
+    assert_eq!(fake.requests(), 1);
+}
