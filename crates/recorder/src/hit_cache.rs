@@ -207,7 +207,7 @@ impl HitCache {
             let full = state.bytes + size > self.budget;
             if full
                 && !state.entries.contains_key(key)
-                && state.next_random() % ADMIT_WHEN_FULL != 0
+                && !state.next_random().is_multiple_of(ADMIT_WHEN_FULL)
             {
                 return;
             }
