@@ -43,6 +43,8 @@ cleanup() {
   if [ -n "$fake_pid" ]; then kill "$fake_pid" 2>/dev/null || true; fi
   if [ -n "$counter_pid" ]; then kill "$counter_pid" 2>/dev/null || true; fi
   # gc refuses an empty usage log; one naming a key nobody has makes every cassette unused.
+  # (The index segments `cassette copy` wrote under the prefix, a few KB, are left behind:
+  # no cassette command deletes segments.)
   printf '%064d\n' 0 >"$work/none.log"
   for prefix in "${prefixes[@]}"; do
     "$bin" gc --unused --usage-log "$work/none.log" --store "$prefix" >&2 || true
