@@ -6,7 +6,13 @@
 # the same run. Prints Markdown tables:
 #
 #   stores: cassette proxy with 100 and 100,000 cassettes in a file store (filled by recording
-#           through the proxy from nginx standing in for the vendor), minimal request;
+#           through the proxy from nginx standing in for the vendor), for the minimal and the
+#           realistic request and for streaming hits (the minimal request with "stream": true,
+#           SSE re-synthesized), each against nginx serving that answer's bytes; with
+#           CASSETTE_TEST_S3 set (and the AWS_* environment of scripts/s3-server.sh), also S3
+#           through the tiered cache (--cache sled://): a first pass fills the cache, then the
+#           load is measured while benches/s3-count.py counts every request reaching the
+#           bucket (the script fails unless that is zero);
 #   peers:  cassette proxy, talkback (npm) and mitmproxy's `mitmdump --server-replay` (PyPI)
 #           side by side with 1 and 1,000 recordings each, for a minimal request and for a
 #           realistic one of about 8 KB (a system prompt and ten turns). The peers are
@@ -15,7 +21,9 @@
 # Needs wrk, nginx, node/npm and python3 (Debian: apt-get install -y wrk nginx-light nodejs
 # npm python3-venv). Knobs:
 #   DURATION=10s  LARGE=100000  WORK=/tmp/cassette-proxy-bench  TABLES="stores peers"
-#   PEER_SIZES="1 1000"  PEERS=target/bench-peers
+#   KINDS="minimal realistic"  DISTINCT=10000 (distinct requests in a load: wrk keeps them in
+#   memory)  S3_SIZES=100  PEER_SIZES="1 1000"  PEERS=target/bench-peers
+# The scratch folder ($WORK, over a gigabyte with the large stores) is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -26,6 +34,9 @@ SMALL=100
 TABLES=${TABLES:-stores peers}
 PEER_SIZES=${PEER_SIZES:-1 1000}
 PEERS=${PEERS:-$root/target/bench-peers}
+KINDS=${KINDS:-minimal realistic}
+DISTINCT=${DISTINCT:-10000}
+S3_SIZES=${S3_SIZES:-$SMALL}
 TALKBACK_VERSION=4.2.0
 MITMPROXY_VERSION=11.0.2
 work=${WORK:-/tmp/cassette-proxy-bench}
@@ -44,9 +55,13 @@ rm -rf "$work"
 mkdir -p "$work"/{nginx,static/v1/chat,tmp}
 chmod -R a+rwX "$work"
 pids=()
+counter_pid=""
+s3_prefixes=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}" $counter_pid; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  if [ "${#s3_prefixes[@]}" -gt 0 ]; then remove_prefixes; fi
+  rm -rf "$work"
 }
 trap cleanup EXIT
 
@@ -137,6 +152,10 @@ TURNS = [
     "they answer within two business days. You will get an email as soon as they do.",
 ]
 def body(kind, i):
+    if kind.endswith("-stream"):  # the same request asking for a stream: the same cassette
+        b = json.loads(body(kind[:-len("-stream")], i))
+        b["stream"] = True
+        return json.dumps(b, separators=(",", ":"))
     if kind == "minimal":
         return ('{"model":"gpt-4o-mini","temperature":0,"messages":[{"role":"user",'
                 '"content":"Where is my refund? case %d"}]}' % i)
@@ -212,25 +231,19 @@ fill() { # store dir, count[, kind]
   echo "   $(find "$1" -type f | wc -l) cassette files in $1" >&2
 }
 
-if wants stores; then
-  echo "== filling the stores" >&2
-  fill "$work/store-$SMALL" "$SMALL"
-  fill "$work/store-$LARGE" "$LARGE"
-else
-  fill "$work/store-$SMALL" 1
-fi
-
-# The baseline serves exactly the bytes a replay hit returns.
-bench_port=$(free_port)
-start_proxy "$bench_port" replay "file://$work/store-$SMALL"
-mkdir -p "$work/baseline/v1/chat"
-curl -s -H 'content-type: application/json' \
-  -d '{"model":"gpt-4o-mini","temperature":0,"messages":[{"role":"user","content":"Where is my refund? case 0"}]}' \
-  "http://127.0.0.1:$bench_port/v1/chat/completions" >"$work/baseline/v1/chat/completions"
-stop_last
-bytes=$(wc -c <"$work/baseline/v1/chat/completions")
-baseline_port=$(free_port)
-start_nginx "$baseline_port" "$work/baseline"
+# A replay proxy's answer to request 0 of KIND, kept as a static file that a new nginx serves:
+# sets baseline_port (no subshell, so the nginx is in $pids).
+baseline_for() { # kind, store
+  local port dir="$work/baseline-$1"
+  port=$(free_port)
+  start_proxy "$port" replay "$2"
+  mkdir -p "$dir/v1/chat"
+  curl -s -H 'content-type: application/json' --data-binary "@$(load_file "$1" 1)" \
+    "http://127.0.0.1:$port/v1/chat/completions" >"$dir/v1/chat/completions"
+  stop_last
+  baseline_port=$(free_port)
+  start_nginx "$baseline_port" "$dir"
+}
 
 measure() { # url, connections[, load file] -> "rps p50 p99 errors requests"
   local threads=$(( $2 < 2 ? 1 : 2 ))
@@ -245,32 +258,121 @@ check_counters() { # port
   case "$stats" in *'"misses":0'*'"upstream_requests":0'*) ;; *) echo "unexpected counters: $stats" >&2; exit 1 ;; esac
 }
 
+# S3 through the tiered cache: the requests reaching the bucket are counted by
+# benches/s3-count.py, standing between the proxy and the S3 server.
+s3=""
+if wants stores && [ -n "${CASSETTE_TEST_S3:-}" ]; then
+  : "${AWS_ENDPOINT_URL:?CASSETTE_TEST_S3 needs the AWS_* environment of scripts/s3-server.sh}"
+  s3=$CASSETTE_TEST_S3
+  python3 "$root/benches/s3-count.py" "$AWS_ENDPOINT_URL" "$work/counter.port" &
+  counter_pid=$!
+  for _ in $(seq 50); do [ -s "$work/counter.port" ] && break; sleep 0.1; done
+  counter="http://127.0.0.1:$(cat "$work/counter.port")"
+elif wants stores; then
+  echo "== S3 not measured: CASSETTE_TEST_S3 is unset (see scripts/s3-server.sh)" >&2
+fi
+counts() { curl -s "$counter/__counts"; }
+reset_counts() { curl -s -X POST "$counter/__counts/reset" >/dev/null; }
+remove_prefixes() {
+  # gc refuses an empty usage log; one naming a key nobody has makes every cassette unused.
+  # (The index segments `cassette copy` wrote under the prefix, a few KB, are left behind:
+  # no cassette command deletes segments.)
+  printf '%064d\n' 0 >"$work/none.log"
+  for prefix in "${s3_prefixes[@]}"; do
+    "$cassette" gc --unused --usage-log "$work/none.log" --store "$prefix" >&2 || true
+  done
+  s3_prefixes=()
+}
+
 if wants stores; then
-  echo "== stores: measuring ($DURATION per cell, response $bytes bytes)" >&2
-  declare -A result
-  for conns in 1 32; do
-    result[nginx,$conns]=$(measure "http://127.0.0.1:$baseline_port/v1/chat/completions" "$conns")
+  echo "== filling the stores" >&2
+  for kind in $KINDS; do
     for size in "$SMALL" "$LARGE"; do
+      fill "$work/store-$kind-$size" "$size" "$kind"
+    done
+  done
+  echo "== stores: measuring ($DURATION per cell)" >&2
+  declare -A result bytes
+  # Each kind, then the minimal request asking for a stream (SSE re-synthesized from the same
+  # cassettes), against nginx serving that kind's replayed bytes. A store of N cassettes is
+  # loaded with min(N, DISTINCT) distinct requests.
+  for kind in $KINDS minimal-stream; do
+    base_kind=${kind%-stream}
+    baseline_for "$kind" "file://$work/store-$base_kind-$SMALL"
+    bytes[$kind]=$(wc -c <"$work/baseline-$kind/v1/chat/completions")
+    for conns in 1 32; do
+      result[$kind,nginx,$conns]=$(measure "http://127.0.0.1:$baseline_port/v1/chat/completions" "$conns" "$(load_file "$kind" 1)")
+      for size in "$SMALL" "$LARGE"; do
+        distinct=$(( size < DISTINCT ? size : DISTINCT ))
+        port=$(free_port)
+        start_proxy "$port" replay "file://$work/store-$base_kind-$size"
+        result[$kind,$size,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns" "$(load_file "$kind" "$distinct")")
+        check_counters "$port"
+        stop_last
+      done
+    done
+    stop_last # its nginx
+  done
+  if [ -n "$s3" ]; then
+    for size in $S3_SIZES; do
+      prefix="$s3/bench-proxy-load-$$-$size"
+      s3_prefixes+=("$prefix")
+      echo "== S3: copying $size cassettes to $prefix" >&2
+      "$cassette" copy --jobs 32 "file://$work/store-minimal-$size" "$prefix" >&2
+      distinct=$(( size < DISTINCT ? size : DISTINCT ))
       port=$(free_port)
-      start_proxy "$port" replay "file://$work/store-$size"
-      result[$size,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns")
+      AWS_ENDPOINT_URL=$counter "$cassette" proxy --listen "127.0.0.1:$port" --mode replay \
+        --store "$prefix" --cache "sled://$work/cache-$size" 2>"$work/proxy-$port.log" &
+      pids+=($!)
+      wait_http "http://127.0.0.1:$port/healthz"
+      reset_counts
+      # The first pass fills the local cache: one GET per cassette.
+      python3 "$work/fill.py" "$port" minimal "$distinct"
+      result[s3cold,$size]=$(counts)
+      reset_counts
+      for conns in 1 32; do
+        result[s3,$size,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns" "$(load_file minimal "$distinct")")
+      done
+      result[s3warm,$size]=$(counts)
       check_counters "$port"
       stop_last
+      rm -rf "$work/cache-$size"
+      echo "   bucket requests: filling the cache ${result[s3cold,$size]}, measured load ${result[s3warm,$size]}" >&2
+      [ "${result[s3warm,$size]}" = "{}" ] || { echo "FAIL: the warm replay read from the bucket" >&2; exit 1; }
     done
-  done
+    remove_prefixes
+  fi
 
   echo
-  echo "| server | connections | req/s | p50 ms | p99 ms | errors | req/s vs nginx |"
-  echo "|---|---:|---:|---:|---:|---:|---:|"
-  for conns in 1 32; do
-    read -r base_rps base_p50 base_p99 base_err _ <<<"${result[nginx,$conns]}"
-    printf '| nginx static file (%s bytes) | %s | %.0f | %.3f | %.3f | %s | 1.00 |\n' "$bytes" "$conns" "$base_rps" "$base_p50" "$base_p99" "$base_err"
-    for size in "$SMALL" "$LARGE"; do
-      read -r rps p50 p99 err _ <<<"${result[$size,$conns]}"
-      ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.2f", a / b }')
-      printf '| cassette proxy, replay, %s cassettes | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$size" "$conns" "$rps" "$p50" "$p99" "$err" "$ratio"
+  echo "| request | server | cassettes | connections | req/s | p50 ms | p99 ms | errors | req/s vs nginx |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  for kind in $KINDS minimal-stream; do
+    request="$kind ($(head -1 "$(load_file "$kind" 1)" | wc -c) B request, ${bytes[$kind]} B answer)"
+    for conns in 1 32; do
+      read -r base_rps base_p50 base_p99 base_err _ <<<"${result[$kind,nginx,$conns]}"
+      printf '| %s | nginx static file | - | %s | %.0f | %.3f | %.3f | %s | 1.00 |\n' "$request" "$conns" "$base_rps" "$base_p50" "$base_p99" "$base_err"
+      for size in "$SMALL" "$LARGE"; do
+        read -r rps p50 p99 err _ <<<"${result[$kind,$size,$conns]}"
+        ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.2f", a / b }')
+        printf '| %s | cassette proxy, file store | %s | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$request" "$size" "$conns" "$rps" "$p50" "$p99" "$err" "$ratio"
+      done
+      if [ "$kind" = minimal ] && [ -n "$s3" ]; then
+        for size in $S3_SIZES; do
+          read -r rps p50 p99 err _ <<<"${result[s3,$size,$conns]}"
+          ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.2f", a / b }')
+          printf '| %s | cassette proxy, S3 + sled cache (warm) | %s | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$request" "$size" "$conns" "$rps" "$p50" "$p99" "$err" "$ratio"
+        done
+      fi
     done
   done
+  if [ -n "$s3" ]; then
+    echo
+    echo "| cassettes | bucket requests filling the cache (first pass) | bucket requests during the measured load (warm) |"
+    echo "|---:|---|---|"
+    for size in $S3_SIZES; do
+      echo "| $size | ${result[s3cold,$size]} | ${result[s3warm,$size]} |"
+    done
+  fi
 fi
 
 # Peers, installed from their registries into $PEERS (reused by later runs).
@@ -372,9 +474,11 @@ if wants peers; then
         stop_last
       done
     done
+    baseline_for "$kind" "file://$dir/cassette"
     for conns in 1 32; do
       peer[$kind,nginx,$conns]=$(measure "http://127.0.0.1:$baseline_port/v1/chat/completions" "$conns" "$(load_file "$kind" 1)")
     done
+    stop_last # its nginx
   done
 
   echo

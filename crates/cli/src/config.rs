@@ -173,6 +173,16 @@ fn rows(
             ),
         ),
         row(
+            "replay_memory",
+            config.replay_memory.to_string(),
+            origin(
+                m,
+                "replay_memory",
+                Some("CASSETTE_REPLAY_MEMORY"),
+                file.replay_memory.is_some(),
+            ),
+        ),
+        row(
             "upstream_timeout",
             config.upstream_timeout.as_secs().to_string(),
             origin(

@@ -15,6 +15,9 @@ pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
 /// Default size of the pieces a replayed stream is cut into.
 pub const DEFAULT_STREAM_CHUNK: usize = 64;
 
+/// Default memory for ready-to-send replay answers: 64 MiB.
+pub const DEFAULT_REPLAY_MEMORY: usize = 64 * 1024 * 1024;
+
 /// One upstream: requests for `name` go to `base_url`, with the route's own key when it has
 /// one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,6 +250,9 @@ pub struct RecorderConfig {
     pub mcp_routes: Vec<String>,
     /// How repeats of one request within the recorder's life are answered.
     pub repeats: Repeats,
+    /// Bytes of memory for ready-to-send replay answers, each checked against the stored
+    /// document on every hit (0: none kept).
+    pub replay_memory: usize,
 }
 
 impl Default for RecorderConfig {
@@ -263,6 +269,7 @@ impl Default for RecorderConfig {
             upstream_timeout: Duration::from_secs(600),
             mcp_routes: Vec::new(),
             repeats: Repeats::Same,
+            replay_memory: DEFAULT_REPLAY_MEMORY,
         }
     }
 }

@@ -3,7 +3,7 @@
 use crate::cassette::Cassette;
 use crate::config::DEFAULT_TARGET;
 use bytes::Bytes;
-use cassette_keying::{KeyConfig, Keyed};
+use cassette_keying::{HitKey, KeyConfig, Keyed};
 use serde_json::Value;
 
 /// An HTTP request as the recorder handles it: already routed, so `path` has lost any route
@@ -77,6 +77,12 @@ impl Request {
     /// The key of this request under `config` (shorthand for `as_keying().key(config)`).
     pub fn key(&self, config: &KeyConfig) -> Keyed {
         self.as_keying().key(config)
+    }
+
+    /// The same key without its explanation, and what a replay hit needs: one pass over the
+    /// body (shorthand for `as_keying().hit_key(config)`).
+    pub fn hit_key(&self, config: &KeyConfig) -> HitKey {
+        self.as_keying().hit_key(config)
     }
 }
 

@@ -313,13 +313,13 @@ impl fmt::Display for FileStore {
 
 #[async_trait]
 impl Store for FileStore {
+    /// Reads on the calling thread, as sled's reads and nginx's static files do: a cassette is
+    /// one open and one read of a few kilobytes, mostly from the page cache, and handing that
+    /// to the blocking pool and back cost more than the read (it was most of a replay hit's
+    /// latency on one connection). Writes, which wait for the disk (fsync), stay off the
+    /// executor.
     async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
-        let path = self.path_for(key);
-        let (this, key) = (self.clone(), key.clone());
-        blocking("file", self.location(), move || {
-            this.get_blocking(&key, &path)
-        })
-        .await
+        self.get_blocking(key, &self.path_for(key))
     }
 
     /// Stores the document pretty-printed with a trailing newline (member order, numbers and

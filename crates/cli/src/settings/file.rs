@@ -11,7 +11,7 @@
 use super::keying::parse_ignore_path;
 use super::recorder::is_built_in_route;
 use super::store::StoreSpec;
-use super::values::{is_plain_name, parse_base_url, parse_size};
+use super::values::{is_plain_name, parse_base_url, parse_memory, parse_size};
 use anyhow::{bail, Context};
 use cassette_keying::JsonPath;
 use cassette_recorder::config::AuthStyle;
@@ -120,6 +120,7 @@ pub(crate) struct SettingsFile {
     pub(crate) usage_log: Option<PathBuf>,
     pub(crate) record_errors: Option<bool>,
     pub(crate) stream_chunk_size: Option<usize>,
+    pub(crate) replay_memory: Option<usize>,
     pub(crate) upstream_timeout: Option<u64>,
     pub(crate) repeats: Option<Repeats>,
     pub(crate) volatile: Vec<String>,
@@ -211,6 +212,7 @@ struct Raw {
     usage_log: Option<Spanned<String>>,
     record_errors: Option<bool>,
     stream_chunk_size: Option<Spanned<Size>>,
+    replay_memory: Option<Spanned<Size>>,
     upstream_timeout: Option<Spanned<u64>>,
     miss_status: Option<Spanned<u16>>,
     repeats: Option<Spanned<String>>,
@@ -284,6 +286,14 @@ impl Size {
             Size::Text(text) => parse_size(text),
         }
     }
+
+    /// A size that may be 0 (none).
+    fn parse_memory(&self) -> Result<usize, String> {
+        match self {
+            Size::Bytes(n) => parse_memory(&n.to_string()),
+            Size::Text(text) => parse_memory(text),
+        }
+    }
 }
 
 impl Raw {
@@ -332,6 +342,13 @@ impl Raw {
                 .parse()
                 .map_err(|e| source.error(size.span(), &format!("`stream_chunk_size`: {e}")))?;
             file.stream_chunk_size = Some(parsed);
+        }
+        if let Some(size) = &self.replay_memory {
+            let parsed = size
+                .get_ref()
+                .parse_memory()
+                .map_err(|e| source.error(size.span(), &format!("`replay_memory`: {e}")))?;
+            file.replay_memory = Some(parsed);
         }
         if let Some(timeout) = &self.upstream_timeout {
             if *timeout.get_ref() == 0 {
@@ -718,6 +735,20 @@ auth        = "query:key"
         let file = parse("stream_chunk_size = 7\n[proxy]\nmax_body = \"1MiB\"").unwrap();
         assert_eq!(file.stream_chunk_size, Some(7));
         assert_eq!(file.max_body, Some(1 << 20));
+    }
+
+    #[test]
+    fn replay_memory_may_be_zero_but_not_nonsense() {
+        assert_eq!(parse("replay_memory = 0").unwrap().replay_memory, Some(0));
+        assert_eq!(
+            parse("replay_memory = \"16MiB\"").unwrap().replay_memory,
+            Some(16 << 20)
+        );
+        let err = error("replay_memory = \"lots\"");
+        assert!(
+            err.contains("`replay_memory`") && err.contains(":1:17:"),
+            "{err}"
+        );
     }
 
     #[test]

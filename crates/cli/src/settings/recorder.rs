@@ -23,9 +23,11 @@
 use super::file::SettingsFile;
 use super::keying::KeyingArgs;
 use super::store::{StoreArgs, StoreSpec};
-use super::values::{parse_base_url, parse_route, parse_size};
+use super::values::{parse_base_url, parse_memory, parse_route, parse_size};
 use anyhow::{bail, Context};
-use cassette_recorder::config::{ApiKey, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET};
+use cassette_recorder::config::{
+    ApiKey, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
+};
 use cassette_recorder::redact::RedactionRules;
 use cassette_recorder::{
     ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route, StreamReplay,
@@ -131,6 +133,10 @@ pub(crate) struct RecorderArgs {
     #[arg(long, env = "CASSETTE_STREAM_CHUNK", value_name = "SIZE", value_parser = parse_size)]
     stream_chunk_size: Option<usize>,
 
+    /// Memory for ready-to-send replay answers, each still checked against the stored cassette
+    /// on every hit; 0 keeps none [default: 64MiB].
+    #[arg(long, env = "CASSETTE_REPLAY_MEMORY", value_name = "SIZE", value_parser = parse_memory)]
+    replay_memory: Option<usize>,
     /// Keep each recorded stream's events exactly as the upstream sent them and replay those,
     /// instead of re-synthesizing the provider's reference framing from the final response
     /// (for gateways whose framing differs). Replay follows what each cassette holds.
@@ -180,6 +186,12 @@ pub(crate) struct RouteKey {
 }
 
 impl RecorderArgs {
+    /// Whether `replay_memory` was set (flag, environment or file), so a command whose
+    /// requests are each asked once can keep none by default.
+    pub(crate) fn replay_memory_set(&self, file: &SettingsFile) -> bool {
+        self.replay_memory.is_some() || file.replay_memory.is_some()
+    }
+
     /// Fills what the flags and environment left unset from the settings file, applies the
     /// defaults and validates everything that spans several settings; no IO but reading the
     /// environment variables that hold the routes' keys.
@@ -216,6 +228,10 @@ impl RecorderArgs {
                 .stream_chunk_size
                 .or(file.stream_chunk_size)
                 .unwrap_or(DEFAULT_STREAM_CHUNK),
+            replay_memory: self
+                .replay_memory
+                .or(file.replay_memory)
+                .unwrap_or(DEFAULT_REPLAY_MEMORY),
             stream_replay: if self.exact_streams {
                 StreamReplay::Exact
             } else {

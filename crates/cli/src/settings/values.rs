@@ -33,6 +33,14 @@ pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
     Ok(size)
 }
 
+/// Parses an amount of memory: a size as [`parse_size`] reads it, or `0` for none.
+pub(crate) fn parse_memory(text: &str) -> Result<usize, String> {
+    if text.trim() == "0" {
+        return Ok(0);
+    }
+    parse_size(text)
+}
+
 /// Parses an upstream base URL: an absolute `http://` or `https://` URL, kept as written
 /// (trimmed), since the recorder joins request paths onto it.
 pub(crate) fn parse_base_url(text: &str) -> Result<String, String> {

@@ -3,6 +3,7 @@
 //! `flight` lets identical requests in flight at once share one upstream call).
 
 mod flight;
+mod hit;
 mod import;
 mod recording;
 mod replay;
@@ -12,6 +13,7 @@ pub use import::{Exchange, ImportWrite};
 use crate::cassette::{Cassette, Sequence, StoredBody};
 use crate::config::{ErrorRecording, RecorderConfig, Repeats};
 use crate::error::{Error, Result};
+use crate::hit_cache::{HitCache, HitCacheStats};
 use crate::miss::{
     write_segment, IndexRecord, Miss, MissBook, MissLog, NearestIndex, Repeat, SegmentKind,
 };
@@ -69,6 +71,8 @@ pub struct Stats {
     pub upstream_requests: u64,
     /// Upstream requests that failed to connect, timed out or broke off.
     pub upstream_errors: u64,
+    /// The replay hit cache: its memory and how often it answered.
+    pub hit_cache: HitCacheStats,
 }
 
 impl fmt::Display for Stats {
@@ -128,6 +132,8 @@ struct Inner {
     usage_log: Option<Mutex<std::fs::File>>,
     /// How often each request (by base key) was asked so far, in sequence mode.
     occurrences: Mutex<HashMap<Key, u32>>,
+    /// Ready-to-send replay answers, checked against the stored document on every hit.
+    hit_cache: HitCache,
 }
 
 /// Answers LLM API requests from cassettes or the upstream. Cheap to clone; clones share
@@ -195,8 +201,10 @@ impl Recorder {
                     .map_err(|source| Error::UsageLog { path, source })?,
             )),
         };
+        let hit_cache = HitCache::new(config.replay_memory);
         Ok(Recorder {
             inner: Arc::new(Inner {
+                hit_cache,
                 config,
                 store,
                 plan,
@@ -239,6 +247,7 @@ impl Recorder {
             failed_recordings: c.failed_recordings.load(Ordering::Relaxed),
             upstream_requests: c.upstream_requests.load(Ordering::Relaxed),
             upstream_errors: c.upstream_errors.load(Ordering::Relaxed),
+            hit_cache: self.inner.hit_cache.stats(),
         }
     }
 
@@ -296,12 +305,26 @@ impl Recorder {
             return crate::mcp::http::handle(self, request).await;
         }
         self.to_api_path(&mut request);
+        // A hit needs only the key: keyed in one pass and answered from the hit cache when the
+        // stored document is unchanged. In sequence mode the occurrence count needs the full key.
+        let hits_first = self.inner.config.repeats == Repeats::Same
+            && matches!(self.inner.plan, Plan::Replay | Plan::Auto(_));
+        if hits_first {
+            if let Some(outcome) = self.replay_hit(&request).await? {
+                return Ok(outcome);
+            }
+        }
         let keyed = self.in_session(request.key(&self.inner.config.key));
         match &self.inner.plan {
+            Plan::Replay if hits_first => Err(self.miss(&request, &keyed).await),
             Plan::Replay => match self.lookup(&keyed).await? {
                 Some(cassette) => self.replay(&request, keyed, cassette),
                 None => Err(self.miss(&request, &keyed).await),
             },
+            Plan::Auto(upstream) if hits_first => {
+                self.record_once(upstream, request, keyed, Persist::CreateOnly)
+                    .await
+            }
             Plan::Auto(upstream) => match self.lookup(&keyed).await? {
                 Some(cassette) => self.replay(&request, keyed, cassette),
                 None => {
@@ -376,13 +399,17 @@ impl Recorder {
         let Some(bytes) = self.inner.store.get(key).await? else {
             return Ok(None);
         };
-        Cassette::from_stored(&bytes, key)
-            .map(Some)
-            .map_err(|reason| Error::Corrupt {
-                key: key.clone(),
-                location: self.inner.store.location(),
-                reason,
-            })
+        self.parse_stored(&bytes, key).map(Some)
+    }
+
+    /// The cassette document stored under `key`, parsed and checked: it must be the recording
+    /// of that key.
+    fn parse_stored(&self, bytes: &[u8], key: &Key) -> Result<Cassette> {
+        Cassette::from_stored(bytes, key).map_err(|reason| Error::Corrupt {
+            key: key.clone(),
+            location: self.inner.store.location(),
+            reason,
+        })
     }
 
     async fn miss(&self, request: &Request, keyed: &Keyed) -> Error {
@@ -550,9 +577,14 @@ impl Recorder {
         }
     }
 
-    fn replay(&self, request: &Request, keyed: Keyed, cassette: Cassette) -> Result<Outcome> {
+    /// Counts a replay hit and logs its key as used.
+    fn note_hit(&self, key: &Key) {
         self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
-        self.log_usage(&keyed.key);
+        self.log_usage(key);
+    }
+
+    fn replay(&self, request: &Request, keyed: Keyed, cassette: Cassette) -> Result<Outcome> {
+        self.note_hit(&keyed.key);
         let response = replay_response(
             keyed.profile,
             keyed.streaming,

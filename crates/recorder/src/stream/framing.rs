@@ -36,22 +36,26 @@ impl LineSplitter {
         }
     }
 
-    pub(crate) fn push(&mut self, chunk: &[u8], out: &mut Vec<Line>) -> Result<(), StreamError> {
-        for &byte in chunk {
-            if self.skip_lf {
-                self.skip_lf = false;
-                if byte == b'\n' {
-                    continue;
-                }
+    pub(crate) fn push(
+        &mut self,
+        mut chunk: &[u8],
+        out: &mut Vec<Line>,
+    ) -> Result<(), StreamError> {
+        // A recorded stream of 1 MiB is split here while it is relayed: whole runs of a line
+        // are copied at once rather than byte by byte.
+        while let Some(&first) = chunk.first() {
+            if std::mem::take(&mut self.skip_lf) && first == b'\n' {
+                chunk = &chunk[1..];
+                continue;
             }
-            match byte {
-                b'\n' => out.push(self.take_line()?),
-                b'\r' => {
-                    out.push(self.take_line()?);
-                    self.skip_lf = true;
-                }
-                _ => self.buf.push(byte),
-            }
+            let Some(end) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') else {
+                self.buf.extend_from_slice(chunk);
+                break;
+            };
+            self.buf.extend_from_slice(&chunk[..end]);
+            out.push(self.take_line()?);
+            self.skip_lf = chunk[end] == b'\r';
+            chunk = &chunk[end + 1..];
         }
         Ok(())
     }
@@ -228,6 +232,23 @@ mod tests {
             lines(&[b"a\r", b"\nb\rc\n", b"\r\nd"]),
             ["a", "b", "c", "", "d"]
         );
+    }
+
+    #[test]
+    fn every_cut_of_a_stream_gives_the_same_lines() {
+        let text: &[u8] = b"data: a\r\n\r\ndata: b\rdata: \xc3\xa9\n\n\r\rlast";
+        let whole = lines(&[text]);
+        assert_eq!(
+            whole,
+            ["data: a", "", "data: b", "data: é", "", "", "", "last"]
+        );
+        for cut in 0..=text.len() {
+            for second in cut..=text.len() {
+                let (a, rest) = text.split_at(cut);
+                let (b, c) = rest.split_at(second - cut);
+                assert_eq!(lines(&[a, b, c]), whole, "cut at {cut} and {second}");
+            }
+        }
     }
 
     #[test]

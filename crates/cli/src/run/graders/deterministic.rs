@@ -8,7 +8,8 @@ use anyhow::{anyhow, bail, Context};
 use regex::Regex;
 use serde_json::Value;
 use similar::TextDiff;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
 
 /// A deterministic grader.
 pub(crate) trait Grade: Send + Sync {
@@ -69,8 +70,23 @@ impl Grade for Matches {
 pub(super) fn regex(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
     f.only(&["pattern"])?;
     let pattern = f.string("pattern")?;
-    let regex = Regex::new(&pattern).with_context(|| format!("expect.pattern {pattern:?}"))?;
+    let regex = compiled(&pattern).with_context(|| format!("expect.pattern {pattern:?}"))?;
     Ok(Box::new(Matches(regex)))
+}
+
+/// `pattern` compiled once per process: suites repeat a pattern across thousands of cases, and
+/// compiling one costs more than replaying its case. Clones of a `Regex` share the compiled
+/// program.
+fn compiled(pattern: &str) -> Result<Regex, regex::Error> {
+    static COMPILED: Mutex<Option<HashMap<String, Regex>>> = Mutex::new(None);
+    let mut compiled = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    let compiled = compiled.get_or_insert_with(HashMap::new);
+    if let Some(regex) = compiled.get(pattern) {
+        return Ok(regex.clone());
+    }
+    let regex = Regex::new(pattern)?;
+    compiled.insert(pattern.to_owned(), regex.clone());
+    Ok(regex)
 }
 
 struct Equals(String);
@@ -493,5 +509,30 @@ mod tests {
         );
         assert_eq!(token_set_ratio("", ""), 1.0);
         assert_eq!(token_set_ratio("words", ""), 0.0);
+    }
+
+    #[test]
+    fn patterns_compiled_once_still_grade_each_case_by_its_own() {
+        let answer = |text: &str| Answer {
+            text: text.to_owned(),
+            ..Answer::default()
+        };
+        let grader = |pattern: &str| {
+            let expect = serde_json::json!({ "pattern": pattern });
+            regex(&Fields::new(expect.as_object().unwrap())).unwrap()
+        };
+        let (first, again, other) = (grader("^You said"), grader("^You said"), grader("^No$"));
+        for g in [&first, &again] {
+            assert!(g.grade(&answer("You said: hi")).is_ok());
+            assert!(g.grade(&answer("No")).is_err());
+        }
+        assert!(other.grade(&answer("No")).is_ok());
+        assert!(other.grade(&answer("You said: hi")).is_err());
+        let bad = serde_json::json!({ "pattern": "(" });
+        let err = regex(&Fields::new(bad.as_object().unwrap())).err().unwrap();
+        assert!(
+            format!("{err:#}").contains("expect.pattern \"(\""),
+            "{err:#}"
+        );
     }
 }
