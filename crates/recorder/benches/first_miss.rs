@@ -13,15 +13,16 @@
 //!
 //! The store's prefix is emptied before and after the run.
 
+mod support;
+
 use async_trait::async_trait;
 use bytes::Bytes;
-use cassette_recorder::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse};
+use cassette_recorder::cassette::Cassette;
 use cassette_recorder::miss::{compact, write_segment, IndexRecord, SegmentKind};
 use cassette_recorder::{Error, Mode, Recorder, RecorderConfig, Request};
 use cassette_store::{Created, DynStore, Key, Result, SegmentName, Store};
 use futures::StreamExt;
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -120,38 +121,7 @@ fn request(i: usize) -> Request {
 }
 
 fn cassette(i: usize) -> Cassette {
-    let incoming = request(i);
-    let keyed = incoming.key(&Default::default());
-    Cassette {
-        format: cassette_recorder::cassette::FORMAT_VERSION,
-        key: keyed.key,
-        key_version: cassette_keying::KEY_VERSION,
-        key_settings: None,
-        sequence: None,
-        recorded_at: "2026-11-29T09:00:00Z".into(),
-        tool: "bench".into(),
-        target: "default".into(),
-        upstream: "https://api.openai.com".into(),
-        request: StoredRequest {
-            method: "POST".into(),
-            path: incoming.path.clone(),
-            query: String::new(),
-            headers: BTreeMap::new(),
-            body: StoredBody::from_bytes(&incoming.body),
-        },
-        response: StoredResponse {
-            status: 200,
-            headers: BTreeMap::new(),
-            body: StoredBody::Json(json!({
-                "object": "chat.completion", "model": "gpt-4o-mini",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": format!("Refund {i} is on its way.")}}]
-            })),
-            stream: None,
-            events: None,
-        },
-        meta: Meta::default(),
-    }
+    support::recorded(&request(i), i, "https://api.openai.com")
 }
 
 /// Times the first miss of a fresh replay recorder over `store`: milliseconds, requests, and

@@ -9,12 +9,13 @@
 //! (the answer from the hit cache, checked against the stored bytes); `hit_no_cache` parses and
 //! renders the cassette every time (`replay_memory = 0`).
 
-use cassette_recorder::cassette::{Cassette, Meta, StoredBody, StoredRequest, StoredResponse};
+mod support;
+
+use cassette_recorder::cassette::Cassette;
 use cassette_recorder::{Mode, Recorder, RecorderConfig, Request};
 use cassette_store::DynStore;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -35,38 +36,7 @@ fn request(i: usize) -> Request {
 }
 
 fn cassette(i: usize) -> Cassette {
-    let incoming = request(i);
-    let keyed = incoming.key(&Default::default());
-    Cassette {
-        format: 1,
-        key: keyed.key.clone(),
-        key_version: cassette_keying::KEY_VERSION,
-        key_settings: None,
-        sequence: None,
-        recorded_at: "2026-11-29T09:00:00Z".into(),
-        tool: "bench".into(),
-        target: "default".into(),
-        upstream: "http://127.0.0.1:1".into(),
-        request: StoredRequest {
-            method: "POST".into(),
-            path: incoming.path.clone(),
-            query: String::new(),
-            headers: BTreeMap::new(),
-            body: StoredBody::from_bytes(&incoming.body),
-        },
-        response: StoredResponse {
-            status: 200,
-            headers: BTreeMap::new(),
-            body: StoredBody::Json(json!({
-                "object": "chat.completion", "model": "gpt-4o-mini",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": format!("Refund {i} is on its way.")}}]
-            })),
-            stream: None,
-            events: None,
-        },
-        meta: Meta::default(),
-    }
+    support::recorded(&request(i), i, "http://127.0.0.1:1")
 }
 
 fn replay(c: &mut Criterion) {
