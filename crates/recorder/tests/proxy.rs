@@ -2,6 +2,8 @@
 //! port, and a fake upstream (axum on 127.0.0.1:0) that stands in for the vendor and counts
 //! the connections it accepts.
 
+mod support;
+
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
@@ -70,24 +72,6 @@ fn chat_completion(content: &str) -> Value {
     })
 }
 
-fn chat_events() -> Vec<String> {
-    let chunk = |delta: Value, finish: Value| {
-        let event = json!({
-            "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1_700_000_000,
-            "model": "gpt-4o-mini-2024-07-18",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
-        });
-        format!("data: {event}\n\n")
-    };
-    vec![
-        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-        chunk(json!({"content": "Hel"}), Value::Null),
-        chunk(json!({"content": "lo"}), Value::Null),
-        chunk(json!({}), json!("stop")),
-        "data: [DONE]\n\n".to_owned(),
-    ]
-}
-
 async fn answer(State(fake): State<Arc<Fake>>, request: Request) -> Response {
     fake.requests.fetch_add(1, Ordering::SeqCst);
     let path = request.uri().path().to_owned();
@@ -105,7 +89,7 @@ async fn answer(State(fake): State<Arc<Fake>>, request: Request) -> Response {
     };
     match path.as_str() {
         "/v1/chat/completions" if body["stream"] == json!(true) => {
-            let events = chat_events();
+            let events = support::chat_stream_events();
             let fake = fake.clone();
             let stream = async_stream(events, fake);
             Response::builder()

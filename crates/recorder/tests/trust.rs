@@ -241,28 +241,10 @@ async fn an_encoding_that_cannot_be_decoded_is_passed_on_and_not_stored() {
     assert!(failures[0].reason.contains("x-custom"), "{failures:?}");
 }
 
-fn chat_stream_events() -> Vec<String> {
-    let chunk = |delta: Value, finish: Value| {
-        let event = json!({
-            "id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1,
-            "model": "gpt-4o-mini-2024-07-18",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
-        });
-        format!("data: {event}\n\n")
-    };
-    vec![
-        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-        chunk(json!({"content": "Hel"}), Value::Null),
-        chunk(json!({"content": "lo"}), Value::Null),
-        chunk(json!({}), json!("stop")),
-        "data: [DONE]\n\n".to_owned(),
-    ]
-}
-
 fn stream_reply() -> Reply {
     Reply::Stream {
         content_type: "text/event-stream".into(),
-        body: Bytes::from(chat_stream_events().concat()),
+        body: Bytes::from(support::chat_stream_events().concat()),
         pieces: vec![7, 31, 64],
     }
 }
@@ -319,7 +301,7 @@ async fn a_stream_the_store_refuses_is_a_failed_recording_naming_its_key() {
 #[tokio::test]
 async fn a_cut_off_stream_is_not_stored_and_counts_as_a_failed_recording() {
     let fake = FakeUpstream::start().await;
-    let events = chat_stream_events();
+    let events = support::chat_stream_events();
     fake.reply(
         CHAT,
         Reply::CutStream {
@@ -742,7 +724,7 @@ async fn exact_streams_replay_the_events_as_recorded() {
 #[tokio::test]
 async fn stream_pieces_reach_the_client_as_they_arrive() {
     let fake = FakeUpstream::start().await;
-    let events = chat_stream_events();
+    let events = support::chat_stream_events();
     fake.reply(
         CHAT,
         Reply::Gated {

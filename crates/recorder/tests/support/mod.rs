@@ -324,3 +324,23 @@ pub(crate) fn fixture(name: &str) -> Bytes {
         .join(name);
     Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
+
+/// An OpenAI chat stream answering "Hello" in three pieces, as its SSE events.
+pub(crate) fn chat_stream_events() -> Vec<String> {
+    use serde_json::{json, Value};
+    let chunk = |delta: Value, finish: Value| {
+        let event = json!({
+            "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": "gpt-4o-mini-2024-07-18",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+        });
+        format!("data: {event}\n\n")
+    };
+    vec![
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+        chunk(json!({"content": "Hel"}), Value::Null),
+        chunk(json!({"content": "lo"}), Value::Null),
+        chunk(json!({}), json!("stop")),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+}
