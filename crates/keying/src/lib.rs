@@ -396,6 +396,8 @@ pub struct Keyed {
     pub system_sha256: Option<String>,
     /// What the body asks about streaming (not part of the key).
     pub streaming: Streaming,
+    /// What the body was read as.
+    pub body: BodyKind,
 }
 
 /// The material member that numbers a repeat of a request (sequence mode): absent for the
@@ -418,6 +420,7 @@ impl Keyed {
             mut material,
             system_sha256,
             streaming,
+            body,
             ..
         } = self;
         if let Value::Object(members) = &mut material {
@@ -435,6 +438,7 @@ impl Keyed {
             canonical,
             system_sha256,
             streaming,
+            body,
         }
     }
 
@@ -459,6 +463,21 @@ pub struct HitKey {
     pub profile: Profile,
     /// What the body asks about streaming (not part of the key).
     pub streaming: Streaming,
+    /// What the body was read as.
+    pub body: BodyKind,
+}
+
+/// What keying read a request body as, which decides how it enters the key (key contract
+/// step 2). Reported so that a caller can refuse a body declared as JSON that is not, without
+/// parsing it a second time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// No body: keyed as `null`.
+    Empty,
+    /// One JSON value in UTF-8, as `serde_json` reads it: keyed in canonical form.
+    Json,
+    /// Anything else (not UTF-8, not JSON, trailing bytes): keyed by the SHA-256 of its bytes.
+    Opaque,
 }
 
 /// What a request asks about streaming. The key leaves it out (`stream` and `stream_options`
@@ -508,6 +527,7 @@ pub fn key(request: &Request<'_>, config: &KeyConfig) -> Keyed {
         canonical,
         system_sha256: written.system_sha256,
         streaming: written.streaming,
+        body: written.body_kind,
     }
 }
 
@@ -520,6 +540,7 @@ pub fn hit_key(request: &Request<'_>, config: &KeyConfig) -> HitKey {
         key: Key(hex(&sink.finish())),
         profile: written.profile,
         streaming: written.streaming,
+        body: written.body_kind,
     }
 }
 
@@ -535,6 +556,7 @@ struct Written {
     /// Where the canonical JSON body lies among the bytes written.
     body: Option<Range<usize>>,
     streaming: Streaming,
+    body_kind: BodyKind,
 }
 
 /// The canonical body (key contract step 2), ready to write.
@@ -607,6 +629,11 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
         body_sha256,
         body: None,
         streaming,
+        body_kind: match (is_json, request.body.is_empty()) {
+            (true, _) => BodyKind::Json,
+            (false, true) => BodyKind::Empty,
+            (false, false) => BodyKind::Opaque,
+        },
     };
 
     // Members in RFC 8785 order; their names are ASCII, so that is byte order.

@@ -72,6 +72,8 @@ impl<'a> McpRequest<'a> {
             system_sha256: None,
             // A JSON-RPC request asks for no HTTP stream.
             streaming: crate::Streaming::default(),
+            // The params are JSON by construction.
+            body: crate::BodyKind::Json,
         }
     }
 }

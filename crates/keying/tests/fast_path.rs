@@ -6,8 +6,8 @@
 //! `serde_json` rejects them.
 
 use cassette_keying::{
-    canonical_body, normalize_path, sha256_hex, system_text, to_canonical_string, JsonPath,
-    KeyConfig, Profile, Request, Streaming, KEY_VERSION,
+    canonical_body, normalize_path, sha256_hex, system_text, to_canonical_string, BodyKind,
+    JsonPath, KeyConfig, Profile, Request, Streaming, KEY_VERSION,
 };
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -499,6 +499,19 @@ fn reference_streaming(path: &str, body: &[u8]) -> Streaming {
     }
 }
 
+/// What a body is by the plain statement of step 2: JSON when `serde_json` reads it as one
+/// value from UTF-8 text.
+fn reference_body_kind(body: &[u8]) -> BodyKind {
+    let parses = std::str::from_utf8(body)
+        .ok()
+        .is_some_and(|text| serde_json::from_str::<Value>(text).is_ok());
+    match (body.is_empty(), parses) {
+        (true, _) => BodyKind::Empty,
+        (false, true) => BodyKind::Json,
+        (false, false) => BodyKind::Opaque,
+    }
+}
+
 fn check(path: &str, body: &[u8], config: &KeyConfig) -> Result<(), TestCaseError> {
     let request = Request::new("POST", path).body(body);
     let full = request.key(config);
@@ -507,6 +520,13 @@ fn check(path: &str, body: &[u8], config: &KeyConfig) -> Result<(), TestCaseErro
     prop_assert_eq!(&hit.key, &full.key, "hit_key and key differ for {}", shown);
     prop_assert_eq!(hit.profile, full.profile);
     prop_assert_eq!(hit.streaming, full.streaming);
+    prop_assert_eq!(hit.body, full.body);
+    prop_assert_eq!(
+        full.body,
+        reference_body_kind(body),
+        "body kind of {}",
+        shown
+    );
     prop_assert_eq!(
         &full.canonical,
         &reference_canonical(path, body, config),
@@ -657,6 +677,34 @@ fn numbers_follow_serde_json() {
                 &KeyConfig::default(),
             )
             .unwrap_or_else(|e| panic!("{body}: {e}"));
+        }
+    }
+}
+
+/// The body kinds a caller refuses on: a declared-JSON body that is not JSON by step 2's reading
+/// (damaged, trailing bytes, not UTF-8) is `Opaque`, whichever key path read it.
+#[test]
+fn body_kinds_follow_step_2() {
+    let table: [(&[u8], BodyKind); 8] = [
+        (b"", BodyKind::Empty),
+        (br#"{"model":"m","messages":[]}"#, BodyKind::Json),
+        (b" 1 ", BodyKind::Json),
+        (br#"{"model":"m","messages":["#, BodyKind::Opaque),
+        (br#"{"a":1} x"#, BodyKind::Opaque),
+        (b"{\"a\":\"\xff\"}", BodyKind::Opaque),
+        (b"model=m", BodyKind::Opaque),
+        (b" ", BodyKind::Opaque),
+    ];
+    let ignoring = KeyConfig {
+        ignore: vec![JsonPath::parse("$.user").unwrap()],
+        ..KeyConfig::default()
+    };
+    for (body, kind) in table {
+        for config in [KeyConfig::default(), ignoring.clone()] {
+            let request = Request::new("POST", "/v1/chat/completions").body(body);
+            let shown = String::from_utf8_lossy(body);
+            assert_eq!(request.key(&config).body, kind, "{shown}");
+            assert_eq!(request.hit_key(&config).body, kind, "{shown}");
         }
     }
 }

@@ -2,8 +2,8 @@
 //! parse and render its cassette document again.
 //!
 //! A cached answer is only ever served for the document it was rendered from: every hit reads
-//! the cassette from the store as before, and the cache compares the SHA-256 of the bytes it
-//! got (and their length) with those of the bytes the answer was made from. An edited,
+//! the cassette from the store as before, and the cache compares a 128-bit hash of the bytes
+//! it got (and their length) with those of the bytes the answer was made from. An edited,
 //! replaced or restored tape (even one of the same size), or another key's tape copied over
 //! this one, differs, so it goes through the full path again (parsing, the key check,
 //! rendering) and replaces the entry; a deleted tape is a miss before the cache is asked. What
@@ -19,7 +19,6 @@
 use bytes::Bytes;
 use cassette_keying::{Key, Streaming};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -33,11 +32,19 @@ const ADMIT_WHEN_FULL: u64 = 8;
 /// Random entries looked at for one not served since, before one is evicted anyway.
 const EVICTION_TRIES: usize = 4;
 
-/// What identifies a stored document's content: its length and SHA-256.
+/// What identifies a stored document's content: its length and XXH3-128 hash.
+///
+/// XXH3 rather than SHA-256 because it runs at memory speed (0.4 µs for a 10 KB cassette
+/// against 5.8 µs, which was the largest single cost of a replay hit of a realistic request).
+/// It is not built to resist a forged collision, and need not be: the fingerprint only guards
+/// against serving an answer for a document that changed by accident or by hand (an edit, a
+/// restore, another key's tape copied over), and anyone able to store a crafted document under
+/// this key could store any answer they liked there anyway. For accidents, 128 bits make a
+/// collision out of the question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Fingerprint {
     len: usize,
-    sha256: [u8; 32],
+    xxh3: u128,
 }
 
 impl Fingerprint {
@@ -45,7 +52,7 @@ impl Fingerprint {
     pub(crate) fn of(document: &[u8]) -> Fingerprint {
         Fingerprint {
             len: document.len(),
-            sha256: Sha256::digest(document).into(),
+            xxh3: xxhash_rust::xxh3::xxh3_128(document),
         }
     }
 }

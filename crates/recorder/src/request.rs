@@ -2,8 +2,9 @@
 
 use crate::cassette::Cassette;
 use crate::config::DEFAULT_TARGET;
+use crate::error::{Error, Result};
 use bytes::Bytes;
-use cassette_keying::{HitKey, KeyConfig, Keyed};
+use cassette_keying::{BodyKind, HitKey, KeyConfig, Keyed};
 use serde_json::Value;
 
 /// An HTTP request as the recorder handles it: already routed, so `path` has lost any route
@@ -84,6 +85,37 @@ impl Request {
     pub fn hit_key(&self, config: &KeyConfig) -> HitKey {
         self.as_keying().hit_key(config)
     }
+
+    /// Refuses a POST whose body is declared as JSON (`application/json`, `*+json`) but that
+    /// keying read as opaque bytes: recorded, it would be keyed and forwarded as something the
+    /// client did not mean to send. `body` is what keying found, so the body is parsed once on
+    /// the way to a hit; only a refusal parses it again, to say where it breaks.
+    pub(crate) fn check_declared_json(&self, body: BodyKind) -> Result<()> {
+        if body != BodyKind::Opaque
+            || !self.method.eq_ignore_ascii_case("POST")
+            || !self.declares_json()
+        {
+            return Ok(());
+        }
+        let reason = match serde_json::from_slice::<Value>(&self.body) {
+            Err(e) => e.to_string(),
+            Ok(_) => "it is not one JSON value in UTF-8".to_owned(),
+        };
+        Err(Error::InvalidRequest(format!(
+            "the request body is declared as JSON but does not parse: {reason}"
+        )))
+    }
+
+    /// Whether the `Content-Type` names JSON.
+    fn declares_json(&self) -> bool {
+        self.headers.iter().any(|(name, value)| {
+            name.eq_ignore_ascii_case("content-type") && {
+                let essence = value.split(';').next().unwrap_or("").trim();
+                essence.eq_ignore_ascii_case("application/json")
+                    || essence.to_ascii_lowercase().ends_with("+json")
+            }
+        })
+    }
 }
 
 /// The model of a Gemini method path: the segment after the last `models/`, up to its `:`.
@@ -119,6 +151,42 @@ impl From<&Cassette> for Request {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn json_content_types_are_recognised() {
+        let with = |v: &str| Request {
+            headers: vec![("Content-Type".to_owned(), v.to_owned())],
+            ..Request::new("POST", "/v1/chat/completions")
+        };
+        assert!(with("application/json").declares_json());
+        assert!(with("Application/JSON; charset=utf-8").declares_json());
+        assert!(with("application/vnd.api+json").declares_json());
+        assert!(!with("text/plain").declares_json());
+        assert!(!Request::new("POST", "/").declares_json());
+    }
+
+    #[test]
+    fn only_a_declared_json_post_that_is_not_json_is_refused() {
+        let declared = |method: &str, body: &'static [u8]| Request {
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+            body: Bytes::from_static(body),
+            ..Request::new(method, "/v1/chat/completions")
+        };
+        let truncated = declared("POST", b"{\"model\": \"m\", \"messages\": [");
+        let err = truncated.check_declared_json(BodyKind::Opaque).unwrap_err();
+        assert!(matches!(err, Error::InvalidRequest(_)), "{err}");
+        assert!(err.to_string().contains("EOF while parsing"), "{err}");
+        let not_utf8 = declared("POST", b"{\"a\": \"\xff\"}");
+        let err = not_utf8.check_declared_json(BodyKind::Opaque).unwrap_err();
+        assert!(err.to_string().contains("declared as JSON"), "{err}");
+        assert!(declared("PUT", b"[")
+            .check_declared_json(BodyKind::Opaque)
+            .is_ok());
+        assert!(truncated.check_declared_json(BodyKind::Json).is_ok());
+        let mut undeclared = truncated.clone();
+        undeclared.headers.clear();
+        assert!(undeclared.check_declared_json(BodyKind::Opaque).is_ok());
+    }
 
     #[test]
     fn the_model_comes_from_the_body_or_a_gemini_path() {

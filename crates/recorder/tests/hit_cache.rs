@@ -152,6 +152,40 @@ async fn a_changed_tape_is_never_answered_from_memory() {
     assert_eq!(fake.requests(), 2, "replay never calls the upstream");
 }
 
+/// The hit path reads tapes without the file store's JSON check (a fingerprint match means the
+/// document was checked when its answer was cached): a tape damaged after its answer was
+/// cached is still refused, naming the damaged file, and one that is JSON but no cassette is
+/// refused naming the key.
+#[tokio::test]
+async fn a_tape_damaged_after_it_was_cached_is_refused_naming_the_file() {
+    let (dir, fake, keys) = recorded(&[("Where is my refund?", "Refunds take 5 days.")]).await;
+    let recorder = replayer(dir.path(), &fake, 1 << 20);
+    let ask = || recorder.handle(chat("Where is my refund?", false));
+    assert_eq!(text(ask().await.unwrap()).await, "Refunds take 5 days.");
+    assert_eq!(text(ask().await.unwrap()).await, "Refunds take 5 days.");
+    assert_eq!(recorder.stats().hit_cache.served, 1);
+
+    let path = tape(dir.path(), &keys[0]);
+    let whole = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &whole[..whole.len() - 20]).unwrap();
+    let err = ask().await.unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("corrupt cassette"), "{message}");
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains(keys[0].as_str()), "{message}");
+
+    std::fs::write(&path, b"{\"version\": 1}\n").unwrap();
+    let err = ask().await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains(keys[0].as_str()), "{err}");
+
+    // Restored, it is answered again (checked afresh, then cached).
+    std::fs::write(&path, &whole).unwrap();
+    assert_eq!(text(ask().await.unwrap()).await, "Refunds take 5 days.");
+    assert_eq!(recorder.stats().hit_cache.served, 1);
+    assert_eq!(fake.requests(), 1, "replay never calls the upstream");
+}
+
 #[tokio::test]
 async fn each_way_of_asking_gets_its_own_answer() {
     let (dir, fake, _) = recorded(&[("Where is my refund?", "Refunds take 5 days.")]).await;

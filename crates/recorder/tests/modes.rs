@@ -458,8 +458,12 @@ async fn binary_and_non_utf8_bodies_replay_byte_for_byte() {
     let replayer = Recorder::new(config(Mode::Replay, &fake.url), store).unwrap();
     for (path, expected) in [("/v1/audio/speech", &audio), ("/v1/files/content", &latin1)] {
         let request = Request {
+            headers: vec![(
+                "content-type".to_owned(),
+                "application/octet-stream".to_owned(),
+            )],
             body: Bytes::from_static(b"\x00\x01raw request"),
-            ..Request::post_json(path, &json!({}))
+            ..Request::new("POST", path)
         };
         let recorded = recorder.handle(request.clone()).await.unwrap();
         assert_eq!(

@@ -344,27 +344,45 @@ async fn bodies_over_the_limit_get_413_and_the_proxy_keeps_serving() {
     proxy.stop().await.unwrap();
 }
 
+/// A body declared as JSON that is not JSON is refused in every mode, before the store or the
+/// upstream sees it (record mode would otherwise key it as opaque bytes and forward it).
 #[tokio::test]
 async fn malformed_requests_get_400_with_a_reason() {
-    let recorder = Recorder::new(config(Mode::Replay, "http://127.0.0.1:9"), memory()).unwrap();
-    let proxy = spawn(recorder, &ProxyConfig::ephemeral()).await.unwrap();
-    let client = reqwest::Client::new();
-    let response = client
-        .post(format!("{}/v1/chat/completions", proxy.url()))
-        .header("content-type", "application/json")
-        .body("{\"model\": \"gpt-4o\", \"messages\": [")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 400);
-    assert_eq!(response.headers()["x-should-retry"], "false");
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"]["type"], "invalid_request_error");
-    assert!(
-        body["error"]["message"].as_str().unwrap().contains("JSON"),
-        "{body}"
-    );
-    proxy.stop().await.unwrap();
+    let upstream = Upstream::start(Fake::default()).await;
+    for mode in [Mode::Replay, Mode::Record, Mode::Auto, Mode::Off] {
+        let store = memory();
+        let recorder = Recorder::new(config(mode, &upstream.url), store.clone()).unwrap();
+        let proxy = spawn(recorder, &ProxyConfig::ephemeral()).await.unwrap();
+        let client = reqwest::Client::new();
+        let bodies: [&[u8]; 3] = [
+            b"{\"model\": \"gpt-4o\", \"messages\": [",
+            b"{\"model\": \"gpt-4o\"} trailing",
+            b"{\"model\": \"gpt-4o\xff\"}",
+        ];
+        for sent in bodies {
+            let response = client
+                .post(format!("{}/v1/chat/completions", proxy.url()))
+                .header("content-type", "application/json; charset=utf-8")
+                .body(sent)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 400, "{mode:?}");
+            assert_eq!(response.headers()["x-should-retry"], "false");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["type"], "invalid_request_error");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("declared as JSON but does not parse"),
+                "{body}"
+            );
+        }
+        assert!(store.list("").await.unwrap().is_empty(), "{mode:?}");
+        proxy.stop().await.unwrap();
+    }
+    assert_eq!(upstream.requests(), 0);
 }
 
 #[tokio::test]

@@ -76,6 +76,11 @@ pub async fn round_trip(store: &dyn Store) {
     let doc = document(&key, 1, 100);
     put(store, &key, doc.clone()).await;
     same(store, "round trip", get(store, &key).await, &doc);
+    let raw = store
+        .get_raw(&key)
+        .await
+        .unwrap_or_else(|e| panic!("{}: get_raw {key}: {e}", store.location()));
+    same(store, "get_raw", raw, &doc);
     let json = store
         .get_json(&key)
         .await
@@ -99,6 +104,11 @@ pub async fn miss_is_none(store: &dyn Store) {
     assert!(
         get(store, &key).await.is_none(),
         "{}: a never-stored key must be a miss",
+        store.location()
+    );
+    assert!(
+        store.get_raw(&key).await.ok().flatten().is_none(),
+        "{}: get_raw of a never-stored key must be a miss",
         store.location()
     );
     assert!(

@@ -155,18 +155,12 @@ impl FileStore {
         Ok(keys)
     }
 
-    fn get_blocking(&self, key: &Key, path: &Path) -> Result<Option<Bytes>> {
-        let bytes = match fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(io_error("reading", path, source)),
-        };
-        json::validate(&bytes).map_err(|reason| Error::Corrupt {
-            location: path.display().to_string(),
-            key: key.clone(),
-            reason,
-        })?;
-        Ok(Some(Bytes::from(bytes)))
+    fn read_blocking(path: &Path) -> Result<Option<Bytes>> {
+        match fs::read(path) {
+            Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(io_error("reading", path, source)),
+        }
     }
 
     /// The file a segment is stored in: `ROOT/_index/NAME`.
@@ -319,7 +313,21 @@ impl Store for FileStore {
     /// latency on one connection). Writes, which wait for the disk (fsync), stay off the
     /// executor.
     async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
-        self.get_blocking(key, &self.path_for(key))
+        let path = self.path_for(key);
+        let Some(bytes) = Self::read_blocking(&path)? else {
+            return Ok(None);
+        };
+        json::validate(&bytes).map_err(|reason| Error::Corrupt {
+            location: path.display().to_string(),
+            key: key.clone(),
+            reason,
+        })?;
+        Ok(Some(bytes))
+    }
+
+    /// The file's bytes without the JSON check (see [`Store::get_raw`]).
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        Self::read_blocking(&self.path_for(key))
     }
 
     /// Stores the document pretty-printed with a trailing newline (member order, numbers and

@@ -78,6 +78,15 @@ pub trait Store: fmt::Debug + fmt::Display + Send + Sync + 'static {
     /// Reads the cassette stored under `key`; `Ok(None)` when there is none.
     async fn get(&self, key: &Key) -> Result<Option<Bytes>>;
 
+    /// Reads the bytes stored under `key` as they are, without the check a backend may make of
+    /// a document on the way out (the file store's JSON check, which names the damaged file):
+    /// for a caller that checks what it reads anyway, such as the replay hit path, which
+    /// compares the bytes with the fingerprint of a document it already checked and parses
+    /// them otherwise. `Ok(None)` when nothing is stored. Defaults to [`Store::get`].
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        self.get(key).await
+    }
+
     /// Stores `document` under `key`, replacing any previous one.
     async fn put(&self, key: &Key, document: Bytes) -> Result<()>;
 

@@ -43,6 +43,10 @@ impl Store for ReadOnlyStore {
         self.inner.get(key).await
     }
 
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        self.inner.get_raw(key).await
+    }
+
     async fn put(&self, key: &Key, _document: Bytes) -> Result<()> {
         self.refuse(key)
     }

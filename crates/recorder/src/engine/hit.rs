@@ -1,8 +1,9 @@
 //! The replay hit path: the request keyed in one pass (`hit_key`, no explanation), the
 //! cassette read from the store, and the answer sent from the hit cache when the stored
-//! document has the length and SHA-256 of the one it was rendered from; else the document is
+//! document has the length and hash of the one it was rendered from; else the document is
 //! parsed, checked (it must be the recording of this key) and rendered as any replay is, and
-//! the answer cached.
+//! the answer cached. The document is read unchecked ([`cassette_store::Store::get_raw`]): a fingerprint match
+//! means it is the document already checked, and parsing checks any other.
 //!
 //! Every hit reads the store, so the store's current content always decides: an edited or
 //! replaced tape is parsed and checked again, a deleted one is a miss. The full `key()` (the
@@ -21,7 +22,8 @@ impl Recorder {
     /// none is (the caller keys the request fully for the miss or the recording).
     pub(super) async fn replay_hit(&self, request: &Request) -> Result<Option<Outcome>> {
         let hit = request.hit_key(&self.inner.config.key);
-        let Some(document) = self.inner.store.get(&hit.key).await? else {
+        request.check_declared_json(hit.body)?;
+        let Some(document) = self.inner.store.get_raw(&hit.key).await? else {
             return Ok(None);
         };
         let cache = &self.inner.hit_cache;
@@ -45,7 +47,15 @@ impl Recorder {
                 },
             }));
         }
-        let cassette = self.parse_stored(&document, &hit.key)?;
+        let cassette = match self.parse_stored(&document, &hit.key) {
+            Ok(cassette) => cassette,
+            Err(err) => {
+                // Read again with the store's own check, which names the damaged file where
+                // the store has files; a document that is JSON but no cassette is this error.
+                self.inner.store.get(&hit.key).await?;
+                return Err(err);
+            }
+        };
         self.note_hit(&hit.key);
         let response = replay_response(
             hit.profile,

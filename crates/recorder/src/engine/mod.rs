@@ -314,7 +314,9 @@ impl Recorder {
                 return Ok(outcome);
             }
         }
-        let keyed = self.in_session(request.key(&self.inner.config.key));
+        let keyed = request.key(&self.inner.config.key);
+        request.check_declared_json(keyed.body)?;
+        let keyed = self.in_session(keyed);
         match &self.inner.plan {
             Plan::Replay if hits_first => Err(self.miss(&request, &keyed).await),
             Plan::Replay => match self.lookup(&keyed).await? {

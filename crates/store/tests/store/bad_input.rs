@@ -43,6 +43,9 @@ async fn corrupt_file_names_file_and_key_and_list_lists_the_rest() {
         keys,
         "list still lists every key"
     );
+    // Unchecked, the bytes come back as stored: the hit path compares them with a fingerprint.
+    let raw = store.get_raw(&keys[1]).await.unwrap();
+    assert_eq!(raw.as_deref(), Some(&text[..text.len() / 2]));
     assert!(
         store.get(&keys[0]).await.unwrap().is_some()
             && store.get(&keys[2]).await.unwrap().is_some()
