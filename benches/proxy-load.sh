@@ -8,7 +8,8 @@
 #   stores: cassette proxy with 100 and 100,000 cassettes in a file store (filled by recording
 #           through the proxy from nginx standing in for the vendor), for the minimal and the
 #           realistic request and for streaming hits (the minimal request with "stream": true,
-#           SSE re-synthesized), each against nginx serving that answer's bytes; with
+#           SSE re-synthesized), each against nginx serving that answer's bytes to the same
+#           load (wrk cycling through the same request bodies, so only the server differs); with
 #           CASSETTE_TEST_S3 set (and the AWS_* environment of scripts/s3-server.sh), also S3
 #           through the tiered cache (--cache sled://): a first pass fills the cache, then the
 #           load is measured while benches/s3-count.py counts every request reaching the
@@ -301,9 +302,11 @@ if wants stores; then
     baseline_for "$kind" "file://$work/store-$base_kind-$SMALL"
     bytes[$kind]=$(wc -c <"$work/baseline-$kind/v1/chat/completions")
     for conns in 1 32; do
-      result[$kind,nginx,$conns]=$(measure "http://127.0.0.1:$baseline_port/v1/chat/completions" "$conns" "$(load_file "$kind" 1)")
       for size in "$SMALL" "$LARGE"; do
         distinct=$(( size < DISTINCT ? size : DISTINCT ))
+        # nginx gets the very load the proxy gets (wrk cycling through the same bodies), so
+        # the two cells differ only in the server.
+        result[$kind,nginx,$size,$conns]=$(measure "http://127.0.0.1:$baseline_port/v1/chat/completions" "$conns" "$(load_file "$kind" "$distinct")")
         port=$(free_port)
         start_proxy "$port" replay "file://$work/store-$base_kind-$size"
         result[$kind,$size,$conns]=$(measure "http://127.0.0.1:$port/v1/chat/completions" "$conns" "$(load_file "$kind" "$distinct")")
@@ -344,25 +347,29 @@ if wants stores; then
   fi
 
   echo
-  echo "| request | server | cassettes | connections | req/s | p50 ms | p99 ms | errors | req/s vs nginx |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| request | server | cassettes | distinct requests | connections | req/s | p50 ms | p99 ms | errors | req/s vs nginx |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  row() { # request, server, cassettes, distinct, conns, result, nginx req/s
+    local rps p50 p99 err ratio
+    read -r rps p50 p99 err _ <<<"$6"
+    ratio=$(awk -v a="$rps" -v b="$7" 'BEGIN { printf "%.2f", a / b }')
+    printf '| %s | %s | %s | %s | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$1" "$2" "$3" "$4" "$5" "$rps" "$p50" "$p99" "$err" "$ratio"
+  }
   for kind in $KINDS minimal-stream; do
     request="$kind ($(head -1 "$(load_file "$kind" 1)" | wc -c) B request, ${bytes[$kind]} B answer)"
     for conns in 1 32; do
-      read -r base_rps base_p50 base_p99 base_err _ <<<"${result[$kind,nginx,$conns]}"
-      printf '| %s | nginx static file | - | %s | %.0f | %.3f | %.3f | %s | 1.00 |\n' "$request" "$conns" "$base_rps" "$base_p50" "$base_p99" "$base_err"
       for size in "$SMALL" "$LARGE"; do
-        read -r rps p50 p99 err _ <<<"${result[$kind,$size,$conns]}"
-        ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.2f", a / b }')
-        printf '| %s | cassette proxy, file store | %s | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$request" "$size" "$conns" "$rps" "$p50" "$p99" "$err" "$ratio"
+        distinct=$(( size < DISTINCT ? size : DISTINCT ))
+        read -r base_rps _ <<<"${result[$kind,nginx,$size,$conns]}"
+        row "$request" "nginx static file" - "$distinct" "$conns" "${result[$kind,nginx,$size,$conns]}" "$base_rps"
+        row "$request" "cassette proxy, file store" "$size" "$distinct" "$conns" "${result[$kind,$size,$conns]}" "$base_rps"
+        if [ "$kind" = minimal ] && [ -n "$s3" ]; then
+          for s3_size in $S3_SIZES; do # beside the nginx cell of the same load
+            [ "$(( s3_size < DISTINCT ? s3_size : DISTINCT ))" = "$distinct" ] || continue
+            row "$request" "cassette proxy, S3 + sled cache (warm)" "$s3_size" "$distinct" "$conns" "${result[s3,$s3_size,$conns]}" "$base_rps"
+          done
+        fi
       done
-      if [ "$kind" = minimal ] && [ -n "$s3" ]; then
-        for size in $S3_SIZES; do
-          read -r rps p50 p99 err _ <<<"${result[s3,$size,$conns]}"
-          ratio=$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { printf "%.2f", a / b }')
-          printf '| %s | cassette proxy, S3 + sled cache (warm) | %s | %s | %.0f | %.3f | %.3f | %s | %s |\n' "$request" "$size" "$conns" "$rps" "$p50" "$p99" "$err" "$ratio"
-        done
-      fi
     done
   done
   if [ -n "$s3" ]; then

@@ -15,6 +15,13 @@ mod request_file;
 mod run;
 mod settings;
 
+/// jemalloc instead of the system allocator: a replay hit allocates and frees buffers of a few
+/// kilobytes (the request body, the cassette read), and glibc's malloc spent about a tenth of
+/// the proxy's CPU under load consolidating them (BENCHMARKS.md, "Proxy"). Peak memory of the
+/// large-body tests (`tests/memory.rs`) went down with it, where mimalloc's went up.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
