@@ -275,12 +275,13 @@ fi
 counts() { curl -s "$counter/__counts"; }
 reset_counts() { curl -s -X POST "$counter/__counts/reset" >/dev/null; }
 remove_prefixes() {
-  # gc refuses an empty usage log; one naming a key nobody has makes every cassette unused.
-  # (The index segments `cassette copy` wrote under the prefix, a few KB, are left behind:
-  # no cassette command deletes segments.)
-  printf '%064d\n' 0 >"$work/none.log"
+  # gc deletes the cassettes no usage log names, and refuses a log naming none of the store's
+  # (the sign of another store's log): the log names one of them, which is left behind with
+  # the index segments `cassette copy` wrote (a few KB; no cassette command deletes segments).
   for prefix in "${s3_prefixes[@]}"; do
-    "$cassette" gc --unused --usage-log "$work/none.log" --store "$prefix" >&2 || true
+    "$cassette" ls --json --store "$prefix" 2>/dev/null | head -1 |
+      python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["key"])' >"$work/kept.log" || true
+    "$cassette" gc --unused --usage-log "$work/kept.log" --store "$prefix" >/dev/null || true
   done
   s3_prefixes=()
 }
