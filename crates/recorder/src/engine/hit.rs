@@ -2,8 +2,8 @@
 //! cassette read from the store, and the answer sent from the hit cache when the stored
 //! document has the length and hash of the one it was rendered from; else the document is
 //! parsed, checked (it must be the recording of this key) and rendered as any replay is, and
-//! the answer cached. The document is read unchecked ([`cassette_store::Store::get_raw`]): a fingerprint match
-//! means it is the document already checked, and parsing checks any other.
+//! the answer cached. The document is read unchecked ([`cassette_store::Store::get_raw`]): a
+//! fingerprint match means it is the document already checked, and parsing checks any other.
 //!
 //! Every hit reads the store, so the store's current content always decides: an edited or
 //! replaced tape is parsed and checked again, a deleted one is a miss. The full `key()` (the
