@@ -9,9 +9,8 @@
 //! replaced tape is parsed and checked again, a deleted one is a miss. The full `key()` (the
 //! explanation a miss report and a recording need) is only computed when nothing is stored.
 
-use super::replay::replay_response;
 use super::Recorder;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hit_cache::{Answer, Asked, Fingerprint};
 use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
@@ -57,18 +56,13 @@ impl Recorder {
             }
         };
         self.note_hit(&hit.key);
-        let response = replay_response(
+        let response = self.render(
+            &hit.key,
             hit.profile,
             hit.streaming,
             &request.query,
             cassette,
-            self.inner.config.stream_chunk_size,
-        )
-        .map_err(|reason| Error::Corrupt {
-            key: hit.key.clone(),
-            location: self.inner.store.location(),
-            reason,
-        })?;
+        )?;
         // Streams are synthesized per request; whole bodies are kept as sent.
         if let (Some(fingerprint), ResponseBody::Full(body)) = (fingerprint, &response.body) {
             let answer = Answer {

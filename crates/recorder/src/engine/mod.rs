@@ -23,7 +23,7 @@ use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::stream::StreamFormat;
 use crate::upstream::{Upstream, HOP_BY_HOP};
-use cassette_keying::{Key, Keyed};
+use cassette_keying::{Key, Keyed, Profile, Streaming};
 use cassette_store::{DynStore, StoreExt};
 use flight::{Flight, Flights, Landed, Turn};
 use recording::{Draft, Persist, Stored};
@@ -579,6 +579,26 @@ impl Recorder {
         }
     }
 
+    /// The answer a replay of `cassette` (stored under `key`) sends, as the request asked for
+    /// it; a cassette whose answer cannot be rendered is corrupt.
+    fn render(
+        &self,
+        key: &Key,
+        profile: Profile,
+        streaming: Streaming,
+        query: &str,
+        cassette: Cassette,
+    ) -> Result<Response> {
+        let chunk_size = self.inner.config.stream_chunk_size;
+        replay_response(profile, streaming, query, cassette, chunk_size).map_err(|reason| {
+            Error::Corrupt {
+                key: key.clone(),
+                location: self.inner.store.location(),
+                reason,
+            }
+        })
+    }
+
     /// Counts a replay hit and logs its key as used.
     fn note_hit(&self, key: &Key) {
         self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
@@ -587,18 +607,13 @@ impl Recorder {
 
     fn replay(&self, request: &Request, keyed: Keyed, cassette: Cassette) -> Result<Outcome> {
         self.note_hit(&keyed.key);
-        let response = replay_response(
+        let response = self.render(
+            &keyed.key,
             keyed.profile,
             keyed.streaming,
             &request.query,
             cassette,
-            self.inner.config.stream_chunk_size,
-        )
-        .map_err(|reason| Error::Corrupt {
-            key: keyed.key.clone(),
-            location: self.inner.store.location(),
-            reason,
-        })?;
+        )?;
         Ok(Outcome {
             key: keyed.key,
             source: Source::Replayed,
