@@ -65,39 +65,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# nginx answers POSTs with a static file (the 405 for POST on a static file is turned into
-# 200 with the file): once as the fake vendor while recording, once as the baseline.
-start_nginx() { # port, root
-  local conf="$work/nginx/$1.conf"
-  cat >"$conf" <<EOF
-worker_processes 2;
-daemon off;
-pid $work/nginx/$1.pid;
-error_log $work/nginx/$1.err warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/tmp;
-  proxy_temp_path $work/tmp;
-  fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp;
-  scgi_temp_path $work/tmp;
-  keepalive_requests 100000000;
-  server {
-    listen 127.0.0.1:$1;
-    root $2;
-    default_type application/json;
-    error_page 405 =200 \$uri;
-  }
-}
-EOF
-  nginx -c "$conf" &
-  pids+=($!)
-  wait_http "http://127.0.0.1:$1/"
-}
+. "$root/benches/lib.sh"
 
 # Waits for a TCP listener without sending a request, which a recording peer would record.
 wait_port() {
@@ -109,14 +77,6 @@ wait_port() {
   exit 1
 }
 
-wait_http() {
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "$1" && return 0
-    sleep 0.1
-  done
-  echo "nothing answers at $1" >&2
-  exit 1
-}
 
 # The vendor's answer: a realistic chat completion.
 cp tests/fixtures/streams/openai_chat.response.json "$work/static/v1/chat/completions"
@@ -221,7 +181,7 @@ load_file() { # kind, count -> a file with the first COUNT requests of KIND
 }
 
 vendor_port=$(free_port)
-start_nginx "$vendor_port" "$work/static"
+start_nginx "$vendor_port" "$work/static" application/json 2
 
 fill() { # store dir, count[, kind]
   local port
@@ -243,7 +203,7 @@ baseline_for() { # kind, store
     "http://127.0.0.1:$port/v1/chat/completions" >"$dir/v1/chat/completions"
   stop_last
   baseline_port=$(free_port)
-  start_nginx "$baseline_port" "$dir"
+  start_nginx "$baseline_port" "$dir" application/json 2
 }
 
 measure() { # url, connections[, load file] -> "rps p50 p99 errors requests"

@@ -40,46 +40,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() {
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "$1" && return 0
-    sleep 0.1
-  done
-  echo "nothing answers at $1" >&2
-  exit 1
-}
-
-start_nginx() { # port, root, content type
-  local conf="$work/nginx/$1.conf"
-  cat >"$conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $work/nginx/$1.pid;
-error_log $work/nginx/$1.err warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/tmp;
-  proxy_temp_path $work/tmp;
-  fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp;
-  scgi_temp_path $work/tmp;
-  keepalive_requests 100000000;
-  types { }
-  server {
-    listen 127.0.0.1:$1;
-    root $2;
-    default_type $3;
-    error_page 405 =200 \$uri;
-  }
-}
-EOF
-  nginx -c "$conf" &
-  pids+=($!)
-  wait_http "http://127.0.0.1:$1/"
-}
+. "$root/benches/lib.sh"
 
 # The answers: a chat completion, and a 1 MiB chat stream in OpenAI's chunk format.
 cp tests/fixtures/streams/openai_chat.response.json "$work/json/v1/chat/completions"
@@ -128,8 +89,8 @@ rows="$work/rows.txt"
 for answer in json sse; do
   vendor=$(free_port)
   case $answer in
-    json) start_nginx "$vendor" "$work/json" application/json; stream=0; label="small JSON (800 B)" ;;
-    sse) start_nginx "$vendor" "$work/sse" text/event-stream; stream=1; label="1 MiB stream" ;;
+    json) start_nginx "$vendor" "$work/json" application/json 1; stream=0; label="small JSON (800 B)" ;;
+    sse) start_nginx "$vendor" "$work/sse" text/event-stream 1; stream=1; label="1 MiB stream" ;;
   esac
   echo "== $label: direct" >&2
   echo "$label|direct to the upstream (baseline)|$(measure "http://127.0.0.1:$vendor" $stream)" >>"$rows"
