@@ -2,6 +2,7 @@
 
 use crate::cassette::Cassette;
 use crate::config::DEFAULT_TARGET;
+use crate::engine::declares_json;
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use cassette_keying::{BodyKind, HitKey, KeyConfig, Keyed};
@@ -93,7 +94,7 @@ impl Request {
     pub(crate) fn check_declared_json(&self, body: BodyKind) -> Result<()> {
         if body != BodyKind::Opaque
             || !self.method.eq_ignore_ascii_case("POST")
-            || !self.declares_json()
+            || !declares_json(&self.headers)
         {
             return Ok(());
         }
@@ -104,17 +105,6 @@ impl Request {
         Err(Error::InvalidRequest(format!(
             "the request body is declared as JSON but does not parse: {reason}"
         )))
-    }
-
-    /// Whether the `Content-Type` names JSON.
-    fn declares_json(&self) -> bool {
-        self.headers.iter().any(|(name, value)| {
-            name.eq_ignore_ascii_case("content-type") && {
-                let essence = value.split(';').next().unwrap_or("").trim();
-                essence.eq_ignore_ascii_case("application/json")
-                    || essence.to_ascii_lowercase().ends_with("+json")
-            }
-        })
     }
 }
 
@@ -154,15 +144,12 @@ mod tests {
 
     #[test]
     fn json_content_types_are_recognised() {
-        let with = |v: &str| Request {
-            headers: vec![("Content-Type".to_owned(), v.to_owned())],
-            ..Request::new("POST", "/v1/chat/completions")
-        };
-        assert!(with("application/json").declares_json());
-        assert!(with("Application/JSON; charset=utf-8").declares_json());
-        assert!(with("application/vnd.api+json").declares_json());
-        assert!(!with("text/plain").declares_json());
-        assert!(!Request::new("POST", "/").declares_json());
+        let with = |v: &str| vec![("Content-Type".to_owned(), v.to_owned())];
+        assert!(declares_json(&with("application/json")));
+        assert!(declares_json(&with("Application/JSON; charset=utf-8")));
+        assert!(declares_json(&with("application/vnd.api+json")));
+        assert!(!declares_json(&with("text/plain")));
+        assert!(!declares_json(&[]));
     }
 
     #[test]
