@@ -3,7 +3,7 @@
 //! assembly and atomic writes as a live recording. Nothing is sent anywhere.
 
 use super::recording::{Draft, Persist, Stamp, Stored};
-use super::{header_value, Recorder};
+use super::{header, Recorder};
 use crate::cassette::StoredBody;
 use crate::error::Result;
 use crate::request::Request;
@@ -50,9 +50,8 @@ impl Recorder {
         let success = (200..300).contains(&exchange.status);
         let format = success
             .then(|| {
-                let content_type =
-                    header_value(&exchange.headers, "content-type").unwrap_or_default();
-                StreamFormat::detect(keyed.profile, &content_type)
+                let content_type = header(&exchange.headers, "content-type").unwrap_or_default();
+                StreamFormat::detect(keyed.profile, content_type)
             })
             .flatten();
         let body = match format {

@@ -657,9 +657,9 @@ impl Recorder {
         // kept as sent.
         let format = (success && encoding.is_none())
             .then(|| {
-                let content_type = header_value(&headers, "content-type").unwrap_or_default();
+                let content_type = header(&headers, "content-type").unwrap_or_default();
                 let wants_stream = keyed.streaming.wanted;
-                StreamFormat::detect_for_request(keyed.profile, wants_stream, &content_type)
+                StreamFormat::detect_for_request(keyed.profile, wants_stream, content_type)
             })
             .flatten();
         let draft = Draft {
@@ -817,7 +817,7 @@ struct Sent {
 }
 
 /// The upstream's headers that HTTP can carry as text.
-fn response_headers(response: &reqwest::Response) -> Vec<(String, String)> {
+pub(crate) fn response_headers(response: &reqwest::Response) -> Vec<(String, String)> {
     response
         .headers()
         .iter()
@@ -840,7 +840,7 @@ fn undecoded_encoding(headers: &[(String, String)]) -> Option<String> {
 
 /// Whether the headers declare a JSON body (`application/json`, `...+json`).
 pub(crate) fn declares_json(headers: &[(String, String)]) -> bool {
-    header_value(headers, "content-type").is_some_and(|value| {
+    header(headers, "content-type").is_some_and(|value| {
         let essence = value
             .split(';')
             .next()
@@ -920,11 +920,12 @@ fn redactor_with_keys(config: &RecorderConfig) -> Result<Redactor> {
     })
 }
 
-fn header_value(headers: &[(String, String)], name: &str) -> Option<String> {
+/// The first value of a header, by case-insensitive name.
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.clone())
+        .map(|(_, v)| v.as_str())
 }
 
 /// Upstream headers fit to pass on: the server frames the body itself.

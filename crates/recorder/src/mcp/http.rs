@@ -14,7 +14,7 @@
 
 use super::engine::{McpCall, McpRecorder, Persistence, Recording, Replayed, Transcript};
 use super::message::{self, id_text, Message, INVALID_REQUEST};
-use crate::engine::{client_headers, Recorder};
+use crate::engine::{client_headers, header, response_headers, Recorder};
 use crate::error::{upstream_error, Error, Result};
 use crate::mode::Mode;
 use crate::request::Request;
@@ -424,20 +424,4 @@ fn simple(request: &Request, status: u16, source: Source) -> Outcome {
 /// key of the server with an empty method, which no request has.
 fn unkeyed(server: &str) -> Key {
     cassette_keying::McpRequest::new(server, "").key().key
-}
-
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
-}
-
-/// The headers of an upstream response that HTTP can carry as text.
-fn response_headers(response: &reqwest::Response) -> Vec<(String, String)> {
-    response
-        .headers()
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect()
 }
