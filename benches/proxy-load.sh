@@ -79,7 +79,7 @@ wait_port() {
 
 
 # The vendor's answer: a realistic chat completion.
-cp tests/fixtures/streams/openai_chat.response.json "$work/static/v1/chat/completions"
+cp crates/wire/tests/fixtures/openai_chat.response.json "$work/static/v1/chat/completions"
 
 start_proxy() { # port, mode, store
   "$cassette" proxy --listen "127.0.0.1:$1" --mode "$2" --store "$3" --upstream "http://127.0.0.1:$vendor_port" \

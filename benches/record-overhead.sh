@@ -43,7 +43,7 @@ trap cleanup EXIT
 . "$root/benches/lib.sh"
 
 # The answers: a chat completion, and a 1 MiB chat stream in OpenAI's chunk format.
-cp tests/fixtures/streams/openai_chat.response.json "$work/json/v1/chat/completions"
+cp crates/wire/tests/fixtures/openai_chat.response.json "$work/json/v1/chat/completions"
 python3 - >"$work/sse/v1/chat/completions" <<'EOF'
 import json
 head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1753961234,

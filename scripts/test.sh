@@ -25,6 +25,17 @@ cargo check -q -p cassette-store --no-default-features --features s3
 cargo check -q -p cassette-store --no-default-features --features sled
 cargo check -q --bin cassette --no-default-features
 
+echo "== the pure crates build without IO crates, and no crate has an import circle of three files"
+for crate in cassette-keying cassette-wire cassette-tape; do
+  # Normal dependencies only (-e normal): dev-dependencies may use anything.
+  if cargo tree -q -p "$crate" -e normal --prefix none | grep -E '^(tokio|reqwest|axum|hyper|object_store|sled|cassette-store|cassette-recorder) '; then
+    echo "$crate is pure but its dependency tree holds the crates above" >&2
+    exit 1
+  fi
+done
+python3 scripts/module-cycles.py
+RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --workspace
+
 if [ -d tests/sdk ]; then
   echo "== Python SDK tests"
   venv="$root/.venv"

@@ -268,7 +268,7 @@ fn verify_audits_what_older_versions_stored() {
     let store_dir = dir.join("c");
     let store = dir.store("c");
     let fake = FakeLlm::start();
-    let suite: Vec<String> = (0..6)
+    let suite: Vec<String> = (0..7)
         .map(|i| {
             case(
                 &format!("c{i}"),
@@ -314,6 +314,18 @@ fn verify_audits_what_older_versions_stored() {
     edit(&store_dir, &key(5), |doc| {
         doc["request"]["query"] = "alt=sse&access-token=opaque-query".into();
     });
+    // Issue 20: the events an exact stream keeps, with a key an older version stored in pieces.
+    edit(&store_dir, &key(6), |doc| {
+        let delta = |text: &str| {
+            serde_json::json!({"data": serde_json::json!(
+                {"choices": [{"index": 0, "delta": {"content": text}}]}
+            ).to_string()})
+        };
+        doc["response"]["stream"] = "openai.chat".into();
+        doc["response"]["events"] = serde_json::json!([
+            delta("The key is "), delta(&secret[..14]), delta(&secret[14..]), {"data": "[DONE]"}
+        ]);
+    });
 
     let out = dir.run(&["verify", "--store", &store]);
     assert_eq!(code(&out), 1, "{}", both(&out));
@@ -326,6 +338,7 @@ fn verify_audits_what_older_versions_stored() {
         (3, "response.body.events[1].data holds a piece of a secret split across stream events"),
         (4, "response.body holds 1 credential-shaped run(s) in binary content stored as base64 (openai_api_key)"),
         (5, "request.query holds a credential parameter"),
+        (6, "response.events[1].data holds a piece of a secret split across stream events"),
     ] {
         let line = format!("{}: {needle}", key(i));
         assert!(report.contains(&line), "{line}\n{report}");
@@ -423,7 +436,7 @@ fn import_converts_seed_tapes_and_vcrpy_cassettes_into_replayable_cassettes() {
     gz.write_all(r#"{"object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Rome."},"finish_reason":"stop"}]}"#.as_bytes()).unwrap();
     let gzipped = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
     let stream = std::fs::read_to_string(
-        common::workspace_root().join("tests/fixtures/streams/anthropic_tool_use.sse"),
+        common::workspace_root().join("crates/wire/tests/fixtures/anthropic_tool_use.sse"),
     )
     .unwrap();
     let q = |s: &str| serde_json::to_string(s).unwrap();

@@ -1,5 +1,6 @@
 //! The libraries know nothing of the command line: their messages and docs say what to change
-//! in their own terms, and only the CLI names its flags and environment variables.
+//! in their own terms, and only the CLI names its flags and environment variables. The pure
+//! crates (keying, wire, tape) depend on no IO crate.
 
 use regex::Regex;
 use std::path::{Path, PathBuf};
@@ -7,8 +8,30 @@ use std::path::{Path, PathBuf};
 /// The library source directories this invariant covers.
 const LIBRARIES: &[&str] = &[
     "crates/keying/src",
+    "crates/wire/src",
+    "crates/tape/src",
     "crates/store/src",
     "crates/recorder/src",
+];
+
+/// The pure crates: no IO, no async runtime. `scripts/test.sh` also checks their whole
+/// dependency trees with `cargo tree`.
+const PURE: &[&str] = &["crates/keying", "crates/wire", "crates/tape"];
+
+/// Crates that do IO or run async code; none may be a dependency of a pure crate.
+const IO_CRATES: &[&str] = &[
+    "tokio",
+    "reqwest",
+    "axum",
+    "hyper",
+    "hyper-util",
+    "futures",
+    "object_store",
+    "sled",
+    "cassette-store",
+    "cassette-recorder",
+    "tracing",
+    "chrono",
 ];
 
 /// A long flag (`--max-body`) or one of the CLI's variables (`CASSETTE_MODE`, `UPSTREAM_BASE`).
@@ -100,5 +123,30 @@ fn the_check_catches_what_it_looks_for() {
         "a comment -- with dashes",
     ] {
         assert!(!cli_knowledge.is_match(fine), "{fine}");
+    }
+}
+
+#[test]
+fn pure_crates_depend_on_no_io_crate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for krate in PURE {
+        let manifest = root.join(krate).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest)
+            .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        let manifest: toml::Table = text
+            .parse()
+            .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        let dependencies = manifest
+            .get("dependencies")
+            .and_then(toml::Value::as_table)
+            .cloned()
+            .unwrap_or_default();
+        for name in dependencies.keys() {
+            assert!(
+                !IO_CRATES.contains(&name.as_str()),
+                "{krate} is pure, but depends on `{name}`"
+            );
+        }
+        assert!(!dependencies.is_empty(), "{krate}: no dependencies read");
     }
 }

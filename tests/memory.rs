@@ -82,7 +82,11 @@ fn store_stream_recording(dir: &std::path::Path, question: &str, answer: &str) {
     let key = keyed.key.as_str();
     let shard = dir.join(&key[..2]);
     std::fs::create_dir_all(&shard).unwrap();
-    std::fs::write(shard.join(format!("{key}.json")), cassette.to_document()).unwrap();
+    std::fs::write(
+        shard.join(format!("{key}.json")),
+        serde_json::to_vec(&cassette).unwrap(),
+    )
+    .unwrap();
 }
 
 /// A `cassette proxy` child; dropping it stops it (SIGTERM) and reaps it.

@@ -2,7 +2,7 @@
 `cassette proxy`.
 
 A fake upstream (a threaded HTTP server) stands in for the vendors: it answers with the
-realistic provider bodies under tests/fixtures/streams/, sends streams in irregular chunks, and
+realistic provider bodies under crates/wire/tests/fixtures/, sends streams in irregular chunks, and
 counts the connections it accepts. "Stopping" it closes the HTTP server and leaves a bare
 listener on the same port that only counts and drops connections, so a replay that tried to
 reach the upstream would be seen, not merely fail.
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STREAMS = ROOT / "tests" / "fixtures" / "streams"
+STREAMS = ROOT / "crates" / "wire" / "tests" / "fixtures"
 
 # Sizes the fake cuts streamed bodies into, cycled: single bytes split UTF-8 characters and
 # `data:` lines, larger pieces carry several events at once.

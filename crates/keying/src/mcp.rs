@@ -5,7 +5,7 @@
 //! the JSON-RPC `id` (never an input here), `_meta.progressToken`, the client's name and version
 //! and trace context. See `docs/keying.md`, "Profile `mcp`".
 //!
-//! This profile is part of key contract version [`KEY_VERSION`](crate::KEY_VERSION): it was
+//! This profile is part of key contract version [`KEY_VERSION`]: it was
 //! added without changing any key of the HTTP profiles.
 
 use crate::{sha256_hex, to_canonical_string, Key, Keyed, Profile, KEY_VERSION};

@@ -179,7 +179,7 @@ async fn main() {
             async move {
                 let cassette = cassette(i);
                 store
-                    .put(&cassette.key, cassette.to_document())
+                    .put(&cassette.key, serde_json::to_vec(&cassette).unwrap().into())
                     .await
                     .expect("writing a cassette");
                 IndexRecord::of(&cassette, &Default::default())

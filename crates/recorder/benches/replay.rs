@@ -47,7 +47,10 @@ fn replay(c: &mut Criterion) {
     runtime.block_on(async {
         for i in 0..CASSETTES {
             let c = cassette(i);
-            store.put(&c.key, c.to_document()).await.unwrap();
+            store
+                .put(&c.key, serde_json::to_vec(&c).unwrap().into())
+                .await
+                .unwrap();
         }
     });
     let config = RecorderConfig {

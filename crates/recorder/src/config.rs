@@ -2,12 +2,11 @@
 
 use crate::error::{Error, Setting};
 use crate::mode::Mode;
-use crate::redact::{RedactionRules, Redactor};
 use cassette_keying::KeyConfig;
+use cassette_tape::redact::{RedactionRules, Redactor};
 use std::time::Duration;
 
-/// The name of the route that serves requests not mounted under a named route.
-pub const DEFAULT_TARGET: &str = "default";
+pub use cassette_tape::DEFAULT_TARGET;
 
 /// Default largest request body accepted: 32 MiB.
 pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;

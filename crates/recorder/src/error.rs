@@ -170,10 +170,10 @@ pub enum Error {
     Store(#[from] cassette_store::Error),
     /// A redaction rule is invalid.
     #[error(transparent)]
-    Redact(#[from] crate::redact::RedactError),
+    Redact(cassette_tape::Error),
     /// A stream could not be assembled or re-synthesized.
     #[error(transparent)]
-    Stream(#[from] crate::stream::StreamError),
+    Stream(#[from] cassette_wire::StreamError),
 }
 
 /// A setting named by [`Error::InvalidSetting`].
@@ -273,6 +273,17 @@ impl Error {
 }
 
 /// An error and its causes on one line, `outer: inner: innermost`, for logs and HTTP bodies.
+/// A request the tape crate refused is an invalid request; anything else it reports here is
+/// a redaction rule (documents are read with their key and store named, as [`Error::Corrupt`]).
+impl From<cassette_tape::Error> for Error {
+    fn from(err: cassette_tape::Error) -> Error {
+        match err {
+            cassette_tape::Error::NotJson { .. } => Error::InvalidRequest(err.to_string()),
+            other => Error::Redact(other),
+        }
+    }
+}
+
 pub(crate) fn report(err: &(dyn std::error::Error + 'static)) -> String {
     std::iter::successors(Some(err), |e| e.source())
         .map(ToString::to_string)
@@ -281,48 +292,6 @@ pub(crate) fn report(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The error for an upstream call that failed, saying what actually happened.
-pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Duration) -> Error {
-    let os_error = std::iter::successors(std::error::Error::source(err), |e| e.source())
-        .filter_map(|e| e.downcast_ref::<std::io::Error>())
-        .find(|e| e.raw_os_error().is_some());
-    let mut cause = failure(err.is_connect(), err.is_timeout(), os_error, timeout);
-    // reqwest's own message repeats the URL, which `endpoint` already names without
-    // credentials; its causes say what actually went wrong.
-    if let Some(source) = std::error::Error::source(err) {
-        cause.push_str(": ");
-        cause.push_str(&report(source));
-    }
-    Error::Upstream {
-        endpoint: endpoint.to_owned(),
-        cause,
-        timed_out: err.is_timeout(),
-    }
-}
-
-/// What went wrong with an upstream call, in words: a connection that could not be made, one
-/// the operating system gave up on (its own timeout, which has nothing to do with ours), or one
-/// of our two timeouts running out. Only our own answer timeout is "no answer within N s".
-fn failure(
-    connect: bool,
-    timed_out: bool,
-    os_error: Option<&std::io::Error>,
-    timeout: Duration,
-) -> String {
-    match (os_error, connect, timed_out) {
-        (Some(os), _, _) if os.kind() == std::io::ErrorKind::TimedOut => {
-            "the operating system timed the connection out".to_owned()
-        }
-        (Some(_), true, _) | (None, true, false) => "cannot connect".to_owned(),
-        (Some(_), false, _) => "the connection failed".to_owned(),
-        (None, true, true) => format!(
-            "no connection within {}s",
-            crate::upstream::connect_timeout(timeout).as_secs_f32()
-        ),
-        (None, false, true) => format!("no answer within {}s", timeout.as_secs_f32()),
-        (None, false, false) => "request failed".to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,42 +299,6 @@ mod tests {
 
     /// Under load the operating system gives up on connections by itself: that is what the
     /// message says then, never our own answer timeout, which did not run out.
-    #[test]
-    fn upstream_failures_say_what_happened() {
-        let minute = Duration::from_secs(60);
-        let os_timeout = std::io::Error::from_raw_os_error(libc::ETIMEDOUT);
-        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
-        let reset = std::io::Error::from_raw_os_error(libc::ECONNRESET);
-        let table = [
-            (
-                (true, true, Some(&os_timeout)),
-                "the operating system timed the connection out",
-            ),
-            (
-                (false, true, Some(&os_timeout)),
-                "the operating system timed the connection out",
-            ),
-            ((true, false, Some(&refused)), "cannot connect"),
-            ((false, false, Some(&reset)), "the connection failed"),
-            ((true, true, None), "no connection within 10s"),
-            ((false, true, None), "no answer within 60s"),
-            ((false, false, None), "request failed"),
-        ];
-        for ((connect, timed_out, os), expected) in table {
-            assert_eq!(
-                failure(connect, timed_out, os, minute),
-                expected,
-                "connect {connect}, timed out {timed_out}, {os:?}"
-            );
-        }
-        assert_eq!(
-            failure(true, true, None, Duration::from_secs(2)),
-            "no connection within 2s"
-        );
-    }
-
-    /// Every error shows its cause in its message or returns it from `source()`, never both, so
-    /// a printed chain says each thing once.
     #[test]
     fn a_cause_is_shown_once() {
         let io = || std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");

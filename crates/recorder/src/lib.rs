@@ -1,5 +1,7 @@
-//! Record and replay of LLM API calls: modes, the cassette document, redaction, streaming and
-//! the HTTP proxy.
+//! Record and replay of LLM API calls: the IO around the pure crates. Modes, upstream calls,
+//! the HTTP proxy, MCP relays and miss explanations; the cassette document and redaction live in
+//! `cassette-tape`, the provider stream formats in `cassette-wire` (re-exported here as
+//! [`cassette`], [`redact`] and [`stream`]).
 //!
 //! Build a [`Recorder`] from a store and a [`RecorderConfig`], then hand it requests with
 //! [`Recorder::handle`]. The mode decides what happens:
@@ -22,15 +24,17 @@
 //!
 //! # Where things are
 //!
-//! [`Request`] (`request`) is the one owned request type; the engine (`engine/`) answers it
-//! through [`Recorder`] with a [`Response`] (`response`), replaying a [`Cassette`]
-//! (`cassette`) or recording one (`engine/recording.rs`) with [`redact`] and [`stream`]
-//! applied; [`miss`] explains what replay could not answer; [`proxy`] serves all of it over
-//! HTTP.
+//! [`Recorder::handle`] (`service.rs`) sends a request to the MCP relay when its route is an MCP
+//! route ([`mcp`]), to the engine (`engine/`) otherwise. The engine answers a [`Request`] with a
+//! [`Response`] (`response`), replaying a [`Cassette`] or recording one (`engine/recording.rs`,
+//! streams assembled by [`stream`]); every recording, HTTP, MCP or imported, is written by one
+//! path (`engine/write.rs`) as a [`Sealed`] document. What a mode does on a hit and on a miss is
+//! decided in one place ([`Mode::on_hit`], [`Mode::on_miss`]); [`miss`] explains what replay
+//! could not answer, through one nearest-recording index the engine owns and lends to MCP;
+//! [`proxy`] serves all of it over HTTP.
 
 #![deny(missing_docs)]
 
-pub mod cassette;
 pub mod config;
 mod engine;
 mod error;
@@ -39,18 +43,22 @@ pub mod mcp;
 pub mod miss;
 mod mode;
 pub mod proxy;
-pub mod redact;
-mod request;
 mod response;
-pub mod stream;
+mod service;
 mod upstream;
 
-pub use cassette::Cassette;
+/// The cassette document (`cassette-tape`), as embedders have used it from here.
+pub use cassette_tape::document as cassette;
+/// Redaction (`cassette-tape`).
+pub use cassette_tape::redact;
+/// The provider stream formats (`cassette-wire`).
+pub use cassette_wire as stream;
+
+pub use cassette_tape::{Cassette, Request, Sealed};
 pub use config::{ErrorRecording, RecorderConfig, Repeats, Route, StreamReplay};
-pub use engine::{Exchange, ImportWrite, Recorder, RecordingFailure, Stats};
+pub use engine::{Exchange, Recorder, RecordingFailure, Stats, Stored};
 pub use error::{BoxError, Error, Result, Setting};
 pub use hit_cache::HitCacheStats;
 pub use miss::Miss;
-pub use mode::Mode;
-pub use request::Request;
+pub use mode::{Mode, OnHit, OnMiss, Write};
 pub use response::{BodyStream, Outcome, Response, ResponseBody, Source};

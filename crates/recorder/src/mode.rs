@@ -1,4 +1,5 @@
-//! The four recorder modes and how they are spelled.
+//! The four recorder modes, how they are spelled, and what each does on a hit and on a miss:
+//! the one decision the HTTP engine and the MCP relays both ask.
 
 use std::fmt;
 use std::str::FromStr;
@@ -28,15 +29,69 @@ impl Mode {
         }
     }
 
-    /// Whether this mode may read cassettes.
+    /// What this mode does with a request whose recording is stored.
+    pub fn on_hit(self) -> OnHit {
+        match self {
+            Mode::Replay | Mode::Auto => OnHit::Replay,
+            Mode::Record => OnHit::Forward(Write::Overwrite),
+            Mode::Off => OnHit::Forward(Write::Nothing),
+        }
+    }
+
+    /// What this mode does with a request whose recording is not stored.
+    pub fn on_miss(self) -> OnMiss {
+        match self {
+            Mode::Replay => OnMiss::Fail,
+            Mode::Auto => OnMiss::Forward(Write::CreateOnly),
+            Mode::Record => OnMiss::Forward(Write::Overwrite),
+            Mode::Off => OnMiss::Forward(Write::Nothing),
+        }
+    }
+
+    /// Whether this mode reads cassettes: only when a hit and a miss are answered differently
+    /// (`record` and `off` call the upstream either way).
     pub fn reads_store(self) -> bool {
-        matches!(self, Mode::Replay | Mode::Auto)
+        match (self.on_hit(), self.on_miss()) {
+            (OnHit::Forward(hit), OnMiss::Forward(miss)) => hit != miss,
+            _ => true,
+        }
     }
 
     /// Whether this mode may open connections to an upstream.
     pub fn may_call_upstream(self) -> bool {
         !matches!(self, Mode::Replay)
     }
+}
+
+/// What a mode does with a request whose recording is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnHit {
+    /// Answer from the recording.
+    Replay,
+    /// Call the upstream anyway, and write its answer so.
+    Forward(Write),
+}
+
+/// What a mode does with a request whose recording is not stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMiss {
+    /// A miss: an error that explains itself, never a call to the upstream.
+    Fail,
+    /// Call the upstream, and write its answer so.
+    Forward(Write),
+}
+
+/// How a recording is written: the one spelling of overwrite, create-only and nothing, for
+/// live recordings (HTTP and MCP), imports and copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// Replace what is stored (mode `record`: the user asked to re-record).
+    Overwrite,
+    /// Keep what another writer stored first (mode `auto` filling a miss; an import run
+    /// twice changes nothing).
+    CreateOnly,
+    /// Store nothing (mode `off`; an import's dry run).
+    Nothing,
 }
 
 impl fmt::Display for Mode {
@@ -73,5 +128,31 @@ mod tests {
         assert_eq!(" AUTO ".parse::<Mode>(), Ok(Mode::Auto));
         assert!("replays".parse::<Mode>().unwrap_err().contains("replays"));
         assert_eq!(Mode::default(), Mode::Replay);
+    }
+
+    #[test]
+    fn each_mode_means_one_thing_on_a_hit_and_on_a_miss() {
+        use Write::*;
+        let table = [
+            (Mode::Replay, OnHit::Replay, OnMiss::Fail, true),
+            (Mode::Auto, OnHit::Replay, OnMiss::Forward(CreateOnly), true),
+            (
+                Mode::Record,
+                OnHit::Forward(Overwrite),
+                OnMiss::Forward(Overwrite),
+                false,
+            ),
+            (
+                Mode::Off,
+                OnHit::Forward(Nothing),
+                OnMiss::Forward(Nothing),
+                false,
+            ),
+        ];
+        for (mode, hit, miss, reads) in table {
+            assert_eq!((mode.on_hit(), mode.on_miss()), (hit, miss), "{mode}");
+            assert_eq!(mode.reads_store(), reads, "{mode}");
+            assert_eq!(mode.may_call_upstream(), miss != OnMiss::Fail, "{mode}");
+        }
     }
 }

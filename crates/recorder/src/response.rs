@@ -55,7 +55,7 @@ impl Response {
 
     /// The first value of a header, by case-insensitive name.
     pub fn header(&self, name: &str) -> Option<&str> {
-        crate::engine::header(&self.headers, name)
+        cassette_tape::headers::header(&self.headers, name)
     }
 }
 

@@ -17,9 +17,9 @@
 //! another route's upstream.
 
 use crate::config::{AuthStyle, Route};
-use crate::error::{upstream_error, Error};
-use crate::redact::Redactor;
-use crate::request::Request;
+use crate::error::{report, Error};
+use cassette_tape::redact::Redactor;
+use cassette_tape::Request;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -52,6 +52,68 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long connecting may take when the answer may take `answer`.
 pub(crate) fn connect_timeout(answer: Duration) -> Duration {
     CONNECT_TIMEOUT.min(answer)
+}
+
+/// The upstream's headers that HTTP can carry as text.
+pub(crate) fn response_headers(response: &reqwest::Response) -> Vec<(String, String)> {
+    response
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect()
+}
+
+/// Upstream headers fit to pass on: the server frames the body itself.
+pub(crate) fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(n, _)| !HOP_BY_HOP.contains(&n.to_ascii_lowercase().as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The error of an upstream call that got no answer, saying what the operating system or the
+/// HTTP client saw.
+pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Duration) -> Error {
+    let os_error = std::iter::successors(std::error::Error::source(err), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .find(|e| e.raw_os_error().is_some());
+    let mut cause = failure(err.is_connect(), err.is_timeout(), os_error, timeout);
+    // reqwest's own message repeats the URL, which `endpoint` already names without
+    // credentials; its causes say what actually went wrong.
+    if let Some(source) = std::error::Error::source(err) {
+        cause.push_str(": ");
+        cause.push_str(&report(source));
+    }
+    Error::Upstream {
+        endpoint: endpoint.to_owned(),
+        cause,
+        timed_out: err.is_timeout(),
+    }
+}
+
+/// What went wrong with an upstream call, in words: a connection that could not be made, one
+/// the operating system gave up on (its own timeout, which has nothing to do with ours), or one
+/// of our two timeouts running out. Only our own answer timeout is "no answer within N s".
+fn failure(
+    connect: bool,
+    timed_out: bool,
+    os_error: Option<&std::io::Error>,
+    timeout: Duration,
+) -> String {
+    match (os_error, connect, timed_out) {
+        (Some(os), _, _) if os.kind() == std::io::ErrorKind::TimedOut => {
+            "the operating system timed the connection out".to_owned()
+        }
+        (Some(_), true, _) | (None, true, false) => "cannot connect".to_owned(),
+        (Some(_), false, _) => "the connection failed".to_owned(),
+        (None, true, true) => format!(
+            "no connection within {}s",
+            connect_timeout(timeout).as_secs_f32()
+        ),
+        (None, false, true) => format!("no answer within {}s", timeout.as_secs_f32()),
+        (None, false, false) => "request failed".to_owned(),
+    }
 }
 
 /// Where a `Location` the upstream sent (absolute, or relative to `called`, the URL that was
@@ -293,6 +355,43 @@ impl Upstream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upstream_failures_say_what_happened() {
+        let minute = Duration::from_secs(60);
+        let os_timeout = std::io::Error::from_raw_os_error(libc::ETIMEDOUT);
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        let reset = std::io::Error::from_raw_os_error(libc::ECONNRESET);
+        let table = [
+            (
+                (true, true, Some(&os_timeout)),
+                "the operating system timed the connection out",
+            ),
+            (
+                (false, true, Some(&os_timeout)),
+                "the operating system timed the connection out",
+            ),
+            ((true, false, Some(&refused)), "cannot connect"),
+            ((false, false, Some(&reset)), "the connection failed"),
+            ((true, true, None), "no connection within 10s"),
+            ((false, true, None), "no answer within 60s"),
+            ((false, false, None), "request failed"),
+        ];
+        for ((connect, timed_out, os), expected) in table {
+            assert_eq!(
+                failure(connect, timed_out, os, minute),
+                expected,
+                "connect {connect}, timed out {timed_out}, {os:?}"
+            );
+        }
+        assert_eq!(
+            failure(true, true, None, Duration::from_secs(2)),
+            "no connection within 2s"
+        );
+    }
+
+    /// Every error shows its cause in its message or returns it from `source()`, never both, so
+    /// a printed chain says each thing once.
 
     #[test]
     fn v1_is_never_doubled() {

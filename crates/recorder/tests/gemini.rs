@@ -267,7 +267,7 @@ async fn a_tape_keyed_before_the_profile_existed_is_named_on_a_miss() {
     cassette.key = cassette_keying::Key::parse(&"e".repeat(64)).unwrap();
     cassette.meta.profile = "http".into();
     store
-        .put(&cassette.key, cassette.to_document())
+        .put(&cassette.key, serde_json::to_vec(&cassette).unwrap().into())
         .await
         .unwrap();
 

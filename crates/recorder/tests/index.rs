@@ -5,9 +5,7 @@
 
 use bytes::Bytes;
 use cassette_recorder::miss::{compact, Miss};
-use cassette_recorder::{
-    Error, Exchange, ImportWrite, Mode, Recorder, RecorderConfig, Request, Route,
-};
+use cassette_recorder::{Error, Exchange, Mode, Recorder, RecorderConfig, Request, Route};
 use cassette_store::DynStore;
 use serde_json::json;
 use std::sync::Arc;
@@ -58,7 +56,7 @@ async fn record(recorder: &Recorder, request: Request) {
         tool: "test".into(),
     };
     recorder
-        .import(exchange, ImportWrite::Overwrite)
+        .import(exchange, cassette_recorder::Write::Overwrite)
         .await
         .unwrap();
 }

@@ -290,7 +290,7 @@ async fn a_miss_names_another_key_version_only_when_the_versions_differ() {
     cassette.key = cassette_keying::Key::parse(&"0".repeat(64)).unwrap();
     cassette.key_version = 0;
     store
-        .put(&cassette.key, cassette.to_document())
+        .put(&cassette.key, serde_json::to_vec(&cassette).unwrap().into())
         .await
         .unwrap();
 

@@ -593,7 +593,7 @@ async fn the_409_body_echoes_no_credential() {
 /// credential from the tool's arguments.
 #[tokio::test]
 async fn an_mcp_miss_echoes_no_credential() {
-    use cassette_recorder::mcp::{McpCall, McpRecorder, Persistence, Recording, Transcript};
+    use cassette_recorder::mcp::{McpCall, McpRecorder, Recording, Transcript};
     let upstream = Upstream::start().await;
     let store = memory();
     let engine = |mode| McpRecorder::new(recorder(mode, &upstream, &store), "vault", "stdio:vault");
@@ -615,7 +615,7 @@ async fn an_mcp_miss_echoes_no_credential() {
             &keyed,
             &recording,
             &Transcript::default(),
-            Persistence::Overwrite,
+            cassette_recorder::Write::Overwrite,
         )
         .await
         .unwrap();
@@ -636,4 +636,156 @@ async fn an_mcp_miss_echoes_no_credential() {
         everything.contains("params.arguments.query"),
         "{everything}"
     );
+}
+
+/// `fixture` with the last two non-empty string values of `field` (plain ones, without escapes)
+/// replaced by the two halves of `KEY`, the first after a space: a provider streaming the key in
+/// two pieces at the end of its answer.
+fn split_key_into(fixture: &str, field: &str) -> String {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../wire/tests/fixtures")
+            .join(fixture),
+    )
+    .unwrap();
+    let needle = format!("\"{field}\":");
+    let mut values = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(&needle) {
+        let start = from + at + needle.len();
+        let value = text[start..].trim_start();
+        from = start;
+        let Some(body) = value.strip_prefix('"') else {
+            continue;
+        };
+        let open = text.len() - body.len();
+        let end = open + body.find('"').unwrap();
+        if end > open && !text[open..end].contains('\\') {
+            values.push(open..end);
+        }
+    }
+    let [.., first, second] = &values[..] else {
+        panic!("{fixture}: fewer than two `{field}` values")
+    };
+    let mut out = text.clone();
+    out.replace_range(second.clone(), &KEY[14..]);
+    out.replace_range(first.clone(), &format!(" {}", &KEY[..14]));
+    out
+}
+
+/// Issue 20: with exact stream replay, the events kept beside the final response are sealed
+/// like it: a key a provider streamed in two pieces is stored in no piece, for every provider
+/// stream format, and the replayed events assemble `[REDACTED]`.
+#[tokio::test]
+async fn a_key_split_across_exact_stream_events_is_never_stored_for_any_provider() {
+    let gemini = "/v1beta/models/gemini-2.5-flash:streamGenerateContent";
+    let cases = [
+        (
+            "openai_chat_text.sse",
+            "content",
+            "/v1/chat/completions",
+            json!({"model": "gpt-4o-mini", "stream": true, "messages": [{"role": "user", "content": "key?"}]}),
+            "",
+            "text/event-stream",
+        ),
+        (
+            "openai_responses.sse",
+            "delta",
+            "/v1/responses",
+            json!({"model": "gpt-4.1-mini", "stream": true, "input": "key?"}),
+            "",
+            "text/event-stream",
+        ),
+        (
+            "anthropic_tool_use.sse",
+            "text",
+            "/v1/messages",
+            json!({"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": true, "messages": [{"role": "user", "content": "key?"}]}),
+            "",
+            "text/event-stream",
+        ),
+        (
+            "gemini_text.sse",
+            "text",
+            gemini,
+            json!({"contents": [{"parts": [{"text": "key?"}]}]}),
+            "alt=sse",
+            "text/event-stream",
+        ),
+        (
+            "ollama_chat.ndjson",
+            "content",
+            "/api/chat",
+            json!({"model": "llama3.2", "messages": [{"role": "user", "content": "key?"}]}),
+            "",
+            "application/x-ndjson",
+        ),
+    ];
+    for (fixture, field, path, body, query, content_type) in cases {
+        let stream = split_key_into(fixture, field);
+        assert!(
+            stream.contains(&KEY[..14]) && stream.contains(&KEY[14..]) && !stream.contains(KEY),
+            "{fixture}"
+        );
+        let upstream = Upstream::start().await;
+        upstream.answer(
+            path,
+            Answer {
+                status: 200,
+                headers: vec![("content-type", content_type.into())],
+                body: Bytes::from(stream),
+                pieces: Some(9),
+            },
+        );
+        let store = memory();
+        let config = RecorderConfig {
+            mode: Mode::Record,
+            stream_replay: cassette_recorder::StreamReplay::Exact,
+            routes: vec![Route::new("default", upstream.url.clone())],
+            ..RecorderConfig::default()
+        };
+        let request = Request {
+            query: query.into(),
+            ..Request::post_json(path, &body)
+        };
+        let live = Recorder::new(config.clone(), store.clone())
+            .unwrap()
+            .handle(request.clone())
+            .await
+            .unwrap();
+        let live = String::from_utf8_lossy(&live.response.into_bytes().await.unwrap()).into_owned();
+        assert!(
+            live.contains(&KEY[..14]),
+            "{fixture}: the live client gets the real answer"
+        );
+        let keys = store.list("").await.unwrap();
+        assert_eq!(keys.len(), 1, "{fixture}: recorded once");
+        let cassette = stored_cassette(&store, &keys[0]).await;
+        assert!(
+            cassette
+                .response
+                .events
+                .as_ref()
+                .is_some_and(|e| e.len() > 2),
+            "{fixture}: the events are kept"
+        );
+        let stored = everything_stored(&store).await;
+        assert_absent(&stored, &[&KEY[..14], &KEY[14..]]);
+
+        let replay = Recorder::new(
+            RecorderConfig {
+                mode: Mode::Replay,
+                ..config
+            },
+            store.clone(),
+        )
+        .unwrap();
+        let replayed = replay.handle(request).await.unwrap();
+        let replayed =
+            String::from_utf8_lossy(&replayed.response.into_bytes().await.unwrap()).into_owned();
+        assert!(
+            replayed.contains("[REDACTED]") && !replayed.contains(&KEY[..14]),
+            "{fixture}: {replayed}"
+        );
+    }
 }

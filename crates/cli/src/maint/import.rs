@@ -16,8 +16,7 @@ use crate::settings::{RecorderArgs, SettingsFile};
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use cassette_recorder::config::DEFAULT_TARGET;
-use cassette_recorder::{Exchange, ImportWrite, Mode, Request, Route};
-use cassette_store::Created;
+use cassette_recorder::{Exchange, Mode, Request, Route, Stored, Write};
 use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -57,9 +56,9 @@ enum Source {
 /// Runs `cassette import`.
 pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let write = if args.overwrite {
-        ImportWrite::Overwrite
+        Write::Overwrite
     } else {
-        ImportWrite::CreateOnly
+        Write::CreateOnly
     };
     let mut settings = args.recorder.resolve(file)?;
     // Writing needs a writable store; nothing is ever sent upstream by an import.
@@ -92,11 +91,11 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
             };
             let request = format!("{} {}", exchange.request.method, exchange.request.path);
             match runtime.block_on(recorder.import(exchange, write)) {
-                Ok((key, Created::Won)) => {
+                Ok((key, Stored::Won)) => {
                     imported += 1;
                     println!("imported {at} as {key} ({request})");
                 }
-                Ok((key, Created::AlreadyExists)) => {
+                Ok((key, Stored::Kept | Stored::Nothing)) => {
                     kept += 1;
                     println!("kept {key}: already stored ({at})");
                 }

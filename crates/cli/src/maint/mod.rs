@@ -86,7 +86,7 @@ pub(crate) async fn load_all(store: &DynStore) -> anyhow::Result<Vec<Loaded>> {
         .map(|key| async move {
             match store.get(&key).await {
                 Ok(Some(bytes)) => {
-                    let parsed = Cassette::from_document(&bytes);
+                    let parsed = Cassette::from_document(&bytes).map_err(|e| e.to_string());
                     (key, Some(bytes), parsed)
                 }
                 Ok(None) => (key, None, Err("deleted while reading".to_owned())),

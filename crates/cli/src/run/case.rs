@@ -4,8 +4,8 @@
 use super::call::{call, Stop};
 use super::graders::judge::{JudgeConfig, Judgement};
 use super::graders::{Check, Score};
+use super::result::{CaseResult, GraderScore, JudgeTally, Verdict};
 use super::suite::Case;
-use super::{CaseResult, GraderScore, JudgeTally, Verdict};
 use crate::answer::{self, Answer};
 use cassette_recorder::Recorder;
 use std::time::Instant;

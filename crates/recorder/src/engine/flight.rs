@@ -4,11 +4,10 @@
 //! nothing (an error answer, a failure, a client that went away), each waiter asks the upstream
 //! itself.
 
-use super::Recorder;
 use cassette_keying::Key;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 /// How a flight ended.
@@ -39,7 +38,7 @@ pub(super) enum Turn {
 
 impl Flights {
     /// Leads a new flight for `key`, or follows the one in the air.
-    pub(super) fn join(&self, recorder: &Recorder, key: &Key) -> Turn {
+    pub(super) fn join(self: &Arc<Self>, key: &Key) -> Turn {
         let mut in_air = self.in_air.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, signal)) = in_air.get(key) {
             return Turn::Follow(Wait(signal.clone()));
@@ -48,7 +47,7 @@ impl Flights {
         let (tx, rx) = watch::channel(None);
         in_air.insert(key.clone(), (id, rx));
         Turn::Lead(Flight {
-            recorder: recorder.clone(),
+            flights: Arc::clone(self),
             key: key.clone(),
             id,
             tx,
@@ -69,7 +68,7 @@ impl Flights {
 /// A flight being led. Dropping it (on any path: an error, a client gone) lands it as
 /// [`Landed::NotStored`] unless [`Flight::land`] said otherwise first.
 pub(super) struct Flight {
-    recorder: Recorder,
+    flights: Arc<Flights>,
     key: Key,
     id: u64,
     tx: watch::Sender<Option<Landed>>,
@@ -86,7 +85,7 @@ impl Drop for Flight {
     fn drop(&mut self) {
         // Out of the map first, so a waiter that wakes and finds nothing stored does not join
         // this finished flight again; then the sender goes, which wakes every waiter.
-        self.recorder.inner.flights.land(&self.key, self.id);
+        self.flights.land(&self.key, self.id);
         self.tx.send_if_modified(|landed| {
             if landed.is_none() {
                 *landed = Some(Landed::NotStored);

@@ -12,8 +12,8 @@
 use super::Recorder;
 use crate::error::Result;
 use crate::hit_cache::{Answer, Asked, Fingerprint};
-use crate::request::Request;
 use crate::response::{Outcome, Response, ResponseBody, Source};
+use cassette_tape::Request;
 use std::sync::Arc;
 
 impl Recorder {

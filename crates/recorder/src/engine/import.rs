@@ -2,15 +2,16 @@
 //! becomes a cassette keyed by the current contract, through the same redaction, stream
 //! assembly and atomic writes as a live recording. Nothing is sent anywhere.
 
-use super::recording::{Draft, Persist, Stamp, Stored};
-use super::{header, Recorder};
-use crate::cassette::StoredBody;
+use super::recording::Draft;
+use super::write::{Stamp, Stored};
+use super::Recorder;
 use crate::error::Result;
-use crate::request::Request;
-use crate::stream::{Assembler, StreamFormat};
+use crate::mode::Write;
 use bytes::Bytes;
 use cassette_keying::Key;
-use cassette_store::Created;
+use cassette_tape::headers::header;
+use cassette_tape::{Request, StoredBody};
+use cassette_wire::{Assembler, StreamFormat};
 use std::time::Instant;
 
 /// A finished exchange recorded elsewhere.
@@ -32,20 +33,14 @@ pub struct Exchange {
     pub tool: String,
 }
 
-/// Whether an import replaces a cassette already stored under the same key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImportWrite {
-    /// Keep what is stored (an import run twice changes nothing).
-    CreateOnly,
-    /// Replace it.
-    Overwrite,
-}
-
 impl Recorder {
     /// Stores `exchange` as a cassette under the key the current contract gives its request.
     /// A streamed answer of a known format is assembled into its final response, as when
-    /// recording. Returns the key and whether a cassette was written.
-    pub async fn import(&self, exchange: Exchange, write: ImportWrite) -> Result<(Key, Created)> {
+    /// recording. `write` says whether a cassette stored under the same key is replaced
+    /// ([`Write::Overwrite`]), kept ([`Write::CreateOnly`]: an import run twice changes
+    /// nothing), or nothing is written at all ([`Write::Nothing`]: a dry run that still checks
+    /// the exchange converts). Returns the key and what was written.
+    pub async fn import(&self, exchange: Exchange, write: Write) -> Result<(Key, Stored)> {
         let keyed = exchange.request.key(&self.inner.config.key);
         let success = (200..300).contains(&exchange.status);
         let format = success
@@ -62,7 +57,7 @@ impl Recorder {
             }
             None => StoredBody::from_bytes(&exchange.body),
         };
-        let draft = Draft {
+        let mut draft = Draft {
             recorder: self.clone(),
             upstream: self.inner.redactor.url(&exchange.upstream),
             request: exchange.request,
@@ -74,10 +69,7 @@ impl Recorder {
             status: exchange.status,
             headers: exchange.headers,
             started: Instant::now(),
-            persist: match write {
-                ImportWrite::CreateOnly => Persist::CreateOnly,
-                ImportWrite::Overwrite => Persist::Overwrite,
-            },
+            write,
             flight: None,
         };
         let stamp = Stamp {
@@ -85,10 +77,7 @@ impl Recorder {
             tool: exchange.tool,
             latency_ms: 0,
         };
-        let created = match draft.store_stamped(body, format, None, stamp).await? {
-            Stored::Won => Created::Won,
-            Stored::Kept | Stored::Nothing => Created::AlreadyExists,
-        };
-        Ok((keyed.key, created))
+        let stored = draft.store_stamped(body, format, None, stamp).await?;
+        Ok((keyed.key, stored))
     }
 }

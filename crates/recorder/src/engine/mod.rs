@@ -1,41 +1,43 @@
-//! The engine: answers a request from the store or the upstream, according to the mode
-//! (`recording` writes what the upstream answered, `replay` turns a cassette back into an answer,
-//! `flight` lets identical requests in flight at once share one upstream call).
+//! The engine: answers an HTTP request from the store or the upstream, as the mode decides
+//! (`recording` builds what the upstream answered into a cassette, `write` is the one path that
+//! stores recordings, `replay` turns a cassette back into an answer, `flight` lets identical
+//! requests in flight at once share one upstream call, `import` stores exchanges recorded
+//! elsewhere). The MCP relays build on it through the crate-private counters and lookups below.
 
 mod flight;
 mod hit;
 mod import;
 mod recording;
 mod replay;
+mod write;
 
-pub use import::{Exchange, ImportWrite};
+pub use import::Exchange;
+pub(crate) use write::Stamp;
+pub use write::Stored;
 
-use crate::cassette::{Cassette, Sequence, StoredBody};
-use crate::config::{ErrorRecording, RecorderConfig, Repeats};
+use crate::config::{RecorderConfig, Repeats};
 use crate::error::{Error, Result};
 use crate::hit_cache::{HitCache, HitCacheStats};
 use crate::miss::{
-    write_segment, IndexRecord, Miss, MissBook, MissLog, NearestIndex, Repeat, SegmentKind,
+    write_segment, Explanation, IndexRecord, Miss, MissBook, MissLog, NearestIndex, Repeat,
+    SegmentKind,
 };
-use crate::mode::Mode;
-use crate::redact::Redactor;
-use crate::request::Request;
-use crate::response::{Outcome, Response, ResponseBody, Source};
-use crate::stream::StreamFormat;
-use crate::upstream::{Upstream, HOP_BY_HOP};
+use crate::mode::{Mode, OnHit, OnMiss, Write};
+use crate::response::{Outcome, Response, Source};
+use crate::upstream::Upstream;
 use cassette_keying::{Key, Keyed, Profile, Streaming};
 use cassette_store::{DynStore, StoreExt};
-use flight::{Flight, Flights, Landed, Turn};
-use recording::{Draft, Persist, Stored};
+use cassette_tape::redact::Redactor;
+use cassette_tape::{Cassette, Request};
+use flight::{Flights, Landed, Turn};
 use replay::replay_response;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt;
-use std::io::Write;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 /// How long recorded cassettes wait for more before their index records are written.
 const FLUSH_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -106,23 +108,16 @@ impl fmt::Display for RecordingFailure {
     }
 }
 
-/// What the mode asks of a request, with the upstream client for the modes that call one: a
-/// replay-mode recorder owns no HTTP client at all.
-enum Plan {
-    Replay,
-    Auto(Upstream),
-    Record(Upstream),
-    Off(Upstream),
-}
-
 struct Inner {
     config: RecorderConfig,
     store: DynStore,
-    plan: Plan,
+    /// The upstream client, for the modes that call one: a replay-mode recorder owns no HTTP
+    /// client at all.
+    upstream: Option<Upstream>,
     redactor: Redactor,
     counters: Counters,
     failures: Mutex<Vec<RecordingFailure>>,
-    flights: Flights,
+    flights: Arc<Flights>,
     index: tokio::sync::Mutex<NearestIndex>,
     misses: Mutex<MissBook>,
     /// Index records of cassettes written and not yet in a segment.
@@ -185,11 +180,9 @@ impl Recorder {
     ) -> Result<Recorder> {
         config.validate()?;
         let redactor = redactor_with_keys(&config)?;
-        let plan = match config.mode {
-            Mode::Replay => Plan::Replay,
-            Mode::Auto => Plan::Auto(Upstream::new(config.upstream_timeout)?),
-            Mode::Record => Plan::Record(Upstream::new(config.upstream_timeout)?),
-            Mode::Off => Plan::Off(Upstream::new(config.upstream_timeout)?),
+        let upstream = match config.mode.may_call_upstream() {
+            true => Some(Upstream::new(config.upstream_timeout)?),
+            false => None,
         };
         let usage_log = match usage_log {
             None => None,
@@ -207,11 +200,11 @@ impl Recorder {
                 hit_cache,
                 config,
                 store,
-                plan,
+                upstream,
                 redactor,
                 counters: Counters::default(),
                 failures: Mutex::default(),
-                flights: Flights::default(),
+                flights: Arc::default(),
                 index: tokio::sync::Mutex::new(NearestIndex::default()),
                 misses: Mutex::new(MissBook::default()),
                 pending: Mutex::new(Vec::new()),
@@ -292,23 +285,13 @@ impl Recorder {
         self.miss_book().note(key, request, summary);
     }
 
-    /// Answers `request` according to the mode.
-    pub async fn handle(&self, mut request: Request) -> Result<Outcome> {
-        let limit = self.inner.config.max_body;
-        if request.body.len() > limit {
-            return Err(Error::BodyTooLarge {
-                size: request.body.len(),
-                limit,
-            });
-        }
-        if self.inner.config.is_mcp_route(&request.target) {
-            return crate::mcp::http::handle(self, request).await;
-        }
+    /// Answers an HTTP request (not one to an MCP route) as the mode decides.
+    pub(crate) async fn handle_http(&self, mut request: Request) -> Result<Outcome> {
         self.to_api_path(&mut request);
+        let mode = self.inner.config.mode;
         // A hit needs only the key: keyed in one pass and answered from the hit cache when the
         // stored document is unchanged. In sequence mode the occurrence count needs the full key.
-        let hits_first = self.inner.config.repeats == Repeats::Same
-            && matches!(self.inner.plan, Plan::Replay | Plan::Auto(_));
+        let hits_first = self.inner.config.repeats == Repeats::Same && mode.reads_store();
         if hits_first {
             if let Some(outcome) = self.replay_hit(&request).await? {
                 return Ok(outcome);
@@ -317,30 +300,25 @@ impl Recorder {
         let keyed = request.key(&self.inner.config.key);
         request.check_declared_json(keyed.body)?;
         let keyed = self.in_session(keyed);
-        match &self.inner.plan {
-            Plan::Replay if hits_first => Err(self.miss(&request, &keyed).await),
-            Plan::Replay => match self.lookup(&keyed).await? {
-                Some(cassette) => self.replay(&request, keyed, cassette),
-                None => Err(self.miss(&request, &keyed).await),
+        let stored = match mode.reads_store() && !hits_first {
+            true => self.lookup(&keyed).await?,
+            false => None,
+        };
+        let write = match stored {
+            Some(cassette) => match mode.on_hit() {
+                OnHit::Replay => return self.replay(&request, keyed, cassette),
+                OnHit::Forward(write) => write,
             },
-            Plan::Auto(upstream) if hits_first => {
-                self.record_once(upstream, request, keyed, Persist::CreateOnly)
-                    .await
-            }
-            Plan::Auto(upstream) => match self.lookup(&keyed).await? {
-                Some(cassette) => self.replay(&request, keyed, cassette),
-                None => {
-                    self.record_once(upstream, request, keyed, Persist::CreateOnly)
-                        .await
-                }
+            None => match mode.on_miss() {
+                OnMiss::Fail => return Err(self.miss(&request, &keyed).await),
+                OnMiss::Forward(write) => write,
             },
-            Plan::Record(upstream) => {
-                self.record_once(upstream, request, keyed, Persist::Overwrite)
-                    .await
-            }
-            Plan::Off(upstream) => {
-                self.forward(upstream, request, keyed, Persist::Nothing, None)
-                    .await
+        };
+        let upstream = self.upstream(&request.target)?;
+        match write {
+            Write::Nothing => self.forward(upstream, request, keyed, write, None).await,
+            Write::Overwrite | Write::CreateOnly => {
+                self.record_once(upstream, request, keyed, write).await
             }
         }
     }
@@ -353,11 +331,11 @@ impl Recorder {
         upstream: &Upstream,
         request: Request,
         keyed: Keyed,
-        persist: Persist,
+        write: Write,
     ) -> Result<Outcome> {
-        match self.inner.flights.join(self, &keyed.key) {
+        match self.inner.flights.join(&keyed.key) {
             Turn::Lead(flight) => {
-                self.forward(upstream, request, keyed, persist, Some(flight))
+                self.forward(upstream, request, keyed, write, Some(flight))
                     .await
             }
             Turn::Follow(wait) => {
@@ -367,7 +345,7 @@ impl Recorder {
                     }
                 }
                 // Nothing was kept (an error answer, a failure): ask for ourselves.
-                self.forward(upstream, request, keyed, persist, None).await
+                self.forward(upstream, request, keyed, write, None).await
             }
         }
     }
@@ -407,10 +385,10 @@ impl Recorder {
     /// The cassette document stored under `key`, parsed and checked: it must be the recording
     /// of that key.
     fn parse_stored(&self, bytes: &[u8], key: &Key) -> Result<Cassette> {
-        Cassette::from_stored(bytes, key).map_err(|reason| Error::Corrupt {
+        Cassette::from_stored(bytes, key).map_err(|e| Error::Corrupt {
             key: key.clone(),
             location: self.inner.store.location(),
-            reason,
+            reason: e.to_string(),
         })
     }
 
@@ -425,19 +403,7 @@ impl Recorder {
         let repeat = self.repeat(keyed).await;
         let explanation = match &repeat {
             Some(repeat) => repeat.explanation(),
-            None => {
-                let mut index = self.inner.index.lock().await;
-                let (store, config) = (&self.inner.store, &self.inner.config.key);
-                // Explained as the request itself: a first occurrence missing is what matters.
-                let base = keyed.clone().occurrence(1);
-                let redactor = &self.inner.redactor;
-                let asked = (
-                    request.target.as_str(),
-                    request.path.as_str(),
-                    &base.material,
-                );
-                index.explain(store, config, redactor, asked).await
-            }
+            None => self.nearest(&request.target, &request.path, keyed).await,
         };
         // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
         // credential the request carried.
@@ -453,6 +419,19 @@ impl Recorder {
             store: redactor.url(&self.inner.store.location()),
             explanation,
         }
+    }
+
+    /// The nearest recording of a request at `target` and `path` (an MCP server and method)
+    /// that missed, and what differs, from the one index of this recorder.
+    pub(crate) async fn nearest(&self, target: &str, path: &str, keyed: &Keyed) -> Explanation {
+        let mut index = self.inner.index.lock().await;
+        let (store, config) = (&self.inner.store, &self.inner.config.key);
+        // Explained as the request itself: a first occurrence missing is what matters.
+        let base = keyed.clone().occurrence(1);
+        let asked = (target, path, &base.material);
+        index
+            .explain(store, config, &self.inner.redactor, asked)
+            .await
     }
 
     /// Store requests the nearest-recording index has made so far (segment and key listings,
@@ -480,20 +459,9 @@ impl Recorder {
         self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Notes a cassette just written, for the next index segment.
-    pub(crate) fn note_recorded(&self, cassette: &crate::cassette::Cassette) {
-        if self.inner.store.keeps_segments() {
-            let keyed = cassette.keyed_request(&self.inner.config.key);
-            self.note_recorded_with(cassette, &keyed.material);
-        }
-    }
-
-    /// Notes a cassette just written whose request's key material is known already.
-    pub(crate) fn note_recorded_with(
-        &self,
-        cassette: &crate::cassette::Cassette,
-        material: &serde_json::Value,
-    ) {
+    /// Notes a cassette just written, whose stored request keys to `material`, for the next
+    /// index segment.
+    fn note_recorded(&self, cassette: &Cassette, material: &serde_json::Value) {
         if !self.inner.store.keeps_segments() {
             return;
         }
@@ -620,269 +588,6 @@ impl Recorder {
             response,
         })
     }
-
-    /// Calls the upstream and hands its answer on, recording it as `persist` says (and not at
-    /// all when it is an error answer the configuration does not record). `flight`, the single
-    /// flight this request leads, lands once the recording is stored or given up.
-    async fn forward(
-        &self,
-        upstream: &Upstream,
-        request: Request,
-        mut keyed: Keyed,
-        persist: Persist,
-        flight: Option<Flight>,
-    ) -> Result<Outcome> {
-        // The canonical text is as large as the request and no longer needed: a large request
-        // is not held twice while the upstream answers.
-        keyed.canonical = String::new();
-        let sent = self.send(upstream, &request).await?;
-        let status = sent.response.status().as_u16();
-        let mut headers = response_headers(&sent.response);
-        let mut client = client_headers(&headers);
-        sandbox_locations(&sent, &request.target, &mut headers, &mut client);
-        let success = (200..300).contains(&status);
-        let keep = success || self.inner.config.errors == ErrorRecording::Record;
-        let mut persist = if keep { persist } else { Persist::Nothing };
-        let encoding = undecoded_encoding(&headers);
-        if let (Some(encoding), true) = (&encoding, persist != Persist::Nothing) {
-            let reason = format!(
-                "upstream {} answered with content-encoding `{encoding}`, which cassette cannot \
-                 decode; the answer was passed on as sent",
-                sent.endpoint
-            );
-            self.record_failure(&keyed.key, reason);
-            persist = Persist::Nothing;
-        }
-        // Only a successful, readable answer is a stream worth re-assembling; anything else is
-        // kept as sent.
-        let format = (success && encoding.is_none())
-            .then(|| {
-                let content_type = header(&headers, "content-type").unwrap_or_default();
-                let wants_stream = keyed.streaming.wanted;
-                StreamFormat::detect_for_request(keyed.profile, wants_stream, content_type)
-            })
-            .flatten();
-        let draft = Draft {
-            recorder: self.clone(),
-            request,
-            keyed_key: keyed.key.clone(),
-            sequence: Sequence::of(&keyed),
-            material: Some(std::mem::take(&mut keyed.material)),
-            profile: keyed.profile,
-            upstream: sent.upstream,
-            status,
-            headers,
-            started: sent.started,
-            persist,
-            flight,
-        };
-        let Some(format) = format else {
-            return self
-                .relay_whole(draft, keyed, client, &sent.endpoint, sent.response)
-                .await;
-        };
-        // The headers go out before the stream is complete: what is known now is that it is
-        // being recorded. Whether it was stored shows in the counters and the log.
-        let source = match persist {
-            Persist::Nothing => Source::PassedThrough,
-            Persist::Overwrite | Persist::CreateOnly => Source::Recording,
-        };
-        Ok(Outcome {
-            key: keyed.key,
-            source,
-            response: Response {
-                status,
-                headers: client,
-                body: ResponseBody::Stream(draft.relay_stream(format, sent.response)),
-            },
-        })
-    }
-
-    /// Reads a whole answer, records it, and answers with it, or with the answer another
-    /// recorder stored first for the same key (so every client of a key gets the kept answer).
-    /// A success that declares JSON but does not parse (a truncated or garbled body) is an
-    /// upstream error: passed on, and recorded only when error answers are.
-    async fn relay_whole(
-        &self,
-        mut draft: Draft,
-        keyed: Keyed,
-        client: Vec<(String, String)>,
-        endpoint: &str,
-        response: reqwest::Response,
-    ) -> Result<Outcome> {
-        let bytes = match response.bytes().await {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                let counters = &self.inner.counters;
-                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
-                // The URL may hold a route's key (a `query:` auth style).
-                let e = e.without_url();
-                let err =
-                    crate::error::upstream_error(endpoint, &e, self.inner.config.upstream_timeout);
-                if draft.persist != Persist::Nothing {
-                    self.record_failure(&keyed.key, crate::error::report(&err));
-                }
-                return Err(err);
-            }
-        };
-        let status = draft.status;
-        if (200..300).contains(&status) && declares_json(&draft.headers) {
-            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
-                let counters = &self.inner.counters;
-                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
-                let recorded = self.inner.config.errors == ErrorRecording::Record;
-                tracing::warn!(
-                    "upstream {endpoint} answered {status} with a body declared as JSON that \
-                     does not parse ({e}): an upstream error, passed on as sent{}",
-                    if recorded {
-                        " and recorded"
-                    } else {
-                        "; not recorded"
-                    }
-                );
-                if !recorded {
-                    draft.persist = Persist::Nothing;
-                }
-            }
-        }
-        let source = match draft
-            .store(StoredBody::from_bytes(&bytes), None, None)
-            .await
-        {
-            Ok(Stored::Won) => Source::Recorded,
-            Ok(Stored::Nothing) => Source::PassedThrough,
-            Ok(Stored::Kept) => {
-                draft.land(Landed::Stored);
-                if let Some(cassette) = self.lookup(&keyed).await? {
-                    return self.replay(&draft.request, keyed, cassette);
-                }
-                Source::PassedThrough
-            }
-            Err(err) => {
-                self.record_failure(&keyed.key, crate::error::report(&err));
-                return Err(err);
-            }
-        };
-        if source == Source::Recorded {
-            draft.land(Landed::Stored);
-            self.log_usage(&keyed.key);
-        }
-        Ok(Outcome {
-            key: keyed.key,
-            source,
-            response: Response {
-                status,
-                headers: client,
-                body: ResponseBody::Full(bytes),
-            },
-        })
-    }
-
-    /// Sends `request` to its route's upstream, counting the call and a failure to get an
-    /// answer. The body of the answer is left to stream.
-    async fn send(&self, upstream: &Upstream, request: &Request) -> Result<Sent> {
-        let inner = &self.inner;
-        let route = inner
-            .config
-            .route(&request.target)
-            .ok_or_else(|| Error::NoUpstream {
-                target: request.target.clone(),
-            })?;
-        let counters = &inner.counters;
-        counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
-        let started = Instant::now();
-        let (endpoint, response) = upstream
-            .send(route, request, &inner.redactor)
-            .await
-            .inspect_err(|_| {
-                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
-            })?;
-        Ok(Sent {
-            upstream: inner.redactor.url(&route.base_url),
-            endpoint,
-            response,
-            started,
-        })
-    }
-}
-
-/// An upstream answer whose headers have arrived.
-struct Sent {
-    /// The route's base URL, without credentials: what the cassette records as its upstream.
-    upstream: String,
-    /// The URL called, without credentials, for messages.
-    endpoint: String,
-    response: reqwest::Response,
-    started: Instant,
-}
-
-/// The upstream's headers that HTTP can carry as text.
-pub(crate) fn response_headers(response: &reqwest::Response) -> Vec<(String, String)> {
-    response
-        .headers()
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect()
-}
-
-/// The `content-encoding` still on an answer after the HTTP client decoded what it can (gzip,
-/// deflate, br): an encoding cassette cannot turn into a readable body.
-fn undecoded_encoding(headers: &[(String, String)]) -> Option<String> {
-    let encodings: Vec<&str> = headers
-        .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("content-encoding"))
-        .flat_map(|(_, v)| v.split(','))
-        .map(str::trim)
-        .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
-        .collect();
-    (!encodings.is_empty()).then(|| encodings.join(", "))
-}
-
-/// Whether the headers declare a JSON body (`application/json`, `...+json`).
-pub(crate) fn declares_json(headers: &[(String, String)]) -> bool {
-    header(headers, "content-type").is_some_and(|value| {
-        let essence = value
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        essence == "application/json" || essence.ends_with("+json")
-    })
-}
-
-/// Keeps redirects inside the sandbox: a `Location` that leads back under the route's upstream
-/// is pointed at the same place through the proxy, for the client and in the recording; one
-/// that leads anywhere else is passed to the live client as sent but never stored, so replay
-/// can never send a redirect-following client out to the network.
-fn sandbox_locations(
-    sent: &Sent,
-    target: &str,
-    stored: &mut Vec<(String, String)>,
-    client: &mut [(String, String)],
-) {
-    let through_proxy = |value: &str| {
-        crate::upstream::location_through_proxy(value, &sent.endpoint, &sent.upstream, target)
-    };
-    stored.retain_mut(|(name, value)| {
-        if !name.eq_ignore_ascii_case("location") {
-            return true;
-        }
-        match through_proxy(value) {
-            Some(local) => {
-                *value = local;
-                true
-            }
-            None => false,
-        }
-    });
-    for (name, value) in client.iter_mut() {
-        if name.eq_ignore_ascii_case("location") {
-            if let Some(local) = through_proxy(value) {
-                *value = local;
-            }
-        }
-    }
 }
 
 /// Keys shorter than this are not added to the redaction rules: a short word ("local", "test")
@@ -920,26 +625,9 @@ fn redactor_with_keys(config: &RecorderConfig) -> Result<Redactor> {
     })
 }
 
-/// The first value of a header, by case-insensitive name.
-pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
-}
-
-/// Upstream headers fit to pass on: the server frames the body itself.
-pub(crate) fn client_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .filter(|(n, _)| !HOP_BY_HOP.contains(&n.to_ascii_lowercase().as_str()))
-        .cloned()
-        .collect()
-}
-
-// For the MCP engine (`crate::mcp`), which answers through the same store, counters, usage log
-// and upstream client as HTTP requests, so `cassette exec` and the proxy's stats see its hits
-// and misses.
+// For the MCP relays, which answer through the same store, counters, usage log, index and
+// upstream client as HTTP requests, so `cassette exec` and the proxy's stats see their hits and
+// misses, and a miss finds its nearest recording in the one index.
 impl Recorder {
     pub(crate) fn count_hit(&self) {
         self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
@@ -947,10 +635,6 @@ impl Recorder {
 
     pub(crate) fn count_miss(&self) {
         self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn count_recorded(&self) {
-        self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_upstream_request(&self) {
@@ -963,12 +647,15 @@ impl Recorder {
         counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The upstream client; none in replay mode.
-    pub(crate) fn upstream_client(&self) -> Option<&Upstream> {
-        match &self.inner.plan {
-            Plan::Replay => None,
-            Plan::Auto(upstream) | Plan::Record(upstream) | Plan::Off(upstream) => Some(upstream),
-        }
+    /// The upstream client for a request to `target`; none in replay mode, which never calls
+    /// out (asking for one there is a bug, reported instead of calling out).
+    pub(crate) fn upstream(&self, target: &str) -> Result<&Upstream> {
+        self.inner
+            .upstream
+            .as_ref()
+            .ok_or_else(|| Error::ReplayOnly {
+                target: target.to_owned(),
+            })
     }
 
     pub(crate) fn redactor(&self) -> &Redactor {

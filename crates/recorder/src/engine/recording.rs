@@ -1,57 +1,27 @@
-//! Recording: an upstream answer becomes a redacted cassette, written as the mode says; a
-//! stream is relayed to the client piece by piece while it is assembled.
+//! Recording an HTTP exchange: an upstream answer becomes a cassette, handed to the one write
+//! path; a stream is relayed to the client piece by piece while it is assembled.
 
 use super::flight::{Flight, Landed};
+use super::write::{Stamp, Stored};
 use super::Recorder;
-use crate::cassette::{
-    format_for, Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
-};
-use crate::config::StreamReplay;
-use crate::error::{report, Result};
-use crate::request::Request;
-use crate::response::BodyStream;
-use crate::stream::{self, Assembler, StreamFormat};
+use crate::config::{ErrorRecording, StreamReplay};
+use crate::error::{report, Error, Result};
+use crate::mode::Write;
+use crate::response::{BodyStream, Outcome, Response, ResponseBody, Source};
+use crate::upstream::{client_headers, response_headers, Upstream};
 use bytes::Bytes;
-use cassette_keying::{Key, Profile};
-use cassette_store::Created;
+use cassette_keying::{Key, Keyed, Profile};
+use cassette_tape::document::format_for;
+use cassette_tape::headers::{declares_json, header, lowercased};
+use cassette_tape::{
+    Cassette, KeySettings, Meta, Request, Sequence, StoredBody, StoredRequest, StoredResponse,
+};
+use cassette_wire::{Assembler, StreamFormat};
 use futures::StreamExt;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tokio::sync::mpsc;
-
-/// The version string recorded in cassettes.
-const TOOL: &str = concat!("cassette ", env!("CARGO_PKG_VERSION"));
-
-/// How a recording is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Persist {
-    /// Replace any previous recording (mode `record`: the user asked to re-record).
-    Overwrite,
-    /// Keep a recording another runner stored first (mode `auto` filling a miss).
-    CreateOnly,
-    /// Store nothing (mode `off`).
-    Nothing,
-}
-
-/// What storing a recording did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stored {
-    /// Nothing was to be stored (mode `off`, or an answer that is not recorded).
-    Nothing,
-    /// This recording is the stored one now.
-    Won,
-    /// Another recorder stored the key first and its recording was kept (create-only).
-    Kept,
-}
-
-/// Where a recording came from: when, by what, how long the upstream took.
-pub(super) struct Stamp {
-    pub(super) recorded_at: String,
-    pub(super) tool: String,
-    pub(super) latency_ms: u64,
-}
 
 /// What is known about a recording before its body is complete.
 pub(super) struct Draft {
@@ -69,7 +39,7 @@ pub(super) struct Draft {
     pub(super) status: u16,
     pub(super) headers: Vec<(String, String)>,
     pub(super) started: Instant,
-    pub(super) persist: Persist,
+    pub(super) write: Write,
     /// The single flight this recording leads, if any.
     pub(super) flight: Option<Flight>,
 }
@@ -85,9 +55,9 @@ impl Draft {
     /// Reports a recording that was to be stored and was not (counted and logged when the mode
     /// records; a warning in mode `off`, where nothing is stored anyway).
     fn fail(&self, reason: String) {
-        match self.persist {
-            Persist::Nothing => tracing::warn!("{reason}"),
-            Persist::Overwrite | Persist::CreateOnly => {
+        match self.write {
+            Write::Nothing => tracing::warn!("{reason}"),
+            Write::Overwrite | Write::CreateOnly => {
                 self.recorder.record_failure(&self.keyed_key, reason);
             }
         }
@@ -156,7 +126,9 @@ impl Draft {
                     let body = StoredBody::Json(final_response);
                     match self.store(body, Some(format), events).await {
                         Ok(Stored::Nothing) => {}
-                        Ok(Stored::Won | Stored::Kept) => {
+                        Ok(Stored::Won) => self.land(Landed::Stored),
+                        Ok(Stored::Kept) => {
+                            // The client got this stream, answered by the kept recording's key.
                             self.land(Landed::Stored);
                             self.recorder.log_usage(&self.keyed_key);
                         }
@@ -175,75 +147,53 @@ impl Draft {
         Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
     }
 
-    /// Writes the recording according to `persist`.
+    /// Writes the recording as `write` says, made now.
     pub(super) async fn store(
-        &self,
+        &mut self,
         body: StoredBody,
         stream: Option<StreamFormat>,
         events: Option<Vec<Value>>,
     ) -> Result<Stored> {
-        let stamp = Stamp {
-            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            tool: TOOL.to_owned(),
-            latency_ms: self.started.elapsed().as_millis() as u64,
-        };
+        let stamp = Stamp::now(self.started.elapsed().as_millis() as u64);
         self.store_stamped(body, stream, events, stamp).await
     }
 
-    /// Writes the recording according to `persist`, with its provenance; what it did (a
-    /// create-only write that lost keeps the other recording).
+    /// Writes the recording as `write` says, with its provenance; what it did (a create-only
+    /// write that lost keeps the other recording).
     pub(super) async fn store_stamped(
-        &self,
+        &mut self,
         body: StoredBody,
         stream: Option<StreamFormat>,
         events: Option<Vec<Value>>,
         stamp: Stamp,
     ) -> Result<Stored> {
-        if self.persist == Persist::Nothing {
+        if self.write == Write::Nothing {
             return Ok(Stored::Nothing);
         }
-        let inner = &self.recorder.inner;
-        let (cassette, material) = self.cassette(body, stream, events, stamp);
-        let document = cassette.to_document();
-        let key = &self.keyed_key;
-        match self.persist {
-            Persist::Overwrite => inner.store.put(key, document).await?,
-            Persist::CreateOnly => {
-                if inner.store.put_if_absent(key, document).await? == Created::AlreadyExists {
-                    tracing::info!("cassette {key} was recorded by another runner first; kept it");
-                    return Ok(Stored::Kept);
-                }
-            }
-            Persist::Nothing => return Ok(Stored::Nothing),
-        }
-        inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
-        match material.as_ref().or(self.material.as_ref()) {
-            Some(material) => self.recorder.note_recorded_with(&cassette, material),
-            None => self.recorder.note_recorded(&cassette),
-        }
-        Ok(Stored::Won)
+        let cassette = self.cassette(body, stream, events);
+        let material = self.material.take();
+        self.recorder
+            .write(cassette, stamp, self.write, material)
+            .await
     }
 
+    /// The cassette of this exchange as received; the write path seals it.
     fn cassette(
         &self,
         response_body: StoredBody,
         stream: Option<StreamFormat>,
         events: Option<Vec<Value>>,
-        stamp: Stamp,
-    ) -> (Cassette, Option<Value>) {
-        let redactor = &self.recorder.inner.redactor;
-        let key_config = &self.recorder.inner.config.key;
+    ) -> Cassette {
         let request = &self.request;
-        // Built as received, then redacted as a whole by the one function `cassette verify`
-        // audits with; nothing unredacted leaves this function.
-        let mut cassette = Cassette {
+        Cassette {
             format: format_for(self.sequence.as_ref()),
             key: self.keyed_key.clone(),
             key_version: cassette_keying::KEY_VERSION,
-            key_settings: Some(KeySettings::of(key_config)),
+            key_settings: Some(KeySettings::of(&self.recorder.inner.config.key)),
             sequence: self.sequence.clone(),
-            recorded_at: stamp.recorded_at,
-            tool: stamp.tool,
+            // Stamped by the write path.
+            recorded_at: String::new(),
+            tool: String::new(),
             target: request.target.clone(),
             upstream: self.upstream.clone(),
             request: StoredRequest {
@@ -262,74 +212,251 @@ impl Draft {
             },
             meta: Meta {
                 profile: self.profile.to_string(),
-                latency_ms: stamp.latency_ms,
                 ..Meta::default()
             },
-        };
-        let redaction = redactor.cassette(&mut cassette);
-        let request_changed = redaction.request.changed;
-        // The events exact replay keeps are redacted like the answer they make up.
-        if let Some(events) = &mut cassette.response.events {
-            let mut all = Value::Array(std::mem::take(events));
-            redactor.json(&mut all);
-            if let Value::Array(redacted) = all {
-                *events = redacted;
-            }
         }
-        for (part, body) in [
-            ("request", redaction.request),
-            ("response", redaction.response),
-        ] {
-            if body.in_binary > 0 {
-                tracing::warn!(
-                    "cassette {}: the {part} body is binary and held {} credential-shaped run(s); they are stored as [REDACTED] in its bytes",
-                    self.keyed_key,
-                    body.in_binary
-                );
-            }
-        }
-        let summary = cassette
-            .response
-            .body
-            .as_json()
-            .map(|v| stream::response_summary(self.profile, v));
-        let requested_model = cassette.requested_model().map(str::to_owned);
-        let meta = &mut cassette.meta;
-        meta.requested_model = requested_model;
-        meta.response_model = summary.as_ref().and_then(|s| s.model.clone());
-        meta.finish_reason = summary.as_ref().and_then(|s| s.finish_reason.clone());
-        meta.usage = summary.and_then(|s| s.usage);
-        // Keying the stored request again costs as much as the request is large: only done when
-        // redaction changed something the key reads. Its material then indexes the recording.
-        let unchanged = self.material.as_ref().is_some_and(|material| {
-            !request_changed
-                && cassette.request.path == request.path
-                && cassette.request.query == request.query
-                && semantic_headers_kept(material, &cassette.request.headers)
-        });
-        if unchanged {
-            return (cassette, None);
-        }
-        let keyed = cassette.keyed_request(key_config);
-        cassette.meta.request_redacted = keyed.key != self.keyed_key;
-        (cassette, Some(keyed.material))
     }
 }
 
-/// Whether the stored headers still hold every header value the key material read.
-fn semantic_headers_kept(material: &Value, stored: &BTreeMap<String, String>) -> bool {
-    let Some(keyed) = material.get("headers").and_then(Value::as_object) else {
-        return true;
-    };
-    keyed
-        .iter()
-        .all(|(name, value)| stored.get(name).map(|v| v.trim()) == value.as_str())
+// The record path of the engine: calling the upstream and recording what it answers.
+impl Recorder {
+    /// Calls the upstream and hands its answer on, recording it as `write` says (and not at
+    /// all when it is an error answer the configuration does not record). `flight`, the single
+    /// flight this request leads, lands once the recording is stored or given up.
+    pub(super) async fn forward(
+        &self,
+        upstream: &Upstream,
+        request: Request,
+        mut keyed: Keyed,
+        write: Write,
+        flight: Option<Flight>,
+    ) -> Result<Outcome> {
+        // The canonical text is as large as the request and no longer needed: a large request
+        // is not held twice while the upstream answers.
+        keyed.canonical = String::new();
+        let sent = self.send(upstream, &request).await?;
+        let status = sent.response.status().as_u16();
+        let mut headers = response_headers(&sent.response);
+        let mut client = client_headers(&headers);
+        sandbox_locations(&sent, &request.target, &mut headers, &mut client);
+        let success = (200..300).contains(&status);
+        let keep = success || self.inner.config.errors == ErrorRecording::Record;
+        let mut write = if keep { write } else { Write::Nothing };
+        let encoding = undecoded_encoding(&headers);
+        if let (Some(encoding), true) = (&encoding, write != Write::Nothing) {
+            let reason = format!(
+                "upstream {} answered with content-encoding `{encoding}`, which cassette cannot \
+                 decode; the answer was passed on as sent",
+                sent.endpoint
+            );
+            self.record_failure(&keyed.key, reason);
+            write = Write::Nothing;
+        }
+        // Only a successful, readable answer is a stream worth re-assembling; anything else is
+        // kept as sent.
+        let format = (success && encoding.is_none())
+            .then(|| {
+                let content_type = header(&headers, "content-type").unwrap_or_default();
+                let wants_stream = keyed.streaming.wanted;
+                StreamFormat::detect_for_request(keyed.profile, wants_stream, content_type)
+            })
+            .flatten();
+        let draft = Draft {
+            recorder: self.clone(),
+            request,
+            keyed_key: keyed.key.clone(),
+            sequence: Sequence::of(&keyed),
+            material: Some(std::mem::take(&mut keyed.material)),
+            profile: keyed.profile,
+            upstream: sent.upstream,
+            status,
+            headers,
+            started: sent.started,
+            write,
+            flight,
+        };
+        let Some(format) = format else {
+            return self
+                .relay_whole(draft, keyed, client, &sent.endpoint, sent.response)
+                .await;
+        };
+        // The headers go out before the stream is complete: what is known now is that it is
+        // being recorded. Whether it was stored shows in the counters and the log.
+        let source = match write {
+            Write::Nothing => Source::PassedThrough,
+            Write::Overwrite | Write::CreateOnly => Source::Recording,
+        };
+        Ok(Outcome {
+            key: keyed.key,
+            source,
+            response: Response {
+                status,
+                headers: client,
+                body: ResponseBody::Stream(draft.relay_stream(format, sent.response)),
+            },
+        })
+    }
+
+    /// Reads a whole answer, records it, and answers with it, or with the answer another
+    /// recorder stored first for the same key (so every client of a key gets the kept answer).
+    /// A success that declares JSON but does not parse (a truncated or garbled body) is an
+    /// upstream error: passed on, and recorded only when error answers are.
+    async fn relay_whole(
+        &self,
+        mut draft: Draft,
+        keyed: Keyed,
+        client: Vec<(String, String)>,
+        endpoint: &str,
+        response: reqwest::Response,
+    ) -> Result<Outcome> {
+        let bytes = match response.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let counters = &self.inner.counters;
+                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                // The URL may hold a route's key (a `query:` auth style).
+                let e = e.without_url();
+                let timeout = self.inner.config.upstream_timeout;
+                let err = crate::upstream::upstream_error(endpoint, &e, timeout);
+                if draft.write != Write::Nothing {
+                    self.record_failure(&keyed.key, crate::error::report(&err));
+                }
+                return Err(err);
+            }
+        };
+        let status = draft.status;
+        if (200..300).contains(&status) && declares_json(&draft.headers) {
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                let counters = &self.inner.counters;
+                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                let recorded = self.inner.config.errors == ErrorRecording::Record;
+                tracing::warn!(
+                    "upstream {endpoint} answered {status} with a body declared as JSON that \
+                     does not parse ({e}): an upstream error, passed on as sent{}",
+                    if recorded {
+                        " and recorded"
+                    } else {
+                        "; not recorded"
+                    }
+                );
+                if !recorded {
+                    draft.write = Write::Nothing;
+                }
+            }
+        }
+        let source = match draft
+            .store(StoredBody::from_bytes(&bytes), None, None)
+            .await
+        {
+            Ok(Stored::Won) => Source::Recorded,
+            Ok(Stored::Nothing) => Source::PassedThrough,
+            Ok(Stored::Kept) => {
+                draft.land(Landed::Stored);
+                if let Some(cassette) = self.lookup(&keyed).await? {
+                    return self.replay(&draft.request, keyed, cassette);
+                }
+                Source::PassedThrough
+            }
+            Err(err) => {
+                self.record_failure(&keyed.key, crate::error::report(&err));
+                return Err(err);
+            }
+        };
+        if source == Source::Recorded {
+            draft.land(Landed::Stored);
+        }
+        Ok(Outcome {
+            key: keyed.key,
+            source,
+            response: Response {
+                status,
+                headers: client,
+                body: ResponseBody::Full(bytes),
+            },
+        })
+    }
+
+    /// Sends `request` to its route's upstream, counting the call and a failure to get an
+    /// answer. The body of the answer is left to stream.
+    async fn send(&self, upstream: &Upstream, request: &Request) -> Result<Sent> {
+        let inner = &self.inner;
+        let route = inner
+            .config
+            .route(&request.target)
+            .ok_or_else(|| Error::NoUpstream {
+                target: request.target.clone(),
+            })?;
+        let counters = &inner.counters;
+        counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let (endpoint, response) = upstream
+            .send(route, request, &inner.redactor)
+            .await
+            .inspect_err(|_| {
+                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+            })?;
+        Ok(Sent {
+            upstream: inner.redactor.url(&route.base_url),
+            endpoint,
+            response,
+            started,
+        })
+    }
 }
 
-/// Headers as a stored map: names lowercased (a repeated header keeps its last value).
-fn lowercased(headers: &[(String, String)]) -> BTreeMap<String, String> {
-    headers
+/// An upstream answer whose headers have arrived.
+struct Sent {
+    /// The route's base URL, without credentials: what the cassette records as its upstream.
+    upstream: String,
+    /// The URL called, without credentials, for messages.
+    endpoint: String,
+    response: reqwest::Response,
+    started: Instant,
+}
+
+/// The `content-encoding` still on an answer after the HTTP client decoded what it can (gzip,
+/// deflate, br): an encoding cassette cannot turn into a readable body.
+fn undecoded_encoding(headers: &[(String, String)]) -> Option<String> {
+    let encodings: Vec<&str> = headers
         .iter()
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
-        .collect()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("content-encoding"))
+        .flat_map(|(_, v)| v.split(','))
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+        .collect();
+    (!encodings.is_empty()).then(|| encodings.join(", "))
+}
+
+/// Keeps redirects inside the sandbox: a `Location` that leads back under the route's upstream
+/// is pointed at the same place through the proxy, for the client and in the recording; one
+/// that leads anywhere else is passed to the live client as sent but never stored, so replay
+/// can never send a redirect-following client out to the network.
+fn sandbox_locations(
+    sent: &Sent,
+    target: &str,
+    stored: &mut Vec<(String, String)>,
+    client: &mut [(String, String)],
+) {
+    let through_proxy = |value: &str| {
+        crate::upstream::location_through_proxy(value, &sent.endpoint, &sent.upstream, target)
+    };
+    stored.retain_mut(|(name, value)| {
+        if !name.eq_ignore_ascii_case("location") {
+            return true;
+        }
+        match through_proxy(value) {
+            Some(local) => {
+                *value = local;
+                true
+            }
+            None => false,
+        }
+    });
+    for (name, value) in client.iter_mut() {
+        if name.eq_ignore_ascii_case("location") {
+            if let Some(local) = through_proxy(value) {
+                *value = local;
+            }
+        }
+    }
 }

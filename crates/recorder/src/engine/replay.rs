@@ -1,11 +1,11 @@
 //! Replay: a cassette becomes the response, re-synthesized as a stream in the provider's own
 //! events when the request asks for one.
 
-use crate::cassette::{Cassette, StoredBody};
 use crate::response::{BodyStream, Response, ResponseBody};
-use crate::stream::{self, StreamFormat, SynthesisOptions};
 use bytes::Bytes;
 use cassette_keying::{Profile, Streaming};
+use cassette_tape::{Cassette, StoredBody};
+use cassette_wire::{self as stream, StreamFormat, SynthesisOptions};
 use futures::StreamExt;
 use serde_json::Value;
 

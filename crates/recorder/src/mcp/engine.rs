@@ -1,35 +1,23 @@
 //! The transport-independent half of MCP record/replay: keys, lookups, recordings as cassette
 //! documents, replayed messages and miss explanations. The stdio relay and the proxy's MCP
-//! routes both answer through an [`McpRecorder`].
+//! routes both answer through an [`McpRecorder`], which asks the mode what to do
+//! ([`McpRecorder::answer`]) and stores through the recorder's one write path.
 
 use super::message::{self, id_text, subject, with_id, MISS_CODE};
-use crate::cassette::{
-    format_for, Cassette, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
-};
-use crate::engine::Recorder;
+use crate::engine::{Recorder, Stamp, Stored};
 use crate::error::{Error, Result};
-use crate::miss::{Explanation, NearestIndex, Repeat};
-use crate::mode::Mode;
+use crate::miss::{Explanation, Repeat};
+use crate::mode::{Mode, OnHit, OnMiss, Write};
 use crate::ErrorRecording;
 use cassette_keying::{Keyed, McpRequest};
-use cassette_store::Created;
+use cassette_tape::document::format_for;
+use cassette_tape::headers::lowercased;
+use cassette_tape::mcp::{MCP_METHOD, MCP_PROFILE, SSE_STREAM};
+use cassette_tape::{Cassette, Meta, Sequence, StoredBody, StoredRequest, StoredResponse};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-
-/// The version string recorded in cassettes.
-const TOOL: &str = concat!("cassette ", env!("CARGO_PKG_VERSION"));
-
-/// The `meta.profile` of MCP cassettes.
-pub const MCP_PROFILE: &str = "mcp";
-
-/// The `request.method` of MCP cassettes: the JSON-RPC method is stored as the `path`.
-pub const MCP_METHOD: &str = "MCP";
-
-/// The `response.stream` of an MCP answer that came as server-sent events.
-pub const SSE_STREAM: &str = "mcp.sse";
 
 /// Called with every miss as it happens (for `cassette exec`'s report).
 pub type MissHook = Arc<dyn Fn(&McpMiss) + Send + Sync>;
@@ -131,35 +119,15 @@ pub struct Transcript {
     pub latency_ms: u64,
 }
 
-/// How a recording is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Persistence {
-    /// Replace a previous recording (mode `record`).
-    Overwrite,
-    /// Keep a recording another runner stored first (mode `auto`).
-    CreateOnly,
-    /// Store nothing (mode `off`).
-    Nothing,
-}
-
-impl Persistence {
-    /// How `mode` writes recordings.
-    pub fn of(mode: Mode) -> Persistence {
-        match mode {
-            Mode::Record => Persistence::Overwrite,
-            Mode::Auto => Persistence::CreateOnly,
-            Mode::Replay | Mode::Off => Persistence::Nothing,
-        }
-    }
-}
-
-/// The answer of a replay lookup.
+/// What the mode makes of a request, once the store was asked (see [`McpRecorder::answer`]).
 #[derive(Debug)]
-pub enum Replayed {
-    /// The messages to send, in order (notifications, then the response).
-    Hit(Vec<Value>),
-    /// Nothing recorded: the explanation.
+pub enum Answer {
+    /// Replayed: the messages to send, in order (notifications, then the response).
+    Replay(Vec<Value>),
+    /// A miss in replay: the explanation, counted already.
     Miss(Box<McpMiss>),
+    /// Ask the server, and write its answer so.
+    Forward(Write),
 }
 
 /// An MCP request that replay could not answer.
@@ -233,11 +201,12 @@ struct Inner {
     recorder: Recorder,
     server: String,
     upstream: String,
-    index: tokio::sync::Mutex<NearestIndex>,
 }
 
 /// Records and replays the requests of one MCP server through a [`Recorder`]'s store, mode,
-/// redaction rules, counters and usage log. Cheap to clone.
+/// redaction rules, counters, usage log, write path and nearest-recording index: it holds no
+/// state of its own but the server's name, so the proxy's MCP routes and a stdio relay of the
+/// same recorder share every lookup, recording and index. Cheap to clone.
 #[derive(Clone)]
 pub struct McpRecorder {
     inner: Arc<Inner>,
@@ -263,7 +232,6 @@ impl McpRecorder {
                 recorder,
                 server: server.to_owned(),
                 upstream: upstream.to_owned(),
-                index: tokio::sync::Mutex::new(NearestIndex::default()),
             }),
             miss_hook: None,
         }
@@ -306,13 +274,24 @@ impl McpRecorder {
         self.inner.recorder.in_session(self.key(call))
     }
 
-    /// Answers `call` from the store: the messages to send on a hit, the explanation on a miss
-    /// (counted, and passed to the miss hook; the caller logs it and answers the client).
-    pub async fn replay(&self, call: &McpCall, keyed: &Keyed) -> Result<Replayed> {
-        match self.replay_hit(call, keyed).await? {
-            Some(messages) => Ok(Replayed::Hit(messages)),
-            None => Ok(Replayed::Miss(Box::new(self.miss(call, keyed).await))),
+    /// What the mode does with `call`: the messages to send when it replays a recording, the
+    /// explanation when replay has none (counted, and passed to the miss hook; the caller logs
+    /// it and answers the client), or how to write the server's answer when it is to be asked.
+    /// The store is read only in the modes whose answer depends on it.
+    pub async fn answer(&self, call: &McpCall, keyed: &Keyed) -> Result<Answer> {
+        let mode = self.mode();
+        if mode.reads_store() {
+            if let Some(messages) = self.replay_hit(call, keyed).await? {
+                return Ok(match mode.on_hit() {
+                    OnHit::Replay => Answer::Replay(messages),
+                    OnHit::Forward(write) => Answer::Forward(write),
+                });
+            }
         }
+        Ok(match mode.on_miss() {
+            OnMiss::Fail => Answer::Miss(Box::new(self.miss(call, keyed).await)),
+            OnMiss::Forward(write) => Answer::Forward(write),
+        })
     }
 
     /// The messages that answer `call` when it is recorded (counted as a hit), else `None`
@@ -341,7 +320,7 @@ impl McpRecorder {
             location: store.location(),
             reason,
         };
-        let cassette = Cassette::from_stored(&bytes, key).map_err(corrupt)?;
+        let cassette = Cassette::from_stored(&bytes, key).map_err(|e| corrupt(e.to_string()))?;
         let body = cassette
             .response
             .body
@@ -367,15 +346,8 @@ impl McpRecorder {
         let explanation = match &repeat {
             Some(repeat) => repeat.explanation(),
             None => {
-                let mut index = self.inner.index.lock().await;
-                let (config, redactor) = (&recorder.config().key, recorder.redactor());
-                let base = keyed.clone().occurrence(1);
-                let asked = (
-                    self.inner.server.as_str(),
-                    call.method.as_str(),
-                    &base.material,
-                );
-                let mut explanation = index.explain(store, config, redactor, asked).await;
+                let (server, method) = (&self.inner.server, &call.method);
+                let mut explanation = recorder.nearest(server, method, keyed).await;
                 if explanation.nearest.is_none() {
                     explanation.summary =
                         format!("Nothing is recorded for {} on this server.", call.method);
@@ -411,38 +383,27 @@ impl McpRecorder {
         !recording.is_error() || self.inner.recorder.config().errors == ErrorRecording::Record
     }
 
-    /// Stores `recording` as the answer to `call` according to `persistence`. Returns whether
-    /// a cassette was written.
+    /// Stores `recording` as the answer to `call` as `write` says, through the recorder's
+    /// one write path. Returns whether a cassette was written.
     pub async fn store(
         &self,
         call: &McpCall,
         keyed: &Keyed,
         recording: &Recording,
         transcript: &Transcript,
-        persistence: Persistence,
+        write: Write,
     ) -> Result<bool> {
-        if persistence == Persistence::Nothing || !self.keeps(recording) {
+        if write == Write::Nothing || !self.keeps(recording) {
             return Ok(false);
         }
-        let recorder = &self.inner.recorder;
-        let store = recorder.store();
-        let key = &keyed.key;
         let cassette = self.cassette(call, keyed, recording, transcript);
-        let document = cassette.to_document();
-        match persistence {
-            Persistence::Overwrite => store.put(key, document).await?,
-            Persistence::CreateOnly => {
-                if store.put_if_absent(key, document).await? == Created::AlreadyExists {
-                    tracing::info!("cassette {key} was recorded by another runner first; kept it");
-                    return Ok(false);
-                }
-            }
-            Persistence::Nothing => return Ok(false),
-        }
-        recorder.count_recorded();
-        recorder.log_usage(&keyed.key);
-        recorder.note_recorded(&cassette);
-        Ok(true)
+        let stamp = Stamp::now(transcript.latency_ms);
+        let stored = self
+            .inner
+            .recorder
+            .write(cassette, stamp, write, None)
+            .await?;
+        Ok(stored == Stored::Won)
     }
 
     /// Like [`McpRecorder::store`], logging a failure instead of returning it: the answer
@@ -453,11 +414,9 @@ impl McpRecorder {
         keyed: &Keyed,
         recording: &Recording,
         transcript: &Transcript,
-        persistence: Persistence,
+        write: Write,
     ) {
-        let stored = self
-            .store(call, keyed, recording, transcript, persistence)
-            .await;
+        let stored = self.store(call, keyed, recording, transcript, write).await;
         if let Err(err) = stored {
             tracing::error!(
                 "cannot record {} {} for MCP server `{}`: {err}",
@@ -468,6 +427,7 @@ impl McpRecorder {
         }
     }
 
+    /// The cassette of this exchange as received; the write path stamps and seals it.
     fn cassette(
         &self,
         call: &McpCall,
@@ -475,27 +435,20 @@ impl McpRecorder {
         recording: &Recording,
         transcript: &Transcript,
     ) -> Cassette {
-        let redactor = self.inner.recorder.redactor();
         let request_body = match &call.params {
             None => StoredBody::Empty,
             Some(params) => StoredBody::Json(params.clone()),
         };
-        let lowercased = |headers: &[(String, String)]| -> BTreeMap<String, String> {
-            headers
-                .iter()
-                .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.clone()))
-                .collect()
-        };
         let sequence = Sequence::of(keyed);
-        let mut cassette = Cassette {
+        Cassette {
             format: format_for(sequence.as_ref()),
             key: keyed.key.clone(),
             key_version: cassette_keying::KEY_VERSION,
             // MCP keys take no keying settings.
             key_settings: None,
             sequence,
-            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            tool: TOOL.to_owned(),
+            recorded_at: String::new(),
+            tool: String::new(),
             target: self.inner.server.clone(),
             upstream: self.inner.upstream.clone(),
             request: StoredRequest {
@@ -518,29 +471,9 @@ impl McpRecorder {
             },
             meta: Meta {
                 profile: MCP_PROFILE.to_owned(),
-                latency_ms: transcript.latency_ms,
                 ..Meta::default()
             },
-        };
-        // The whole document through the same redaction as an HTTP recording.
-        redactor.cassette(&mut cassette);
-        cassette.meta.request_redacted =
-            cassette.keyed_request(&Default::default()).key != keyed.key;
-        cassette
-    }
-}
-
-/// Whether a cassette holds an MCP exchange.
-pub fn is_mcp_cassette(cassette: &Cassette) -> bool {
-    cassette.meta.profile == MCP_PROFILE
-}
-
-/// Keys an MCP cassette's stored request (server, method, params) under the current contract.
-pub(crate) fn keyed_stored_request(cassette: &Cassette) -> Keyed {
-    let request = McpRequest::new(&cassette.target, &cassette.request.path);
-    match cassette.request.body.as_json() {
-        Some(params) => request.params(params).key(),
-        None => request.key(),
+        }
     }
 }
 

@@ -12,16 +12,18 @@
 //!   relayed, never stored, otherwise; `DELETE` ends a session (relayed when a server is
 //!   there).
 
-use super::engine::{McpCall, McpRecorder, Persistence, Recording, Replayed, Transcript};
+use super::engine::{Answer, McpCall, McpRecorder, Recording, Transcript};
 use super::message::{self, id_text, Message, INVALID_REQUEST};
-use crate::engine::{client_headers, header, response_headers, Recorder};
-use crate::error::{upstream_error, Error, Result};
-use crate::mode::Mode;
-use crate::request::Request;
+use crate::engine::Recorder;
+use crate::error::{Error, Result};
+use crate::mode::{Mode, Write};
 use crate::response::{Outcome, Response, ResponseBody, Source};
-use crate::stream::framing::{LineSplitter, SseParser};
+use crate::upstream::{client_headers, response_headers, upstream_error};
 use bytes::Bytes;
 use cassette_keying::{Key, Keyed};
+use cassette_tape::headers::header;
+use cassette_tape::Request;
+use cassette_wire::framing::{LineSplitter, SseParser};
 use futures::StreamExt;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,9 +34,10 @@ use tokio::sync::mpsc;
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The `response.stream` value of an answer that came as server-sent events.
-const SSE: &str = super::engine::SSE_STREAM;
+const SSE: &str = cassette_tape::mcp::SSE_STREAM;
 
-/// Answers one HTTP request to an MCP route.
+/// Answers one HTTP request to an MCP route, through the recorder's own index, counters and
+/// write path (the MCP recorder is only the route's name over them).
 pub(crate) async fn handle(recorder: &Recorder, request: Request) -> Result<Outcome> {
     let server = request.target.clone();
     let engine = McpRecorder::new(
@@ -90,20 +93,14 @@ async fn post(engine: &McpRecorder, request: Request) -> Result<Outcome> {
     };
     // Keyed once per request: in sequence mode this counts the occurrence.
     let keyed = engine.key_in_session(&call);
-    match engine.mode() {
-        Mode::Replay => match engine.replay(&call, &keyed).await? {
-            Replayed::Hit(messages) => replayed(engine, &request, &call, keyed, messages).await,
-            Replayed::Miss(miss) => {
-                tracing::warn!("{miss}");
-                let line = miss.error_line(&call.id);
-                Ok(json_rpc(&request, keyed.key, line, Source::Missed))
-            }
-        },
-        Mode::Auto => match engine.replay_hit(&call, &keyed).await? {
-            Some(messages) => replayed(engine, &request, &call, keyed, messages).await,
-            None => forward(engine, request, call, keyed, Persistence::CreateOnly).await,
-        },
-        mode => forward(engine, request, call, keyed, Persistence::of(mode)).await,
+    match engine.answer(&call, &keyed).await? {
+        Answer::Replay(messages) => replayed(engine, &request, &call, keyed, messages).await,
+        Answer::Miss(miss) => {
+            tracing::warn!("{miss}");
+            let line = miss.error_line(&call.id);
+            Ok(json_rpc(&request, keyed.key, line, Source::Missed))
+        }
+        Answer::Forward(write) => forward(engine, request, call, keyed, write).await,
     }
 }
 
@@ -189,10 +186,10 @@ async fn recorded_form(
         return Ok((false, Vec::new()));
     };
     let cassette =
-        crate::Cassette::from_stored(&bytes, &keyed.key).map_err(|reason| Error::Corrupt {
+        cassette_tape::Cassette::from_stored(&bytes, &keyed.key).map_err(|e| Error::Corrupt {
             key: keyed.key.clone(),
             location: store.location(),
-            reason,
+            reason: e.to_string(),
         })?;
     Ok((
         cassette.response.stream.as_deref() == Some(SSE),
@@ -207,7 +204,7 @@ async fn forward(
     request: Request,
     call: McpCall,
     keyed: Keyed,
-    persistence: Persistence,
+    write: Write,
 ) -> Result<Outcome> {
     let started = Instant::now();
     let (endpoint, response) = send(engine, &request).await?;
@@ -216,17 +213,17 @@ async fn forward(
     let is_sse = header(&headers, "content-type")
         .is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
     // Only a successful answer is recorded; an error status passes through.
-    let persistence = if (200..300).contains(&status) {
-        persistence
+    let write = if (200..300).contains(&status) {
+        write
     } else {
-        Persistence::Nothing
+        Write::Nothing
     };
     let draft = Draft {
         engine: engine.clone(),
         call,
         keyed: keyed.clone(),
         started,
-        persistence,
+        write,
         transcript: Transcript {
             request_headers: request.headers.clone(),
             status,
@@ -249,9 +246,9 @@ async fn forward(
     };
     Ok(Outcome {
         key: keyed.key,
-        source: match persistence {
-            Persistence::Nothing => Source::PassedThrough,
-            _ => Source::Recorded,
+        source: match write {
+            Write::Nothing => Source::PassedThrough,
+            Write::Overwrite | Write::CreateOnly => Source::Recorded,
         },
         response: Response {
             status,
@@ -290,11 +287,7 @@ async fn send(engine: &McpRecorder, request: &Request) -> Result<(String, reqwes
         .ok_or_else(|| Error::NoUpstream {
             target: request.target.clone(),
         })?;
-    let upstream = recorder
-        .upstream_client()
-        .ok_or_else(|| Error::ReplayOnly {
-            target: request.target.clone(),
-        })?;
+    let upstream = recorder.upstream(&request.target)?;
     recorder.count_upstream_request();
     // Only a key configured for this very route is sent; an LLM route's key never is.
     upstream
@@ -310,7 +303,7 @@ struct Draft {
     call: McpCall,
     keyed: Keyed,
     started: Instant,
-    persistence: Persistence,
+    write: Write,
     transcript: Transcript,
 }
 
@@ -327,7 +320,7 @@ impl Draft {
                 &self.keyed,
                 &recording,
                 &self.transcript,
-                self.persistence,
+                self.write,
             )
             .await;
     }

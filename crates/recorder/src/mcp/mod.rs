@@ -10,10 +10,8 @@
 //! * Streamable HTTP servers are recorded through the proxy on routes named in
 //!   [`RecorderConfig::mcp_routes`](crate::RecorderConfig::mcp_routes) (the `http` module).
 //!
-//! An MCP cassette is an ordinary cassette document: `target` is the server's identity,
-//! `request.method` is `MCP` and `request.path` the JSON-RPC method, `request.body` the params,
-//! `response.body` the answer as JSON-RPC messages (`{"notifications": [...], "response":
-//! {...}}`) and `meta.profile` is `mcp`.
+//! An MCP cassette is an ordinary cassette document (`cassette_tape::mcp` says how one is laid
+//! out), sealed and stored through the recorder's one write path like any other.
 //!
 //! # Architecture invariant
 //!
@@ -26,8 +24,5 @@ mod lines;
 pub mod message;
 pub mod stdio;
 
-pub(crate) use engine::keyed_stored_request;
-pub use engine::{
-    is_mcp_cassette, McpCall, McpMiss, McpRecorder, MissHook, Persistence, Recording, Replayed,
-    Transcript, MCP_METHOD, MCP_PROFILE, SSE_STREAM,
-};
+pub use cassette_tape::mcp::{MCP_METHOD, MCP_PROFILE, SSE_STREAM};
+pub use engine::{Answer, McpCall, McpMiss, McpRecorder, MissHook, Recording, Transcript};

@@ -13,11 +13,11 @@
 //! Lines over the size limit are never buffered whole: a client's is refused with a JSON-RPC
 //! error, a server's is passed to the client as it is read, and not recorded.
 
-use super::engine::{McpCall, McpRecorder, Persistence, Recording, Replayed, Transcript};
+use super::engine::{Answer, McpCall, McpRecorder, Recording, Transcript};
 use super::lines::{self, Read};
 use super::message::{self, id_text, Message, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR};
 use crate::error::{Error, Result};
-use crate::mode::Mode;
+use crate::mode::{Mode, Write};
 use cassette_keying::Keyed;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -214,7 +214,7 @@ struct Pending {
     started: Instant,
     token: Option<String>,
     notifications: Vec<Value>,
-    persistence: Persistence,
+    write: Write,
 }
 
 /// What the client loop and the server reader share.
@@ -441,23 +441,8 @@ impl Session {
         let engine = self.shared.engine.clone();
         // Keyed once per request: in sequence mode this counts the occurrence.
         let keyed = engine.key_in_session(&call);
-        if matches!(mode, Mode::Record | Mode::Off) {
-            return self
-                .forward_call(line, call, keyed, Persistence::of(mode))
-                .await;
-        }
-        let found = match mode {
-            Mode::Auto => engine.replay_hit(&call, &keyed).await.map(|hit| match hit {
-                Some(messages) => Ok(messages),
-                None => Err(None),
-            }),
-            _ => engine.replay(&call, &keyed).await.map(|r| match r {
-                Replayed::Hit(messages) => Ok(messages),
-                Replayed::Miss(miss) => Err(Some(miss)),
-            }),
-        };
-        match found {
-            Ok(Ok(messages)) => {
+        match engine.answer(&call, &keyed).await {
+            Ok(Answer::Replay(messages)) => {
                 for message in messages {
                     self.shared
                         .client
@@ -465,18 +450,15 @@ impl Session {
                         .await;
                 }
             }
-            Ok(Err(Some(miss))) => {
+            Ok(Answer::Miss(miss)) => {
                 tracing::warn!("{miss}");
                 self.shared
                     .client
                     .send(miss.error_line(&call.id).as_bytes())
                     .await;
             }
-            Ok(Err(None)) => match self.ensure_server().await {
-                Ok(()) => {
-                    self.forward_call(line, call, keyed, Persistence::CreateOnly)
-                        .await
-                }
+            Ok(Answer::Forward(write)) => match self.ensure_server().await {
+                Ok(()) => self.forward_call(line, call, keyed, write).await,
                 Err(reason) => self.answer_error(&call.id, INTERNAL_ERROR, &reason).await,
             },
             Err(err) => {
@@ -497,19 +479,13 @@ impl Session {
         // the client's own work) are accepted: nothing answers a notification.
     }
 
-    async fn forward_call(
-        &mut self,
-        line: Vec<u8>,
-        call: McpCall,
-        keyed: Keyed,
-        persistence: Persistence,
-    ) {
+    async fn forward_call(&mut self, line: Vec<u8>, call: McpCall, keyed: Keyed, write: Write) {
         let token = message::progress_token(call.params.as_ref()).map(id_text);
         // `ping` is relayed (the live server's liveness is the question) but never recorded.
-        let persistence = if call.method == "ping" {
-            Persistence::Nothing
+        let write = if call.method == "ping" {
+            Write::Nothing
         } else {
-            persistence
+            write
         };
         let pending = Pending {
             call: call.clone(),
@@ -517,7 +493,7 @@ impl Session {
             started: Instant::now(),
             token,
             notifications: Vec::new(),
-            persistence,
+            write,
         };
         self.shared
             .pending
@@ -764,7 +740,7 @@ async fn record(shared: &Shared, pending: Pending, response: Value) {
             &pending.keyed,
             &recording,
             &transcript,
-            pending.persistence,
+            pending.write,
         )
         .await;
 }

@@ -28,13 +28,13 @@
 //! nearest among them. Segments are hints: a record whose cassette is gone is skipped.
 
 use super::{distance, redacted_material, render, Explanation, Nearest};
-use crate::cassette::Cassette;
-use crate::redact::Redactor;
 use cassette_keying::{
     diff, normalize_path, to_canonical_string, CanonicalKeyConfig, Difference, Key, KeyConfig,
     Profile, KEY_VERSION,
 };
 use cassette_store::{Created, DynStore, SegmentName};
+use cassette_tape::redact::Redactor;
+use cassette_tape::Cassette;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

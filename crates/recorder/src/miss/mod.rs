@@ -14,8 +14,8 @@ pub(crate) use log::MissBook;
 pub use log::{MissLog, MissNote};
 pub use render::{difference_line, word_diff};
 
-use crate::redact::Redactor;
 use cassette_keying::{Change, Difference, Key};
+use cassette_tape::redact::Redactor;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;

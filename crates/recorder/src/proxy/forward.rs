@@ -20,11 +20,10 @@
 //! long way: it is rewritten to origin form (with `Host` set to that address) and goes through
 //! the proxy's routes and checks like any other.
 
-use super::server::AppState;
 use crate::engine::Recorder;
 use crate::mode::Mode;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request as HttpRequest, State};
+use axum::extract::{ConnectInfo, Request as HttpRequest};
 use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -35,7 +34,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// What the proxy does with forward-proxy requests for hosts other than itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -323,12 +322,12 @@ impl Forwarder {
 /// any routing (`http://example.com/healthz` is not the proxy's health check), and everything
 /// else goes on to the routes.
 pub(super) async fn intercept(
-    State(state): State<Arc<AppState>>,
+    recorder: &Recorder,
+    forwarder: &Forwarder,
     request: HttpRequest,
     next: Next,
 ) -> Response {
     let kind = classify(request.method(), request.uri());
-    let forwarder = &state.forward;
     match kind {
         Kind::Origin => next.run(request).await,
         Kind::Absolute(target) if forwarder.is_own(&target) => {
@@ -340,7 +339,7 @@ pub(super) async fn intercept(
             "the proxy speaks plain HTTP: send requests to it directly, not through a tunnel to it",
         ),
         Kind::Connect(target) | Kind::Absolute(target) => {
-            answer_foreign(&state.recorder, forwarder, target, request).await
+            answer_foreign(recorder, forwarder, target, request).await
         }
     }
 }
@@ -394,7 +393,7 @@ async fn answer_foreign(
             "a request sent by a web page is never forwarded",
         );
     }
-    let upstream = match (mode, recorder.upstream_client()) {
+    let upstream = match (mode, recorder.upstream(&target.to_string()).ok()) {
         (Mode::Replay, _) | (_, None) => {
             if forwarder.count(&target, Counted::Refused) {
                 tracing::warn!(

@@ -8,8 +8,8 @@
 //! `default` route with its path unchanged. The upstream URL is the route's base URL joined
 //! with the remaining path without doubling a shared run such as `/v1`.
 //!
-//! The server itself (axum) lives in the private `server` module: no axum type appears in
-//! this module's API.
+//! The server itself (axum) lives in the private `server` module, its settings in `config`, the
+//! traffic that bypassed the base URL in `forward`: no axum type appears in this module's API.
 //!
 //! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
 //!
@@ -52,177 +52,27 @@
 //! client that ignores that header (the Vercel AI SDK) fails fast with another
 //! [`ProxyConfig::miss_status`].
 
+mod config;
 mod forward;
 mod server;
 
+pub use config::{
+    Advice, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS,
+};
 pub use forward::{Bypassed, Forwarding, HostPattern};
+pub use server::ProxyStats;
 
-use crate::engine::{Recorder, Stats};
-use crate::error::{Error, Setting};
+use crate::engine::Recorder;
+use crate::error::Error;
 use crate::miss::MissLog;
-use serde::Serialize;
 use server::AppState;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-/// The address `cassette proxy` listens on by default.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8089";
-
-/// Whether the proxy may listen on an address other machines can reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Exposure {
-    /// Loopback addresses only (the default: a proxy holding an API key must not be open to
-    /// the network by accident).
-    #[default]
-    LoopbackOnly,
-    /// Any address; the caller asked for it explicitly and should warn.
-    AllowRemote,
-}
-
-/// Advice appended to the message of an error the proxy answers with or logs: how to change
-/// the setting at fault in the program that embeds the proxy (a flag, a variable), which the
-/// recorder's own messages cannot name.
-pub type Advice = fn(&Error) -> Option<String>;
-
-/// Default time a connection has to send its request headers.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Default time a request body may stall before the request fails with 408.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Default number of connections served at once.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-
-/// Proxy settings, validated before a socket is opened.
-#[derive(Debug, Clone)]
-pub struct ProxyConfig {
-    /// Address to listen on; port 0 picks a free one.
-    pub listen: SocketAddr,
-    /// Largest request body accepted; larger ones get 413.
-    pub max_body: usize,
-    /// Whether a non-loopback `listen` is allowed.
-    pub exposure: Exposure,
-    /// Advice added to error messages; none by default.
-    pub advice: Option<Advice>,
-    /// Host names (without port) accepted besides loopback names and addresses and the
-    /// listening address, such as a container's service name.
-    pub allowed_hosts: Vec<String>,
-    /// Web page origins (`https://app.example:3000`) whose browser requests are served, with
-    /// CORS headers; every other browser request is refused.
-    pub allowed_origins: Vec<String>,
-    /// How long a connection may take to send its request headers (and how long an idle
-    /// keep-alive connection is kept).
-    pub header_timeout: Duration,
-    /// How long a request body may stall before the request fails.
-    pub body_timeout: Duration,
-    /// How many connections are served at once.
-    pub max_connections: usize,
-    /// The HTTP status of a replay miss: 409 by default; any 4xx or 5xx.
-    pub miss_status: u16,
-    /// What forward-proxy requests for other hosts get.
-    pub forwarding: Forwarding,
-}
-
-/// The status a replay miss is answered with unless configured otherwise.
-pub const DEFAULT_MISS_STATUS: u16 = 409;
-
-impl Default for ProxyConfig {
-    fn default() -> Self {
-        ProxyConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8089)),
-            max_body: crate::config::DEFAULT_MAX_BODY,
-            exposure: Exposure::LoopbackOnly,
-            advice: None,
-            allowed_hosts: Vec::new(),
-            allowed_origins: Vec::new(),
-            header_timeout: DEFAULT_HEADER_TIMEOUT,
-            body_timeout: DEFAULT_BODY_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            miss_status: DEFAULT_MISS_STATUS,
-            forwarding: Forwarding::default(),
-        }
-    }
-}
-
-impl ProxyConfig {
-    /// Loopback on a free port, the default body limit: what tests and `cassette exec` use.
-    pub fn ephemeral() -> ProxyConfig {
-        ProxyConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            ..ProxyConfig::default()
-        }
-    }
-
-    /// Checks the settings without opening anything.
-    pub fn validate(&self) -> Result<(), Error> {
-        if self.max_body == 0 {
-            return Err(Error::InvalidSetting {
-                setting: Setting::BodyLimit,
-                reason: "it must be at least 1 byte",
-            });
-        }
-        if !(400..=599).contains(&self.miss_status) {
-            return Err(Error::InvalidSetting {
-                setting: Setting::MissStatus,
-                reason: "it must be an HTTP error status, 400 to 599",
-            });
-        }
-        if !self.listen.ip().is_loopback() && self.exposure == Exposure::LoopbackOnly {
-            return Err(Error::NotLoopback { addr: self.listen });
-        }
-        if self.max_connections == 0 {
-            return Err(Error::InvalidSetting {
-                setting: Setting::MaxConnections,
-                reason: "at least one connection must be served",
-            });
-        }
-        for (timeout, setting) in [
-            (self.header_timeout, Setting::HeaderTimeout),
-            (self.body_timeout, Setting::BodyTimeout),
-        ] {
-            if timeout.is_zero() {
-                return Err(Error::InvalidSetting {
-                    setting,
-                    reason: "it must be longer than zero",
-                });
-            }
-        }
-        for origin in &self.allowed_origins {
-            server::parse_origin(origin).map_err(|reason| Error::InvalidSetting {
-                setting: Setting::AllowedOrigin,
-                reason,
-            })?;
-        }
-        Ok(())
-    }
-}
-
-/// Counters of the proxy: the recorder's plus the requests the proxy received.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct ProxyStats {
-    /// Requests received for upstream paths (health and stats requests, and forward-proxy
-    /// requests for other hosts, not counted).
-    pub requests: u64,
-    /// The recorder's counters.
-    #[serde(flatten)]
-    pub recorder: Stats,
-    /// Forward-proxy requests for other hosts, by host: traffic that bypassed the base URL
-    /// (allowed hosts not counted).
-    pub bypassed: Vec<Bypassed>,
-}
-
-impl ProxyStats {
-    /// How many requests bypassed the base URL, over all hosts.
-    pub fn bypass_count(&self) -> u64 {
-        self.bypassed.iter().map(Bypassed::requests).sum()
-    }
-}
 
 /// A proxy bound to a socket, ready to [`serve`](Proxy::serve).
 pub struct Proxy {
@@ -314,11 +164,7 @@ impl std::fmt::Debug for StatsHandle {
 impl StatsHandle {
     /// The counters now.
     pub fn get(&self) -> ProxyStats {
-        ProxyStats {
-            requests: self.0.requests.load(Ordering::Relaxed),
-            recorder: self.0.recorder.stats(),
-            bypassed: self.0.forward.bypassed(),
-        }
+        self.0.stats()
     }
 
     /// The distinct keys that missed so far, the first ones with their one-line explanation.

@@ -3,12 +3,12 @@
 //! browser origins), turns HTTP requests into recorder requests and outcomes and errors back
 //! into HTTP answers. Nothing outside this module sees an axum or hyper type.
 
-use super::forward::{self, Forwarder};
-use super::{Advice, ProxyConfig, ProxyStats, StatsHandle};
+use super::config::{parse_origin, Advice, Exposure, ProxyConfig};
+use super::forward::{self, Bypassed, Forwarder};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
+use crate::engine::Stats;
 use crate::error::{report, Error};
-use crate::request::Request;
 use crate::response::{Outcome, ResponseBody, Source};
 use axum::body::Body;
 use axum::extract::{Request as HttpRequest, State};
@@ -18,10 +18,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
+use cassette_tape::Request;
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -35,6 +37,27 @@ use tokio::sync::{watch, Semaphore};
 /// the client, still sending, sees the answer rather than a reset connection.
 const DRAIN_AFTER_LIMIT: usize = 16 * 1024 * 1024;
 
+/// Counters of the proxy: the recorder's plus the requests the proxy received.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct ProxyStats {
+    /// Requests received for upstream paths (health and stats requests, and forward-proxy
+    /// requests for other hosts, not counted).
+    pub requests: u64,
+    /// The recorder's counters.
+    #[serde(flatten)]
+    pub recorder: Stats,
+    /// Forward-proxy requests for other hosts, by host: traffic that bypassed the base URL
+    /// (allowed hosts not counted).
+    pub bypassed: Vec<Bypassed>,
+}
+
+impl ProxyStats {
+    /// How many requests bypassed the base URL, over all hosts.
+    pub fn bypass_count(&self) -> u64 {
+        self.bypassed.iter().map(Bypassed::requests).sum()
+    }
+}
+
 /// What every request handler shares.
 pub(super) struct AppState {
     pub(super) recorder: Recorder,
@@ -45,7 +68,7 @@ pub(super) struct AppState {
     pub(super) requests: AtomicU64,
     /// The address the proxy listens on: a request naming it is addressed to the proxy.
     listen: SocketAddr,
-    exposure: super::Exposure,
+    exposure: Exposure,
     /// Lowercased host names accepted besides loopback ones.
     allowed_hosts: Vec<String>,
     /// Browser origins served, normalized (`scheme://host[:port]`, lowercase).
@@ -60,6 +83,15 @@ pub(super) struct AppState {
 }
 
 impl AppState {
+    /// The counters now.
+    pub(super) fn stats(&self) -> ProxyStats {
+        ProxyStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            recorder: self.recorder.stats(),
+            bypassed: self.forward.bypassed(),
+        }
+    }
+
     pub(super) fn new(recorder: Recorder, config: &ProxyConfig, own: SocketAddr) -> AppState {
         let mounts = recorder
             .config()
@@ -215,11 +247,17 @@ fn router(state: Arc<AppState>) -> Router {
         // Strangers are refused first; forward-proxy requests are told apart before that (an
         // own-address one comes back in origin form, and is checked like any other).
         .layer(middleware::from_fn_with_state(state.clone(), guard))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            forward::intercept,
-        ))
+        .layer(middleware::from_fn_with_state(state.clone(), intercept))
         .with_state(state)
+}
+
+/// Forward-proxy requests are answered before any routing (see [`forward::intercept`]).
+async fn intercept(
+    State(state): State<Arc<AppState>>,
+    request: HttpRequest,
+    next: Next,
+) -> Response {
+    forward::intercept(&state.recorder, &state.forward, request, next).await
 }
 
 /// Refuses requests from strangers before anything else looks at them: a `Host` that is not
@@ -269,7 +307,7 @@ impl AppState {
         {
             return ip.is_loopback()
                 || ip == self.listen.ip()
-                || self.exposure == super::Exposure::AllowRemote;
+                || self.exposure == Exposure::AllowRemote;
         }
         name == "localhost" || name.ends_with(".localhost") || self.allowed_hosts.contains(&name)
     }
@@ -316,15 +354,6 @@ fn host_name(host: &str) -> &str {
     }
 }
 
-/// An origin normalized for comparison: `scheme://host[:port]` in lowercase, without a path.
-pub(super) fn parse_origin(origin: &str) -> Result<String, &'static str> {
-    let url = url::Url::parse(origin.trim()).map_err(|_| "an origin is scheme://host[:port]")?;
-    if url.cannot_be_a_base() || url.host_str().is_none() || !matches!(url.path(), "" | "/") {
-        return Err("an origin is scheme://host[:port], without a path");
-    }
-    Ok(url.origin().ascii_serialization().to_ascii_lowercase())
-}
-
 /// The proxy's own answer to the CORS preflight of an allowed origin.
 fn preflight(origin: &str, headers: &HeaderMap) -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
@@ -368,9 +397,8 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn stats(State(state): State<Arc<AppState>>) -> Response {
-    let handle = StatsHandle(state);
-    let stats: ProxyStats = handle.get();
-    let misses = handle.misses();
+    let stats = state.stats();
+    let misses = state.recorder.misses();
     match serde_json::to_value(stats) {
         Ok(mut value) => {
             // The first distinct misses, so a long-running proxy can be asked what it missed.

@@ -317,10 +317,10 @@ pub(crate) fn cut(body: &Bytes, sizes: &[usize]) -> Vec<Bytes> {
     out
 }
 
-/// Reads a file under the repository's tests/fixtures/streams folder.
+/// Reads a provider stream fixture (crates/wire/tests/fixtures).
 pub(crate) fn fixture(name: &str) -> Bytes {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/streams")
+        .join("../wire/tests/fixtures")
         .join(name);
     Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }

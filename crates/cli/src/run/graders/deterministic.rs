@@ -2,14 +2,25 @@
 //! object by a function the registry in [`super`] names.
 
 use super::fields::Fields;
-use super::Score;
 use crate::answer::{shorten, Answer};
 use anyhow::{anyhow, bail, Context};
 use regex::Regex;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use similar::TextDiff;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
+
+/// A score next to a verdict, on a 0 to 1 scale: `similarity` passes when the score reaches its
+/// threshold, `judge` (the share of votes that passed) when it exceeds one half.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Score {
+    /// The score.
+    #[serde(rename = "score")]
+    pub(crate) value: f64,
+    /// Where the verdict flips.
+    pub(crate) threshold: f64,
+}
 
 /// A deterministic grader.
 pub(crate) trait Grade: Send + Sync {

@@ -112,8 +112,8 @@ pub(crate) struct Judgement {
 
 impl Judgement {
     /// The share of votes that passed, against the one half a strict majority must exceed.
-    pub(crate) fn score(&self) -> super::Score {
-        super::Score {
+    pub(crate) fn score(&self) -> super::deterministic::Score {
+        super::deterministic::Score {
             value: f64::from(self.passed) / self.votes.len().max(1) as f64,
             threshold: 0.5,
         }

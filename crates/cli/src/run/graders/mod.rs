@@ -11,12 +11,11 @@ mod deterministic;
 mod fields;
 pub(crate) mod judge;
 
-pub(crate) use deterministic::Grade;
+pub(crate) use deterministic::{Grade, Score};
 use fields::Fields;
 use judge::JudgeSpec;
 
 use anyhow::{anyhow, bail, Context};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -35,17 +34,6 @@ impl fmt::Debug for Check {
             Check::Judge(spec) => f.debug_tuple("Judge").field(spec).finish(),
         }
     }
-}
-
-/// A score next to a verdict, on a 0 to 1 scale: `similarity` passes when the score reaches its
-/// threshold, `judge` (the share of votes that passed) when it exceeds one half.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Score {
-    /// The score.
-    #[serde(rename = "score")]
-    pub(crate) value: f64,
-    /// Where the verdict flips.
-    pub(crate) threshold: f64,
 }
 
 /// One grader of a case, under the name the suite gave.

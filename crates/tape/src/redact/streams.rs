@@ -37,7 +37,7 @@ impl Redactor {
     /// the first piece of a secret becomes `[REDACTED]`, its other pieces become empty, so the
     /// assembled text reads `[REDACTED]` once. Secrets inside one event are left to the JSON
     /// rules that run next. Returns whether anything changed.
-    pub(super) fn split_secrets(&self, body: &mut Value) -> bool {
+    pub(crate) fn split_secrets(&self, body: &mut Value) -> bool {
         let Some(events) = body.get_mut("events").and_then(Value::as_array_mut) else {
             return false;
         };

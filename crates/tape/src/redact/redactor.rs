@@ -6,7 +6,8 @@ use super::names::{
     NAME_EXEMPT_SUBTREES, REQUEST_HEADER_ALLOW_LIST, URL_VALUED_HEADERS,
 };
 use super::shapes::{match_ranges, redact_shapes, replace_matches, shape_ranges};
-use super::{RedactError, RedactionRules, REDACTED, SECRET_GROUP};
+use super::{RedactionRules, REDACTED, SECRET_GROUP};
+use crate::Error;
 use cassette_keying::JsonPath;
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -42,10 +43,10 @@ impl Default for Redactor {
 
 impl Redactor {
     /// Compiles the user's rules; an invalid regex or JSON path is an error naming it.
-    pub fn new(rules: &RedactionRules) -> Result<Redactor, RedactError> {
+    pub fn new(rules: &RedactionRules) -> Result<Redactor, Error> {
         let mut json_paths = Vec::with_capacity(rules.json_paths.len());
         for path in &rules.json_paths {
-            let parsed = JsonPath::parse(path).map_err(|e| RedactError::InvalidJsonPath {
+            let parsed = JsonPath::parse(path).map_err(|e| Error::InvalidJsonPath {
                 path: path.clone(),
                 reason: e.reason,
             })?;
@@ -53,7 +54,7 @@ impl Redactor {
         }
         let mut patterns = Vec::with_capacity(rules.patterns.len());
         for pattern in &rules.patterns {
-            let invalid = |reason: String| RedactError::InvalidPattern {
+            let invalid = |reason: String| Error::InvalidPattern {
                 pattern: pattern.clone(),
                 reason,
             };
@@ -752,7 +753,7 @@ mod tests {
                 patterns: vec![pattern.to_owned()],
             };
             match Redactor::new(&rules) {
-                Err(e @ RedactError::InvalidPattern { .. }) => {
+                Err(e @ Error::InvalidPattern { .. }) => {
                     let msg = e.to_string();
                     assert!(msg.contains(&format!("`{pattern}`")), "{msg}");
                 }

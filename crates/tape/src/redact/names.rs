@@ -213,7 +213,7 @@ static BODY_CREDENTIALS: LazyLock<HashSet<String>> =
     LazyLock::new(|| normalized_set(BODY_CREDENTIAL_NAMES));
 static BODY_SAFE: LazyLock<HashSet<String>> = LazyLock::new(|| normalized_set(BODY_SAFE_NAMES));
 
-pub(super) fn is_body_credential_name(name: &str) -> bool {
+pub(crate) fn is_body_credential_name(name: &str) -> bool {
     let n = normalize_name(name);
     BODY_CREDENTIALS.contains(&n) && !BODY_SAFE.contains(&n)
 }

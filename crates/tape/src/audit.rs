@@ -1,16 +1,15 @@
 //! Auditing stored cassettes (`cassette verify`): what the current rules would not have stored,
 //! in documents recorded by an older version, through a gateway, or edited by hand.
 //!
-//! The audit redacts a copy of the document with [`Redactor::cassette`], the function recording
-//! uses, and reports every place that changed, by location and reason, never by value. Places
+//! The audit redacts a copy of the document field by field as sealing does (the same function)
+//! and reports every place that changed, by location and reason, never by value. Places
 //! whose old text holds a credential *shape* are left out: a scan of the stored bytes
 //! ([`find_credentials`]) reports those with their byte offsets. On top, it flags stored headers
 //! that today's allow-lists would drop when their values look like cookies or tokens.
 
-use super::names::{is_body_credential_name, normalize_name};
-use super::shapes::find_credentials;
-use super::Redactor;
-use crate::cassette::{Cassette, StoredBody};
+use crate::document::{Cassette, StoredBody};
+use crate::redact::{find_credentials, is_body_credential_name, normalize_name, Redactor};
+use crate::seal::redact_fields;
 use base64::Engine;
 use regex::Regex;
 use serde_json::Value;
@@ -91,7 +90,7 @@ fn is_token_shaped(value: &str) -> bool {
 pub fn audit(cassette: &Cassette) -> Vec<Finding> {
     let redactor = Redactor::default();
     let mut clean = cassette.clone();
-    let redaction = redactor.cassette(&mut clean);
+    let redaction = redact_fields(&redactor, &mut clean);
     let mut out = Vec::new();
     let mut text = |location: &str, old: &str, new: &str, reason: &str| {
         if old != new && !shapes_explain(&redactor, old, new) {
@@ -149,7 +148,71 @@ pub fn audit(cassette: &Cassette) -> Vec<Finding> {
         redaction.response.in_binary,
         &redactor,
     );
+    if let (Some(old), Some(new)) = (&cassette.response.events, &clean.response.events) {
+        let (old, new) = (Value::from(old.clone()), Value::from(new.clone()));
+        json_places(&mut out, "response.events", &old, &new, &redactor, |old| {
+            if find_credentials(old.as_bytes()).is_empty() {
+                "a piece of a secret split across stream events"
+            } else {
+                "a value the current rules replace"
+            }
+        });
+    }
+    // Everything else the seal redacts (review facts, provenance, keying settings), compared
+    // as the documents serialize, so a field added to both is audited too.
+    let rest = |c: &Cassette| {
+        let mut value = serde_json::to_value(c).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut value {
+            map.remove("upstream");
+            map.remove("request");
+            map.remove("response");
+        }
+        value
+    };
+    json_places(
+        &mut out,
+        "",
+        &rest(cassette),
+        &rest(&clean),
+        &redactor,
+        |_| "a credential the current rules replace",
+    );
     out
+}
+
+/// Reports each place where `old` and `new` differ, unless a credential shape alone explains
+/// it (the byte scan reports those with their offsets); `reason` reads the old text.
+fn json_places(
+    out: &mut Vec<Finding>,
+    at: &str,
+    old: &Value,
+    new: &Value,
+    redactor: &Redactor,
+    reason: impl Fn(&str) -> &'static str,
+) {
+    let mut changed = Vec::new();
+    changed_places(old, new, String::new(), &mut changed);
+    for (path, old, new) in changed {
+        let old_text = match (old, new) {
+            (Value::String(old), Some(Value::String(new))) => {
+                if shapes_explain(redactor, old, new) {
+                    continue;
+                }
+                old.as_str()
+            }
+            _ => "",
+        };
+        let path = redactor.text(&path);
+        let location = match (at.is_empty(), path.starts_with('[')) {
+            (true, _) => path,
+            (false, true) => format!("{at}{path}"),
+            (false, false) => format!("{at}.{path}"),
+        };
+        out.push(Finding {
+            location,
+            reason: reason(old_text).to_owned(),
+        });
+    }
 }
 
 /// Headers today's allow-list drops are flagged when their value looks like a cookie or a

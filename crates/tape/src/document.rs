@@ -1,10 +1,14 @@
 //! The cassette document: one recorded interaction, versioned, as stored (see
 //! `docs/cassette-format.md`).
 
-use crate::request::Request;
+use crate::error::{Error, Result};
+use crate::mcp::MCP_PROFILE;
+use crate::request::{model_in_path, Request};
 use base64::Engine;
 use bytes::Bytes;
-use cassette_keying::{CanonicalKeyConfig, JsonPath, JsonPathError, Key, KeyConfig, Keyed};
+use cassette_keying::{
+    CanonicalKeyConfig, JsonPath, JsonPathError, Key, KeyConfig, Keyed, McpRequest,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -258,9 +262,10 @@ pub struct Meta {
 }
 
 impl Cassette {
-    /// Serializes the document for storage: pretty-printed, members in a stable order, with a
-    /// trailing newline, so a re-record reads as a small git diff.
-    pub fn to_document(&self) -> Bytes {
+    /// Serializes the document: pretty-printed, members in a stable order, with a trailing
+    /// newline, so a re-record reads as a small git diff. Only a [`Sealed`](crate::Sealed)
+    /// document is serialized for storage.
+    pub(crate) fn serialize(&self) -> Bytes {
         // Serializing plain data structures into a Vec cannot fail.
         let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
         out.push(b'\n');
@@ -268,13 +273,15 @@ impl Cassette {
     }
 
     /// Parses a stored document.
-    pub fn from_document(bytes: &[u8]) -> Result<Cassette, String> {
-        let cassette: Cassette = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    pub fn from_document(bytes: &[u8]) -> Result<Cassette> {
+        let cassette: Cassette = serde_json::from_slice(bytes).map_err(|e| Error::Unreadable {
+            reason: e.to_string(),
+        })?;
         if cassette.format > FORMAT_VERSION {
-            return Err(format!(
-                "cassette format {} is newer than this tool understands ({FORMAT_VERSION}); upgrade cassette",
-                cassette.format
-            ));
+            return Err(Error::NewerFormat {
+                found: cassette.format,
+                supported: FORMAT_VERSION,
+            });
         }
         Ok(cassette)
     }
@@ -282,14 +289,13 @@ impl Cassette {
     /// Parses the document stored under `key` and checks that it is the recording of that key:
     /// a document stored under another key (a file copied or renamed over another key's file)
     /// would answer a question it was not recorded for.
-    pub fn from_stored(bytes: &[u8], key: &Key) -> Result<Cassette, String> {
+    pub fn from_stored(bytes: &[u8], key: &Key) -> Result<Cassette> {
         let cassette = Cassette::from_document(bytes)?;
         if cassette.key != *key {
-            return Err(format!(
-                "the document is the recording of key {}, not of {key} (a file copied or \
-                 renamed over another key's file?); it was not served",
-                cassette.key
-            ));
+            return Err(Error::OtherKey {
+                recorded: cassette.key,
+                asked: key.clone(),
+            });
         }
         Ok(cassette)
     }
@@ -302,7 +308,7 @@ impl Cassette {
             .body
             .as_json()
             .and_then(|body| body.get("model")?.as_str());
-        from_body.or_else(|| crate::request::model_in_path(&self.request.path))
+        from_body.or_else(|| model_in_path(&self.request.path))
     }
 
     /// Keys the request this cassette stored, under the current contract: an HTTP request as
@@ -311,17 +317,48 @@ impl Cassette {
     /// tape was edited by hand, or when keying changed without a key version bump.
     /// A later occurrence of a request keys to its occurrence key ([`Cassette::sequence`]).
     pub fn keyed_request(&self, config: &KeyConfig) -> Keyed {
-        let keyed = if crate::mcp::is_mcp_cassette(self) {
-            crate::mcp::keyed_stored_request(self)
+        let keyed = if self.is_mcp() {
+            let request = McpRequest::new(&self.target, &self.request.path);
+            match self.request.body.as_json() {
+                Some(params) => request.params(params).key(),
+                None => request.key(),
+            }
         } else {
             Request::from(self).key(config)
         };
         keyed.occurrence(self.occurrence())
     }
 
+    /// Whether this cassette holds an MCP exchange (see [`crate::mcp`]).
+    pub fn is_mcp(&self) -> bool {
+        self.meta.profile == MCP_PROFILE
+    }
+
     /// Which occurrence of its request this recording answers: 1 unless it has a sequence.
     pub fn occurrence(&self) -> u32 {
         self.sequence.as_ref().map_or(1, |s| s.occurrence)
+    }
+}
+
+/// The request a cassette stored: redacted, so its key differs from the cassette's own key when
+/// redaction changed a keyed part (`meta.request_redacted`). A body whose base64 does not
+/// decode (a hand-edited file) becomes empty, so such a request keys differently and shows up
+/// in `cassette verify` instead of failing here.
+impl From<&Cassette> for Request {
+    fn from(cassette: &Cassette) -> Request {
+        let stored = &cassette.request;
+        Request {
+            target: cassette.target.clone(),
+            method: stored.method.clone(),
+            path: stored.path.clone(),
+            query: stored.query.clone(),
+            headers: stored
+                .headers
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            body: stored.body.to_bytes().unwrap_or_default(),
+        }
     }
 }
 
@@ -388,7 +425,7 @@ mod tests {
     #[test]
     fn documents_round_trip_and_end_with_newline() {
         let cassette = sample();
-        let doc = cassette.to_document();
+        let doc = cassette.serialize();
         assert!(doc.ends_with(b"}\n"));
         assert_eq!(Cassette::from_document(&doc).unwrap(), cassette);
         assert_eq!(cassette.requested_model(), Some("m"));
@@ -397,14 +434,14 @@ mod tests {
     #[test]
     fn key_settings_are_optional_and_compact() {
         let mut cassette = sample();
-        let doc = String::from_utf8(cassette.to_document().to_vec()).unwrap();
+        let doc = String::from_utf8(cassette.serialize().to_vec()).unwrap();
         assert!(
             doc.contains("\"key_version\": 1,\n  \"key_settings\": {\n    \"fingerprint\": \"070e95e06023\"\n  },"),
             "{doc}"
         );
         // A document written before the settings were recorded still reads.
         cassette.key_settings = None;
-        let doc = cassette.to_document();
+        let doc = cassette.serialize();
         assert!(!String::from_utf8_lossy(&doc).contains("key_settings"));
         assert_eq!(Cassette::from_document(&doc).unwrap().key_settings, None);
         // Settings round-trip through the document and back into a configuration.
@@ -414,7 +451,7 @@ mod tests {
             ignore: vec![JsonPath::parse("$['a'].*").unwrap()],
         };
         cassette.key_settings = Some(KeySettings::of(&config));
-        let back = Cassette::from_document(&cassette.to_document()).unwrap();
+        let back = Cassette::from_document(&cassette.serialize()).unwrap();
         let settings = back.key_settings.unwrap();
         assert_eq!(settings.ignore, ["$.a[*]"]);
         assert_eq!(settings.fingerprint, config.fingerprint());
@@ -423,11 +460,11 @@ mod tests {
 
     #[test]
     fn a_hand_edited_key_is_refused_with_a_reason() {
-        let doc = String::from_utf8_lossy(&sample().to_document()).into_owned();
+        let doc = String::from_utf8_lossy(&sample().serialize()).into_owned();
         for bad in ["abab", "ABABABAB", "../../etc/passwd", "é"] {
             let edited = doc.replace(&"ab".repeat(32), bad);
             let err = Cassette::from_document(edited.as_bytes()).unwrap_err();
-            assert!(err.contains("64 lowercase hex"), "{bad}: {err}");
+            assert!(err.to_string().contains("64 lowercase hex"), "{bad}: {err}");
         }
     }
 
@@ -435,7 +472,7 @@ mod tests {
     fn only_later_occurrences_are_format_2() {
         let first = sample();
         assert_eq!(format_for(first.sequence.as_ref()), 1);
-        assert!(!String::from_utf8_lossy(&first.to_document()).contains("sequence"));
+        assert!(!String::from_utf8_lossy(&first.serialize()).contains("sequence"));
         let mut later = sample();
         later.sequence = Some(Sequence {
             base_key: Key::parse(&"cd".repeat(32)).unwrap(),
@@ -443,7 +480,7 @@ mod tests {
         });
         later.format = format_for(later.sequence.as_ref());
         assert_eq!(later.format, 2);
-        let back = Cassette::from_document(&later.to_document()).unwrap();
+        let back = Cassette::from_document(&later.serialize()).unwrap();
         assert_eq!(back, later);
         assert_eq!(back.occurrence(), 3);
         assert_eq!(first.occurrence(), 1);
@@ -462,7 +499,7 @@ mod tests {
     fn newer_formats_are_refused_with_a_reason() {
         let mut cassette = sample();
         cassette.format = FORMAT_VERSION + 1;
-        let err = Cassette::from_document(&cassette.to_document()).unwrap_err();
-        assert!(err.contains("newer"), "{err}");
+        let err = Cassette::from_document(&cassette.serialize()).unwrap_err();
+        assert!(err.to_string().contains("newer"), "{err}");
     }
 }

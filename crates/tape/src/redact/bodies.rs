@@ -9,7 +9,7 @@
 use super::names::is_form_credential_name;
 use super::shapes::find_credentials;
 use super::{Redactor, REDACTED};
-use crate::cassette::StoredBody;
+use crate::document::StoredBody;
 use base64::Engine;
 use regex::bytes::Regex as BytesRegex;
 use serde_json::Value;

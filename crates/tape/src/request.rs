@@ -1,12 +1,13 @@
-//! The one owned request type of the recorder, and its view as the keying crate sees it.
+//! The one owned request type, and its view as the keying crate sees it.
 
-use crate::cassette::Cassette;
-use crate::config::DEFAULT_TARGET;
-use crate::engine::declares_json;
 use crate::error::{Error, Result};
+use crate::headers::declares_json;
 use bytes::Bytes;
 use cassette_keying::{BodyKind, HitKey, KeyConfig, Keyed};
 use serde_json::Value;
+
+/// The name of the route that serves requests not mounted under a named route.
+pub const DEFAULT_TARGET: &str = "default";
 
 /// An HTTP request as the recorder handles it: already routed, so `path` has lost any route
 /// prefix and `target` names the route. The proxy builds one per HTTP request; the suite
@@ -69,7 +70,7 @@ impl Request {
 
     /// The model asked for: the `model` the body names, when the body is JSON and names one,
     /// else the one a Gemini path names (`.../models/MODEL:generateContent`).
-    pub(crate) fn model(&self) -> Option<String> {
+    pub fn model(&self) -> Option<String> {
         let from_body = serde_json::from_slice::<Value>(&self.body)
             .ok()
             .and_then(|value| value.get("model")?.as_str().map(str::to_owned));
@@ -91,7 +92,7 @@ impl Request {
     /// keying read as opaque bytes: recorded, it would be keyed and forwarded as something the
     /// client did not mean to send. `body` is what keying found, so the body is parsed once on
     /// the way to a hit; only a refusal parses it again, to say where it breaks.
-    pub(crate) fn check_declared_json(&self, body: BodyKind) -> Result<()> {
+    pub fn check_declared_json(&self, body: BodyKind) -> Result<()> {
         if body != BodyKind::Opaque
             || !self.method.eq_ignore_ascii_case("POST")
             || !declares_json(&self.headers)
@@ -102,55 +103,21 @@ impl Request {
             Err(e) => e.to_string(),
             Ok(_) => "it is not one JSON value in UTF-8".to_owned(),
         };
-        Err(Error::InvalidRequest(format!(
-            "the request body is declared as JSON but does not parse: {reason}"
-        )))
+        Err(Error::NotJson { reason })
     }
 }
 
 /// The model of a Gemini method path: the segment after the last `models/`, up to its `:`.
-pub(crate) fn model_in_path(path: &str) -> Option<&str> {
+pub fn model_in_path(path: &str) -> Option<&str> {
     let (_, rest) = path.rsplit_once("/models/")?;
     let (model, _method) = rest.split_once(':')?;
     (!model.is_empty() && !model.contains('/')).then_some(model)
-}
-
-/// The request a cassette stored: redacted, so its key differs from the cassette's own key when
-/// redaction changed a keyed part (`meta.request_redacted`). A body whose base64 does not
-/// decode (a hand-edited file) becomes empty, so such a request keys differently and shows up
-/// in `cassette verify` instead of failing here.
-impl From<&Cassette> for Request {
-    fn from(cassette: &Cassette) -> Request {
-        let stored = &cassette.request;
-        Request {
-            target: cassette.target.clone(),
-            method: stored.method.clone(),
-            path: stored.path.clone(),
-            query: stored.query.clone(),
-            headers: stored
-                .headers
-                .iter()
-                .map(|(name, value)| (name.clone(), value.clone()))
-                .collect(),
-            body: stored.body.to_bytes().unwrap_or_default(),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn json_content_types_are_recognised() {
-        let with = |v: &str| vec![("Content-Type".to_owned(), v.to_owned())];
-        assert!(declares_json(&with("application/json")));
-        assert!(declares_json(&with("Application/JSON; charset=utf-8")));
-        assert!(declares_json(&with("application/vnd.api+json")));
-        assert!(!declares_json(&with("text/plain")));
-        assert!(!declares_json(&[]));
-    }
 
     #[test]
     fn only_a_declared_json_post_that_is_not_json_is_refused() {
@@ -161,7 +128,7 @@ mod tests {
         };
         let truncated = declared("POST", b"{\"model\": \"m\", \"messages\": [");
         let err = truncated.check_declared_json(BodyKind::Opaque).unwrap_err();
-        assert!(matches!(err, Error::InvalidRequest(_)), "{err}");
+        assert!(matches!(err, Error::NotJson { .. }), "{err}");
         assert!(err.to_string().contains("EOF while parsing"), "{err}");
         let not_utf8 = declared("POST", b"{\"a\": \"\xff\"}");
         let err = not_utf8.check_declared_json(BodyKind::Opaque).unwrap_err();

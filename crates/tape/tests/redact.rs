@@ -2,7 +2,7 @@
 //! realistic LLM exchange comes out untouched.
 
 use base64::Engine;
-use cassette_recorder::redact::{find_credentials, RedactionRules, Redactor, REDACTED};
+use cassette_tape::redact::{find_credentials, RedactionRules, Redactor, REDACTED};
 use serde_json::{json, Value};
 
 fn hdrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -1,5 +1,5 @@
-//! Streaming: assembling recorded streams into final responses and re-synthesizing real
-//! provider streams from them on replay.
+//! The wire formats of LLM provider streams: assembling recorded streams into final responses
+//! and re-synthesizing real provider streams from them on replay.
 //!
 //! A cassette stores the *meaning* of a streamed answer (the provider's non-streaming JSON
 //! shape: text, tool calls with their arguments, finish reason, usage), never the transport's
@@ -9,10 +9,22 @@
 //! parsers really run over partial chunks. Because `stream` is not part of the key, one
 //! recording serves both kinds of request.
 //!
-//! This module is pure: no IO, no clock, no global state.
+//! One file per provider stream format (`openai_chat`, `openai_responses`, `anthropic`,
+//! `gemini`, `ollama`, `generic`), the framing they share (`framing`: SSE and NDJSON lines) and
+//! the answer summary (`summary`: model, finish reason, usage, tool calls of a final response).
+//! Adding a provider's stream format is a change inside this crate only: a file, and its entry
+//! in [`StreamFormat`].
+//!
+//! # Architecture invariant
+//!
+//! This crate is pure: no IO, no async runtime, no clock, no environment, no global state. It
+//! depends on nothing but `cassette-keying` (for [`Profile`]) and data crates, so the compiler
+//! keeps it so; the recorder drives it with bytes it read itself.
+
+#![deny(missing_docs)]
 
 mod anthropic;
-pub(crate) mod framing;
+pub mod framing;
 mod gemini;
 mod generic;
 mod ollama;

@@ -8,16 +8,17 @@ use super::StreamError;
 
 /// One complete line, without its terminator.
 #[derive(Debug)]
-pub(crate) struct Line {
+pub struct Line {
     /// 1-based line number in the stream.
     pub no: u64,
+    /// The line's text.
     pub text: String,
 }
 
 /// Splits a byte stream into lines ended by `\n`, `\r\n` or `\r` (the SSE rules, which also
 /// cover NDJSON).
 #[derive(Debug)]
-pub(crate) struct LineSplitter {
+pub struct LineSplitter {
     format: &'static str,
     buf: Vec<u8>,
     line_no: u64,
@@ -27,7 +28,8 @@ pub(crate) struct LineSplitter {
 }
 
 impl LineSplitter {
-    pub(crate) fn new(format: &'static str) -> Self {
+    /// A splitter for a stream of `format` (named in its errors).
+    pub fn new(format: &'static str) -> Self {
         LineSplitter {
             format,
             buf: Vec::new(),
@@ -36,11 +38,8 @@ impl LineSplitter {
         }
     }
 
-    pub(crate) fn push(
-        &mut self,
-        mut chunk: &[u8],
-        out: &mut Vec<Line>,
-    ) -> Result<(), StreamError> {
+    /// Splits `chunk` (cut anywhere) into the lines it completes, appended to `out`.
+    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<Line>) -> Result<(), StreamError> {
         // A recorded stream of 1 MiB is split here while it is relayed: whole runs of a line
         // are copied at once rather than byte by byte.
         while let Some(&first) = chunk.first() {
@@ -61,22 +60,22 @@ impl LineSplitter {
     }
 
     /// Whether bytes after the last line terminator are waiting for theirs.
-    pub(crate) fn has_partial_line(&self) -> bool {
+    pub fn has_partial_line(&self) -> bool {
         !self.buf.is_empty()
     }
 
     /// The bytes after the last line terminator, if any.
-    pub(crate) fn partial_line(&self) -> Option<&[u8]> {
+    pub fn partial_line(&self) -> Option<&[u8]> {
         (!self.buf.is_empty()).then_some(self.buf.as_slice())
     }
 
     /// How many lines have been split off so far.
-    pub(crate) fn lines_seen(&self) -> u64 {
+    pub fn lines_seen(&self) -> u64 {
         self.line_no
     }
 
     /// The unterminated last line, if any.
-    pub(crate) fn finish(&mut self) -> Result<Option<Line>, StreamError> {
+    pub fn finish(&mut self) -> Result<Option<Line>, StreamError> {
         if self.buf.is_empty() {
             return Ok(None);
         }
@@ -99,7 +98,7 @@ impl LineSplitter {
 
 /// One dispatched server-sent event.
 #[derive(Debug, Clone)]
-pub(crate) struct SseEvent {
+pub struct SseEvent {
     /// The `event:` field, if the event had one.
     pub name: Option<String>,
     /// The `data:` lines joined with `\n`.
@@ -116,7 +115,7 @@ pub(crate) struct SseEvent {
 
 impl SseEvent {
     /// Where the event is, for error messages.
-    pub(crate) fn at(&self) -> String {
+    pub fn at(&self) -> String {
         match &self.name {
             Some(name) => format!(
                 "event {} (`{name}`) ending at line {}",
@@ -129,7 +128,7 @@ impl SseEvent {
 
 /// The event-stream interpretation of lines (WHATWG HTML, "Interpreting an event stream").
 #[derive(Debug, Default)]
-pub(crate) struct SseParser {
+pub struct SseParser {
     name: Option<String>,
     data: Option<String>,
     id: Option<String>,
@@ -139,7 +138,8 @@ pub(crate) struct SseParser {
 }
 
 impl SseParser {
-    pub(crate) fn line(&mut self, line: &Line) -> Option<SseEvent> {
+    /// Reads one line; returns the event a blank line dispatches.
+    pub fn line(&mut self, line: &Line) -> Option<SseEvent> {
         let mut text = line.text.as_str();
         if !self.seen_line {
             self.seen_line = true;
@@ -176,13 +176,13 @@ impl SseParser {
     }
 
     /// Whether an event has fields but was not dispatched yet (its blank line is missing).
-    pub(crate) fn is_open(&self) -> bool {
+    pub fn is_open(&self) -> bool {
         self.name.is_some() || self.data.is_some() || self.id.is_some() || self.retry.is_some()
     }
 
     /// Dispatches an event left open when the stream ended without its blank line: providers
     /// always send one, so a missing one means a cut stream, but the event itself is whole.
-    pub(crate) fn finish(&mut self, last_line: u64) -> Option<SseEvent> {
+    pub fn finish(&mut self, last_line: u64) -> Option<SseEvent> {
         self.dispatch(last_line)
     }
 

@@ -17,7 +17,8 @@ pub(super) fn redact_path(value: &mut Value, path: &JsonPath) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redact::{RedactError, RedactionRules, Redactor};
+    use crate::redact::{RedactionRules, Redactor};
+    use crate::Error;
     use serde_json::json;
 
     fn with_paths(paths: &[&str]) -> Redactor {
@@ -105,7 +106,7 @@ mod tests {
                 patterns: vec![],
             };
             match Redactor::new(&rules) {
-                Err(e @ RedactError::InvalidJsonPath { .. }) => {
+                Err(e @ Error::InvalidJsonPath { .. }) => {
                     assert!(e.to_string().contains(&format!("`{path}`")), "{e}")
                 }
                 other => panic!("{path}: {other:?}"),

@@ -2,7 +2,7 @@
 //! framing, and the round trip final -> stream -> final.
 
 use cassette_keying::Profile;
-use cassette_recorder::stream::{
+use cassette_wire::{
     response_summary, synthesize, synthesize_into, Assembler, StreamError, StreamFormat,
     SynthesisOptions, BLOCK_SIZE,
 };
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 fn fixture_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/streams")
+        .join("tests/fixtures")
         .join(name)
 }
 

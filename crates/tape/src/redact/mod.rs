@@ -19,21 +19,18 @@
 //! One file per job: `shapes` finds credential-shaped text, `names` holds the header, query and
 //! body name lists, `json_path` applies user JSON paths (parsed by `cassette_keying::JsonPath`),
 //! `redactor` puts them together in [`Redactor`], `bodies` reads forms, multipart and binary
-//! bodies, `streams` finds secrets split across the events of a stored stream, and `document`
-//! redacts a whole cassette.
+//! bodies, and `streams` finds secrets split across the events of a stored stream. A whole
+//! cassette is redacted by [`Sealed::seal`](crate::Sealed::seal) alone, field by field.
 
-mod audit;
 mod bodies;
-mod document;
 mod json_path;
 mod names;
 mod redactor;
 mod shapes;
 mod streams;
 
-pub use audit::{audit, Finding};
 pub use bodies::BodyRedaction;
-pub use document::CassetteRedaction;
+pub(crate) use names::is_body_credential_name;
 pub use names::{
     normalize_name, BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, QUERY_CREDENTIAL_NAMES,
     REQUEST_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_PREFIXES,
@@ -65,26 +62,4 @@ pub struct RedactionRules {
     pub json_paths: Vec<String>,
     /// Regexes whose matches are replaced with [`REDACTED`].
     pub patterns: Vec<String>,
-}
-
-/// An invalid user redaction rule; names the rule so the config can be fixed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RedactError {
-    /// A user regex does not compile.
-    #[error("invalid redaction pattern `{pattern}`: {reason}")]
-    InvalidPattern {
-        /// The pattern as configured.
-        pattern: String,
-        /// Why it was rejected.
-        reason: String,
-    },
-    /// A user JSON path does not parse.
-    #[error("invalid redaction JSON path `{path}`: {reason}")]
-    InvalidJsonPath {
-        /// The path as configured.
-        path: String,
-        /// Why it was rejected.
-        reason: String,
-    },
 }

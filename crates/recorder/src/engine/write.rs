@@ -1,0 +1,95 @@
+//! The one write path of every recording, HTTP, MCP or imported: stamped, sealed, written as the
+//! mode says, counted, logged as used and noted for the nearest-recording index.
+
+use super::Recorder;
+use crate::error::Result;
+use crate::mode::Write;
+use cassette_store::Created;
+use cassette_tape::{Cassette, Sealed};
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+
+/// The version string recorded in cassettes.
+const TOOL: &str = concat!("cassette ", env!("CARGO_PKG_VERSION"));
+
+/// Where a recording came from: when, by what, how long the upstream took.
+#[derive(Debug, Clone)]
+pub(crate) struct Stamp {
+    pub(crate) recorded_at: String,
+    pub(crate) tool: String,
+    pub(crate) latency_ms: u64,
+}
+
+impl Stamp {
+    /// A recording made now by this tool, whose answer took `latency_ms`.
+    pub(crate) fn now(latency_ms: u64) -> Stamp {
+        Stamp {
+            recorded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            tool: TOOL.to_owned(),
+            latency_ms,
+        }
+    }
+}
+
+/// What storing a recording did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// Nothing was to be stored (mode `off`, or an answer that is not recorded).
+    Nothing,
+    /// This recording is the stored one now.
+    Won,
+    /// Another writer stored the key first and its recording was kept (create-only).
+    Kept,
+}
+
+impl Recorder {
+    /// Stores `cassette` as `write` says: stamped with `stamp`, sealed (every stored field
+    /// redacted, review facts derived), written atomically, counted, its key logged as used and
+    /// noted for the index. `received` is the key material of the request as received, when
+    /// known (see [`Sealed::seal`]).
+    pub(crate) async fn write(
+        &self,
+        mut cassette: Cassette,
+        stamp: Stamp,
+        write: Write,
+        received: Option<Value>,
+    ) -> Result<Stored> {
+        if write == Write::Nothing {
+            return Ok(Stored::Nothing);
+        }
+        cassette.recorded_at = stamp.recorded_at;
+        cassette.tool = stamp.tool;
+        cassette.meta.latency_ms = stamp.latency_ms;
+        let sealed = Sealed::seal(cassette, &self.inner.redactor, received);
+        let key = sealed.cassette().key.clone();
+        let redaction = sealed.redaction();
+        for (part, body) in [
+            ("request", redaction.request),
+            ("response", redaction.response),
+        ] {
+            if body.in_binary > 0 {
+                tracing::warn!(
+                    "cassette {key}: the {part} body is binary and held {} credential-shaped \
+                     run(s); they are stored as [REDACTED] in its bytes",
+                    body.in_binary
+                );
+            }
+        }
+        let document = sealed.to_document();
+        let store = &self.inner.store;
+        match write {
+            Write::Overwrite => store.put(&key, document).await?,
+            Write::CreateOnly => {
+                if store.put_if_absent(&key, document).await? == Created::AlreadyExists {
+                    tracing::info!("cassette {key} was recorded by another runner first; kept it");
+                    return Ok(Stored::Kept);
+                }
+            }
+            Write::Nothing => return Ok(Stored::Nothing),
+        }
+        self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
+        self.log_usage(&key);
+        self.note_recorded(sealed.cassette(), sealed.material());
+        Ok(Stored::Won)
+    }
+}
