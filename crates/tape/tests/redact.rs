@@ -287,9 +287,14 @@ fn a_realistic_exchange_is_not_touched() {
 
 #[test]
 fn random_base64_is_not_flagged() {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
     for seed in 0..8 {
-        let blob = base64::engine::general_purpose::STANDARD.encode(noise(512 * 1024, seed));
-        assert_eq!(Redactor::default().text(&blob), blob, "seed {seed}");
-        assert_eq!(find_credentials(blob.as_bytes()), vec![], "seed {seed}");
+        // URL-safe base64 has `-` and `_`, which keys have too (issue 25, item 12: a key glued
+        // to a word character is found, but not a chance run inside data).
+        let bytes = noise(512 * 1024, seed);
+        for blob in [STANDARD.encode(&bytes), URL_SAFE_NO_PAD.encode(&bytes)] {
+            assert_eq!(Redactor::default().text(&blob), blob, "seed {seed}");
+            assert_eq!(find_credentials(blob.as_bytes()), vec![], "seed {seed}");
+        }
     }
 }

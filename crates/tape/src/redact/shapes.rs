@@ -20,15 +20,58 @@ pub struct CredentialMatch {
 }
 
 /// A known credential shape. `check` sees the secret part of a match and rejects look-alikes
-/// the regex alone cannot (the regex crate has no look-around).
+/// the regex alone cannot (the regex crate has no look-around). A shape whose regex starts with
+/// [`glued!`] also matches a secret glued right after a word character (`x_sk-proj-...`,
+/// `1sk-...`, `xAKIA...`), where no word boundary is; `glued` then decides, on top of `check`,
+/// whether the secret is random enough to be one (`disk-0123456789abcdefghij` is not), and a
+/// glued match inside a long run of base64 is data, never a key ([`inside_base64`]).
 struct ShapeDef {
     name: &'static str,
     regex: &'static str,
     check: fn(&str) -> bool,
+    glued: fn(&str) -> bool,
 }
 
 fn always(_: &str) -> bool {
     true
+}
+
+/// For shapes that never match glued to a word (their regex has no `glue` group).
+fn never(_: &str) -> bool {
+    false
+}
+
+/// A random key has a digit, a capital and a small letter: words, version strings and
+/// identifiers glued to a prefix mostly do not (`disk-0123456789abcdefghijklmnop`,
+/// `risk-ant-colony-optimization-2024`).
+fn random(secret: &str) -> bool {
+    let has = |f: fn(&u8) -> bool| secret.bytes().any(|b| f(&b));
+    has(u8::is_ascii_digit) && has(u8::is_ascii_uppercase) && has(u8::is_ascii_lowercase)
+}
+
+/// Letters of both cases: Hugging Face tokens are letters only.
+fn cased(secret: &str) -> bool {
+    let has = |f: fn(&u8) -> bool| secret.bytes().any(|b| f(&b));
+    has(u8::is_ascii_uppercase) && has(u8::is_ascii_lowercase)
+}
+
+/// How much longer than a glued match the run of base64 characters around it may be: a key
+/// glued to a short word (`my_key_sk-...`, `token=x1AKIA...`) stands alone, while one inside a
+/// kilobyte of base64 (an image, an embedding) is a chance run of the data.
+const GLUE_SLACK: usize = 64;
+
+/// Whether the glued match `start..end` of `bytes` lies inside a longer run of base64
+/// characters (standard or URL-safe alphabet, padding included) than a word and a key make.
+fn inside_base64(bytes: &[u8], start: usize, end: usize) -> bool {
+    let base64 =
+        |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'_' | b'-');
+    let before = bytes[..start]
+        .iter()
+        .rev()
+        .take_while(|b| base64(b))
+        .count();
+    let after = bytes[end..].iter().take_while(|b| base64(b)).count();
+    before + after > GLUE_SLACK
 }
 
 /// Hyphenated or underscored words (`sk-learn-compatible-estimator`) are prose, not keys: real
@@ -82,6 +125,15 @@ macro_rules! left {
     };
 }
 
+/// What [`left!`] allows, or a word character the secret is glued to, captured as `glue` so the
+/// shape's `glued` check decides (see [`ShapeDef`]). The escapes come first: `\nsk-...` is an
+/// escape before a key, not a key glued to an `n`.
+macro_rules! glued {
+    () => {
+        r"(?:(?-u:\b)|\\[nrtbf]|\\u[0-9A-Fa-f]{4}|%[0-9A-Fa-f]{2}|(?P<glue>[A-Za-z0-9_]))"
+    };
+}
+
 // The order is priority: more specific shapes first, `bearer` last, so an audit names the best
 // match.
 const SHAPES: &[ShapeDef] = &[
@@ -89,79 +141,98 @@ const SHAPES: &[ShapeDef] = &[
         name: "private_key",
         regex: r"(?P<redact>-----BEGIN[A-Z ]{0,20}PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]{0,20}PRIVATE KEY-----|$))",
         check: always,
+        glued: never,
     },
     ShapeDef {
         name: "jwt",
         regex: concat!(
-            left!(),
+            glued!(),
             r"(?P<redact>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
         ),
         check: always,
+        glued: random,
     },
     ShapeDef {
         name: "anthropic_api_key",
-        regex: concat!(left!(), r"(?P<redact>sk-ant-[A-Za-z0-9_-]{20,})"),
+        regex: concat!(glued!(), r"(?P<redact>sk-ant-[A-Za-z0-9_-]{20,})"),
         check: always,
+        glued: random,
     },
     ShapeDef {
         name: "openai_api_key",
-        regex: concat!(left!(), r"(?P<redact>sk-[A-Za-z0-9_-]{20,})"),
+        regex: concat!(glued!(), r"(?P<redact>sk-[A-Za-z0-9_-]{20,})"),
         check: not_prose,
+        glued: random,
     },
     ShapeDef {
         name: "openai_ephemeral_key",
         regex: concat!(left!(), r"(?P<redact>ek_[A-Za-z0-9]{20,})(?-u:\b)"),
         check: has_digit,
+        glued: never,
     },
     ShapeDef {
         name: "stripe_key",
-        regex: concat!(left!(), r"(?P<redact>[sr]k_(?:live|test)_[A-Za-z0-9]{16,})"),
+        regex: concat!(
+            glued!(),
+            r"(?P<redact>[sr]k_(?:live|test)_[A-Za-z0-9]{16,})"
+        ),
         check: always,
+        glued: random,
     },
     ShapeDef {
         name: "aws_access_key_id",
-        regex: concat!(left!(), r"(?P<redact>(?:AKIA|ASIA)[0-9A-Z]{16})(?-u:\b)"),
+        regex: concat!(glued!(), r"(?P<redact>(?:AKIA|ASIA)[0-9A-Z]{16})(?-u:\b)"),
         check: always,
+        glued: always,
     },
     ShapeDef {
         name: "github_token",
         regex: concat!(
-            left!(),
+            glued!(),
             r"(?P<redact>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))"
         ),
         check: always,
+        glued: random,
     },
     ShapeDef {
         name: "google_api_key",
-        regex: concat!(left!(), r"(?P<redact>AIza[0-9A-Za-z_-]{35,})"),
+        regex: concat!(glued!(), r"(?P<redact>AIza[0-9A-Za-z_-]{35,})"),
         check: always,
+        glued: random,
     },
     ShapeDef {
         name: "slack_token",
-        regex: concat!(left!(), r"(?P<redact>xox[abprse]-[A-Za-z0-9-]{10,})"),
+        regex: concat!(glued!(), r"(?P<redact>xox[abprse]-[A-Za-z0-9-]{10,})"),
         check: always,
+        glued: random,
     },
     ShapeDef {
         name: "huggingface_token",
-        regex: concat!(left!(), r"(?P<redact>hf_[A-Za-z0-9]{30,})(?-u:\b)"),
+        regex: concat!(glued!(), r"(?P<redact>hf_[A-Za-z0-9]{30,})(?-u:\b)"),
         check: always,
+        glued: cased,
     },
     ShapeDef {
         name: "groq_api_key",
-        regex: concat!(left!(), r"(?P<redact>gsk_[A-Za-z0-9]{30,})"),
+        regex: concat!(glued!(), r"(?P<redact>gsk_[A-Za-z0-9]{30,})"),
         check: always,
+        glued: random,
     },
     ShapeDef {
         name: "xai_api_key",
-        regex: concat!(left!(), r"(?P<redact>xai-[A-Za-z0-9]{30,})"),
+        regex: concat!(glued!(), r"(?P<redact>xai-[A-Za-z0-9]{30,})"),
         check: always,
+        glued: random,
     },
     // `scheme://user:password@host`: the userinfo goes, the scheme and host stay. A user alone
-    // (`ssh://git@host`) is no secret; a token used as the user has a shape of its own.
+    // (`ssh://git@host`) is no secret; a token used as the user has a shape of its own. The
+    // scheme may be missing (`//user:pw@host`, a scheme-relative URL) or glued to a word
+    // (`x_https://...`), so it is not required: the `//` and the `@` after a colon are the shape.
     ShapeDef {
         name: "url_password",
-        regex: r"(?i-u:\b[a-z][a-z0-9+.-]{0,30})://(?P<redact>[^\s/?#@:\\\x22'<>]*:[^\s/?#@\\\x22'<>]+)@",
+        regex: r"//(?P<redact>[^\s/?#@:\\\x22'<>]*:[^\s/?#@\\\x22'<>]+)@",
         check: url_password,
+        glued: never,
     },
     // The separator may be escaped or encoded too: `Bearer\u0020...`, `Bearer%20...`,
     // `Bearer+...` (a form-encoded space).
@@ -172,6 +243,7 @@ const SHAPES: &[ShapeDef] = &[
             r"(?i-u:bearer)(?:\s|\\[nrt]|\\u0020|%20|\+)+(?P<redact>[A-Za-z0-9._~+/-]{16,}=*)"
         ),
         check: bearer_token,
+        glued: never,
     },
 ];
 
@@ -214,9 +286,19 @@ pub(super) fn redact_shapes(text: &str) -> Cow<'_, str> {
         let (Some(def), Some(regex)) = (SHAPES.get(i), shapes.regexes.get(i)) else {
             continue;
         };
-        if let Cow::Owned(new) = replace_matches(regex, true, &out, def.check) {
-            out = Cow::Owned(new);
+        let ranges = shape_matches(def, regex, &out);
+        if ranges.is_empty() {
+            continue;
         }
+        let mut new = String::with_capacity(out.len());
+        let mut last = 0;
+        for range in ranges {
+            new.push_str(&out[last..range.start]);
+            new.push_str(REDACTED);
+            last = range.end;
+        }
+        new.push_str(&out[last..]);
+        out = Cow::Owned(new);
     }
     out
 }
@@ -232,9 +314,40 @@ pub(super) fn shape_ranges(text: &str) -> Vec<Range<usize>> {
         let (Some(def), Some(regex)) = (SHAPES.get(i), shapes.regexes.get(i)) else {
             continue;
         };
-        out.extend(match_ranges(regex, true, text, def.check));
+        out.extend(shape_matches(def, regex, text));
     }
     out
+}
+
+/// The secrets of one shape in `text`, in order and apart: each match's `redact` group, when
+/// the shape's checks accept it.
+fn shape_matches(def: &ShapeDef, regex: &Regex, text: &str) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for caps in regex.captures_iter(text) {
+        let Some(secret) = caps.name(SECRET_GROUP).or_else(|| caps.get(0)) else {
+            continue;
+        };
+        let glue = caps.name("glue").map(|g| g.start());
+        let accepted = accepts(def, secret.as_str(), glue, text.as_bytes(), secret.end());
+        let apart = out.last().is_none_or(|last| last.end <= secret.start());
+        if accepted && apart && !secret.is_empty() {
+            out.push(secret.range());
+        }
+    }
+    out
+}
+
+/// Whether a match of `def` whose secret is `secret` (ending at `end` in `all`) is one: the
+/// shape's check, and for a match glued to a word (`glue`: where the word character is) the
+/// shape's `glued` check, outside a long run of base64.
+fn accepts(def: &ShapeDef, secret: &str, glue: Option<usize>, all: &[u8], end: usize) -> bool {
+    if !(def.check)(secret) {
+        return false;
+    }
+    match glue {
+        None => true,
+        Some(start) => (def.glued)(secret) && !inside_base64(all, start, end),
+    }
 }
 
 /// The ranges of the non-empty matches (or their `redact` group) accepted by `check`.
@@ -303,7 +416,9 @@ pub fn find_credentials(bytes: &[u8]) -> Vec<CredentialMatch> {
             let Some(m) = caps.name(SECRET_GROUP).or_else(|| caps.get(0)) else {
                 continue;
             };
-            if m.start() == m.end() || !(def.check)(&String::from_utf8_lossy(m.as_bytes())) {
+            let glue = caps.name("glue").map(|g| g.start());
+            let secret = String::from_utf8_lossy(m.as_bytes());
+            if m.start() == m.end() || !accepts(def, &secret, glue, bytes, m.end()) {
                 continue;
             }
             found.push((m.start(), m.end(), i, def.name));
@@ -591,6 +706,128 @@ mod tests {
         ] {
             assert_eq!(red.text(text), text);
             assert!(find_credentials(text.as_bytes()).is_empty(), "{text}");
+        }
+    }
+
+    /// Issue 25, item 12: a key glued right after a word character has no word boundary before
+    /// it (`x_sk-proj-...`, `1sk-...`, `xAKIA...`), and was missed.
+    #[test]
+    fn a_key_glued_after_a_word_character_is_found() {
+        let red = r();
+        for (name, secret) in samples() {
+            if name == "openai_ephemeral_key" {
+                // `ek_` ends too many words (`check_20240101...`): it needs its boundary.
+                continue;
+            }
+            for glue in ["x_", "1", "x", "my_key_is_", "token=x"] {
+                let text = format!("note {glue}{secret} end");
+                assert_eq!(
+                    red.text(&text),
+                    format!("note {glue}[REDACTED] end"),
+                    "{name} after {glue}"
+                );
+                let found = find_credentials(text.as_bytes());
+                assert_eq!(
+                    found,
+                    vec![CredentialMatch {
+                        pattern: name,
+                        offset: 5 + glue.len(),
+                        len: secret.len()
+                    }],
+                    "{name} after {glue}"
+                );
+                // In a stored document, and in JSON held in a string.
+                let mut body = json!({"arguments": json!({"note": text}).to_string()});
+                red.json(&mut body);
+                assert!(!body.to_string().contains(&secret), "{name}: {body}");
+            }
+        }
+    }
+
+    #[test]
+    fn glued_look_alikes_and_base64_are_not_mangled() {
+        let red = r();
+        // Random-looking data: base64 of every byte value, three times over, in both alphabets.
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(768).collect();
+        let standard = base64_of(&bytes, b"+/");
+        let url_safe = base64_of(&bytes, b"-_");
+        for text in [
+            "disk-0123456789abcdefghijklmnop".to_owned(),
+            "whisk-0123456789abcdefghijklmnopqrst".to_owned(),
+            "risk-ant-colony-optimization-algorithm-2024".to_owned(),
+            "task_sk-learn-compatible-estimator".to_owned(),
+            "XAKIA is no key, nor is AKIAS".to_owned(),
+            "the_ghp_prefix_and_github_pat_prefix".to_owned(),
+            "check_20240101aaaaaaaaaaaaaaa".to_owned(),
+            "ORDER_AKIA_2024".to_owned(),
+            // A glued shape inside a long run of base64 is a chance run of the data.
+            format!("{standard}xAIzaSyB1c2D3e4FSyB1c2D3e4FSyB1c2D3e4F5g6{standard}"),
+            format!("{url_safe}1sk-proj-7Fh2Kd9Lq3Wz8Xc1Vb6Nm4Tr0Yp5Ju2Ie8Ow3Aq{url_safe}"),
+            format!("data:image/png;base64,{standard}xAKIAIOSFODNN7EXAMPLE/{standard}"),
+            standard.clone(),
+            url_safe.clone(),
+        ] {
+            assert_eq!(red.text(&text), text);
+            assert!(find_credentials(text.as_bytes()).is_empty(), "{text}");
+        }
+    }
+
+    /// Base64 of `bytes` with `extra` as the alphabet's last two characters.
+    fn base64_of(bytes: &[u8], extra: &[u8; 2]) -> String {
+        let alphabet: Vec<u8> = (b'A'..=b'Z')
+            .chain(b'a'..=b'z')
+            .chain(b'0'..=b'9')
+            .chain(extra.iter().copied())
+            .collect();
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+            for i in 0..=chunk.len() {
+                out.push(char::from(alphabet[(n >> (18 - 6 * i) & 63) as usize]));
+            }
+        }
+        out
+    }
+
+    /// Issue 25, item 12: the password of a scheme-relative URL, or of one whose scheme is glued
+    /// to a word, kept its password.
+    #[test]
+    fn a_url_password_without_its_scheme_is_found() {
+        let red = r();
+        for (text, expected) in [
+            (
+                "//alice:s3cret-pw@mcp.example.com/sse",
+                "//[REDACTED]@mcp.example.com/sse",
+            ),
+            (
+                r#"{"url": "//bot:hunter2@db.internal:5432"}"#,
+                r#"{"url": "//[REDACTED]@db.internal:5432"}"#,
+            ),
+            (
+                "x_https://app:p4ss@host.example/x",
+                "x_https://[REDACTED]@host.example/x",
+            ),
+            (
+                "see 1postgres://app:pw@db/app",
+                "see 1postgres://[REDACTED]@db/app",
+            ),
+        ] {
+            assert_eq!(red.text(text), expected);
+            let found = find_credentials(text.as_bytes());
+            assert_eq!(found.len(), 1, "{text}");
+            assert_eq!(found[0].pattern, "url_password", "{text}");
+        }
+        for kept in [
+            "// a comment: see https://example.com/a@b",
+            "https://host.example:8443/path@v2 and //cdn.example.com:443/x@y",
+            "//git@github.com/org/repo",
+            "//user:[REDACTED]@host",
+        ] {
+            assert_eq!(red.text(kept), kept);
+            assert!(find_credentials(kept.as_bytes()).is_empty(), "{kept}");
         }
     }
 
