@@ -16,6 +16,11 @@ pub(crate) fn for_recorder(err: &Error) -> Option<String> {
             setting: Setting::BodyLimit,
             ..
         } => "--max-body",
+        Error::AnswerTooLarge { .. }
+        | Error::InvalidSetting {
+            setting: Setting::AnswerLimit,
+            ..
+        } => "--max-answer or CASSETTE_MAX_ANSWER, or max_answer in cassette.toml",
         Error::InvalidSetting {
             setting: Setting::StreamChunkSize,
             ..

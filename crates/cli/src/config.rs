@@ -183,6 +183,16 @@ fn rows(
             ),
         ),
         row(
+            "max_answer",
+            config.max_answer.to_string(),
+            origin(
+                m,
+                "max_answer",
+                Some("CASSETTE_MAX_ANSWER"),
+                file.max_answer.is_some(),
+            ),
+        ),
+        row(
             "upstream_timeout",
             config.upstream_timeout.as_secs().to_string(),
             origin(

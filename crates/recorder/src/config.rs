@@ -11,6 +11,11 @@ pub use cassette_tape::DEFAULT_TARGET;
 /// Default largest request body accepted: 32 MiB.
 pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
 
+/// Default largest upstream answer recorded or read whole: 256 MiB. LLM answers are a few
+/// kilobytes to a few megabytes (images as base64 included); an answer over this is a runaway
+/// stream or a download, which would otherwise be held in memory and stored whole.
+pub const DEFAULT_MAX_ANSWER: usize = 256 * 1024 * 1024;
+
 /// Default size of the pieces a replayed stream is cut into.
 pub const DEFAULT_STREAM_CHUNK: usize = 64;
 
@@ -242,6 +247,10 @@ pub struct RecorderConfig {
     pub stream_replay: StreamReplay,
     /// Largest request body accepted.
     pub max_body: usize,
+    /// Largest upstream answer, in bytes as the upstream sends them (a stream's events
+    /// included): an answer read whole that is larger fails, a stream that grows larger is cut
+    /// with an error event for the client, and neither is recorded.
+    pub max_answer: usize,
     /// How long an upstream may take to answer (headers) before the request fails.
     pub upstream_timeout: Duration,
     /// Routes (by name, each also in `routes`) whose upstream is a Streamable HTTP MCP server:
@@ -265,6 +274,7 @@ impl Default for RecorderConfig {
             stream_chunk_size: DEFAULT_STREAM_CHUNK,
             stream_replay: StreamReplay::default(),
             max_body: DEFAULT_MAX_BODY,
+            max_answer: DEFAULT_MAX_ANSWER,
             upstream_timeout: Duration::from_secs(600),
             mcp_routes: Vec::new(),
             repeats: Repeats::Same,
@@ -331,6 +341,12 @@ impl RecorderConfig {
         if self.max_body == 0 {
             return Err(Error::InvalidSetting {
                 setting: Setting::BodyLimit,
+                reason: "it must be at least 1 byte",
+            });
+        }
+        if self.max_answer == 0 {
+            return Err(Error::InvalidSetting {
+                setting: Setting::AnswerLimit,
                 reason: "it must be at least 1 byte",
             });
         }

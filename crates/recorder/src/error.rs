@@ -122,6 +122,18 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
+    /// An upstream answer is over the configured answer limit: it was not read whole and not
+    /// recorded.
+    #[error(
+        "the answer of upstream {endpoint} is over the answer limit of {limit} bytes; nothing \
+         was recorded. Raise the answer limit if this is intended"
+    )]
+    AnswerTooLarge {
+        /// The URL that was called (without credentials).
+        endpoint: String,
+        /// The limit.
+        limit: usize,
+    },
     /// A request needs the network but no upstream is configured for its target.
     #[error("no upstream configured for target `{target}`: add a route named `{target}`")]
     NoUpstream {
@@ -182,6 +194,8 @@ pub enum Error {
 pub enum Setting {
     /// The largest request body accepted.
     BodyLimit,
+    /// The largest upstream answer recorded or read whole.
+    AnswerLimit,
     /// The size of the pieces a replayed stream is cut into.
     StreamChunkSize,
     /// How many connections the proxy serves at once.
@@ -200,6 +214,7 @@ impl fmt::Display for Setting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Setting::BodyLimit => "body limit",
+            Setting::AnswerLimit => "answer limit",
             Setting::StreamChunkSize => "stream chunk size",
             Setting::MaxConnections => "connection limit",
             Setting::HeaderTimeout => "header timeout",
@@ -236,7 +251,10 @@ impl Error {
             Error::Upstream {
                 timed_out: true, ..
             } => 504,
-            Error::Upstream { .. } | Error::NoUpstream { .. } | Error::McpServerStart { .. } => 502,
+            Error::Upstream { .. }
+            | Error::AnswerTooLarge { .. }
+            | Error::NoUpstream { .. }
+            | Error::McpServerStart { .. } => 502,
             _ => 500,
         }
     }
@@ -257,6 +275,7 @@ impl Error {
             Error::ForeignHost { .. } | Error::BrowserOrigin { .. } => "cassette_forbidden",
             Error::SlowBody { .. } => "request_timeout",
             Error::BodyTooLarge { .. } => "request_too_large",
+            Error::AnswerTooLarge { .. } => "cassette_answer_too_large",
             Error::NoUpstream { .. } => "cassette_no_upstream",
             Error::Upstream { .. } => "cassette_upstream_error",
             Error::McpServerStart { .. } => "cassette_mcp_server_error",

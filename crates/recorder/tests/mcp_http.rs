@@ -108,6 +108,16 @@ async fn answer(State(fake): State<Arc<Fake>>, request: Request) -> Response {
                 sse(&[json!({"jsonrpc": "2.0", "id": id, "result": result})]),
             )
         }
+        ("tools/call", Some("not-rpc")) => reply(
+            200,
+            "application/json",
+            json!({"ok": true, "result": "not a JSON-RPC response"}).to_string(),
+        ),
+        ("tools/call", Some("other-id")) => reply(
+            200,
+            "application/json",
+            json!({"jsonrpc": "2.0", "id": "someone-else", "result": {}}).to_string(),
+        ),
         ("tools/call", Some("count")) => {
             let n = fake.calls.fetch_add(1, Ordering::SeqCst) + 1;
             let mut messages = vec![
@@ -443,4 +453,43 @@ async fn a_body_that_is_not_json_rpc_is_refused() {
     let answer: Value = batch.json().await.unwrap();
     assert_eq!(answer["error"]["code"], -32600);
     proxy.stop().await.unwrap();
+}
+
+/// Issue 25, item 17: a 200 whose body is not the JSON-RPC response to the call was stored,
+/// and every replay of it then failed as a corrupt cassette. It is passed on and not recorded,
+/// and the lost recording is counted.
+#[tokio::test]
+async fn a_success_that_is_not_the_calls_response_is_not_recorded() {
+    let server = McpServer::start().await;
+    let store = memory();
+    let recorder = Recorder::new(config(Mode::Record, &server.url), store.clone()).unwrap();
+    let recording = spawn(recorder.clone(), &ProxyConfig::ephemeral())
+        .await
+        .unwrap();
+    let mut client = Client::new(&recording);
+    client.initialize().await;
+    let stored = store.list("").await.unwrap().len();
+    for tool in ["not-rpc", "other-id"] {
+        let params = json!({"name": tool, "arguments": {}});
+        let (status, _, _) = client.call(json!(7), "tools/call", params).await;
+        assert_eq!(status, 200, "{tool}: passed on");
+    }
+    assert_eq!(store.list("").await.unwrap().len(), stored, "nothing more stored");
+    let failures = recorder.recording_failures();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[0].reason.contains("not the JSON-RPC response"),
+        "{}",
+        failures[0]
+    );
+    recording.stop().await.unwrap();
+    // So replay misses, rather than failing on a cassette it cannot read.
+    let replay = proxy(Mode::Replay, &server.url, &store).await;
+    let mut client = Client::new(&replay);
+    client.session = Some(SESSION.to_owned());
+    let params = json!({"name": "not-rpc", "arguments": {}});
+    let (status, _, messages) = client.call(json!(8), "tools/call", params).await;
+    assert_eq!(status, 200);
+    assert_eq!(messages[0]["error"]["data"]["type"], "cassette_miss", "{messages:?}");
+    replay.stop().await.unwrap();
 }

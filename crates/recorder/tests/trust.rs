@@ -359,12 +359,13 @@ async fn a_generic_stream_that_ends_mid_event_is_not_stored() {
 }
 
 // Item 6: a 200 that declares JSON but does not parse is an upstream error: passed on, not
-// recorded unless error answers are.
+// recorded. Issue 25, item 17: not even when error answers are recorded, or it replays as a
+// broken success forever; the lost recording is counted and named.
 #[tokio::test]
 async fn a_200_that_claims_json_but_does_not_parse_is_an_upstream_error() {
     for errors in [
-        cassette_recorder::ErrorRecording::PassThrough,
         cassette_recorder::ErrorRecording::Record,
+        cassette_recorder::ErrorRecording::PassThrough,
     ] {
         let fake = FakeUpstream::start().await;
         fake.reply(
@@ -380,20 +381,36 @@ async fn a_200_that_claims_json_but_does_not_parse_is_an_upstream_error() {
             errors,
             ..config(Mode::Record, &fake.url)
         };
-        let proxy = proxy_with(config, &store).await;
+        let recorder = Recorder::new(config.clone(), store.clone()).unwrap();
+        let proxy = spawn(recorder.clone(), &ProxyConfig::ephemeral())
+            .await
+            .unwrap();
         let live = post(&proxy, CHAT, &chat_body("q")).await;
         assert_eq!(live.status(), 200);
-        let recorded = errors == cassette_recorder::ErrorRecording::Record;
-        let expected = if recorded {
-            "recorded"
-        } else {
-            "passed-through"
-        };
-        assert_eq!(live.headers()["x-cassette"], expected);
+        assert_eq!(live.headers()["x-cassette"], "passed-through", "{errors:?}");
         assert!(live.text().await.unwrap().ends_with("\"mess"));
+        let failures = recorder.recording_failures();
         let stats = proxy.stop().await.unwrap();
         assert_eq!(stats.recorder.upstream_errors, 1);
-        assert_eq!(store.list("").await.unwrap().len(), usize::from(recorded));
+        assert!(store.list("").await.unwrap().is_empty(), "{errors:?}");
+        assert_eq!(stats.recorder.failed_recordings, 1, "{errors:?}");
+        assert!(
+            failures[0].reason.contains("does not parse"),
+            "{}",
+            failures[0]
+        );
+        // So replay misses instead of answering a broken success.
+        let replay = proxy_with(
+            RecorderConfig {
+                mode: Mode::Replay,
+                ..config
+            },
+            &store,
+        )
+        .await;
+        let again = post(&replay, CHAT, &chat_body("q")).await;
+        assert_eq!(again.status(), 409, "{errors:?}");
+        replay.stop().await.unwrap();
     }
 }
 
@@ -986,4 +1003,168 @@ async fn slowloris_connections_are_closed_and_real_clients_still_served() {
     assert!(answered_408 > 0);
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     proxy.stop().await.unwrap();
+}
+
+// Issue 25, item 5: answers have a size limit, like request bodies.
+
+/// An OpenAI chat stream of `n` content events, then its end.
+fn long_chat_stream(n: usize) -> Bytes {
+    let events = support::chat_stream_events();
+    let (first, rest) = events.split_first().unwrap();
+    let mut out = first.clone();
+    for _ in 0..n {
+        out.push_str(&rest[0]);
+    }
+    out.push_str(&rest[2..].concat());
+    Bytes::from(out)
+}
+
+/// A stream over the answer limit: the client gets its whole events up to the limit and an
+/// error event naming the limit in the provider's framing; nothing is stored, and the lost
+/// recording is counted and named. In mode `off` nothing was to be stored: it passes whole.
+#[tokio::test]
+async fn a_stream_over_the_answer_limit_is_cut_with_an_error_event_and_not_stored() {
+    let ndjson_line = r#"{"model":"llama3.2","message":{"role":"assistant","content":"Hel"},"done":false}"#;
+    let ndjson = format!(
+        "{}{}\n",
+        format!("{ndjson_line}\n").repeat(400),
+        r#"{"model":"llama3.2","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}"#
+    );
+    let cases = [
+        (
+            CHAT,
+            "default",
+            "text/event-stream",
+            long_chat_stream(400),
+            json!({"model": "gpt-4o-mini", "stream": true, "messages": [{"role": "user", "content": "q"}]}),
+        ),
+        (
+            "/api/chat",
+            "default",
+            "application/x-ndjson",
+            Bytes::from(ndjson),
+            json!({"model": "llama3.2", "messages": [{"role": "user", "content": "q"}]}),
+        ),
+    ];
+    for (path, _, content_type, stream, body) in cases {
+        for (mode, pieces) in [
+            (Mode::Record, vec![7, 300, 1024]),
+            (Mode::Record, vec![4096]),
+            (Mode::Off, vec![1000]),
+        ] {
+            let fake = FakeUpstream::start().await;
+            let upstream_path = if path == CHAT {
+                CHAT.to_owned()
+            } else {
+                path.to_owned()
+            };
+            fake.reply(
+                &upstream_path,
+                Reply::Stream {
+                    content_type: content_type.into(),
+                    body: stream.clone(),
+                    pieces,
+                },
+            );
+            let store: DynStore = cassette_store::open("memory://").unwrap();
+            let mut config = config(mode, &fake.url);
+            config.routes[0].base_url = fake.url.clone();
+            config.max_answer = 8192;
+            let recorder = Recorder::new(config, store.clone()).unwrap();
+            let proxy = spawn(recorder.clone(), &ProxyConfig::ephemeral())
+                .await
+                .unwrap();
+            let live = post(&proxy, path, &body).await;
+            assert_eq!(live.status(), 200);
+            let text = live.text().await.unwrap();
+            let stats = proxy.stop().await.unwrap();
+            assert!(store.list("").await.unwrap().is_empty(), "{mode} {path}");
+            if mode == Mode::Off {
+                assert_eq!(text.len(), stream.len(), "passed on whole in mode off");
+                assert_eq!(stats.recorder.failed_recordings, 0);
+                continue;
+            }
+            let (before, error) = if content_type == "text/event-stream" {
+                let (before, error) = text.rsplit_once("event: error\ndata: ").expect(&text);
+                // Whole events only before the error event.
+                assert!(before.ends_with("\n\n"), "{before}");
+                for event in before.split("\n\n").filter(|e| !e.is_empty()) {
+                    let data = event.strip_prefix("data: ").expect(event);
+                    serde_json::from_str::<Value>(data).expect(data);
+                }
+                let error: Value = serde_json::from_str(error.trim_end()).unwrap();
+                assert_eq!(error["type"], "error");
+                assert_eq!(error["error"]["type"], "cassette_answer_too_large");
+                (before.to_owned(), error["error"]["message"].clone())
+            } else {
+                let mut lines: Vec<&str> = text.lines().collect();
+                let error: Value = serde_json::from_str(lines.pop().unwrap()).unwrap();
+                for line in &lines {
+                    serde_json::from_str::<Value>(line).expect(line);
+                }
+                (lines.join("\n"), error["error"].clone())
+            };
+            // Up to the limit, and at most the rest of the event under way.
+            assert!(before.len() <= 8192 + 200, "{}", before.len());
+            let message = error.as_str().unwrap();
+            assert!(
+                message.contains("over the answer limit of 8192 bytes")
+                    && message.contains("nothing was recorded"),
+                "{message}"
+            );
+            assert_eq!(stats.recorder.failed_recordings, 1);
+            let failures = recorder.recording_failures();
+            assert!(
+                failures[0].reason.contains("answer limit of 8192 bytes"),
+                "{}",
+                failures[0]
+            );
+        }
+    }
+}
+
+/// An answer read whole that is over the answer limit is not read further: the client gets a
+/// 502 naming the limit (not to be retried), and nothing is stored.
+#[tokio::test]
+async fn a_whole_answer_over_the_answer_limit_is_refused_and_not_stored() {
+    for (content_length, mode) in [(true, Mode::Record), (false, Mode::Record), (true, Mode::Off)] {
+        let fake = FakeUpstream::start().await;
+        let big = completion(&"word ".repeat(4000));
+        let reply = if content_length {
+            Reply::json(200, big)
+        } else {
+            Reply::Stream {
+                content_type: "application/json".into(),
+                body: Bytes::from(big.to_string()),
+                pieces: vec![1000],
+            }
+        };
+        fake.reply(CHAT, reply);
+        let store: DynStore = cassette_store::open("memory://").unwrap();
+        let mut config = config(mode, &fake.url);
+        config.max_answer = 8192;
+        let proxy = proxy_with(config, &store).await;
+        let live = post(&proxy, CHAT, &chat_body("q")).await;
+        assert_eq!(live.status(), 502, "{mode}");
+        assert_eq!(live.headers()["x-should-retry"], "false");
+        let error: Value = live.json().await.unwrap();
+        assert_eq!(error["error"]["type"], "cassette_answer_too_large");
+        assert_eq!(error["error"]["limit"], 8192);
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("over the answer limit of 8192 bytes"),
+            "{message}"
+        );
+        assert!(message.contains(&fake.url), "names the upstream: {message}");
+        let stats = proxy.stop().await.unwrap();
+        assert!(store.list("").await.unwrap().is_empty());
+        let failed = u64::from(mode == Mode::Record);
+        assert_eq!(stats.recorder.failed_recordings, failed, "{mode}");
+    }
+    let zero = RecorderConfig {
+        max_answer: 0,
+        ..RecorderConfig::default()
+    };
+    let err = zero.validate().unwrap_err();
+    assert!(err.to_string().contains("answer limit"), "{err}");
 }

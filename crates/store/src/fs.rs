@@ -208,7 +208,7 @@ impl FileStore {
         })?;
         let this = self.clone();
         blocking("file", self.location(), move || {
-            this.write_blocking(&path, &json::pretty(&document), mode)
+            this.write_blocking(&path, &json::pretty_cow(&document), mode)
         })
         .await
     }

@@ -18,24 +18,82 @@ pub(crate) fn validate(document: &[u8]) -> Result<(), String> {
 /// `"name": value`, `[]`/`{}` when empty) plus a trailing newline, so that a document the recorder
 /// pretty-printed is stored byte for byte and a re-record diffs line by line.
 pub(crate) fn pretty(document: &[u8]) -> Vec<u8> {
-    relayout(document, true)
+    let mut out = Vec::with_capacity(document.len() + document.len() / 4 + 1);
+    relayout(document, true, &mut out);
+    out
+}
+
+/// [`pretty`], without a copy when `document` is laid out so already (what the recorder
+/// writes): a large recording is not held twice more while it is stored.
+pub(crate) fn pretty_cow(document: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let mut same = Same {
+        expected: document,
+        at: 0,
+        same: true,
+    };
+    relayout(document, true, &mut same);
+    if same.same && same.at == document.len() {
+        std::borrow::Cow::Borrowed(document)
+    } else {
+        std::borrow::Cow::Owned(pretty(document))
+    }
 }
 
 /// Re-lays out valid JSON with no whitespace outside strings, so it fits on one line.
 pub(crate) fn compact(document: &[u8]) -> Vec<u8> {
-    relayout(document, false)
+    let mut out = Vec::with_capacity(document.len() + 1);
+    relayout(document, false, &mut out);
+    out
 }
 
-fn relayout(document: &[u8], pretty: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(document.len() + document.len() / 4 + 1);
+/// Where a re-layout goes.
+trait Sink {
+    fn push(&mut self, byte: u8);
+    fn spaces(&mut self, n: usize);
+}
+
+impl Sink for Vec<u8> {
+    fn push(&mut self, byte: u8) {
+        Vec::push(self, byte);
+    }
+
+    fn spaces(&mut self, n: usize) {
+        self.resize(self.len() + n, b' ');
+    }
+}
+
+/// A sink that only checks whether the re-layout is `expected`, byte for byte.
+struct Same<'a> {
+    expected: &'a [u8],
+    at: usize,
+    same: bool,
+}
+
+impl Sink for Same<'_> {
+    fn push(&mut self, byte: u8) {
+        self.same &= self.expected.get(self.at) == Some(&byte);
+        self.at += 1;
+    }
+
+    fn spaces(&mut self, n: usize) {
+        let end = self.at + n;
+        self.same &= self
+            .expected
+            .get(self.at..end)
+            .is_some_and(|run| run.iter().all(|&b| b == b' '));
+        self.at = end;
+    }
+}
+
+fn relayout(document: &[u8], pretty: bool, out: &mut dyn Sink) {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
     let mut i = 0;
-    let newline = |out: &mut Vec<u8>, depth: usize| {
+    let newline = |out: &mut dyn Sink, depth: usize| {
         if pretty {
             out.push(b'\n');
-            out.resize(out.len() + 2 * depth, b' ');
+            out.spaces(2 * depth);
         }
     };
     while i < document.len() {
@@ -70,17 +128,17 @@ fn relayout(document: &[u8], pretty: bool) -> Vec<u8> {
                     i = j + 1;
                 } else {
                     depth += 1;
-                    newline(&mut out, depth);
+                    newline(out, depth);
                 }
             }
             b'}' | b']' => {
                 depth = depth.saturating_sub(1);
-                newline(&mut out, depth);
+                newline(out, depth);
                 out.push(b);
             }
             b',' => {
                 out.push(b);
-                newline(&mut out, depth);
+                newline(out, depth);
             }
             b':' => {
                 out.push(b':');
@@ -94,7 +152,6 @@ fn relayout(document: &[u8], pretty: bool) -> Vec<u8> {
     if pretty {
         out.push(b'\n');
     }
-    out
 }
 
 #[cfg(test)]
@@ -121,6 +178,20 @@ mod tests {
         assert_eq!(pretty(&serde_json::to_vec(&plain).unwrap()), expected);
         assert_eq!(compact(&expected), serde_json::to_vec(&plain).unwrap());
         assert!(!compact(src.as_bytes()).contains(&b'\n'));
+        // What is laid out already is kept as it is, without a copy; anything else is not.
+        assert!(matches!(
+            pretty_cow(&expected),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        for other in [
+            &expected[..expected.len() - 1],
+            src.as_bytes(),
+            b"{\"a\":1}\n",
+        ] {
+            let laid_out = pretty_cow(other);
+            assert!(matches!(laid_out, std::borrow::Cow::Owned(_)));
+            assert_eq!(&*laid_out, &pretty(other)[..]);
+        }
     }
 
     #[test]

@@ -261,13 +261,33 @@ pub struct Meta {
     pub request_redacted: bool,
 }
 
+/// A writer that only counts what it is given.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Cassette {
     /// Serializes the document: pretty-printed, members in a stable order, with a trailing
     /// newline, so a re-record reads as a small git diff. Only a [`Sealed`](crate::Sealed)
     /// document is serialized for storage.
     pub(crate) fn serialize(&self) -> Bytes {
-        // Serializing plain data structures into a Vec cannot fail.
-        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
+        // Counted first, then written into a buffer of exactly that size: a large answer is
+        // then held once more, not once more for every time a growing buffer was copied
+        // (recording memory stays near the stored size). Serializing plain data structures
+        // cannot fail.
+        let mut counter = Counter(0);
+        let _ = serde_json::to_writer_pretty(&mut counter, self);
+        let mut out = Vec::with_capacity(counter.0 + 1);
+        let _ = serde_json::to_writer_pretty(&mut out, self);
         out.push(b'\n');
         Bytes::from(out)
     }

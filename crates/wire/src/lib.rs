@@ -216,6 +216,64 @@ impl StreamFormat {
         }
     }
 
+    /// An event of this stream's framing that carries an error, for a stream cassette ends
+    /// early (an answer over a limit): `event: error` with the Anthropic and OpenAI error
+    /// shape, which their SDKs raise, or for newline-delimited JSON an `{"error": ...}` line,
+    /// which Ollama's clients raise. `None` for Gemini's JSON array, which has no events.
+    pub fn error_event(self, kind: &str, message: &str) -> Option<Bytes> {
+        match self {
+            StreamFormat::GeminiJson => None,
+            _ if self.is_sse() => {
+                let data = serde_json::json!({
+                    "type": "error",
+                    "error": {"type": kind, "message": message},
+                });
+                Some(Bytes::from(format!("event: error\ndata: {data}\n\n")))
+            }
+            _ => {
+                let line = serde_json::json!({ "error": message });
+                Some(Bytes::from(format!("{line}\n")))
+            }
+        }
+    }
+
+    /// Where to cut `piece` so that the stream ends after a whole event, given the last bytes
+    /// already sent (`sent_tail`, up to four) and `room`, how much of `piece` may be sent: the
+    /// last event boundary (a blank line for server-sent events, a newline for NDJSON) within
+    /// `room`; when there is none and the stream is inside an event, the first boundary after
+    /// it, which finishes that event; 0 when what was sent ends at a boundary already. `None`
+    /// when no boundary ends the event under way (Gemini's JSON array has none at all).
+    pub fn cut_point(self, sent_tail: &[u8], piece: &[u8], room: usize) -> Option<usize> {
+        if self == StreamFormat::GeminiJson {
+            return None;
+        }
+        let joined: Vec<u8> = sent_tail.iter().chain(piece).copied().collect();
+        let boundaries: &[&[u8]] = if self.is_sse() {
+            &[b"\n\n", b"\r\n\r\n", b"\r\r"]
+        } else {
+            &[b"\n"]
+        };
+        // Boundary ends, as lengths of `piece` (the tail's own count as 0 when they end it).
+        let mut ends: Vec<usize> = boundaries
+            .iter()
+            .flat_map(|b| {
+                joined
+                    .windows(b.len())
+                    .enumerate()
+                    .filter(move |(_, w)| w == b)
+                    .map(move |(at, _)| at + b.len())
+            })
+            .filter(|&end| end >= sent_tail.len())
+            .map(|end| end - sent_tail.len())
+            .collect();
+        if sent_tail.is_empty() {
+            ends.push(0);
+        }
+        ends.sort_unstable();
+        let within = ends.iter().rev().find(|&&end| end <= room).copied();
+        within.or_else(|| ends.first().copied())
+    }
+
     fn is_sse(self) -> bool {
         !matches!(
             self,
@@ -744,6 +802,39 @@ pub(crate) fn write_sse(out: &mut Out<'_>, name: Option<&str>, data: &str) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Issue 25, item 5: a stream cut at the answer limit ends after a whole event, with an
+    /// error event of its framing.
+    #[test]
+    fn a_cut_stream_ends_after_a_whole_event() {
+        let sse = StreamFormat::OpenaiChat;
+        let piece = b"data: {\"a\":1}\n\ndata: {\"b\":2}\n\ndata: {\"c\"";
+        // The last boundary within the room, else the first after it.
+        assert_eq!(sse.cut_point(b"", piece, piece.len()), Some(30));
+        assert_eq!(sse.cut_point(b"", piece, 29), Some(15));
+        assert_eq!(sse.cut_point(b"", piece, 3), Some(0));
+        assert_eq!(sse.cut_point(b"1}\n\n", piece, 3), Some(0));
+        // Inside an event: the rest of it goes first, a boundary split across pieces counts.
+        assert_eq!(sse.cut_point(b"\"x\"", piece, 3), Some(15));
+        assert_eq!(sse.cut_point(b"2}\n", b"\ndata: {", 0), Some(1));
+        assert_eq!(sse.cut_point(b"\"x\"", b"no end in sight", 100), None);
+        assert_eq!(sse.cut_point(b"a\r\n", b"\r\ndata", 10), Some(2));
+        let ndjson = StreamFormat::OllamaNdjson;
+        assert_eq!(ndjson.cut_point(b"}", b"{\"a\":1}\n{\"b\"", 100), Some(8));
+        assert_eq!(StreamFormat::GeminiJson.cut_point(b"", b"[{}]", 4), None);
+
+        let event = sse.error_event("too_large", "over the limit").unwrap();
+        let text = std::str::from_utf8(&event).unwrap();
+        let data = text.strip_prefix("event: error\ndata: ").unwrap();
+        let data: Value = serde_json::from_str(data.strip_suffix("\n\n").unwrap()).unwrap();
+        assert_eq!(
+            data,
+            json!({"type": "error", "error": {"type": "too_large", "message": "over the limit"}})
+        );
+        let line = ndjson.error_event("too_large", "over the limit").unwrap();
+        assert_eq!(&line[..], b"{\"error\":\"over the limit\"}\n");
+        assert_eq!(StreamFormat::GeminiJson.error_event("x", "y"), None);
+    }
 
     #[test]
     fn names_round_trip_and_are_unique() {

@@ -121,6 +121,7 @@ pub(crate) struct SettingsFile {
     pub(crate) record_errors: Option<bool>,
     pub(crate) stream_chunk_size: Option<usize>,
     pub(crate) replay_memory: Option<usize>,
+    pub(crate) max_answer: Option<usize>,
     pub(crate) upstream_timeout: Option<u64>,
     pub(crate) repeats: Option<Repeats>,
     pub(crate) volatile: Vec<String>,
@@ -213,6 +214,7 @@ struct Raw {
     record_errors: Option<bool>,
     stream_chunk_size: Option<Spanned<Size>>,
     replay_memory: Option<Spanned<Size>>,
+    max_answer: Option<Spanned<Size>>,
     upstream_timeout: Option<Spanned<u64>>,
     miss_status: Option<Spanned<u16>>,
     repeats: Option<Spanned<String>>,
@@ -349,6 +351,13 @@ impl Raw {
                 .parse_memory()
                 .map_err(|e| source.error(size.span(), &format!("`replay_memory`: {e}")))?;
             file.replay_memory = Some(parsed);
+        }
+        if let Some(size) = &self.max_answer {
+            let parsed = size
+                .get_ref()
+                .parse()
+                .map_err(|e| source.error(size.span(), &format!("`max_answer`: {e}")))?;
+            file.max_answer = Some(parsed);
         }
         if let Some(timeout) = &self.upstream_timeout {
             if *timeout.get_ref() == 0 {

@@ -26,7 +26,7 @@ use super::store::{StoreArgs, StoreSpec};
 use super::values::{parse_base_url, parse_memory, parse_route, parse_size};
 use anyhow::{bail, Context};
 use cassette_recorder::config::{
-    ApiKey, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
+    ApiKey, DEFAULT_MAX_ANSWER, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
 };
 use cassette_recorder::redact::RedactionRules;
 use cassette_recorder::{
@@ -137,6 +137,11 @@ pub(crate) struct RecorderArgs {
     /// on every hit; 0 keeps none [default: 64MiB].
     #[arg(long, env = "CASSETTE_REPLAY_MEMORY", value_name = "SIZE", value_parser = parse_memory)]
     replay_memory: Option<usize>,
+    /// Largest upstream answer (a stream's events included): a larger one is not recorded, and
+    /// the client gets an error (502, or an error event ending the stream) [default: 256MiB].
+    #[arg(long, env = "CASSETTE_MAX_ANSWER", value_name = "SIZE", value_parser = parse_size)]
+    max_answer: Option<usize>,
+
     /// Keep each recorded stream's events exactly as the upstream sent them and replay those,
     /// instead of re-synthesizing the provider's reference framing from the final response
     /// (for gateways whose framing differs). Replay follows what each cassette holds.
@@ -237,6 +242,10 @@ impl RecorderArgs {
             } else {
                 StreamReplay::Synthesize
             },
+            max_answer: self
+                .max_answer
+                .or(file.max_answer)
+                .unwrap_or(DEFAULT_MAX_ANSWER),
             upstream_timeout: Duration::from_secs(
                 self.upstream_timeout
                     .or(file.upstream_timeout)

@@ -66,7 +66,10 @@ impl Draft {
     /// Forwards an upstream stream piece by piece as it arrives while assembling it, and stores
     /// the assembled response before the body ends, so a client that has read a whole stream
     /// can replay it at once. A stream that breaks off or cannot be assembled is not stored
-    /// and counts as a failed recording.
+    /// and counts as a failed recording. A stream that grows over the answer limit is not
+    /// stored either: when it was to be recorded, the client gets the whole events sent so
+    /// far and an error event naming the limit, and nothing more; otherwise (mode `off`) it is
+    /// passed on whole, no longer assembled. Either way memory stays within the limit.
     pub(super) fn relay_stream(
         mut self,
         format: StreamFormat,
@@ -76,11 +79,18 @@ impl Draft {
         // Gemini's JSON array is one document, not a sequence of events to keep.
         let exact = self.recorder.inner.config.stream_replay == StreamReplay::Exact
             && format != StreamFormat::GeminiJson;
+        let limit = self.recorder.inner.config.max_answer;
         tokio::spawn(async move {
             let mut upstream = response.bytes_stream();
-            let mut assembler = Assembler::new(format);
-            // The events as sent, kept beside the meaning when exact replay was asked for.
-            let mut events = exact.then(|| Assembler::new(format.framing()));
+            // What the stream is assembled into, until it grows over the limit.
+            let mut assembly = Some(Assembly {
+                assembler: Assembler::new(format),
+                // The events as sent, kept beside the meaning when exact replay was asked for.
+                events: exact.then(|| Assembler::new(format.framing())),
+            });
+            let mut received = 0usize;
+            // The last bytes passed on, to end a cut stream after a whole event.
+            let mut tail: Vec<u8> = Vec::with_capacity(8);
             // The client may hang up; reading goes on so the recording completes.
             let mut client = Some(tx);
             while let Some(piece) = upstream.next().await {
@@ -100,19 +110,54 @@ impl Draft {
                         if let Some(tx) = &client {
                             let _ = tx.send(Err(std::io::Error::other(reason.clone()))).await;
                         }
-                        return self.fail(reason);
+                        if assembly.is_some() {
+                            self.fail(reason);
+                        }
+                        return;
                     }
                 };
-                assembler.push(&bytes);
-                if let Some(events) = &mut events {
-                    events.push(&bytes);
+                received = received.saturating_add(bytes.len());
+                if received > limit && assembly.is_some() {
+                    // Dropped here: a runaway stream is never held.
+                    assembly = None;
+                    if self.write != Write::Nothing {
+                        let err = Error::AnswerTooLarge {
+                            endpoint: self.upstream.clone(),
+                            limit,
+                        };
+                        self.fail(report(&err));
+                        self.land(Landed::NotStored);
+                        if let Some(tx) = client.take() {
+                            // The client gets no more than the limit either, but the event
+                            // under way, if one is.
+                            let room = limit.saturating_sub(received - bytes.len());
+                            cut_stream(&tx, format, &tail, bytes, room, &err).await;
+                        }
+                        return;
+                    }
+                    tracing::warn!(
+                        "the {} stream from upstream {} is over the answer limit of {limit} \
+                         bytes; passed on, no longer assembled",
+                        format.name(),
+                        self.upstream
+                    );
                 }
+                if let Some(assembly) = &mut assembly {
+                    assembly.assembler.push(&bytes);
+                    if let Some(events) = &mut assembly.events {
+                        events.push(&bytes);
+                    }
+                }
+                keep_tail(&mut tail, &bytes);
                 if let Some(tx) = &client {
                     if tx.send(Ok(bytes)).await.is_err() {
                         client = None;
                     }
                 }
             }
+            let Some(Assembly { assembler, events }) = assembly else {
+                return;
+            };
             let assembled = assembler.finish().and_then(|final_response| {
                 let events = events.map(Assembler::finish).transpose()?;
                 Ok((final_response, events))
@@ -300,7 +345,9 @@ impl Recorder {
     /// Reads a whole answer, records it, and answers with it, or with the answer another
     /// recorder stored first for the same key (so every client of a key gets the kept answer).
     /// A success that declares JSON but does not parse (a truncated or garbled body) is an
-    /// upstream error: passed on, and recorded only when error answers are.
+    /// upstream error: passed on and never recorded, not even when error answers are, since
+    /// it would replay as a success the client cannot read, forever (error recording keeps the
+    /// upstream's error answers, which say what they are).
     async fn relay_whole(
         &self,
         mut draft: Draft,
@@ -309,8 +356,19 @@ impl Recorder {
         endpoint: &str,
         response: reqwest::Response,
     ) -> Result<Outcome> {
-        let bytes = match response.bytes().await {
-            Ok(bytes) => bytes,
+        let limit = self.inner.config.max_answer;
+        let bytes = match read_whole(response, limit).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => {
+                let err = Error::AnswerTooLarge {
+                    endpoint: endpoint.to_owned(),
+                    limit,
+                };
+                if draft.write != Write::Nothing {
+                    self.record_failure(&keyed.key, report(&err));
+                }
+                return Err(err);
+            }
             Err(e) => {
                 let counters = &self.inner.counters;
                 counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
@@ -329,18 +387,17 @@ impl Recorder {
             if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
                 let counters = &self.inner.counters;
                 counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
-                let recorded = self.inner.config.errors == ErrorRecording::Record;
-                tracing::warn!(
+                let reason = format!(
                     "upstream {endpoint} answered {status} with a body declared as JSON that \
-                     does not parse ({e}): an upstream error, passed on as sent{}",
-                    if recorded {
-                        " and recorded"
-                    } else {
-                        "; not recorded"
-                    }
+                     does not parse ({e}): an upstream error, passed on as sent and not \
+                     recorded (it would replay as a broken success)"
                 );
-                if !recorded {
-                    draft.write = Write::Nothing;
+                match draft.write {
+                    Write::Nothing => tracing::warn!("{reason}"),
+                    Write::Overwrite | Write::CreateOnly => {
+                        self.record_failure(&keyed.key, reason);
+                        draft.write = Write::Nothing;
+                    }
                 }
             }
         }
@@ -459,4 +516,69 @@ fn sandbox_locations(
             }
         }
     }
+}
+
+/// A stream being assembled into a recording.
+struct Assembly {
+    assembler: Assembler,
+    events: Option<Assembler>,
+}
+
+/// Keeps the last four bytes passed on.
+fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
+    tail.extend_from_slice(&bytes[bytes.len().saturating_sub(4)..]);
+    let excess = tail.len().saturating_sub(4);
+    tail.drain(..excess);
+}
+
+/// Ends a stream cassette will not record: the whole events of `piece` (the one that crossed
+/// the limit) that fit in `room`, or the rest of the event under way, then an error event
+/// naming why, which the SDKs raise; the body then ends, so that the event is surely delivered
+/// (a body that breaks off may lose what was still buffered). A stream without a boundary to
+/// end on (one endless event, Gemini's JSON array) gets no error event, which would be read as
+/// part of that event, but a broken body.
+async fn cut_stream(
+    tx: &mpsc::Sender<std::io::Result<Bytes>>,
+    format: StreamFormat,
+    tail: &[u8],
+    piece: Bytes,
+    room: usize,
+    err: &Error,
+) {
+    let message = format!("cassette: {err}");
+    let event = format.error_event(err.kind(), &message);
+    if let (Some(cut), Some(event)) = (format.cut_point(tail, &piece, room), event) {
+        if cut > 0 {
+            let _ = tx.send(Ok(piece.slice(..cut))).await;
+        }
+        let _ = tx.send(Ok(event)).await;
+        return;
+    }
+    let _ = tx.send(Err(std::io::Error::other(message))).await;
+}
+
+/// The whole body of an answer, or `None` when it is over `limit` bytes (said by its
+/// `content-length`, or found while reading, which then stops).
+async fn read_whole(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> std::result::Result<Option<Bytes>, reqwest::Error> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Ok(None);
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(piece) = response.chunk().await? {
+        if body.len() + piece.len() > limit {
+            return Ok(None);
+        }
+        if body.is_empty() && response.content_length() == Some(piece.len() as u64) {
+            // The whole body in one piece: no copy.
+            return Ok(Some(piece));
+        }
+        body.extend_from_slice(&piece);
+    }
+    Ok(Some(body.freeze()))
 }

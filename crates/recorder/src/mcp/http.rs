@@ -232,6 +232,10 @@ async fn forward(
             latency_ms: 0,
         },
     };
+    let mut source = match write {
+        Write::Nothing => Source::PassedThrough,
+        Write::Overwrite | Write::CreateOnly => Source::Recorded,
+    };
     let body = if is_sse {
         ResponseBody::Stream(draft.relay_sse(response))
     } else {
@@ -239,17 +243,34 @@ async fn forward(
             engine.recorder().count_upstream_error();
             upstream_error(&endpoint, &e, engine.recorder().config().upstream_timeout)
         })?;
-        if let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
-            draft.finish(Vec::new(), value).await;
+        // Only the response to this call is a recording: a success whose body is not one
+        // (not JSON, another id, not a response) would replay as a cassette that cannot be
+        // read, forever.
+        let want = id_text(&draft.call.id);
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(value)
+                if matches!(Message::classify(&value),
+                    Ok(Message::Response { id, .. }) if id_text(&id) == want) =>
+            {
+                draft.finish(Vec::new(), value).await;
+            }
+            _ if draft.write != Write::Nothing => {
+                source = Source::PassedThrough;
+                engine.recorder().record_failure(
+                    &keyed.key,
+                    format!(
+                        "the MCP server {endpoint} answered {status} with a body that is not \
+                         the JSON-RPC response to request {want}; passed on, not recorded"
+                    ),
+                );
+            }
+            _ => {}
         }
         ResponseBody::Full(bytes)
     };
     Ok(Outcome {
         key: keyed.key,
-        source: match write {
-            Write::Nothing => Source::PassedThrough,
-            Write::Overwrite | Write::CreateOnly => Source::Recorded,
-        },
+        source,
         response: Response {
             status,
             headers: client_headers(&headers),

@@ -600,6 +600,10 @@ fn recorder_error_response(err: &Error, message: &str) -> Response {
         Error::Upstream { endpoint, .. } => {
             detail.insert("upstream".into(), json!(endpoint));
         }
+        Error::AnswerTooLarge { endpoint, limit } => {
+            detail.insert("upstream".into(), json!(endpoint));
+            detail.insert("limit".into(), json!(limit));
+        }
         Error::NoUpstream { target } => {
             detail.insert("target".into(), json!(target));
         }

@@ -19,17 +19,63 @@ enum Step {
     Index(usize),
 }
 
-/// One string of one event: a piece of the assembled text.
+/// One string of one event: a piece of a place's assembled text.
 struct Piece {
     event: usize,
+    /// Where it starts in the assembled text, and how long it is.
+    start: usize,
+    len: usize,
+}
+
+/// One place of the events (an event name and a JSON path in its data): the text a client
+/// assembles there, and the pieces it is made of.
+struct Place {
     path: Vec<Step>,
-    text: String,
+    assembled: String,
+    pieces: Vec<Piece>,
 }
 
 /// An event's data, parsed when it is JSON.
 enum Data {
     Json(Value),
     Text(String),
+}
+
+/// The places of a stream's events, found as the events are read one at a time: only the
+/// assembled texts are kept (about the size of the answer), never every event parsed at once,
+/// so a long stream is not held several times over while it is sealed.
+#[derive(Default)]
+struct Places {
+    /// By event name (`""` for none), then path: the index in `list`.
+    index: HashMap<String, HashMap<Vec<Step>, usize>>,
+    list: Vec<Place>,
+}
+
+impl Places {
+    fn add(&mut self, name: &str, path: &[Step], event: usize, text: &str) {
+        let found = self.index.get(name).and_then(|paths| paths.get(path));
+        let at = match found {
+            Some(&at) => at,
+            None => {
+                let at = self.list.len();
+                self.list.push(Place {
+                    path: path.to_vec(),
+                    assembled: String::new(),
+                    pieces: Vec::new(),
+                });
+                let paths = self.index.entry(name.to_owned()).or_default();
+                paths.insert(path.to_vec(), at);
+                at
+            }
+        };
+        let place = &mut self.list[at];
+        place.pieces.push(Piece {
+            event,
+            start: place.assembled.len(),
+            len: text.len(),
+        });
+        place.assembled.push_str(text);
+    }
 }
 
 impl Redactor {
@@ -41,65 +87,50 @@ impl Redactor {
         let Some(events) = body.get_mut("events").and_then(Value::as_array_mut) else {
             return false;
         };
-        let mut data: Vec<Option<Data>> = events.iter().map(event_data).collect();
-        let mut places: HashMap<(Option<String>, Vec<Step>), Vec<Piece>> = HashMap::new();
-        for (index, (event, parsed)) in events.iter().zip(&data).enumerate() {
-            let name = event
-                .get("event")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            match parsed {
+        let mut places = Places::default();
+        for (index, event) in events.iter().enumerate() {
+            let name = event.get("event").and_then(Value::as_str).unwrap_or("");
+            match event_data(event) {
                 Some(Data::Json(value)) => {
-                    let mut strings = Vec::new();
-                    collect_strings(value, &mut Vec::new(), &mut strings);
-                    for (path, text) in strings {
-                        places
-                            .entry((name.clone(), path.clone()))
-                            .or_default()
-                            .push(Piece {
-                                event: index,
-                                path,
-                                text,
-                            });
-                    }
+                    let mut add = |path: &[Step], text: &str| places.add(name, path, index, text);
+                    visit_strings(&value, &mut Vec::new(), &mut add);
                 }
-                Some(Data::Text(text)) => {
-                    places.entry((name, Vec::new())).or_default().push(Piece {
-                        event: index,
-                        path: Vec::new(),
-                        text: text.clone(),
-                    })
-                }
+                Some(Data::Text(text)) => places.add(name, &[], index, &text),
                 None => {}
             }
         }
         let mut edits: Vec<(usize, Vec<Step>, String)> = Vec::new();
-        for pieces in places.values().filter(|p| p.len() > 1) {
-            edits.extend(self.split_edits(pieces));
+        for place in places.list.iter().filter(|p| p.pieces.len() > 1) {
+            edits.extend(self.split_edits(place));
         }
+        drop(places);
         if edits.is_empty() {
             return false;
         }
-        let mut touched = vec![false; events.len()];
-        for (event, path, text) in edits {
-            match data.get_mut(event) {
-                Some(Some(Data::Json(value))) => {
-                    if let Some(slot) = at_path(value, &path) {
-                        *slot = Value::String(text);
-                    }
-                }
-                Some(Some(Data::Text(data))) => *data = text,
-                _ => continue,
-            }
-            touched[event] = true;
-        }
-        for (index, event) in events.iter_mut().enumerate() {
-            let (true, Some(parsed)) = (touched[index], data[index].take()) else {
-                continue;
+        // Only the events a secret touches are parsed again and rewritten.
+        edits.sort_by_key(|(event, _, _)| *event);
+        let mut edits = edits.into_iter().peekable();
+        while let Some((index, _, _)) = edits.peek() {
+            let index = *index;
+            let Some(event) = events.get_mut(index) else {
+                break;
             };
+            let mut parsed = event_data(event);
+            while let Some((_, path, text)) = edits.next_if(|(e, _, _)| *e == index) {
+                match &mut parsed {
+                    Some(Data::Json(value)) => {
+                        if let Some(slot) = at_path(value, &path) {
+                            *slot = Value::String(text);
+                        }
+                    }
+                    Some(Data::Text(data)) => *data = text,
+                    None => {}
+                }
+            }
             let text = match parsed {
-                Data::Json(value) => serde_json::to_string(&value).unwrap_or_default(),
-                Data::Text(text) => text,
+                Some(Data::Json(value)) => serde_json::to_string(&value).unwrap_or_default(),
+                Some(Data::Text(text)) => text,
+                None => continue,
             };
             match event {
                 Value::Object(map) => {
@@ -112,34 +143,35 @@ impl Redactor {
     }
 
     /// The new texts of the pieces a secret spans, for each secret spanning two or more.
-    fn split_edits(&self, pieces: &[Piece]) -> Vec<(usize, Vec<Step>, String)> {
-        let mut assembled = String::new();
-        let mut starts = Vec::with_capacity(pieces.len());
-        for piece in pieces {
-            starts.push(assembled.len());
-            assembled.push_str(&piece.text);
-        }
-        let piece_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    fn split_edits(&self, place: &Place) -> Vec<(usize, Vec<Step>, String)> {
+        let (assembled, pieces) = (&place.assembled, &place.pieces);
+        let piece_text = |i: usize| &assembled[pieces[i].start..pieces[i].start + pieces[i].len];
+        let piece_of = |offset: usize| {
+            pieces
+                .partition_point(|p| p.start <= offset)
+                .saturating_sub(1)
+        };
         // Per piece, the local ranges to cut and whether `[REDACTED]` goes in their place.
         let mut cuts: Vec<Vec<(Range<usize>, bool)>> = vec![Vec::new(); pieces.len()];
-        for secret in self.secret_ranges(&assembled) {
+        for secret in self.secret_ranges(assembled) {
             let (first, last) = (piece_of(secret.start), piece_of(secret.end - 1));
             if first == last {
                 continue;
             }
             for (i, cut) in cuts.iter_mut().enumerate().take(last + 1).skip(first) {
-                let start = secret.start.max(starts[i]) - starts[i];
-                let end = secret.end.min(starts[i] + pieces[i].text.len()) - starts[i];
+                let start = secret.start.max(pieces[i].start) - pieces[i].start;
+                let end = secret.end.min(pieces[i].start + pieces[i].len) - pieces[i].start;
                 cut.push((start..end, i == first));
             }
         }
         let mut out = Vec::new();
-        for (piece, mut cut) in pieces.iter().zip(cuts) {
+        for (i, mut cut) in cuts.into_iter().enumerate() {
             if cut.is_empty() {
                 continue;
             }
+            let old = piece_text(i);
             cut.sort_by_key(|(range, _)| range.start);
-            let mut text = String::with_capacity(piece.text.len());
+            let mut text = String::with_capacity(old.len());
             let mut copied = 0;
             for (range, marker) in cut {
                 if range.start < copied {
@@ -147,14 +179,14 @@ impl Redactor {
                     copied = copied.max(range.end);
                     continue;
                 }
-                text.push_str(&piece.text[copied..range.start]);
+                text.push_str(&old[copied..range.start]);
                 if marker {
                     text.push_str(REDACTED);
                 }
                 copied = range.end;
             }
-            text.push_str(&piece.text[copied..]);
-            out.push((piece.event, piece.path.clone(), text));
+            text.push_str(&old[copied..]);
+            out.push((pieces[i].event, place.path.clone(), text));
         }
         out
     }
@@ -177,20 +209,21 @@ fn event_data(event: &Value) -> Option<Data> {
     Some(Data::Text(text.to_owned()))
 }
 
-fn collect_strings(value: &Value, path: &mut Vec<Step>, out: &mut Vec<(Vec<Step>, String)>) {
+/// Calls `f` with every string of `value` and its path.
+fn visit_strings(value: &Value, path: &mut Vec<Step>, f: &mut dyn FnMut(&[Step], &str)) {
     match value {
-        Value::String(s) => out.push((path.clone(), s.clone())),
+        Value::String(s) => f(path, s),
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 path.push(Step::Index(i));
-                collect_strings(item, path, out);
+                visit_strings(item, path, f);
                 path.pop();
             }
         }
         Value::Object(map) => {
             for (name, child) in map {
                 path.push(Step::Member(name.clone()));
-                collect_strings(child, path, out);
+                visit_strings(child, path, f);
                 path.pop();
             }
         }
