@@ -61,6 +61,11 @@ pub struct ProxyConfig {
     pub miss_status: u16,
     /// What forward-proxy requests for other hosts get.
     pub forwarding: Forwarding,
+    /// Test scopes for test runners: when set, the control endpoint
+    /// (`/_cassette/scopes/ID`) answers callers presenting this token in the
+    /// `x-cassette-control` header, and a path may name its scope (`/_scope/ID/...`).
+    /// None by default: no control endpoint, no scope prefixes.
+    pub control_token: Option<String>,
 }
 
 /// The status a replay miss is answered with unless configured otherwise.
@@ -80,6 +85,7 @@ impl Default for ProxyConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             miss_status: DEFAULT_MISS_STATUS,
             forwarding: Forwarding::default(),
+            control_token: None,
         }
     }
 }

@@ -54,6 +54,7 @@
 
 mod config;
 mod forward;
+mod scopes;
 mod server;
 
 pub use config::{

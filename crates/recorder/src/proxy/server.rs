@@ -5,6 +5,7 @@
 
 use super::config::{parse_origin, Advice, Exposure, ProxyConfig};
 use super::forward::{self, Bypassed, Forwarder};
+use super::scopes::{self, Begin, Scopes, DEFAULT_SCOPE};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
 use crate::engine::Stats;
@@ -80,6 +81,8 @@ pub(super) struct AppState {
     miss_status: StatusCode,
     /// Forward-proxy requests: the traffic that bypassed the base URL.
     pub(super) forward: Forwarder,
+    /// Test scopes, when a control token was configured.
+    scopes: Option<Scopes>,
 }
 
 impl AppState {
@@ -123,6 +126,7 @@ impl AppState {
             max_connections: config.max_connections,
             miss_status: StatusCode::from_u16(config.miss_status).unwrap_or(StatusCode::CONFLICT),
             forward: Forwarder::new(config.forwarding.clone(), own),
+            scopes: config.control_token.clone().map(Scopes::new),
         }
     }
 }
@@ -243,6 +247,10 @@ fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/_cassette/stats", get(stats))
+        .route(
+            "/_cassette/scopes/{id}",
+            get(control).put(control).delete(control),
+        )
         .fallback(proxy_request)
         // Strangers are refused first; forward-proxy requests are told apart before that (an
         // own-address one comes back in origin form, and is checked like any other).
@@ -417,13 +425,136 @@ async fn stats(State(state): State<Arc<AppState>>) -> Response {
 
 async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     state.requests.fetch_add(1, Ordering::Relaxed);
+    let Some(scopes) = &state.scopes else {
+        let incoming = match read_request(&state, request).await {
+            Ok(incoming) => incoming,
+            Err(rejection) => return rejection,
+        };
+        return match state.recorder.handle(incoming).await {
+            Ok(outcome) => outcome_response(outcome),
+            Err(err) => state.error_response(&err),
+        };
+    };
+    let (id, request) = in_scope(request);
+    let scope = scopes.scope(&id);
     let incoming = match read_request(&state, request).await {
         Ok(incoming) => incoming,
         Err(rejection) => return rejection,
     };
-    match state.recorder.handle(incoming).await {
-        Ok(outcome) => outcome_response(outcome),
-        Err(err) => state.error_response(&err),
+    match state.recorder.handle_in(incoming, &scope).await {
+        Ok(outcome) => {
+            scopes.count(&id, |tally| tally.outcome(&outcome));
+            outcome_response(outcome)
+        }
+        Err(err) => {
+            let message = state.message(&err);
+            scopes.count(&id, |tally| tally.error(&err, message));
+            state.error_response(&err)
+        }
+    }
+}
+
+/// The scope a request names (`/_scope/ID/...`, taken off its path), else the default one.
+fn in_scope(mut request: HttpRequest) -> (String, HttpRequest) {
+    let Some((id, path)) = scopes::split_scope(request.uri().path()) else {
+        return (DEFAULT_SCOPE.to_owned(), request);
+    };
+    let id = id.to_owned();
+    let path_and_query = match request.uri().query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let mut parts = request.uri().clone().into_parts();
+    if let Ok(rewritten) = path_and_query.parse() {
+        parts.path_and_query = Some(rewritten);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+    }
+    (id, request)
+}
+
+/// The control endpoint of test runners (`/_cassette/scopes/ID`): `PUT` begins a test in the
+/// scope (a JSON body: `test`, and optionally `mode` and `repeats`), `GET` tells what the scope
+/// saw so far, `DELETE` tells it and ends the test (`?unused=true` also lists the recordings
+/// the test made in an earlier run and did not use).
+async fn control(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    request: HttpRequest,
+) -> Response {
+    let Some(scopes) = &state.scopes else {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            "cassette_not_found",
+            "this proxy has no control endpoint: it was started without a control token",
+            None,
+        );
+    };
+    let token = request
+        .headers()
+        .get("x-cassette-control")
+        .and_then(|v| v.to_str().ok());
+    if !scopes.authorized(token) {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "cassette_forbidden",
+            "the control endpoint answers only the test runner that started the proxy (the \
+             x-cassette-control token of its ready line)",
+            None,
+        );
+    }
+    if !scopes::valid_scope_id(&id) {
+        return bad_request("a scope id is 1 to 128 letters, digits, `-`, `_` or `.`");
+    }
+    let method = request.method().clone();
+    let unused = request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "unused=true"));
+    let bypassed = state.forward.bypassed();
+    match method {
+        Method::PUT => {
+            let body = match request.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(e) => return bad_request(&format!("cannot read the body: {e}")),
+            };
+            let begin: Begin = if body.is_empty() {
+                Begin::default()
+            } else {
+                match serde_json::from_slice(&body) {
+                    Ok(begin) => begin,
+                    Err(e) => return bad_request(&format!("a scope is begun with JSON: {e}")),
+                }
+            };
+            let scope = match begin.scope() {
+                Ok(scope) => scope,
+                Err(reason) => return bad_request(&reason),
+            };
+            if let Some(test) = &scope.test {
+                state.recorder.begin_test(test);
+            }
+            scopes.begin(&id, scope, &bypassed);
+            json_response(StatusCode::OK, &json!({"scope": id}))
+        }
+        Method::GET | Method::DELETE => {
+            let mut tally = scopes.tally(&id, &bypassed, method == Method::DELETE);
+            if unused {
+                let recorded = match tally.test() {
+                    Some(test) => state.recorder.recordings_of_test(test).await,
+                    None => Vec::new(),
+                };
+                tally =
+                    Scopes::with_unused(tally, recorded.iter().map(|k| k.to_string()).collect());
+            }
+            json_response(StatusCode::OK, &json!(tally))
+        }
+        _ => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "cassette_method_not_allowed",
+            "the control endpoint takes PUT, GET and DELETE",
+            None,
+        ),
     }
 }
 
