@@ -872,6 +872,7 @@ mod tests {
             path: "/v1/chat/completions".into(),
             profile: "openai.chat".into(),
             recorded_at: "2026-01-01T00:00:00Z".into(),
+            test: None,
             leaves: vec!["00000001:0000000000000002".into()],
         };
         let text = format!(

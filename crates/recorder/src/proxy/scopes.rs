@@ -276,7 +276,7 @@ impl Scopes {
                     let name = bypass_name(b);
                     let before = entry.bypassed_before.get(&name).copied().unwrap_or(0);
                     let during = b.requests().saturating_sub(before);
-                    (during > 0).then(|| BypassedHost {
+                    (during > 0).then_some(BypassedHost {
                         host: name,
                         requests: during,
                         refused: b.refused > 0,
