@@ -4,6 +4,8 @@ packages agree with each other: the Cargo workspace version (the one source: the
 `--version` and the wheel, through maturin, take it from there), the npm main package, its
 optionalDependencies pins, every platform package, and the platform table of the shim
 (npm/cassette-cli/lib/binary.js). With `--tag vX.Y.Z` (the release workflow), also the tag.
+npm has no way to read another file's version, so a release bumps Cargo.toml's and runs this
+with `--write`, which sets every npm version and pin to it.
 
 Exit 0 when all agree, 1 naming each disagreement.
 """
@@ -23,13 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tag", help="the release tag, e.g. v0.1.0")
+    parser.add_argument("--write", action="store_true",
+                        help="set every npm package's version and pins to the Cargo workspace's first")
     args = parser.parse_args()
 
     cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
     version = cargo["workspace"]["package"]["version"]
+    if args.write:
+        write_npm_versions(version)
     problems: list[str] = []
 
-    if not cargo["package"]["version"] == {"workspace": True}:
+    if cargo["package"]["version"] != {"workspace": True}:
         problems.append("Cargo.toml: the cassette package must take `version.workspace = true`")
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     if "version" in pyproject["project"] or "version" not in pyproject["project"].get("dynamic", []):
@@ -71,6 +77,17 @@ def main() -> int:
         return 1
     print(f"check-versions: cassette {version} everywhere (Cargo, PyPI, {len(names) + 1} npm packages)")
     return 0
+
+
+def write_npm_versions(version: str) -> None:
+    paths = [ROOT / "npm" / "cassette-cli" / "package.json",
+             *sorted((ROOT / "npm" / "platforms").glob("*/package.json"))]
+    for path in paths:
+        package = json.loads(path.read_text())
+        package["version"] = version
+        for name in package.get("optionalDependencies", {}):
+            package["optionalDependencies"][name] = version
+        path.write_text(json.dumps(package, indent=2, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

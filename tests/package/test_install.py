@@ -61,7 +61,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def run(args: list, expect: int | None = 0, cwd: Path = ROOT, env: dict | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout,
+    result = subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout,
                             cwd=cwd, env=env if env is not None else clean_env())
     if expect is not None:
         assert result.returncode == expect, (
@@ -283,6 +283,23 @@ def test_the_shim_runs_the_platform_package_binary(project):
     binary = project / "node_modules" / "cassette-cli-linux-x64" / "bin" / "cassette"
     assert found.stdout.strip() == str(binary)
     assert json.loads((project / "node_modules" / "cassette-cli" / "package.json").read_text())["version"] == VERSION
+
+
+@pytest.mark.parametrize("present", [["glibc", "musl"], ["musl"], ["glibc"]])
+def test_the_lookup_picks_the_libc_of_the_running_node(project, tmp_path, present):
+    # npm before 10 installs the glibc and the musl package both; the running Node's libc then
+    # decides (this machine is glibc). Where only one is installed, that one is used.
+    modules = tmp_path / "node_modules"
+    shutil.copytree(project / "node_modules" / "cassette-cli", modules / "cassette-cli")
+    for libc in present:
+        name = "cassette-cli-linux-x64" + ("-musl" if libc == "musl" else "")
+        (modules / name / "bin").mkdir(parents=True)
+        (modules / name / "package.json").write_text(json.dumps({"name": name, "version": VERSION}))
+        (modules / name / "bin" / "cassette").write_text("#!/bin/sh\n")
+    found = run(["node", "--input-type=module", "-e",
+                 "import { binaryPath } from 'cassette-cli'; console.log(binaryPath())"], cwd=tmp_path)
+    expected = "cassette-cli-linux-x64" if "glibc" in present else "cassette-cli-linux-x64-musl"
+    assert found.stdout.strip() == str(modules / expected / "bin" / "cassette")
 
 
 def test_the_npm_copy_replays_the_example_suite(project):

@@ -11,9 +11,9 @@ const require = createRequire(import.meta.url);
 export const BINARY_ENV = "CASSETTE_BINARY";
 
 /**
- * The platform packages by `${process.platform}-${process.arch}`, in the order they are tried.
- * npm installs at most one per Linux machine (their `libc` fields), so no libc detection is
- * needed: the glibc one first, the musl one where that is what npm chose.
+ * The platform packages by `${process.platform}-${process.arch}`; on Linux the glibc one, then
+ * the musl one. npm 10+, pnpm and yarn install only the one whose `libc` field matches; older
+ * npm installs both, and then the libc of the running Node decides.
  * @type {Readonly<Record<string, readonly string[]>>}
  */
 export const PLATFORM_PACKAGES = Object.freeze({
@@ -61,22 +61,31 @@ export function binaryPath(options = {}) {
     );
   }
   const exe = platform === "win32" ? "cassette.exe" : "cassette";
-  for (const name of packages) {
-    let manifest;
+  const installed = packages.flatMap((name) => {
     try {
-      manifest = require.resolve(`${name}/package.json`);
+      return [{ name, dir: dirname(require.resolve(`${name}/package.json`)) }];
     } catch {
-      continue;
+      return [];
     }
-    const path = join(dirname(manifest), "bin", exe);
-    if (existsSync(path)) {
-      return path;
+  });
+  if (installed.length > 0) {
+    const musl = installed.length > 1 && isMusl();
+    const chosen = installed.find(({ name }) => name.endsWith("-musl") === musl) ?? installed[0];
+    const path = join(chosen.dir, "bin", exe);
+    if (!existsSync(path)) {
+      throw new BinaryNotFoundError(`${chosen.name} is installed but has no binary at ${path}; reinstall cassette-cli`);
     }
-    throw new BinaryNotFoundError(`${name} is installed but has no binary at ${path}; reinstall cassette-cli`);
+    return path;
   }
   throw new BinaryNotFoundError(
     `the platform package of cassette-cli for ${platform}-${arch} (${packages.join(" or ")}) is not installed; ` +
       "reinstall without --omit=optional or --no-optional (optional dependencies carry the binary), " +
       `or set ${BINARY_ENV} to a cassette binary`,
   );
+}
+
+/** Whether this Node runs on musl: a glibc build reports the glibc it runs on. */
+function isMusl() {
+  const report = /** @type {{ header?: { glibcVersionRuntime?: string } }} */ (process.report?.getReport() ?? {});
+  return !report.header?.glibcVersionRuntime;
 }
