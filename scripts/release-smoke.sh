@@ -84,7 +84,7 @@ case "$kind" in
     (cd "$work/project" && npm init -y >/dev/null &&
       npm install --offline --no-audit --no-fund --loglevel=error --save-dev "$platform" "$main" >/dev/null)
     # npx runs the local install; `cassette-cli` names the package, its one bin is `cassette`.
-    check "npx cassette-cli --version" 0 in_project npx --offline --no cassette-cli --version
+    check "npx cassette-cli --version" 0 in_project npx --offline cassette-cli --version
     expect_in out "cassette $version"
     smoke node "$work/project/node_modules/cassette-cli/bin/cassette.js"
     ;;

@@ -31,8 +31,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]["version"]
-NODE_SDK = json.loads((ROOT / "tests" / "sdk" / "node" / "package.json").read_text())
-OPENAI_NPM = f"openai@{NODE_SDK['dependencies']['openai']}"
 SUITE = ["run", "examples/suite/suite.jsonl", "--store", "file://examples/suite/cassettes"]
 STALE = ["run", "examples/triage/stale.jsonl", "--store", "file://examples/triage/cassettes"]
 
@@ -253,8 +251,15 @@ def npm_install(project: Path, *specs, extra: tuple = ()) -> None:
 @pytest.fixture(scope="session")
 def project(tmp_path_factory, tarballs) -> Path:
     path = tmp_path_factory.mktemp("npm") / "project"
-    # openai from npm's cache (scripts/test.sh's `npm ci --prefix tests/sdk/node` put it there).
-    npm_install(path, tarballs["linux-x64"], tarballs["main"], OPENAI_NPM)
+    # The pinned openai client, packed from the copy `npm ci --prefix tests/sdk/node` installed
+    # (scripts/test.sh), so that this install too reads nothing from the registry.
+    installed = ROOT / "tests" / "sdk" / "node" / "node_modules" / "openai"
+    if not installed.is_dir():
+        pytest.fail("tests/sdk/node/node_modules/openai is needed: run `npm ci --prefix tests/sdk/node`")
+    packed = tmp_path_factory.mktemp("openai")
+    run(["npm", "pack", "--ignore-scripts", "--silent", "--pack-destination", packed, "."], cwd=installed)
+    (openai,) = packed.glob("openai-*.tgz")
+    npm_install(path, tarballs["linux-x64"], tarballs["main"], openai)
     shutil.copy(ROOT / "tests" / "sdk" / "node" / "app.mjs", path / "app.mjs")
     return path
 
@@ -266,8 +271,8 @@ def shim(project: Path) -> list:
 
 NPM_ENTRY_POINTS = {
     ".bin": lambda project: shim(project),
-    "npx cassette-cli": lambda project: ["npx", "--offline", "--no", "cassette-cli"],
-    "npx cassette": lambda project: ["npx", "--offline", "--no", "cassette"],
+    "npx cassette-cli": lambda project: ["npx", "--offline", "cassette-cli"],
+    "npx cassette": lambda project: ["npx", "--offline", "cassette"],
 }
 
 
@@ -448,7 +453,7 @@ def test_the_openai_python_sdk_through_the_installed_cassette_exec(venv, tmp_pat
 
 def test_the_openai_node_sdk_through_npx_cassette_exec(project, tmp_path):
     store = f"file://{tmp_path / 'cassettes'}"
-    npx = ["npx", "--offline", "--no", "cassette-cli", "exec", "--store", store, "--", "node", "app.mjs"]
+    npx = ["npx", "--offline", "cassette-cli", "exec", "--store", store, "--", "node", "app.mjs"]
     upstream = FakeUpstream()
     try:
         recorded = run([*npx, "Where is my refund?", "plain"], cwd=project,
