@@ -7,13 +7,18 @@ pytest plugin, assertion helpers). The binary does all the work; this package on
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from cassette_cli._find_cassette import BINARY_ENV, find_cassette_bin
 
 __all__ = ["BINARY_ENV", "__version__", "find_cassette_bin"]
 
-try:
-    __version__: str = version("cassette-cli")
-except PackageNotFoundError:  # imported from a source checkout, not installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    # Read on first use: importlib.metadata costs more than all of `python -m cassette_cli`.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("cassette-cli")
+        except PackageNotFoundError:  # imported from a source checkout, not installed
+            return "0+unknown"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
