@@ -24,6 +24,7 @@ import tarfile
 import textwrap
 import time
 import tomllib
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -99,7 +100,8 @@ def test_the_wheel_is_one_for_every_python_and_carries_the_binary(wheel):
     # py3-none-<platform>: one wheel for every Python version, a manylinux tag pip accepts.
     name, version, python_tag, abi, platform = wheel.stem.split("-")
     assert (name, version, python_tag, abi) == ("cassette_cli", VERSION, "py3", "none"), wheel.name
-    assert platform.startswith("manylinux_") and platform.endswith("_x86_64"), wheel.name
+    # (A zig build for glibc 2.17 carries both spellings: manylinux2014_x86_64.manylinux_2_17_x86_64.)
+    assert any(tag.startswith("manylinux") and tag.endswith("_x86_64") for tag in platform.split(".")), wheel.name
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         binary = f"cassette_cli-{VERSION}.data/scripts/cassette"
@@ -354,6 +356,19 @@ def _alive(pid: int) -> bool:
     return "State:\tZ" not in status
 
 
+def _wait_healthy(url: str) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_the_shim_reaches_the_binary(project, tmp_path, sig):
     # `cassette proxy` shuts down cleanly on SIGINT and SIGTERM and exits 0. The signal goes to
@@ -366,9 +381,13 @@ def test_a_signal_to_the_shim_reaches_the_binary(project, tmp_path, sig):
         assert process.stderr is not None
         for line in process.stderr:
             if "listening on " in line:
+                url = line.split("listening on ", 1)[1].split()[0]
                 break
         else:
             pytest.fail("the proxy did not start through the shim")
+        # The proxy prints its address before it handles signals (a signal in between kills it
+        # outright); once it answers, it handles them.
+        _wait_healthy(url)
         (binary,) = _children(process.pid)
         process.send_signal(sig)
         status = process.wait(timeout=30)
