@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -73,6 +74,26 @@ def main() -> None:
               f"+ replay {done - installed:.2f} = {done - start:.2f}")
     print(f"  median {statistics.median(totals):.2f} s")
 
+    # The venv's own pip is most of the above (ensurepip installs pip into every new venv);
+    # the same install with the caller's pip (`pip --python`, pip 22.3+) shows what is ours.
+    print("\nfresh venv without pip + `pip --python VENV install --no-index` + first replay (wall, s):")
+    totals = []
+    for run in range(args.runs):
+        venv = work / f"bare{run}"
+        start = time.perf_counter()
+        sh([sys.executable, "-m", "venv", "--without-pip", venv])
+        made = time.perf_counter()
+        sh([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet",
+            "--disable-pip-version-check", "--no-index", args.wheel.resolve()])
+        installed = time.perf_counter()
+        replay = sh([venv / "bin" / "cassette", *SUITE])
+        done = time.perf_counter()
+        assert "9 passed" in replay.stdout + replay.stderr
+        totals.append(done - start)
+        print(f"  run {run + 1}: venv {made - start:.2f} + pip install {installed - made:.2f} "
+              f"+ replay {done - installed:.2f} = {done - start:.2f}")
+    print(f"  median {statistics.median(totals):.2f} s")
+
     project = work / "project"
     project.mkdir()
     sh(["npm", "init", "-y"], cwd=project)
@@ -89,18 +110,28 @@ def main() -> None:
         "python -m cassette_cli": [venv / "bin" / "python", "-m", "cassette_cli"],
     }
     times: dict[str, list[float]] = {name: [] for name in ways}
+    cpu: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(args.calls):
         for name, command in ways.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             sh([*command] if name.startswith("node -e") else [*command, "--version"], cwd=project)
             times[name].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     bare = statistics.median(times["bare binary"])
-    print(f"\n`cassette --version`, {args.calls} calls of each, alternated (median, ms):")
-    print("| way | median | p90 | added to the bare binary |\n|---|---:|---:|---:|")
+    bare_cpu = statistics.median(cpu["bare binary"])
+    # Wall time moves with the machine's load; CPU time (user + sys of the process tree) much
+    # less, and is what an idle machine's wall time comes close to for a start-up like this.
+    print(f"\n`cassette --version`, {args.calls} calls of each, alternated (medians, ms):")
+    print("| way | wall | wall p90 | wall added | CPU (user + sys) | CPU added |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, samples in times.items():
         median = statistics.median(samples)
         p90 = statistics.quantiles(samples, n=10)[-1]
-        print(f"| {name} | {median * 1e3:.1f} | {p90 * 1e3:.1f} | {(median - bare) * 1e3:+.1f} |")
+        used = statistics.median(cpu[name])
+        print(f"| {name} | {median * 1e3:.1f} | {p90 * 1e3:.1f} | {(median - bare) * 1e3:+.1f} "
+              f"| {used * 1e3:.1f} | {(used - bare_cpu) * 1e3:+.1f} |")
 
     for name in ("npm shim (node bin/cassette.js)", "python -m cassette_cli"):
         miss = sh([*ways[name], *STALE], expect=2)
