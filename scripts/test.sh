@@ -2,8 +2,9 @@
 # The full test suite: installs what the tests need when it is missing (SeaweedFS for the S3
 # store; the official SDKs and the popular clients for Python, tests/sdk/requirements.txt, and
 # the openai npm client and the Vercel AI SDK, tests/sdk/node/package.json, for the proxy
-# tests), starts the S3-compatible server, runs every Rust, Python and Node test, and stops the
-# server again.
+# tests), starts the S3-compatible server, runs every Rust, Python and Node test, builds the
+# pip wheel and the npm packages and tests them installed offline (scripts/package-test.sh),
+# and stops the server again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -46,5 +47,8 @@ if [ -d tests/sdk ]; then
   # The openai npm client and the Vercel AI SDK, for the Node tests.
   npm ci --prefix tests/sdk/node --no-audit --no-fund --silent
   "$venv/bin/python" -m pytest -q tests/sdk
+
+  echo "== the pip and npm packages, built from target/debug and installed offline"
+  VENV="$venv" scripts/package-test.sh
 fi
 echo "== all tests passed"
