@@ -26,6 +26,7 @@ pub(crate) struct IndexArgs {
 
 /// Runs `cassette index`.
 pub(crate) fn run(args: IndexArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    let config = args.keying.config(file)?;
     let store = args.store.open(file)?;
     if !store.keeps_segments() {
         eprintln!(
@@ -34,7 +35,6 @@ pub(crate) fn run(args: IndexArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let config = args.keying.config(file);
     let done = runtime()?
         .block_on(compact(&store, &config))
         .with_context(|| format!("indexing {}", store.location()))?;

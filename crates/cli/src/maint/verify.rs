@@ -51,6 +51,7 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     } else {
         GitCheck::Skip
     };
+    let config = args.keying.config(file)?;
     let spec = args.store.resolve(file);
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
@@ -73,7 +74,6 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     };
     let runtime = runtime()?;
     let loaded = runtime.block_on(load_all(&store))?;
-    let config = args.keying.config(file);
     let mut problems = 0usize;
     if let Some(log) = log {
         for damaged in runtime.block_on(log.damaged_lines())? {

@@ -8,12 +8,12 @@
 //! above the defaults. Relative paths in it (and the default store) resolve against the file's
 //! own folder, so every command run anywhere below it uses the same store.
 
-use super::keying::parse_ignore_path;
+use super::keying::{ignore_leaves_out, parse_ignore_path, question_out_reason};
 use super::recorder::is_built_in_route;
 use super::store::StoreSpec;
 use super::values::{is_plain_name, parse_base_url, parse_memory, parse_size};
 use anyhow::{bail, Context};
-use cassette_keying::JsonPath;
+use cassette_keying::{JsonPath, KeyConfig};
 use cassette_recorder::config::AuthStyle;
 use cassette_recorder::proxy::HostPattern;
 use cassette_recorder::redact::{RedactionRules, Redactor};
@@ -126,6 +126,12 @@ pub(crate) struct SettingsFile {
     pub(crate) volatile: Vec<String>,
     pub(crate) keep_volatile: Vec<String>,
     pub(crate) ignore: Vec<JsonPath>,
+    /// `[keying] dangerously_allow_prompt_out`.
+    pub(crate) allow_prompt_out: bool,
+    /// The file's keying settings that leave the model or prompt out of the key, as located
+    /// errors: refused when the keying settings are built, unless the escape hatch is set
+    /// there (the flag can only be seen then).
+    pub(crate) question_out: Vec<String>,
     pub(crate) redact_paths: Vec<String>,
     pub(crate) redact_patterns: Vec<String>,
     /// `[routes.NAME]` tables, by name.
@@ -245,6 +251,7 @@ struct RawKeying {
     keep_volatile: Vec<Spanned<String>>,
     #[serde(default)]
     ignore: Vec<Spanned<String>>,
+    dangerously_allow_prompt_out: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -409,6 +416,37 @@ impl RawKeying {
                     .map_err(|e| source.error(path.span(), &format!("`keying.ignore`: {e}")))
             })
             .collect::<anyhow::Result<_>>()?;
+        file.allow_prompt_out = self.dangerously_allow_prompt_out.unwrap_or(false);
+        let escape = "`dangerously_allow_prompt_out = true` in [keying]";
+        let volatile = KeyConfig {
+            extra_volatile: file.volatile.clone(),
+            ..KeyConfig::default()
+        };
+        for (found, name) in volatile.question_left_out().iter().filter_map(|found| {
+            Some((
+                found,
+                self.volatile
+                    .iter()
+                    .find(|n| n.get_ref().trim() == found.value)?,
+            ))
+        }) {
+            let reason = question_out_reason(found, escape);
+            file.question_out.push(
+                source
+                    .error(name.span(), &format!("`keying.volatile`: {reason}"))
+                    .to_string(),
+            );
+        }
+        for (path, raw) in file.ignore.iter().zip(&self.ignore) {
+            if let Some(found) = ignore_leaves_out(path) {
+                let reason = question_out_reason(&found, escape);
+                file.question_out.push(
+                    source
+                        .error(raw.span(), &format!("`keying.ignore`: {reason}"))
+                        .to_string(),
+                );
+            }
+        }
         Ok(())
     }
 }

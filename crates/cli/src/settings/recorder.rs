@@ -219,7 +219,7 @@ impl RecorderArgs {
             } else {
                 ErrorRecording::PassThrough
             },
-            key: self.keying.config(file),
+            key: self.keying.config(file)?,
             redaction: RedactionRules {
                 json_paths: [&file.redact_paths[..], &self.redact_paths[..]].concat(),
                 patterns: [&file.redact_patterns[..], &self.redact_patterns[..]].concat(),
