@@ -14,6 +14,73 @@ fn case(id: &str, prompt: &str) -> String {
     )
 }
 
+/// Item 3: a checked-in file sets `mode = "auto"`, its own upstream and `GITHUB_TOKEN` as the
+/// key; a plain `cassette run` in CI must neither call that upstream nor send the token.
+#[test]
+fn under_ci_a_checked_in_file_cannot_record_or_send_the_jobs_token() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    dir.write("suite.jsonl", &case("a", "Hello"));
+    let file = dir.write(
+        "cassette.toml",
+        &format!(
+            "mode = \"auto\"\n[routes.default]\nupstream = \"{}\"\napi_key_env = \"GITHUB_TOKEN\"\n",
+            fake.url
+        ),
+    );
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = dir.cassette();
+        cmd.env("GITHUB_TOKEN", "ghp_0123456789abcdefghijABCDEFGHIJ012345");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.args(args).output().unwrap()
+    };
+    // Under CI, the file's mode alone is refused, naming the file and what to set.
+    let out = run(&[("CI", "true")], &["run", "suite.jsonl"]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let err = common::stderr(&out);
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(err.contains("CASSETTE_MODE=auto"), "{err}");
+    let out = run(&[("CI", "1")], &["exec", "--", "true"]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(common::stderr(&out).contains("under CI"), "{}", both(&out));
+    assert_eq!(fake.requests(), 0, "nothing was sent");
+
+    // The job asks for auto itself: the token is still refused, the file cannot allow it.
+    let out = run(
+        &[("CI", "true"), ("CASSETTE_MODE", "auto")],
+        &["run", "suite.jsonl"],
+    );
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("api_key_env = \"GITHUB_TOKEN\"") && err.contains("--allow-key-env"),
+        "{err}"
+    );
+    assert!(!err.contains("ghp_"), "{err}");
+    assert_eq!(fake.requests(), 0, "nothing was sent");
+
+    // Replay under CI is untouched: it misses (exit 2) without calling anything.
+    let out = run(
+        &[("CI", "true"), ("CASSETTE_MODE", "replay")],
+        &["run", "suite.jsonl"],
+    );
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(common::stderr(&out).contains("miss"), "{}", both(&out));
+
+    // The command line allowing both: recorded, with the token the job chose to send.
+    let out = run(
+        &[
+            ("CI", "true"),
+            ("CASSETTE_MODE", "auto"),
+            ("CASSETTE_ALLOW_KEY_ENV", "GITHUB_TOKEN"),
+        ],
+        &["run", "suite.jsonl"],
+    );
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(fake.requests(), 1);
+}
 
 /// Runs `cassette ARGS` in `dir/sub`, killing it after ten seconds: reading a FIFO or a device
 /// must fail the test, not hang it.

