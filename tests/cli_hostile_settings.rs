@@ -104,6 +104,66 @@ fn run_with_deadline(dir: &Workdir, sub: &str, args: &[&str]) -> std::process::O
     child.wait_with_output().unwrap()
 }
 
+/// Item 14: a usage log outside the file's folder is refused, and inside it a file that is no
+/// usage log (a symlinked `.bashrc`) never gets keys appended.
+#[test]
+fn a_usage_log_leaving_the_folder_or_not_a_usage_log_gets_nothing_appended() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    let victim = dir.write("home/.bashrc", "export PATH=$HOME/bin:$PATH\n");
+    let before = std::fs::read(&victim).unwrap();
+    dir.write("project/suite.jsonl", &case("a", "Hello"));
+    let routes = format!("[routes.default]\nupstream = \"{}\"\n", fake.url);
+    for (log, needle) in [
+        ("../home/.bashrc", "outside the settings file's folder"),
+        (
+            &*format!("{}", victim.display()),
+            "outside the settings file's folder",
+        ),
+    ] {
+        let file = dir.write(
+            "project/cassette.toml",
+            &format!("usage_log = \"{log}\"\n{routes}"),
+        );
+        let out = dir.run_in("project", &["run", "suite.jsonl", "--mode", "record"]);
+        assert_eq!(code(&out), 2, "{log}: {}", both(&out));
+        let err = common::stderr(&out);
+        assert!(err.contains(&format!("{}:1:13:", file.display())), "{err}");
+        assert!(err.contains(needle) && err.contains("--usage-log"), "{err}");
+    }
+    // Inside the folder, through a symlink the pull request added.
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&victim, dir.join("project/used.log")).unwrap();
+        dir.write(
+            "project/cassette.toml",
+            &format!("usage_log = \"used.log\"\n{routes}"),
+        );
+        let out = dir.run_in("project", &["run", "suite.jsonl", "--mode", "record"]);
+        assert_eq!(code(&out), 2, "{}", both(&out));
+        assert!(
+            common::stderr(&out).contains("is not a usage log"),
+            "{}",
+            both(&out)
+        );
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), before, "nothing appended");
+    assert_eq!(fake.requests(), 0, "refused before anything was sent");
+
+    // A real usage log in the folder is appended to.
+    std::fs::remove_file(dir.join("project/used.log")).ok();
+    dir.write(
+        "project/cassette.toml",
+        &format!("usage_log = \"logs/used.log\"\n{routes}"),
+    );
+    std::fs::create_dir_all(dir.join("project/logs")).unwrap();
+    for _ in 0..2 {
+        let out = dir.run_in("project", &["run", "suite.jsonl", "--mode", "auto"]);
+        assert_eq!(code(&out), 0, "{}", both(&out));
+    }
+    let log = std::fs::read_to_string(dir.join("project/logs/used.log")).unwrap();
+    assert_eq!(log.lines().count(), 2, "{log}");
+}
 
 /// Item 15: a directory, FIFO or symlink to a device named cassette.toml is refused with its
 /// path, never skipped for the parent's file (which here would record).

@@ -397,7 +397,19 @@ impl Raw {
                 .get_ref()
                 .parse()
                 .map_err(|e| source.error(value.span(), &format!("`{what}`: {e}")))?;
-            Ok(spec.relative_to(dir))
+            let spec = spec.relative_to(dir);
+            if let Some(path) = spec.local_path() {
+                stays_inside(dir, path).map_err(|e| {
+                    source.error(
+                        value.span(),
+                        &format!(
+                            "`{what}`: {e}; name it with --{what} or CASSETTE_{} instead",
+                            what.to_ascii_uppercase()
+                        ),
+                    )
+                })?;
+            }
+            Ok(spec)
         };
         let mut file = SettingsFile {
             path: Some(source.path.to_owned()),
@@ -419,7 +431,16 @@ impl Raw {
                     "`usage_log` is empty: name a file or leave it out"
                 ));
             }
-            file.usage_log = Some(join_clean(dir, Path::new(log.get_ref().trim())));
+            let path = join_clean(dir, Path::new(log.get_ref().trim()));
+            stays_inside(dir, &path).map_err(|e| {
+                source.error(
+                    log.span(),
+                    &format!(
+                        "`usage_log`: {e}; name it with --usage-log or CASSETTE_USAGE_LOG instead"
+                    ),
+                )
+            })?;
+            file.usage_log = Some(path);
         }
         file.record_errors = self.record_errors;
         if let Some(repeats) = &self.repeats {
@@ -661,6 +682,36 @@ fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Refuses a path (already joined onto `dir`) that leaves `dir`, read lexically: `..` past
+/// the folder, or an absolute path elsewhere. A file checked in by someone else must not make
+/// commands write outside the project (a usage log appended to `../../.bashrc`); a flag or
+/// environment variable, given by the user running the command, may point anywhere.
+fn stays_inside(dir: &Path, path: &Path) -> Result<(), String> {
+    fn normal(path: &Path) -> PathBuf {
+        let mut out = PathBuf::new();
+        for part in path.components() {
+            match part {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                other => out.push(other),
+            }
+        }
+        out
+    }
+    if normal(path).starts_with(normal(dir)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is outside the settings file's folder {}, and paths in a settings file stay \
+             inside it",
+            path.display(),
+            dir.display()
+        ))
+    }
+}
+
 /// `dir` joined with a relative `path` (an absolute one is kept), without `.` segments.
 pub(crate) fn join_clean(dir: &Path, path: &Path) -> PathBuf {
     if path.is_absolute() {
@@ -748,7 +799,7 @@ auth        = "query:key"
     #[test]
     fn paths_resolve_against_the_file_and_absolute_ones_stay() {
         let file = parse(
-            "store = \"jsonl://./runs/tapes.jsonl\"\ncache = \"file:///abs/cache\"\nusage_log = \"logs/used.txt\"\n",
+            "store = \"jsonl://./runs/tapes.jsonl\"\ncache = \"file:///project/sub/../cache\"\nusage_log = \"logs/used.txt\"\n",
         )
         .unwrap();
         assert_eq!(
@@ -757,11 +808,43 @@ auth        = "query:key"
         );
         assert_eq!(
             file.cache.unwrap().url(),
-            &StoreUrl::File("/abs/cache".into())
+            &StoreUrl::File("/project/sub/../cache".into())
         );
         assert_eq!(file.usage_log.unwrap(), Path::new("/project/logs/used.txt"));
         let file = parse("store = \"memory://\"").unwrap();
         assert_eq!(file.store.unwrap().url(), &StoreUrl::Memory);
+    }
+
+    #[test]
+    fn paths_that_leave_the_files_folder_are_refused() {
+        for (text, position, what) in [
+            ("usage_log = \"../other/.bashrc\"", ":1:13:", "`usage_log`"),
+            ("usage_log = \"/home/u/.bashrc\"", ":1:13:", "`usage_log`"),
+            ("usage_log = \"logs/../../x\"", ":1:13:", "`usage_log`"),
+            ("store = \"file://../elsewhere\"", ":1:9:", "`store`"),
+            ("store = \"/etc/cassettes\"", ":1:9:", "`store`"),
+            ("cache = \"sled:///tmp/cache\"", ":1:9:", "`cache`"),
+            ("store = \"jsonl://a/../../t.jsonl\"", ":1:9:", "`store`"),
+        ] {
+            let err = error(text);
+            assert!(err.contains(position), "{text}: {err}");
+            assert!(err.contains(what), "{text}: {err}");
+            assert!(
+                err.contains("outside the settings file's folder /project"),
+                "{err}"
+            );
+            assert!(err.contains("instead"), "{err}");
+        }
+        // Inside, however spelled, and stores that are no path at all.
+        for text in [
+            "usage_log = \"logs/../used.log\"",
+            "usage_log = \"/project/used.log\"",
+            "store = \"file://./tapes\"",
+            "store = \"memory://\"",
+            "store = \"s3://bucket/prefix\"",
+        ] {
+            assert!(parse(text).is_ok(), "{text}: {}", error(text));
+        }
     }
 
     #[test]

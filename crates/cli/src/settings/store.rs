@@ -105,7 +105,7 @@ impl StoreSpec {
     }
 
     /// The file or folder of a local store.
-    fn local_path(&self) -> Option<&Path> {
+    pub(crate) fn local_path(&self) -> Option<&Path> {
         match &self.url {
             StoreUrl::File(path) | StoreUrl::Jsonl(path) => Some(path),
             #[cfg(feature = "sled")]
