@@ -180,7 +180,8 @@ fn a_cassette_toml_that_is_not_a_file_is_refused_not_skipped() {
         // SAFETY: a valid NUL-terminated path and mode.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     };
-    let cases: [(&str, &dyn Fn(&std::path::Path), &str); 3] = [
+    type Make<'a> = &'a dyn Fn(&std::path::Path);
+    let cases: [(&str, Make, &str); 3] = [
         ("dir", &|p| std::fs::create_dir(p).unwrap(), "a directory"),
         ("fifo", &fifo, "a FIFO"),
         (

@@ -1016,7 +1016,8 @@ auth        = "query:key"
     fn a_cassette_toml_that_is_not_a_regular_file_is_refused_with_its_path() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(FILE_NAME), "mode = \"record\"\n").unwrap();
-        let cases: [(&str, &dyn Fn(&Path), &str); 4] = [
+        type Make<'a> = &'a dyn Fn(&Path);
+        let cases: [(&str, Make, &str); 4] = [
             ("dir", &|p| std::fs::create_dir(p).unwrap(), "a directory"),
             (
                 "fifo",
