@@ -134,4 +134,27 @@ fn run_outputs_are_redacted_like_the_cassettes_and_verify_audits_saved_runs() {
         "elsewhere",
     ]);
     assert_eq!(code(&out), 1, "{}", both(&out));
+
+    // A probe prints live answers (never stored): redacted all the same.
+    let out = dir
+        .cassette()
+        .env("OPENAI_API_KEY", ROUTE_KEY)
+        .args([
+            "probe",
+            "suite.jsonl",
+            "--only",
+            "said,echo",
+            "-n",
+            "2",
+            "--upstream",
+            &fake.url,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let printed = both(&out);
+    assert!(printed.contains("my key is [REDACTED]"), "{printed}");
+    for secret in [SHAPED, ROUTE_KEY] {
+        assert!(!printed.contains(secret), "{printed}");
+    }
 }

@@ -52,7 +52,7 @@ pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Called
 /// recording stores is all a result line, a saved run, a JUnit report or a grader ever sees,
 /// so a live answer and its replay grade, print and save alike, and a key the model streamed
 /// or an upstream echoed never reaches `.cassette/runs/`.
-fn redacted_answer(recorder: &Recorder, profile: Profile, body: &[u8]) -> Answer {
+pub(crate) fn redacted_answer(recorder: &Recorder, profile: Profile, body: &[u8]) -> Answer {
     let redactor = recorder.redactor();
     match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(mut value) => {

@@ -18,6 +18,7 @@ pub(crate) use report::print_miss;
 
 use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
+pub(crate) use call::redacted_answer;
 use call::Stop;
 use case::{run_case, Done};
 use cassette_recorder::config::DEFAULT_TARGET;
