@@ -98,3 +98,46 @@ fn a_json_schema_grader_that_could_not_finish_is_refused_naming_the_case() {
     }
     assert_eq!(fake.requests(), 0, "refused before any request");
 }
+
+/// Item 13: a deeply nested YAML tape (400 KB of flow collections, and block nesting) is
+/// refused in linear time with an error naming the file and the depth; the parser, which takes
+/// quadratic time in flow nesting, never sees it.
+#[test]
+fn import_refuses_deeply_nested_yaml_quickly_naming_the_file() {
+    let dir = Workdir::new();
+    let n = 200_000;
+    let flow = format!(
+        "interactions:\n- request:\n    body: {}{}\n",
+        "[".repeat(n),
+        "]".repeat(n)
+    );
+    let maps = format!(
+        "interactions: {}1{}\n",
+        "{a: ".repeat(n / 4),
+        "}".repeat(n / 4)
+    );
+    let mut block = String::from("interactions:\n");
+    for level in 0..600 {
+        block.push_str(&" ".repeat(level));
+        block.push_str("- \n");
+    }
+    for (name, text, needle) in [
+        ("flow.yaml", flow, "more than 64 levels deep at line 3"),
+        ("maps.yaml", maps, "more than 64 levels deep at line 1"),
+        ("block.yml", block, "too deeply"),
+    ] {
+        dir.write(name, &text);
+        let mut cmd = dir.cassette();
+        cmd.args(["import", name, "--store", "file://tapes"]);
+        let (out, took) = bounded(cmd, Duration::from_secs(30));
+        assert_eq!(code(&out), 2, "{name}: {}", both(&out));
+        let err = common::stderr(&out);
+        assert!(
+            err.contains(&format!("cannot import {name}")) || err.contains(name),
+            "{err}"
+        );
+        assert!(err.contains("not a vcrpy cassette"), "{name}: {err}");
+        assert!(err.contains(needle), "{name}: {err}");
+        assert!(took < Duration::from_secs(5), "{name} took {took:?}");
+    }
+}
