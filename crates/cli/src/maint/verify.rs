@@ -82,7 +82,7 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
                 JsonlStore::open(path).with_context(|| format!("cannot open the store {spec}"))?;
             (Arc::new(log.clone()) as DynStore, Some(log))
         }
-        _ => (spec.open()?, None),
+        _ => (spec.open_for_reading()?, None),
     };
     let runtime = runtime()?;
     let loaded = runtime.block_on(load_all(&store))?;

@@ -34,7 +34,7 @@ use cassette_recorder::{
 };
 use cassette_store::readonly::ReadOnlyStore;
 use cassette_store::DynStore;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -472,7 +472,13 @@ impl RecorderSettings {
     /// Opens the store, with the cache in front when one is set. A cache that cannot be opened
     /// is bypassed with a warning: it only ever saves time.
     pub(crate) fn open_store(&self) -> anyhow::Result<DynStore> {
-        let remote = self.store.open()?;
+        // Replay only reads: a sled database on a full disk is read from a copy. A store that
+        // does not exist yet opens as ever, so replay reports misses rather than no store.
+        let exists = self.store.local_path().is_some_and(Path::exists);
+        let remote = match self.config.mode {
+            Mode::Replay if exists => self.store.open_for_reading()?,
+            _ => self.store.open()?,
+        };
         Ok(match &self.cache {
             None => remote,
             Some(cache) => cassette_store::tiered::with_cache(remote, cache.url()),

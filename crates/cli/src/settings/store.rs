@@ -104,6 +104,23 @@ impl StoreSpec {
         self.open()
     }
 
+    /// Opens a store that must exist already, for reading only (`ls`, `show`, `verify`,
+    /// `diff`, the source of `copy`, replay): as [`StoreSpec::open_existing`], and a `sled://`
+    /// database that cannot be opened in place (a full disk) is read from a snapshot copy.
+    pub(crate) fn open_for_reading(&self) -> anyhow::Result<DynStore> {
+        if let Some(path) = self.local_path() {
+            if !path.exists() {
+                bail!(
+                    "there is no store at {self}: {} does not exist (nothing was created)",
+                    path.display()
+                );
+            }
+        }
+        self.url
+            .open_read_only()
+            .with_context(|| format!("cannot open the store {self}"))
+    }
+
     /// The file or folder of a local store.
     pub(crate) fn local_path(&self) -> Option<&Path> {
         match &self.url {
@@ -187,6 +204,11 @@ impl StoreArgs {
     /// Opens the store, which must exist already (see [`StoreSpec::open_existing`]).
     pub(crate) fn open_existing(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
         self.resolve(file).open_existing()
+    }
+
+    /// Opens the store for reading only (see [`StoreSpec::open_for_reading`]).
+    pub(crate) fn open_for_reading(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
+        self.resolve(file).open_for_reading()
     }
 
     /// Opens the store, naming it on failure.
