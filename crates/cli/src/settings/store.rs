@@ -210,11 +210,6 @@ impl StoreArgs {
     pub(crate) fn open_for_reading(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
         self.resolve(file).open_for_reading()
     }
-
-    /// Opens the store, naming it on failure.
-    pub(crate) fn open(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
-        self.resolve(file).open()
-    }
 }
 
 #[cfg(test)]
