@@ -118,7 +118,8 @@ impl FileStore {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
                 let regular = e.file_type().is_ok_and(|t| t.is_file());
-                !name.starts_with('.') && !(regular && SegmentName::parse(&name).is_some())
+                let segment = regular && SegmentName::parse(&name).is_some();
+                !(name.starts_with('.') || segment)
             })
             .map(fs::DirEntry::path)
             .collect();
