@@ -608,7 +608,7 @@ fn validate_route(
         None if is_built_in_route(name) => None,
         None => bail!(source.error(
             route.span(),
-            &format!("{table} needs `upstream = \"https://...\"`: only default, anthropic, ollama and gemini have a built-in upstream")
+            &format!("{table} needs `upstream = \"https://...\"`: only default, anthropic, ollama, gemini, groq and cohere have a built-in upstream")
         )),
     };
     let api_key_env = match &raw.api_key_env {

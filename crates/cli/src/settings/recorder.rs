@@ -6,7 +6,7 @@
 //!
 //! # Routes
 //!
-//! Four routes always exist, so replay needs no flags at all:
+//! Six routes always exist, so replay needs no flags at all:
 //!
 //! | route       | mounted at     | upstream by default                          | key from |
 //! |-------------|----------------|----------------------------------------------|----------|
@@ -14,6 +14,8 @@
 //! | `anthropic` | `/anthropic/…` | `https://api.anthropic.com`                  | `ANTHROPIC_API_KEY` |
 //! | `ollama`    | `/ollama/…`    | `http://127.0.0.1:11434`                     | none |
 //! | `gemini`    | `/gemini/…`    | `https://generativelanguage.googleapis.com`  | `GEMINI_API_KEY`, else `GOOGLE_API_KEY` (`x-goog-api-key`) |
+//! | `groq`      | `/groq/…`      | `https://api.groq.com` (the groq SDK joins `/openai/v1/...`) | `GROQ_API_KEY` |
+//! | `cohere`    | `/cohere/…`    | `https://api.cohere.com`                     | `CO_API_KEY`, else `COHERE_API_KEY` |
 //!
 //! `[routes.NAME]` in the file sets a route's upstream, key variable and auth style, or mounts
 //! a new one; `--route NAME=URL` replaces an upstream or mounts a new route. A route named
@@ -46,6 +48,8 @@ pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
     ("anthropic", "https://api.anthropic.com"),
     ("ollama", "http://127.0.0.1:11434"),
     ("gemini", "https://generativelanguage.googleapis.com"),
+    ("groq", "https://api.groq.com"),
+    ("cohere", "https://api.cohere.com"),
 ];
 
 /// Whether a route exists without being configured.
@@ -64,6 +68,8 @@ pub(crate) fn built_in_key_sources(route: &str) -> &'static [&'static str] {
         "anthropic" => &["ANTHROPIC_API_KEY"],
         "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         "azure" => &["AZURE_OPENAI_API_KEY"],
+        "groq" => &["GROQ_API_KEY"],
+        "cohere" => &["CO_API_KEY", "COHERE_API_KEY"],
         _ => &[],
     }
 }
@@ -91,7 +97,7 @@ pub(crate) struct RecorderArgs {
     upstream: Option<String>,
 
     /// Mount a route: requests to /NAME/... go to URL with the /NAME prefix stripped, and NAME
-    /// is the key's target. Repeatable; replaces the built-in anthropic, ollama and gemini upstreams.
+    /// is the key's target. Repeatable; replaces the built-in anthropic, ollama, gemini, groq and cohere upstreams.
     #[arg(long = "route", value_name = "NAME=URL", value_parser = parse_route)]
     routes: Vec<Route>,
 
@@ -788,7 +794,9 @@ auth = "query:key"
                 ("default", "UPSTREAM_API_KEY,OPENAI_API_KEY".to_owned()),
                 ("anthropic", "ANTHROPIC_API_KEY".to_owned()),
                 ("ollama", String::new()),
-                ("gemini", "GEMINI_API_KEY,GOOGLE_API_KEY".to_owned())
+                ("gemini", "GEMINI_API_KEY,GOOGLE_API_KEY".to_owned()),
+                ("groq", "GROQ_API_KEY".to_owned()),
+                ("cohere", "CO_API_KEY,COHERE_API_KEY".to_owned())
             ]
         );
     }
