@@ -89,6 +89,8 @@ def _answer_for(path: str, body: dict) -> tuple[str, bytes]:
     # groq's OpenAI-compatible API lives under /openai/v1.
     if path.startswith("/openai/v1/"):
         path = path[len("/openai"):]
+    if path == "/v1/audio/transcriptions":
+        return "application/json", json.dumps({"text": "Hello from the recording."}).encode()
     if path == "/v2/chat":
         return "application/json", json.dumps(COHERE_CHAT).encode()
     if path == "/v1/chat/completions":

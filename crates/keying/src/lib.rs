@@ -45,6 +45,7 @@ mod doc;
 mod jcs;
 mod json_path;
 pub mod mcp;
+mod multipart;
 mod profile;
 mod special;
 
@@ -53,6 +54,7 @@ pub use diff::{diff, shorten, Change, Difference, MAX_SHOWN};
 pub use jcs::to_canonical_string;
 pub use json_path::{JsonPath, JsonPathError};
 pub use mcp::McpRequest;
+pub use multipart::MULTIPART_TEXT_MAX;
 pub use profile::{normalize_path, Profile};
 
 use doc::{CanonicalBody, Doc};
@@ -566,7 +568,8 @@ pub enum BodyKind {
     Empty,
     /// One JSON value in UTF-8, as `serde_json` reads it: keyed in canonical form.
     Json,
-    /// Anything else (not UTF-8, not JSON, trailing bytes): keyed by the SHA-256 of its bytes.
+    /// Anything else (not UTF-8, not JSON, trailing bytes): keyed by the SHA-256 of its bytes,
+    /// or, for a well-formed `multipart/form-data` body, by its parts.
     Opaque,
 }
 
@@ -686,6 +689,12 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
         (None, None) => Streaming::default(),
     };
     let is_json = doc.is_some() || value.is_some();
+    // A raw body that is a well-formed multipart form is keyed by its parts, not its bytes
+    // (docs/keying.md, "Multipart bodies"): its boundary is random.
+    let parts = (!is_json && !request.body.is_empty())
+        .then(|| multipart::keyed_parts(&request.headers, request.body))
+        .flatten();
+    let is_form = parts.is_some();
     let body = match (&doc, value) {
         (Some(doc), _) => Some(Body::Fast(doc.canonical(profile, config))),
         (None, Some(value)) => {
@@ -693,9 +702,10 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
             config.remove_ignored(&mut body);
             Some(Body::Value(body))
         }
-        (None, None) => None,
+        (None, None) => parts.map(Body::Value),
     };
-    let body_sha256 = (!is_json && !request.body.is_empty()).then(|| sha256_hex(request.body));
+    let body_sha256 =
+        (!is_json && !is_form && !request.body.is_empty()).then(|| sha256_hex(request.body));
     let system_sha256 = match &body {
         Some(Body::Fast(body)) => body.system_text(profile).map(|pieces| {
             let mut hasher = Sha256::new();

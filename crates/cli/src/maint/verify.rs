@@ -335,7 +335,13 @@ fn check_document(
         return (None, KeyCheck::Done);
     }
     let profile = keyed.profile.as_str();
-    let problem = if !cassette.meta.profile.is_empty() && cassette.meta.profile != profile {
+    let by_parts = keyed.material["body"].get("multipart").is_some();
+    let problem = if by_parts {
+        // Keyed by the raw bytes of its form before forms were keyed by their parts
+        // (docs/keying.md, "Amendments within version 1"): such a tape can only miss.
+        "its multipart body is keyed by its parts now (name, filename, content type, bytes), and it was keyed by its raw bytes, random boundary included: replay misses it, re-record it (or the request was edited by hand)"
+            .to_owned()
+    } else if !cassette.meta.profile.is_empty() && cassette.meta.profile != profile {
         // A profile added since (docs/keying.md): such a tape can only miss.
         format!(
             "keyed under the `{}` profile; this tool keys these requests with the `{profile}` profile, so replay misses it: re-record it",
