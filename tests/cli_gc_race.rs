@@ -1,6 +1,7 @@
-//! `cassette gc --unused` beside a recorder (issue 25 item 4): a recorder stores a cassette and
-//! only then logs its key, so gc must never delete a cassette younger than the usage logs it
-//! read; and a gc looping beside a recording proxy deletes nothing the proxy recorded.
+//! `cassette gc --unused` beside a recorder (issue 25 item 4): a recorder logs a cassette's key
+//! before it stores the cassette and gc reads the usage logs again after listing the store, so
+//! gc never deletes a cassette younger than the log it first read; a gc looping beside a
+//! recording proxy deletes nothing the proxy recorded.
 
 mod common;
 
@@ -50,61 +51,101 @@ fn record(
         .collect()
 }
 
+/// A store that notes, at every write, whether the usage log already names the key.
+#[derive(Debug)]
+struct LogChecking {
+    inner: cassette_store::DynStore,
+    log: std::path::PathBuf,
+    logged_first: std::sync::Mutex<Vec<bool>>,
+}
+
+impl LogChecking {
+    fn note(&self, key: &cassette_store::Key) {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let named = log.lines().any(|l| l.trim() == key.as_str());
+        self.logged_first.lock().unwrap().push(named);
+    }
+}
+
+impl std::fmt::Display for LogChecking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.inner.location())
+    }
+}
+
+#[async_trait::async_trait]
+impl cassette_store::Store for LogChecking {
+    async fn get(&self, key: &cassette_store::Key) -> cassette_store::Result<Option<bytes::Bytes>> {
+        self.inner.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &cassette_store::Key,
+        document: bytes::Bytes,
+    ) -> cassette_store::Result<()> {
+        self.note(key);
+        self.inner.put(key, document).await
+    }
+    async fn put_if_absent(
+        &self,
+        key: &cassette_store::Key,
+        document: bytes::Bytes,
+    ) -> cassette_store::Result<cassette_store::Created> {
+        self.note(key);
+        self.inner.put_if_absent(key, document).await
+    }
+    async fn delete(&self, key: &cassette_store::Key) -> cassette_store::Result<()> {
+        self.inner.delete(key).await
+    }
+    async fn list(&self, prefix: &str) -> cassette_store::Result<Vec<cassette_store::Key>> {
+        self.inner.list(prefix).await
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+}
+
+/// The order that makes gc safe beside a recorder: a cassette's key is in the usage log before
+/// the cassette is in the store, so a gc that lists the store and then reads the log finds it.
 #[test]
-fn gc_keeps_cassettes_younger_than_the_usage_logs() {
+fn a_recorder_logs_a_key_before_it_stores_the_cassette() {
+    use cassette_recorder::{Mode, Recorder, RecorderConfig, Request, Route};
     let fake = FakeLlm::start();
     let dir = Workdir::new();
-    let store = dir.store("tapes");
-    let used = record(&dir, &fake, &case("used", "one"), &store, Some("used.log"));
-    // Recorded by a recorder that has not logged them yet (or logs elsewhere): the logs know
-    // nothing of them.
-    let fresh = record(
-        &dir,
-        &fake,
-        &[case("fresh", "two"), case("old", "three")].join("\n"),
-        &store,
-        None,
-    );
-    // One of them was in fact recorded long ago: that one the logs can judge.
-    let old = tape(&dir.join("tapes"), &fresh[1]);
-    let text = std::fs::read_to_string(&old).unwrap();
-    let stamp = serde_json::from_str::<serde_json::Value>(&text).unwrap()["recorded_at"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    std::fs::write(&old, text.replace(&stamp, "2020-01-01T00:00:00Z")).unwrap();
-
-    let out = dir.run(&[
-        "gc",
-        "--unused",
-        "--usage-log",
-        "used.log",
-        "--store",
-        &store,
-    ]);
-    assert_eq!(code(&out), 0, "{}", both(&out));
+    let log = dir.join("used.log");
+    let store = std::sync::Arc::new(LogChecking {
+        inner: cassette_store::open(&dir.store("tapes")).unwrap(),
+        log: log.clone(),
+        logged_first: std::sync::Mutex::new(Vec::new()),
+    });
+    let config = RecorderConfig {
+        mode: Mode::Auto,
+        routes: vec![Route::new("default", &fake.url)],
+        ..RecorderConfig::default()
+    };
+    let recorder = Recorder::with_usage_log(config, store.clone(), Some(log.clone())).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for (prompt, stream) in [("one", false), ("two", true)] {
+            let body = serde_json::json!({"model": "m", "stream": stream,
+                "messages": [{"role": "user", "content": prompt}]});
+            let outcome = recorder
+                .handle(Request::post_json("/v1/chat/completions", &body))
+                .await
+                .unwrap();
+            // A streamed answer is stored when its body has been read.
+            let _ = outcome.response.into_bytes().await.unwrap();
+        }
+    });
+    let noted = store.logged_first.lock().unwrap().clone();
     assert_eq!(
-        common::stdout(&out).trim(),
-        format!("deleted {}", fresh[1]),
-        "{}",
-        both(&out)
+        noted,
+        [true, true],
+        "a cassette was stored before its key was logged"
     );
-    assert!(
-        common::stderr(&out).contains("kept 1 recorded since the usage logs were last written"),
-        "{}",
-        both(&out)
-    );
-    assert!(tape(&dir.join("tapes"), &used[0]).exists());
-    assert!(
-        tape(&dir.join("tapes"), &fresh[0]).exists(),
-        "the young cassette was deleted"
-    );
-    assert!(!old.exists());
-    // Its replay still hits.
-    dir.write("fresh.jsonl", &case("fresh", "two"));
-    let out = dir.run(&["run", "fresh.jsonl", "--store", &store]);
-    assert_eq!(code(&out), 0, "{}", both(&out));
-    assert_eq!(json_lines(&out)[0]["hit"], true);
 }
 
 /// A `cassette proxy` in auto mode, logging usage; killed when dropped.

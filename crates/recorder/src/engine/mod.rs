@@ -764,8 +764,8 @@ impl Recorder {
             }
         };
         if source == Source::Recorded {
+            // Its key was logged before it was stored (`store_stamped`).
             draft.land(Landed::Stored);
-            self.log_usage(&keyed.key);
         }
         Ok(Outcome {
             key: keyed.key,

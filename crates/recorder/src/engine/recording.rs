@@ -156,10 +156,7 @@ impl Draft {
                     let body = StoredBody::Json(final_response);
                     match self.store(body, Some(format), events).await {
                         Ok(Stored::Nothing) => {}
-                        Ok(Stored::Won | Stored::Kept) => {
-                            self.land(Landed::Stored);
-                            self.recorder.log_usage(&self.keyed_key);
-                        }
+                        Ok(Stored::Won | Stored::Kept) => self.land(Landed::Stored),
                         Err(err) => self.fail(report(&err)),
                     }
                 }
@@ -206,6 +203,10 @@ impl Draft {
         let (cassette, material) = self.cassette(body, stream, events, stamp);
         let document = cassette.to_document();
         let key = &self.keyed_key;
+        // Logged before it is stored: a `gc --unused` that lists the store and then reads the
+        // usage log finds the key of every cassette it listed (a recording that then fails
+        // leaves a logged key with no cassette, which deletes nothing).
+        self.recorder.log_usage(key);
         match self.persist {
             Persist::Overwrite => inner.store.put(key, document).await?,
             Persist::CreateOnly => {
