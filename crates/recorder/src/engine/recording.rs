@@ -203,9 +203,9 @@ impl Draft {
         let (cassette, material) = self.cassette(body, stream, events, stamp);
         let document = cassette.to_document();
         let key = &self.keyed_key;
-        // Logged before it is stored: a `gc --unused` that lists the store and then reads the
-        // usage log finds the key of every cassette it listed (a recording that then fails
-        // leaves a logged key with no cassette, which deletes nothing).
+        // Logged before it is stored: a collector of unused cassettes that lists the store and
+        // then reads the usage log finds the key of every cassette it listed (a recording that
+        // then fails leaves a logged key with no cassette, which deletes nothing).
         self.recorder.log_usage(key);
         match self.persist {
             Persist::Overwrite => inner.store.put(key, document).await?,
