@@ -8,6 +8,7 @@
 mod advice;
 mod answer;
 mod bypass;
+mod child_env;
 mod config;
 mod exec;
 mod init;

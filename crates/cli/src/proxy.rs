@@ -1,7 +1,7 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::exec::{child_env, EnvChange};
+use crate::child_env::{child_env, EnvChange};
 use crate::settings::{
     parse_size, RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
 };

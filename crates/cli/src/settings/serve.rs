@@ -3,6 +3,7 @@
 //! traffic that bypasses the base URL (the catch, and the hosts allowed past it).
 
 use super::file::SettingsFile;
+pub(crate) use super::values::parse_miss_status;
 use cassette_recorder::proxy::{Forwarding, HostPattern, DEFAULT_MISS_STATUS};
 
 /// Raw flags; see [`ServeArgs::resolve`].
@@ -77,16 +78,6 @@ impl ServeArgs {
                 .unwrap_or(DEFAULT_MISS_STATUS),
             forwarding,
         }
-    }
-}
-
-/// An HTTP error status, 400 to 599.
-pub(crate) fn parse_miss_status(text: &str) -> Result<u16, String> {
-    match text.trim().parse::<u16>() {
-        Ok(code) if (400..=599).contains(&code) => Ok(code),
-        _ => Err(format!(
-            "`{text}` is not an HTTP error status (400 to 599), such as 409 or 424"
-        )),
     }
 }
 
