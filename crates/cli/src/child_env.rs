@@ -214,6 +214,7 @@ mod tests {
     fn catching(allow: &[&str]) -> ServeSettings {
         ServeSettings {
             miss_status: 409,
+            retrying_miss_status: None,
             forwarding: Forwarding::Catch {
                 allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
             },
@@ -303,6 +304,7 @@ mod tests {
         // The catch off: no proxy variable at all (the user's own stay as they are).
         let off = ServeSettings {
             miss_status: 409,
+            retrying_miss_status: None,
             forwarding: Forwarding::Off,
         };
         let env = child_env("http://127.0.0.1:5", &built_in(None, None), &off, |_| None);

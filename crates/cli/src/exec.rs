@@ -68,6 +68,11 @@ pub(crate) struct ExecArgs {
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
 
+    /// In replay, do not also serve the `ollama` route on Ollama's default address
+    /// (127.0.0.1:11434) for clients that read no variable (ollama JS).
+    #[arg(long, env = "CASSETTE_NO_OLLAMA_STAND_IN")]
+    no_ollama_stand_in: bool,
+
     /// The command and its arguments (after `--`).
     #[arg(
         required = true,
@@ -102,6 +107,63 @@ fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
     env
 }
 
+/// Ollama's default address, which a client that reads no variable calls (ollama JS does).
+const OLLAMA_DEFAULT: ([u8; 4], u16) = ([127, 0, 0, 1], 11434);
+
+/// In replay, a second proxy of the same recorder on Ollama's default address, serving the
+/// `ollama` route, for a client that ignores every variable: loopback is exempt from the proxy
+/// variables, so without it such a client would reach a local Ollama unrecorded (or fail on a
+/// closed port). When the address is taken by something other than another cassette, that is
+/// named.
+async fn ollama_stand_in(
+    recorder: &cassette_recorder::Recorder,
+    config: &ProxyConfig,
+) -> Option<cassette_recorder::proxy::RunningProxy> {
+    let route = "ollama";
+    recorder.config().route(route)?;
+    let address = SocketAddr::from(OLLAMA_DEFAULT);
+    let stand_in = ProxyConfig {
+        listen: address,
+        unrouted: route.to_owned(),
+        ..config.clone()
+    };
+    match spawn(recorder.clone(), &stand_in).await {
+        Ok(proxy) => Some(proxy),
+        Err(_) => {
+            if !is_cassette(address).await {
+                eprintln!(
+                    "cassette exec: {address}, Ollama's default address, is taken (a local \
+                     Ollama?): a client that ignores OLLAMA_HOST (ollama JS) reaches it \
+                     directly and unrecorded; give the client its host in code \
+                     (`host: process.env.OLLAMA_HOST`)"
+                );
+            }
+            None
+        }
+    }
+}
+
+/// Whether a cassette proxy answers at `address` (another exec's stand-in).
+async fn is_cassette(address: SocketAddr) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        stream
+            .write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .ok()?;
+        let mut answer = Vec::new();
+        stream.take(4096).read_to_end(&mut answer).await.ok()?;
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        Some(answer.contains("\"routes\"") && answer.contains("\"mode\""))
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(1), probe)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
 /// Runs the command behind the proxy.
 pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     init_logging();
@@ -122,6 +184,7 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         listen,
         advice: Some(crate::advice::for_recorder),
         miss_status: serve.miss_status,
+        retrying_miss_status: serve.retrying_miss_status,
         forwarding: serve.forwarding.clone(),
         ..ProxyConfig::ephemeral()
     };
@@ -135,6 +198,10 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         let mode = recorder.mode();
         let store = recorder.store().location();
         let recording = recorder.clone();
+        let stand_in = match (mode, args.no_ollama_stand_in) {
+            (Mode::Replay, false) => ollama_stand_in(&recorder, &config).await,
+            _ => None,
+        };
         let proxy = spawn(recorder, &config)
             .await
             .context("cannot start the in-process proxy")?;
@@ -165,10 +232,19 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         let status = wait_forwarding_signals(&mut child).await?;
 
         let handle = proxy.stats_handle();
-        let stats = proxy
+        let mut stats = proxy
             .stop()
             .await
             .context("cannot stop the in-process proxy")?;
+        if let Some(stand_in) = stand_in {
+            let more = stand_in
+                .stop()
+                .await
+                .context("cannot stop the proxy on Ollama's default address")?;
+            // The recorder's counters are shared; the requests each proxy received are not.
+            stats.requests += more.requests;
+            stats.bypassed.extend(more.bypassed);
+        }
         crate::flush_index(&recording).await;
         let mcp = mcp_report.read();
         let outcome = Outcome {

@@ -110,6 +110,7 @@ impl ProxyArgs {
             exposure,
             advice: Some(crate::advice::for_recorder),
             miss_status: serve.miss_status,
+            retrying_miss_status: serve.retrying_miss_status,
             forwarding: serve.forwarding.clone(),
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),

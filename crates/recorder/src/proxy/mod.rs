@@ -59,7 +59,7 @@ mod server;
 
 pub use config::{
     Advice, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS, DEFAULT_RETRYING_MISS_STATUS,
 };
 pub use forward::{Bypassed, Forwarding, HostPattern};
 pub use server::ProxyStats;
