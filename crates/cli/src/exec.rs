@@ -20,11 +20,12 @@ use crate::settings::{
 use crate::EXIT_ERROR;
 use anyhow::{bail, Context};
 use cassette_recorder::miss::MissLog;
-use cassette_recorder::proxy::{spawn, ProxyConfig, ProxyStats};
+use cassette_recorder::proxy::{spawn, Journal, ProxyConfig, ProxyStats};
 use cassette_recorder::Mode;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{ExitCode, ExitStatus};
 
 /// The API key the command gets in every key variable: SDKs refuse to construct without one,
@@ -125,6 +126,20 @@ pub(crate) struct ExecArgs {
     /// fixed URL (such as http://127.0.0.1:8089/v1).
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+
+    /// Also write a JSON record of the run to FILE: every request's key, route and outcome
+    /// (with the explanation of a miss), the counters, MCP misses, failed recordings and
+    /// bypasses. `cassette diff-runs` compares two of them.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+
+    /// Also write a JUnit XML report to FILE: one test case per request, a miss an error.
+    #[arg(long, value_name = "FILE.xml")]
+    junit: Option<PathBuf>,
+
+    /// Also write a Markdown summary (counts, misses with their explanation) to FILE.
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
 
     /// The command and its arguments (after `--`).
     #[arg(
@@ -274,11 +289,21 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         Some(addr) => addr,
         None => ProxyConfig::ephemeral().listen,
     };
+    let outputs = crate::exec_report::Outputs {
+        report: args.report.clone(),
+        junit: args.junit.clone(),
+        markdown: args.markdown.clone(),
+    };
     let config = ProxyConfig {
         listen,
         advice: Some(crate::advice::for_recorder),
         miss_status: serve.miss_status,
         forwarding: serve.forwarding.clone(),
+        journal: if outputs.need_journal() {
+            Journal::Keep
+        } else {
+            Journal::Off
+        },
         ..ProxyConfig::ephemeral()
     };
     config.validate()?;
@@ -329,7 +354,23 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             mcp,
             failures: recording.recording_failures(),
         };
-        Ok(outcome.report(&settings, status))
+        let (code, summary_line) = outcome.report(&settings, status);
+        let mut command = vec![program.to_string_lossy().into_owned()];
+        command.extend(rest.iter().map(|a| a.to_string_lossy().into_owned()));
+        let run = crate::exec_report::Run {
+            command,
+            mode: outcome.mode.as_str().to_owned(),
+            store: outcome.store.clone(),
+            exit: code,
+            stats: &outcome.stats,
+            journal: handle.journal(),
+            missed: &outcome.missed,
+            mcp: &outcome.mcp.misses,
+            failures: &outcome.failures,
+            summary_line,
+        };
+        crate::exec_report::write(&outputs, &run, recording.redactor())?;
+        Ok(ExitCode::from(code))
     })
 }
 
@@ -346,8 +387,9 @@ struct Outcome {
 }
 
 impl Outcome {
-    /// Prints the summary line (and the bypasses and MCP misses after it); the exit status.
-    fn report(&self, settings: &RecorderSettings, status: ExitStatus) -> ExitCode {
+    /// Prints the summary line (and the bypasses and MCP misses after it); the exit status, and
+    /// the summary line for the Markdown summary.
+    fn report(&self, settings: &RecorderSettings, status: ExitStatus) -> (u8, String) {
         let Outcome {
             mode,
             store,
@@ -375,10 +417,11 @@ impl Outcome {
         } else {
             ""
         };
-        eprintln!(
+        let line = format!(
             "cassette exec ({mode}, store {store}): {}{mcp_summary}{keys}{idle}{hint}",
             summary(stats)
         );
+        eprintln!("{line}");
         if let Some(bypass) = crate::bypass::report(stats, *mode) {
             eprintln!("cassette exec: {bypass}");
         }
@@ -390,11 +433,12 @@ impl Outcome {
         for failure in failures {
             eprintln!("cassette exec: {failure}");
         }
-        if misses > 0 || refused || !failures.is_empty() {
-            ExitCode::from(EXIT_ERROR)
+        let code = if misses > 0 || refused || !failures.is_empty() {
+            EXIT_ERROR
         } else {
-            ExitCode::from(status_code(status))
-        }
+            status_code(status)
+        };
+        (code, line)
     }
 }
 

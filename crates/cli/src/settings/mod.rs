@@ -37,7 +37,8 @@ mod values;
 pub(crate) use file::{FileArgs, SettingsFile, FILE_NAME};
 pub(crate) use keying::KeyingArgs;
 pub(crate) use recorder::{
-    is_built_in_route, keys_summary, RecorderArgs, RecorderSettings, RouteKey,
+    built_in_key_sources, is_built_in_route, keys_summary, RecorderArgs, RecorderSettings,
+    RouteKey, BUILT_IN_ROUTES,
 };
 pub(crate) use serve::{ServeArgs, ServeSettings};
 pub(crate) use store::{StoreArgs, StoreSpec};

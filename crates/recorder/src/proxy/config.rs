@@ -1,6 +1,7 @@
 //! The proxy's settings, validated before anything is opened.
 
 use super::forward::Forwarding;
+use super::journal::Journal;
 use crate::error::{Error, Setting};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -61,6 +62,8 @@ pub struct ProxyConfig {
     pub miss_status: u16,
     /// What forward-proxy requests for other hosts get.
     pub forwarding: Forwarding,
+    /// Whether one entry per request is kept ([`StatsHandle::journal`](super::StatsHandle::journal)).
+    pub journal: Journal,
 }
 
 /// The status a replay miss is answered with unless configured otherwise.
@@ -80,6 +83,7 @@ impl Default for ProxyConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             miss_status: DEFAULT_MISS_STATUS,
             forwarding: Forwarding::default(),
+            journal: Journal::Off,
         }
     }
 }

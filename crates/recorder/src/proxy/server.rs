@@ -5,6 +5,7 @@
 
 use super::config::{parse_origin, Advice, Exposure, ProxyConfig};
 use super::forward::{self, Bypassed, Forwarder};
+use super::journal::{Answered, Book, JournalEntry};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
 use crate::engine::Stats;
@@ -80,6 +81,8 @@ pub(super) struct AppState {
     miss_status: StatusCode,
     /// Forward-proxy requests: the traffic that bypassed the base URL.
     pub(super) forward: Forwarder,
+    /// One entry per request answered, when the journal is kept.
+    pub(super) journal: Book,
 }
 
 impl AppState {
@@ -123,6 +126,7 @@ impl AppState {
             max_connections: config.max_connections,
             miss_status: StatusCode::from_u16(config.miss_status).unwrap_or(StatusCode::CONFLICT),
             forward: Forwarder::new(config.forwarding.clone(), own),
+            journal: Book::new(config.journal),
         }
     }
 }
@@ -417,13 +421,118 @@ async fn stats(State(state): State<Arc<AppState>>) -> Response {
 
 async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     state.requests.fetch_add(1, Ordering::Relaxed);
+    let asked = state.journal.keeps().then(|| {
+        let (route, path) = route(&state.mounts, request.uri().path());
+        Asked {
+            route,
+            method: request.method().as_str().to_owned(),
+            path,
+        }
+    });
     let incoming = match read_request(&state, request).await {
         Ok(incoming) => incoming,
-        Err(rejection) => return rejection,
+        Err(rejection) => {
+            if let Some(asked) = asked {
+                state.note(asked, None, Answered::Failed, &rejection, Noted::Nothing);
+            }
+            return rejection;
+        }
     };
     match state.recorder.handle(incoming).await {
-        Ok(outcome) => outcome_response(outcome),
-        Err(err) => state.error_response(&err),
+        Ok(outcome) => {
+            let key = outcome.key.clone();
+            let answered = match outcome.source {
+                Source::Replayed => Answered::Replayed,
+                Source::Recorded => Answered::Recorded,
+                Source::Recording => Answered::Recording,
+                Source::PassedThrough => Answered::PassedThrough,
+                Source::Missed => Answered::Missed,
+            };
+            let response = outcome_response(outcome);
+            if let Some(asked) = asked {
+                // An MCP route answers its miss as a JSON-RPC error: its explanation is in the
+                // recorder's book of misses.
+                let noted = match answered {
+                    Answered::Missed => state.noted_explanation(&key),
+                    _ => Noted::Nothing,
+                };
+                state.note(asked, Some(key), answered, &response, noted);
+            }
+            response
+        }
+        Err(err) => {
+            let response = state.error_response(&err);
+            if let Some(asked) = asked {
+                let (answered, noted) = match &err {
+                    Error::Miss(miss) => (
+                        Answered::Missed,
+                        Noted::Explanation(miss.explanation.clone()),
+                    ),
+                    other => (Answered::Failed, Noted::Error(report(other))),
+                };
+                state.note(asked, err.key().cloned(), answered, &response, noted);
+            }
+            response
+        }
+    }
+}
+
+/// A request as the journal names it: its route, method and path (as received, less the
+/// route's segment).
+struct Asked {
+    route: String,
+    method: String,
+    path: String,
+}
+
+/// What the journal keeps besides the outcome.
+enum Noted {
+    Nothing,
+    /// A miss's explanation.
+    Explanation(crate::miss::Explanation),
+    /// A failure's error, with its causes.
+    Error(String),
+}
+
+impl AppState {
+    /// Notes an answered request in the journal, its path and error redacted (a miss's
+    /// explanation is redacted already).
+    fn note(
+        &self,
+        asked: Asked,
+        key: Option<cassette_keying::Key>,
+        answered: Answered,
+        response: &Response,
+        noted: Noted,
+    ) {
+        let redactor = self.recorder.redactor();
+        let (explanation, error) = match noted {
+            Noted::Nothing => (None, None),
+            Noted::Explanation(explanation) => (Some(explanation), None),
+            Noted::Error(error) => (None, Some(redactor.text(&error))),
+        };
+        self.journal.note(JournalEntry {
+            key,
+            route: asked.route,
+            method: asked.method,
+            path: redactor.text(&asked.path),
+            outcome: answered,
+            status: response.status().as_u16(),
+            explanation,
+            error,
+        });
+    }
+
+    /// The explanation the recorder's book of misses holds for `key` (its summary).
+    fn noted_explanation(&self, key: &cassette_keying::Key) -> Noted {
+        let misses = self.recorder.misses();
+        match misses.notes.into_iter().find(|n| n.key == *key) {
+            Some(note) => Noted::Explanation(crate::miss::Explanation {
+                nearest: None,
+                summary: note.summary,
+            }),
+            None => Noted::Nothing,
+        }
     }
 }
 
