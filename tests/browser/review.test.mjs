@@ -8,7 +8,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -68,14 +68,23 @@ function startUpstream() {
   });
 }
 
-function cassette(args, { allow = [0] } = {}) {
+/** Runs the binary (asynchronously: the fake upstream answers from this same process). */
+async function cassette(args, { allow = [0] } = {}) {
   const env = { ...process.env };
   for (const name of ['CASSETTE_MODE', 'CASSETTE_STORE', 'CASSETTE_CONFIG', 'GITHUB_STEP_SUMMARY', 'UPSTREAM_API_KEY', 'OPENAI_API_KEY']) {
     delete env[name];
   }
-  const out = spawnSync(bin, args, { cwd: work, env, encoding: 'utf8' });
-  assert.ok(allow.includes(out.status), `cassette ${args.join(' ')} exited ${out.status}\n${out.stdout}\n${out.stderr}`);
-  return out;
+  const child = spawn(bin, args, { cwd: work, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const status = await new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', resolve);
+  });
+  assert.ok(allow.includes(status), `cassette ${args.join(' ')} exited ${status}\n${stdout}\n${stderr}`);
+  return { status, stdout, stderr };
 }
 
 function suiteLine(id, system, prompt, extra = {}) {
@@ -91,9 +100,9 @@ function weatherLine(id, system, city) {
   });
 }
 
-function record(name, lines, store) {
+async function record(name, lines, store) {
   writeFileSync(join(work, name), lines.join('\n'));
-  cassette(['run', name, '--mode', 'record', '--store', store, '--upstream', upstreamUrl]);
+  await cassette(['run', name, '--mode', 'record', '--store', store, '--upstream', upstreamUrl]);
 }
 
 before(async () => {
@@ -113,13 +122,13 @@ before(async () => {
   after.push(suiteLine('hostile', 'Be brief and kind.', HOSTILE));
   before.push(weatherLine('weather', 'Be brief.', 'Rome'));
   after.push(weatherLine('weather', 'Be brief and kind.', 'Paris'));
-  record('before.jsonl', before, 'file://a');
+  await record('before.jsonl', before, 'file://a');
   // Half the answers reworded: the other half stay the same.
   up.setVariant('');
-  record('after-same.jsonl', after.filter((_, i) => i % 2 === 0), 'file://b');
+  await record('after-same.jsonl', after.filter((_, i) => i % 2 === 0), 'file://b');
   up.setVariant(' Indeed.');
-  record('after-reworded.jsonl', after.filter((_, i) => i % 2 === 1), 'file://b');
-  cassette(['diff', 'file://a', 'file://b', '--html', 'diff.html'], { allow: [1] });
+  await record('after-reworded.jsonl', after.filter((_, i) => i % 2 === 1), 'file://b');
+  await cassette(['diff', 'file://a', 'file://b', '--html', 'diff.html'], { allow: [1] });
   // A run with a miss (a case never recorded) and a failure.
   writeFileSync(join(work, 'run.jsonl'), [
     suiteLine('case-0', 'Be brief.', 'Question number 0: say something.'),
@@ -127,7 +136,7 @@ before(async () => {
     suiteLine('never-recorded', 'Be brief.', 'A question nobody asked before.'),
     suiteLine('hostile', 'Be brief.', HOSTILE),
   ].join('\n'));
-  cassette(['run', 'run.jsonl', '--store', 'file://a', '--html', 'run.html'], { allow: [2] });
+  await cassette(['run', 'run.jsonl', '--store', 'file://a', '--html', 'run.html'], { allow: [2] });
   pages = {
     diff: join(work, 'diff.html'),
     run: join(work, 'run.html'),
@@ -259,7 +268,9 @@ test('the run review shows misses with their explanation and filters failures', 
   assert.match(await miss.textContent(), /Replay miss/);
   assert.match(await miss.textContent(), /nearest/);
   await page.locator('label[for="show-failures"]').click();
-  assert.equal(await page.locator('details.item.v-pass').isVisible(), false);
+  for (const pass of await page.locator('details.item.v-pass').all()) {
+    assert.equal(await pass.isVisible(), false);
+  }
   assert.equal(await page.locator('details.item.v-fail').isVisible(), true);
   assert.deepEqual(seen.requests, []);
   assert.deepEqual(seen.dialogs, []);

@@ -24,6 +24,8 @@ const SETTINGS: &[&str] = &[
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     "PORT",
+    // A CI job's step summary: a test's own run must not append to it.
+    "GITHUB_STEP_SUMMARY",
 ];
 
 /// A temporary working folder.

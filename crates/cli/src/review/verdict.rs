@@ -84,7 +84,7 @@ pub(crate) struct Facts {
     pub(crate) model: Option<String>,
     /// The finish reason (the answer's, else the review metadata's).
     pub(crate) finish: Option<String>,
-    /// Token usage as the provider reports it.
+    /// Token usage as the provider reports it (the answer's, else the review metadata's).
     pub(crate) usage: Option<Value>,
 }
 
@@ -102,13 +102,14 @@ impl Facts {
                 .finish
                 .clone()
                 .or_else(|| cassette.meta.finish_reason.clone()),
-            usage: cassette.meta.usage.clone().or_else(|| usage_of(cassette)),
+            usage: usage_of(cassette).or_else(|| cassette.meta.usage.clone()),
             answer,
         }
     }
 }
 
-/// Usage read from the answer itself, for a cassette whose metadata has none.
+/// Usage read from the answer itself (the review metadata was derived from it when the
+/// cassette was sealed).
 fn usage_of(cassette: &Cassette) -> Option<Value> {
     let profile = Profile::from_path(&cassette.request.path);
     let body = cassette.response.body.as_json()?;
