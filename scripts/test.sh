@@ -4,6 +4,8 @@
 # the openai npm client and the Vercel AI SDK, tests/sdk/node/package.json, for the proxy
 # tests; Debian's Chromium and playwright-core, tests/browser/package.json, for the HTML
 # reviews), starts the S3-compatible server, runs every Rust, Python, Node and browser test,
+# builds the pip wheel and the npm packages and tests them installed offline
+# (scripts/package-test.sh),
 # and stops the server again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +49,9 @@ if [ -d tests/sdk ]; then
   # The openai npm client and the Vercel AI SDK, for the Node tests.
   npm ci --prefix tests/sdk/node --no-audit --no-fund --silent
   "$venv/bin/python" -m pytest -q tests/sdk
+
+  echo "== the pip and npm packages, built from target/debug and installed offline"
+  VENV="$venv" scripts/package-test.sh
 fi
 
 if [ -d tests/browser ]; then

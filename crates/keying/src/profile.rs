@@ -77,25 +77,6 @@ impl Profile {
         }
     }
 
-    /// The profile named `name` ([`Profile::as_str`] read back), as a cassette's `meta.profile`
-    /// stores it.
-    pub fn from_name(name: &str) -> Option<Profile> {
-        const ALL: &[Profile] = &[
-            Profile::OpenaiChat,
-            Profile::OpenaiResponses,
-            Profile::OpenaiCompletions,
-            Profile::OpenaiEmbeddings,
-            Profile::AnthropicMessages,
-            Profile::OllamaChat,
-            Profile::OllamaGenerate,
-            Profile::OllamaEmbed,
-            Profile::GeminiGenerate,
-            Profile::Http,
-            Profile::Mcp,
-        ];
-        ALL.iter().copied().find(|p| p.as_str() == name)
-    }
-
     /// Whether this is one of the LLM profiles (everything but `http` and `mcp`).
     pub fn is_llm(self) -> bool {
         !matches!(self, Profile::Http | Profile::Mcp)
@@ -160,17 +141,6 @@ pub fn normalize_path(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_read_back() {
-        for (_, profile) in SUFFIXES {
-            assert_eq!(Profile::from_name(profile.as_str()), Some(*profile));
-        }
-        for profile in [Profile::Http, Profile::Mcp] {
-            assert_eq!(Profile::from_name(profile.as_str()), Some(profile));
-        }
-        assert_eq!(Profile::from_name("openai"), None);
-    }
 
     #[test]
     fn profiles_from_paths() {

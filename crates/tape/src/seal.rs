@@ -220,9 +220,10 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         usage,
         latency_ms: _,
         request_redacted: _,
+        test,
     } = meta;
     *profile = redactor.text(profile);
-    for fact in [requested_model, response_model, finish_reason]
+    for fact in [requested_model, response_model, finish_reason, test]
         .into_iter()
         .flatten()
     {
@@ -241,7 +242,8 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
 /// The review facts of an LLM recording, read from its redacted request and answer (and
 /// redacted once more, as any stored text).
 fn derive_facts(redactor: &Redactor, cassette: &mut Cassette) {
-    let profile = Profile::from_name(&cassette.meta.profile).unwrap_or(Profile::Http);
+    // The profile the stored path keys to: the one `meta.profile` names.
+    let profile = Profile::from_path(&cassette.request.path);
     let summary = cassette
         .response
         .body

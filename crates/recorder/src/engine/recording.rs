@@ -34,6 +34,8 @@ pub(super) struct Draft {
     /// when redaction changed nothing the key reads, without keying the request again.
     pub(super) material: Option<Value>,
     pub(super) profile: Profile,
+    /// The test that made the request, when a test runner named one.
+    pub(super) test: Option<String>,
     /// The route's base URL, without credentials.
     pub(super) upstream: String,
     pub(super) status: u16,
@@ -212,6 +214,7 @@ impl Draft {
             },
             meta: Meta {
                 profile: self.profile.to_string(),
+                test: self.test.clone(),
                 ..Meta::default()
             },
         }
@@ -230,6 +233,7 @@ impl Recorder {
         mut keyed: Keyed,
         write: Write,
         flight: Option<Flight>,
+        test: Option<String>,
     ) -> Result<Outcome> {
         // The canonical text is as large as the request and no longer needed: a large request
         // is not held twice while the upstream answers.
@@ -268,6 +272,7 @@ impl Recorder {
             sequence: Sequence::of(&keyed),
             material: Some(std::mem::take(&mut keyed.material)),
             profile: keyed.profile,
+            test,
             upstream: sent.upstream,
             status,
             headers,

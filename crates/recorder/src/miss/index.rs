@@ -70,6 +70,9 @@ pub struct IndexRecord {
     pub profile: String,
     /// When it was recorded.
     pub recorded_at: String,
+    /// The test that recorded it (`meta.test`), when a test runner named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<String>,
     /// The material's leaves, each `PATHHASH:VALUEHASH[:LENGTH:PREFIXES:SUFFIXES]` in hex
     /// (prefix and suffix hashes joined by `.`).
     leaves: Vec<String>,
@@ -157,6 +160,7 @@ impl IndexRecord {
                 .unwrap_or_default()
                 .to_owned(),
             recorded_at: cassette.recorded_at.clone(),
+            test: cassette.meta.test.clone(),
             leaves: leaves.iter().map(Leaf::encode).collect(),
         }
     }
@@ -572,17 +576,19 @@ impl NearestIndex {
         config: &KeyConfig,
         redactor: &Redactor,
         (target, path, material): (&str, &str, &Value),
+        test: Option<&str>,
     ) -> Explanation {
         self.settings = config.canonical();
         let material = &redacted_material(material, redactor);
         self.refresh(store, config).await;
         let path = redactor.text(&normalize_path(path));
-        let mut nearest = self.nearest(store, config, target, &path, material).await;
+        let at = (target, path.as_str(), material);
+        let mut nearest = self.nearest(store, config, at, test).await;
         if nearest.is_none() && self.has_base {
             // The segments know of nothing here: a cassette no segment covers (copied in by an
             // older tool, say) may still be; look once.
             self.scan_unindexed(store, config).await;
-            nearest = self.nearest(store, config, target, &path, material).await;
+            nearest = self.nearest(store, config, at, test).await;
         }
         match nearest {
             None => Explanation {
@@ -614,9 +620,9 @@ impl NearestIndex {
         self.refresh(store, config).await;
         let material = cassette.keyed_request(config).material;
         let path = normalize_path(&cassette.request.path);
-        let found = self
-            .nearest(store, config, &cassette.target, &path, &material)
-            .await?;
+        let at = (cassette.target.as_str(), path.as_str(), &material);
+        // Not within a test: any recording of the other set may be the one re-recorded.
+        let found = self.nearest(store, config, at, None).await?;
         Some((found.key, found.distance, found.differences))
     }
 
@@ -698,14 +704,33 @@ impl NearestIndex {
         out
     }
 
-    /// The nearest recording that still exists, with its exact differences.
+    /// The keys of the recordings `test` made, the index brought up to date first.
+    pub(crate) async fn recordings_of(
+        &mut self,
+        store: &DynStore,
+        config: &KeyConfig,
+        test: &str,
+    ) -> Vec<Key> {
+        self.refresh(store, config).await;
+        let mut keys: Vec<Key> = self
+            .entries
+            .values()
+            .filter(|e| e.record.test.as_deref() == Some(test))
+            .map(|e| e.record.key.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The nearest recording that still exists, with its exact differences: among the ones
+    /// `test` recorded, when it recorded any here ("your tape against your request"), else
+    /// among all.
     async fn nearest(
         &mut self,
         store: &DynStore,
         config: &KeyConfig,
-        target: &str,
-        path: &str,
-        material: &Value,
+        (target, path, material): (&str, &str, &Value),
+        test: Option<&str>,
     ) -> Option<Found> {
         let profile = material
             .get("profile")
@@ -730,6 +755,12 @@ impl NearestIndex {
             })
             .map(|e| (leaf_distance(&e.leaves, &wanted), e))
             .collect();
+        if let Some(test) = test {
+            let own = |(_, e): &(f64, &Entry)| e.record.test.as_deref() == Some(test);
+            if ranked.iter().any(own) {
+                ranked.retain(own);
+            }
+        }
         ranked.sort_by(|(da, a), (db, b)| {
             da.total_cmp(db)
                 .then_with(|| b.record.recorded_at.cmp(&a.record.recorded_at))
@@ -865,6 +896,7 @@ mod tests {
             path: "/v1/chat/completions".into(),
             profile: "openai.chat".into(),
             recorded_at: "2026-01-01T00:00:00Z".into(),
+            test: None,
             leaves: vec!["00000001:0000000000000002".into()],
         };
         let text = format!(

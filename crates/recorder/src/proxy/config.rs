@@ -64,6 +64,11 @@ pub struct ProxyConfig {
     pub forwarding: Forwarding,
     /// Whether one entry per request is kept ([`StatsHandle::journal`](super::StatsHandle::journal)).
     pub journal: Journal,
+    /// Test scopes for test runners: when set, the control endpoint
+    /// (`/_cassette/scopes/ID`) answers callers presenting this token in the
+    /// `x-cassette-control` header, and a path may name its scope (`/_scope/ID/...`).
+    /// None by default: no control endpoint, no scope prefixes.
+    pub control_token: Option<String>,
 }
 
 /// The status a replay miss is answered with unless configured otherwise.
@@ -84,6 +89,7 @@ impl Default for ProxyConfig {
             miss_status: DEFAULT_MISS_STATUS,
             forwarding: Forwarding::default(),
             journal: Journal::Off,
+            control_token: None,
         }
     }
 }

@@ -58,6 +58,7 @@
 mod config;
 mod forward;
 mod journal;
+mod scopes;
 mod server;
 
 pub use config::{

@@ -6,6 +6,7 @@
 use super::config::{parse_origin, Advice, Exposure, ProxyConfig};
 use super::forward::{self, Bypassed, Forwarder};
 use super::journal::{Answered, Book, JournalEntry};
+use super::scopes::{self, Begin, Scopes, DEFAULT_SCOPE};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
 use crate::engine::Stats;
@@ -83,6 +84,8 @@ pub(super) struct AppState {
     pub(super) forward: Forwarder,
     /// One entry per request answered, when the journal is kept.
     pub(super) journal: Book,
+    /// Test scopes, when a control token was configured.
+    scopes: Option<Scopes>,
 }
 
 impl AppState {
@@ -127,6 +130,7 @@ impl AppState {
             miss_status: StatusCode::from_u16(config.miss_status).unwrap_or(StatusCode::CONFLICT),
             forward: Forwarder::new(config.forwarding.clone(), own),
             journal: Book::new(config.journal),
+            scopes: config.control_token.clone().map(Scopes::new),
         }
     }
 }
@@ -247,6 +251,10 @@ fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/_cassette/stats", get(stats))
+        .route(
+            "/_cassette/scopes/{id}",
+            get(control).put(control).delete(control),
+        )
         .fallback(proxy_request)
         // Strangers are refused first; forward-proxy requests are told apart before that (an
         // own-address one comes back in origin form, and is checked like any other).
@@ -421,6 +429,14 @@ async fn stats(State(state): State<Arc<AppState>>) -> Response {
 
 async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     state.requests.fetch_add(1, Ordering::Relaxed);
+    let (scoped, request) = match &state.scopes {
+        Some(scopes) => {
+            let (id, request) = in_scope(request);
+            let scope = scopes.scope(&id);
+            (Some((scopes, id, scope)), request)
+        }
+        None => (None, request),
+    };
     let asked = state.journal.keeps().then(|| {
         let (route, path) = route(&state.mounts, request.uri().path());
         Asked {
@@ -438,8 +454,15 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
             return rejection;
         }
     };
-    match state.recorder.handle(incoming).await {
+    let handled = match &scoped {
+        Some((_, _, scope)) => state.recorder.handle_in(incoming, scope).await,
+        None => state.recorder.handle(incoming).await,
+    };
+    match handled {
         Ok(outcome) => {
+            if let Some((scopes, id, _)) = &scoped {
+                scopes.count(id, |tally| tally.outcome(&outcome));
+            }
             let key = outcome.key.clone();
             let answered = match outcome.source {
                 Source::Replayed => Answered::Replayed,
@@ -461,6 +484,10 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
             response
         }
         Err(err) => {
+            if let Some((scopes, id, _)) = &scoped {
+                let message = state.message(&err);
+                scopes.count(id, |tally| tally.error(&err, message));
+            }
             let response = state.error_response(&err);
             if let Some(asked) = asked {
                 let (answered, noted) = match &err {
@@ -533,6 +560,110 @@ impl AppState {
             }),
             None => Noted::Nothing,
         }
+    }
+}
+
+/// The scope a request names (`/_scope/ID/...`, taken off its path), else the default one.
+fn in_scope(mut request: HttpRequest) -> (String, HttpRequest) {
+    let Some((id, path)) = scopes::split_scope(request.uri().path()) else {
+        return (DEFAULT_SCOPE.to_owned(), request);
+    };
+    let id = id.to_owned();
+    let path_and_query = match request.uri().query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let mut parts = request.uri().clone().into_parts();
+    if let Ok(rewritten) = path_and_query.parse() {
+        parts.path_and_query = Some(rewritten);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+    }
+    (id, request)
+}
+
+/// The control endpoint of test runners (`/_cassette/scopes/ID`): `PUT` begins a test in the
+/// scope (a JSON body: `test`, and optionally `mode` and `repeats`), `GET` tells what the scope
+/// saw so far, `DELETE` tells it and ends the test (`?unused=true` also lists the recordings
+/// the test made in an earlier run and did not use).
+async fn control(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    request: HttpRequest,
+) -> Response {
+    let Some(scopes) = &state.scopes else {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            "cassette_not_found",
+            "this proxy has no control endpoint: it was started without a control token",
+            None,
+        );
+    };
+    let token = request
+        .headers()
+        .get("x-cassette-control")
+        .and_then(|v| v.to_str().ok());
+    if !scopes.authorized(token) {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "cassette_forbidden",
+            "the control endpoint answers only the test runner that started the proxy (the \
+             x-cassette-control token of its ready line)",
+            None,
+        );
+    }
+    if !scopes::valid_scope_id(&id) {
+        return bad_request("a scope id is 1 to 128 letters, digits, `-`, `_` or `.`");
+    }
+    let method = request.method().clone();
+    let unused = request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "unused=true"));
+    let bypassed = state.forward.bypassed();
+    match method {
+        Method::PUT => {
+            let body = match request.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(e) => return bad_request(&format!("cannot read the body: {e}")),
+            };
+            let begin: Begin = if body.is_empty() {
+                Begin::default()
+            } else {
+                match serde_json::from_slice(&body) {
+                    Ok(begin) => begin,
+                    Err(e) => return bad_request(&format!("a scope is begun with JSON: {e}")),
+                }
+            };
+            let scope = match begin.scope() {
+                Ok(scope) => scope,
+                Err(reason) => return bad_request(&reason),
+            };
+            if let Some(test) = &scope.test {
+                state.recorder.begin_test(test);
+            }
+            scopes.begin(&id, scope, &bypassed);
+            json_response(StatusCode::OK, &json!({"scope": id}))
+        }
+        Method::GET | Method::DELETE => {
+            let mut tally = scopes.tally(&id, &bypassed, method == Method::DELETE);
+            if unused {
+                let recorded = match tally.test() {
+                    Some(test) => state.recorder.recordings_of_test(test).await,
+                    None => Vec::new(),
+                };
+                tally =
+                    Scopes::with_unused(tally, recorded.iter().map(|k| k.to_string()).collect());
+            }
+            json_response(StatusCode::OK, &json!(tally))
+        }
+        _ => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "cassette_method_not_allowed",
+            "the control endpoint takes PUT, GET and DELETE",
+            None,
+        ),
     }
 }
 

@@ -1,0 +1,1 @@
+export { BINARY_ENV, BinaryNotFoundError, BinaryPathOptions, PLATFORM_PACKAGES, binaryPath } from "./binary.js";
