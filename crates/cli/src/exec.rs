@@ -19,11 +19,12 @@ use crate::settings::{keys_summary, RecorderArgs, RecorderSettings, ServeArgs, S
 use crate::EXIT_ERROR;
 use anyhow::{bail, Context};
 use cassette_recorder::miss::MissLog;
-use cassette_recorder::proxy::{spawn, ProxyConfig, ProxyStats};
+use cassette_recorder::proxy::{spawn, Journal, ProxyConfig, ProxyStats};
 use cassette_recorder::Mode;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{ExitCode, ExitStatus};
 
 /// Arguments of `cassette exec`.
@@ -72,6 +73,20 @@ pub(crate) struct ExecArgs {
     /// (127.0.0.1:11434) for clients that read no variable (ollama JS).
     #[arg(long, env = "CASSETTE_NO_OLLAMA_STAND_IN")]
     no_ollama_stand_in: bool,
+
+    /// Also write a JSON record of the run to FILE: every request's key, route and outcome
+    /// (with the explanation of a miss), the counters, MCP misses, failed recordings and
+    /// bypasses. `cassette diff-runs` compares two of them.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+
+    /// Also write a JUnit XML report to FILE: one test case per request, a miss an error.
+    #[arg(long, value_name = "FILE.xml")]
+    junit: Option<PathBuf>,
+
+    /// Also write a Markdown summary (counts, misses with their explanation) to FILE.
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
 
     /// The command and its arguments (after `--`).
     #[arg(
@@ -180,12 +195,22 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         Some(addr) => addr,
         None => ProxyConfig::ephemeral().listen,
     };
+    let outputs = crate::exec_report::Outputs {
+        report: args.report.clone(),
+        junit: args.junit.clone(),
+        markdown: args.markdown.clone(),
+    };
     let config = ProxyConfig {
         listen,
         advice: Some(crate::advice::for_recorder),
         miss_status: serve.miss_status,
         retrying_miss_status: serve.retrying_miss_status,
         forwarding: serve.forwarding.clone(),
+        journal: if outputs.need_journal() {
+            Journal::Keep
+        } else {
+            Journal::Off
+        },
         ..ProxyConfig::ephemeral()
     };
     config.validate()?;
@@ -256,7 +281,23 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             failures: recording.recording_failures(),
             set,
         };
-        Ok(outcome.report(&settings, status))
+        let (code, summary_line) = outcome.report(&settings, status);
+        let mut command = vec![program.to_string_lossy().into_owned()];
+        command.extend(rest.iter().map(|a| a.to_string_lossy().into_owned()));
+        let run = crate::exec_report::Run {
+            command,
+            mode: outcome.mode.as_str().to_owned(),
+            store: outcome.store.clone(),
+            exit: code,
+            stats: &outcome.stats,
+            journal: handle.journal(),
+            missed: &outcome.missed,
+            mcp: &outcome.mcp.misses,
+            failures: &outcome.failures,
+            summary_line,
+        };
+        crate::exec_report::write(&outputs, &run, recording.redactor())?;
+        Ok(ExitCode::from(code))
     })
 }
 
@@ -275,8 +316,9 @@ struct Outcome {
 }
 
 impl Outcome {
-    /// Prints the summary line (and the bypasses and MCP misses after it); the exit status.
-    fn report(&self, settings: &RecorderSettings, status: ExitStatus) -> ExitCode {
+    /// Prints the summary line (and the bypasses and MCP misses after it); the exit status, and
+    /// the summary line for the Markdown summary.
+    fn report(&self, settings: &RecorderSettings, status: ExitStatus) -> (u8, String) {
         let Outcome {
             mode,
             store,
@@ -305,10 +347,11 @@ impl Outcome {
         } else {
             ""
         };
-        eprintln!(
+        let line = format!(
             "cassette exec ({mode}, store {store}): {}{mcp_summary}{keys}{idle}{hint}",
             summary(stats)
         );
+        eprintln!("{line}");
         for line in crate::bypass::report(stats, *mode, &|name| self.set.get(name).cloned()) {
             eprintln!("cassette exec: {line}");
         }
@@ -320,11 +363,12 @@ impl Outcome {
         for failure in failures {
             eprintln!("cassette exec: {failure}");
         }
-        if misses > 0 || refused || !failures.is_empty() {
-            ExitCode::from(EXIT_ERROR)
+        let code = if misses > 0 || refused || !failures.is_empty() {
+            EXIT_ERROR
         } else {
-            ExitCode::from(status_code(status))
-        }
+            status_code(status)
+        };
+        (code, line)
     }
 }
 

@@ -11,12 +11,15 @@ mod bypass;
 mod child_env;
 mod config;
 mod exec;
+mod exec_report;
 mod init;
 mod key;
 mod maint;
 mod mcp;
+mod progress;
 mod proxy;
 mod request_file;
+mod review;
 mod run;
 mod settings;
 
@@ -82,7 +85,8 @@ enum Command {
     Import(maint::import::ImportArgs),
     /// Compact the nearest-recording index, so a miss does not read every cassette.
     Index(maint::index::IndexArgs),
-    /// Compare two stores: keys only in one, and changed answers.
+    /// Compare two sets of cassettes (stores, folders, git revisions): re-recorded pairs,
+    /// drift verdicts, HTML and Markdown reviews.
     Diff(maint::diff::DiffArgs),
     /// Compare two saved runs: regressions, fixes, added and removed cases.
     DiffRuns(maint::diff_runs::DiffRunsArgs),
@@ -162,7 +166,7 @@ fn run_command(
         Command::Copy(args) => maint::copy::run(args),
         Command::Import(args) => maint::import::run(args, file),
         Command::Index(args) => maint::index::run(args, file),
-        Command::Diff(args) => maint::diff::run(args),
+        Command::Diff(args) => maint::diff::run(args, file),
         Command::DiffRuns(args) => maint::diff_runs::run(args),
         Command::Probe(args) => maint::probe::run(args, file),
         Command::Canary(args) => maint::canary::run(args),

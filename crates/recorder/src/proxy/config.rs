@@ -1,6 +1,7 @@
 //! The proxy's settings, validated before anything is opened.
 
 use super::forward::Forwarding;
+use super::journal::Journal;
 use crate::error::{Error, Setting};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -67,6 +68,8 @@ pub struct ProxyConfig {
     pub retrying_miss_status: Option<u16>,
     /// What forward-proxy requests for other hosts get.
     pub forwarding: Forwarding,
+    /// Whether one entry per request is kept ([`StatsHandle::journal`](super::StatsHandle::journal)).
+    pub journal: Journal,
     /// Test scopes for test runners: when set, the control endpoint
     /// (`/_cassette/scopes/ID`) answers callers presenting this token in the
     /// `x-cassette-control` header, and a path may name its scope (`/_scope/ID/...`).
@@ -111,6 +114,7 @@ impl Default for ProxyConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             miss_status: DEFAULT_MISS_STATUS,
             forwarding: Forwarding::default(),
+            journal: Journal::Off,
             control_token: None,
             retrying_miss_status: Some(DEFAULT_RETRYING_MISS_STATUS),
             unrouted: crate::config::DEFAULT_TARGET.to_owned(),

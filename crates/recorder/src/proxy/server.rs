@@ -5,6 +5,7 @@
 
 use super::config::{parse_origin, retries_409, Advice, Exposure, ProxyConfig};
 use super::forward::{self, Bypassed, Forwarder};
+use super::journal::{Answered, Book, JournalEntry};
 use super::scopes::{self, Begin, Scopes, DEFAULT_SCOPE};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
@@ -85,6 +86,8 @@ pub(super) struct AppState {
     retrying_miss_status: Option<StatusCode>,
     /// Forward-proxy requests: the traffic that bypassed the base URL.
     pub(super) forward: Forwarder,
+    /// One entry per request answered, when the journal is kept.
+    pub(super) journal: Book,
     /// Test scopes, when a control token was configured.
     scopes: Option<Scopes>,
 }
@@ -134,6 +137,7 @@ impl AppState {
                 .retrying_miss_status
                 .and_then(|s| StatusCode::from_u16(s).ok()),
             forward: Forwarder::new(config.forwarding.clone(), own),
+            journal: Book::new(config.journal),
             scopes: config.control_token.clone().map(Scopes::new),
         }
     }
@@ -460,37 +464,140 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
         .get(http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let asker = |incoming: &Request| Asker {
-        user_agent: user_agent.clone(),
-        ollama: cassette_keying::Profile::from_path(&incoming.path).is_ollama(),
+    let (scoped, request) = match &state.scopes {
+        Some(scopes) => {
+            let (id, request) = in_scope(request);
+            let scope = scopes.scope(&id);
+            (Some((scopes, id, scope)), request)
+        }
+        None => (None, request),
     };
-    let Some(scopes) = &state.scopes else {
-        let incoming = match read_request(&state, request).await {
-            Ok(incoming) => incoming,
-            Err(rejection) => return rejection,
-        };
-        let asker = asker(&incoming);
-        return match state.recorder.handle(incoming).await {
-            Ok(outcome) => outcome_response(outcome),
-            Err(err) => state.answer_error(&err, &asker),
-        };
-    };
-    let (id, request) = in_scope(request);
-    let scope = scopes.scope(&id);
+    let asked = state.journal.keeps().then(|| {
+        let (route, path) = route(&state.mounts, &state.unrouted, request.uri().path());
+        Asked {
+            route,
+            method: request.method().as_str().to_owned(),
+            path,
+        }
+    });
     let incoming = match read_request(&state, request).await {
         Ok(incoming) => incoming,
-        Err(rejection) => return rejection,
+        Err(rejection) => {
+            if let Some(asked) = asked {
+                state.note(asked, None, Answered::Failed, &rejection, Noted::Nothing);
+            }
+            return rejection;
+        }
     };
-    let asker = asker(&incoming);
-    match state.recorder.handle_in(incoming, &scope).await {
+    let asker = Asker {
+        user_agent,
+        ollama: cassette_keying::Profile::from_path(&incoming.path).is_ollama(),
+    };
+    let handled = match &scoped {
+        Some((_, _, scope)) => state.recorder.handle_in(incoming, scope).await,
+        None => state.recorder.handle(incoming).await,
+    };
+    match handled {
         Ok(outcome) => {
-            scopes.count(&id, |tally| tally.outcome(&outcome));
-            outcome_response(outcome)
+            if let Some((scopes, id, _)) = &scoped {
+                scopes.count(id, |tally| tally.outcome(&outcome));
+            }
+            let key = outcome.key.clone();
+            let answered = match outcome.source {
+                Source::Replayed => Answered::Replayed,
+                Source::Recorded => Answered::Recorded,
+                Source::Recording => Answered::Recording,
+                Source::PassedThrough => Answered::PassedThrough,
+                Source::Missed => Answered::Missed,
+            };
+            let response = outcome_response(outcome);
+            if let Some(asked) = asked {
+                // An MCP route answers its miss as a JSON-RPC error: its explanation is in the
+                // recorder's book of misses.
+                let noted = match answered {
+                    Answered::Missed => state.noted_explanation(&key),
+                    _ => Noted::Nothing,
+                };
+                state.note(asked, Some(key), answered, &response, noted);
+            }
+            response
         }
         Err(err) => {
-            let message = state.message(&err);
-            scopes.count(&id, |tally| tally.error(&err, message));
-            state.answer_error(&err, &asker)
+            if let Some((scopes, id, _)) = &scoped {
+                let message = state.message(&err);
+                scopes.count(id, |tally| tally.error(&err, message));
+            }
+            let response = state.answer_error(&err, &asker);
+            if let Some(asked) = asked {
+                let (answered, noted) = match &err {
+                    Error::Miss(miss) => (
+                        Answered::Missed,
+                        Noted::Explanation(miss.explanation.clone()),
+                    ),
+                    other => (Answered::Failed, Noted::Error(report(other))),
+                };
+                state.note(asked, err.key().cloned(), answered, &response, noted);
+            }
+            response
+        }
+    }
+}
+
+/// A request as the journal names it: its route, method and path (as received, less the
+/// route's segment).
+struct Asked {
+    route: String,
+    method: String,
+    path: String,
+}
+
+/// What the journal keeps besides the outcome.
+enum Noted {
+    Nothing,
+    /// A miss's explanation.
+    Explanation(crate::miss::Explanation),
+    /// A failure's error, with its causes.
+    Error(String),
+}
+
+impl AppState {
+    /// Notes an answered request in the journal, its path and error redacted (a miss's
+    /// explanation is redacted already).
+    fn note(
+        &self,
+        asked: Asked,
+        key: Option<cassette_keying::Key>,
+        answered: Answered,
+        response: &Response,
+        noted: Noted,
+    ) {
+        let redactor = self.recorder.redactor();
+        let (explanation, error) = match noted {
+            Noted::Nothing => (None, None),
+            Noted::Explanation(explanation) => (Some(explanation), None),
+            Noted::Error(error) => (None, Some(redactor.text(&error))),
+        };
+        self.journal.note(JournalEntry {
+            key,
+            route: asked.route,
+            method: asked.method,
+            path: redactor.text(&asked.path),
+            outcome: answered,
+            status: response.status().as_u16(),
+            explanation,
+            error,
+        });
+    }
+
+    /// The explanation the recorder's book of misses holds for `key` (its summary).
+    fn noted_explanation(&self, key: &cassette_keying::Key) -> Noted {
+        let misses = self.recorder.misses();
+        match misses.notes.into_iter().find(|n| n.key == *key) {
+            Some(note) => Noted::Explanation(crate::miss::Explanation {
+                nearest: None,
+                summary: note.summary,
+            }),
+            None => Noted::Nothing,
         }
     }
 }
