@@ -38,8 +38,17 @@ class Proxy:
         binary = find_cassette_bin()
         # Its stderr goes to a file, never a pipe nobody reads: a chatty proxy (every miss is
         # logged there) must not block on a full pipe, and the text is there if it fails.
-        self._log: IO[bytes] = tempfile.TemporaryFile(prefix="cassette-proxy-")
-        command = [binary, "proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control", *args]
+        self._log: IO[bytes] = tempfile.TemporaryFile(prefix="cassette-proxy-")  # noqa: SIM115 (closed with the proxy)
+        command = [
+            binary,
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--ready",
+            "json",
+            "--control",
+            *args,
+        ]
         try:
             self.process = subprocess.Popen(
                 command,
@@ -72,7 +81,8 @@ class Proxy:
                 if not selector.select(READY_TIMEOUT):
                     self.kill()
                     raise ProxyError(
-                        f"cassette proxy printed no ready line in {READY_TIMEOUT:.0f} s\n{self.log_text()}"
+                        f"cassette proxy printed no ready line in {READY_TIMEOUT:.0f} s\n"
+                        + self.log_text()
                     )
         line = stdout.readline()
         if not line:
@@ -85,7 +95,9 @@ class Proxy:
             ready: dict[str, Any] = json.loads(line)
         except ValueError as error:
             self.kill()
-            raise ProxyError(f"cassette proxy's ready line is not JSON ({error}): {line!r}") from error
+            raise ProxyError(
+                f"cassette proxy's ready line is not JSON ({error}): {line!r}"
+            ) from error
         return ready
 
     def log_text(self) -> str:
@@ -103,11 +115,14 @@ class Proxy:
         env, _ = self.env_changes()
         own = self.url + "/"
         scoped = f"{self.prefix}/{scope}/"
-        return {name: scoped + value[len(own):] if value.startswith(own) else value
-                for name, value in env.items()}
+        return {
+            name: scoped + value[len(own) :] if value.startswith(own) else value
+            for name, value in env.items()
+        }
 
-    def control(self, method: str, scope: str, body: dict[str, Any] | None = None,
-                query: str = "") -> dict[str, Any]:
+    def control(
+        self, method: str, scope: str, body: dict[str, Any] | None = None, query: str = ""
+    ) -> dict[str, Any]:
         """One request to the control endpoint; its JSON answer."""
         path = f"{self._scopes_path}/{scope}" + (f"?{query}" if query else "")
         payload = json.dumps(body).encode() if body is not None else None
@@ -115,7 +130,9 @@ class Proxy:
         for attempt in (1, 2):
             connection = self._connection
             if connection is None:
-                connection = http.client.HTTPConnection(self._host, self._port, timeout=STOP_TIMEOUT)
+                connection = http.client.HTTPConnection(
+                    self._host, self._port, timeout=STOP_TIMEOUT
+                )
                 self._connection = connection
             try:
                 connection.request(method, path, body=payload, headers=headers)
@@ -127,7 +144,8 @@ class Proxy:
                 self._connection = None
                 if attempt == 2 or self.process.poll() is not None:
                     raise ProxyError(
-                        f"the cassette proxy at {self.url} did not answer {method} {path}: {error}\n"
+                        f"the cassette proxy at {self.url} did not answer {method} {path}: "
+                        f"{error}\n"
                         f"{self.log_text()}"
                     ) from error
                 continue
@@ -149,7 +167,9 @@ class Proxy:
             answer: dict[str, Any] = json.loads(response.read())
             return answer
         except (OSError, http.client.HTTPException, ValueError) as error:
-            raise ProxyError(f"the cassette proxy at {self.url} did not answer GET {path}: {error}") from error
+            raise ProxyError(
+                f"the cassette proxy at {self.url} did not answer GET {path}: {error}"
+            ) from error
         finally:
             connection.close()
 
@@ -160,7 +180,9 @@ class Proxy:
             self._connection.close()
             self._connection = None
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM if hasattr(signal, "SIGTERM") else signal.SIGINT)
+            self.process.send_signal(
+                signal.SIGTERM if hasattr(signal, "SIGTERM") else signal.SIGINT
+            )
             try:
                 self.process.wait(timeout=STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
@@ -168,6 +190,10 @@ class Proxy:
         if self.process.stdout is not None:
             self.process.stdout.close()
         return self.process.returncode
+
+    def close(self) -> None:
+        """Forgets what the proxy wrote (after `stop`)."""
+        self._log.close()
 
     def kill(self) -> None:
         """Ends the proxy at once (it failed to start)."""

@@ -24,12 +24,14 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pytest
 
 if TYPE_CHECKING:
     from collections.abc import Generator
+
+    from _pytest._code.code import TerminalRepr
 
     from cassette_cli._proxy import Proxy
 
@@ -46,7 +48,9 @@ MODE_ENV = "CASSETTE_MODE"
 PROXY_URL_ENV = "CASSETTE_PROXY_URL"
 CONFIG_ENV = "CASSETTE_CONFIG"
 SETTINGS_FILE = "cassette.toml"
-RECORD_HINT = "record it with `pytest --cassette=record` (or auto), which calls the vendor with your key"
+RECORD_HINT = (
+    "record it with `pytest --cassette=record` (or auto), which calls the vendor with your key"
+)
 
 
 @dataclasses.dataclass
@@ -217,7 +221,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{NAME}(mode=None, sequence=False, strict=False): cassette for this test: its own mode "
-        "(replay, record, auto, off; never one that calls the vendor in a replaying run), repeats of "
+        "(replay, record, auto, off; never one that calls the vendor in a replaying run), "
+        "repeats of "
         "one request answered in sequence, and strict: fail when recordings of this test go unused",
     )
     session = config.stash.get(_SESSION, None)
@@ -256,8 +261,11 @@ def _stop(session: _Session) -> None:
     status = proxy.stop()
     # The proxy's own counters and bypass lines are in the summary already; what else it said
     # (an index it could not update, a recording that failed) is worth showing.
-    worth = [line for line in proxy.log_text().splitlines()
-             if "warning" in line.lower() or "failed" in line.lower()]
+    worth = [
+        line
+        for line in proxy.log_text().splitlines()
+        if "warning" in line.lower() or "failed" in line.lower()
+    ]
     worth = [line for line in worth if "cassette miss" not in line and "stopped;" not in line]
     if status not in (0, None) or worth:
         import sys
@@ -273,8 +281,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         return f"cassette: one proxy per pytest-xdist worker ({session.origin})"
     if session.proxy is None:
         return None
-    return (f"cassette: {session.session_mode}, proxy {session.proxy.url} "
-            f"(ready in {session.startup_ms:.0f} ms; {session.origin})")
+    return (
+        f"cassette: {session.session_mode}, proxy {session.proxy.url} "
+        f"(ready in {session.startup_ms:.0f} ms; {session.origin})"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -287,15 +297,26 @@ def _marker(item: pytest.Item, session_mode: str) -> tuple[str | None, bool, boo
     if marker is None:
         return None, False, False
     if marker.args:
-        pytest.fail(f"@pytest.mark.{NAME} takes keywords only ({', '.join(MARKER_KWARGS)})", pytrace=False)
+        pytest.fail(
+            f"@pytest.mark.{NAME} takes keywords only ({', '.join(MARKER_KWARGS)})", pytrace=False
+        )
     unknown = sorted(set(marker.kwargs) - set(MARKER_KWARGS))
     if unknown:
-        pytest.fail(f"@pytest.mark.{NAME}: unknown keyword {', '.join(unknown)}; "
-                    f"it takes {', '.join(MARKER_KWARGS)}", pytrace=False)
+        pytest.fail(
+            f"@pytest.mark.{NAME}: unknown keyword {', '.join(unknown)}; "
+            f"it takes {', '.join(MARKER_KWARGS)}",
+            pytrace=False,
+        )
     mode = marker.kwargs.get("mode")
     if mode is not None and mode not in MODES:
-        pytest.fail(f"@pytest.mark.{NAME}(mode={mode!r}): expected one of {', '.join(MODES)}", pytrace=False)
-    return mode, bool(marker.kwargs.get("sequence", False)), bool(marker.kwargs.get("strict", False))
+        pytest.fail(
+            f"@pytest.mark.{NAME}(mode={mode!r}): expected one of {', '.join(MODES)}", pytrace=False
+        )
+    return (
+        mode,
+        bool(marker.kwargs.get("sequence", False)),
+        bool(marker.kwargs.get("strict", False)),
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -314,12 +335,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if sequence:
         begin["repeats"] = "sequence"
     proxy.control("PUT", SCOPE, begin)
-    item.stash[_TEST] = _Test(nodeid=item.nodeid, mode=mode or session.session_mode,
-                              strict=strict, sequence=sequence)
+    item.stash[_TEST] = _Test(
+        nodeid=item.nodeid, mode=mode or session.session_mode, strict=strict, sequence=sequence
+    )
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, Any]:
     report = yield
     session = item.config.stash.get(_SESSION, None)
     test = item.stash.get(_TEST, None)
@@ -347,19 +371,25 @@ def _new_problems(test: _Test, tally: dict[str, Any]) -> list[str]:
     """What in the tally fails the test and was not reported in an earlier phase."""
     lines: list[str] = []
     missed = tally.get("missed") or []
-    for miss in missed[test.missed:]:
-        lines.append(f"cassette miss: no recording for {miss.get('request', 'a request')} "
-                     f"(key {miss.get('key', '?')})")
-        if miss.get("summary"):
-            lines.append(f"  {miss['summary']}")
-        lines.extend(f"    {line}" for line in miss.get("explanation") or [])
+    for miss in missed[test.missed :]:
+        lines.append(
+            f"cassette miss: no recording for {miss.get('request', 'a request')} "
+            f"(key {miss.get('key', '?')})"
+        )
+        summary = str(miss.get("summary") or "")
+        if summary:
+            lines.append(f"  {summary}")
+        # Each difference a line, unless the summary said it all (one short difference).
+        explanation = [str(line) for line in miss.get("explanation") or []]
+        if len(explanation) > 1 or any(line not in summary for line in explanation):
+            lines.extend(f"    {line}" for line in explanation)
     more = int(tally.get("misses", 0)) - len(missed)
-    if missed[test.missed:] and more > 0:
+    if missed[test.missed :] and more > 0:
         lines.append(f"  ... and {more} more misses")
-    if missed[test.missed:]:
+    if missed[test.missed :]:
         lines.append(f"  (replay never calls the vendor: {RECORD_HINT})")
     test.missed = len(missed)
-    for failure in (tally.get("failed") or [])[test.failed:]:
+    for failure in (tally.get("failed") or [])[test.failed :]:
         lines.append(f"cassette error: {failure}")
     test.failed = len(tally.get("failed") or [])
     for bypass in tally.get("bypassed") or []:
@@ -367,8 +397,9 @@ def _new_problems(test: _Test, tally: dict[str, Any]) -> list[str]:
         if not bypass.get("refused") or requests <= test.bypassed.get(host, 0):
             continue
         lines.append(
-            f"cassette: {requests - test.bypassed.get(host, 0)} request(s) to {host} bypassed the base "
-            "URL and were refused (replay never connects anywhere): the client has a hard-coded URL "
+            f"cassette: {requests - test.bypassed.get(host, 0)} request(s) to {host} bypassed the "
+            "base URL and were refused (replay never connects anywhere): the client has a "
+            "hard-coded URL "
             "or reads a variable cassette does not set; give it the proxy's base URL "
             "(OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...: see docs/proxy.md)"
         )
@@ -376,10 +407,12 @@ def _new_problems(test: _Test, tally: dict[str, Any]) -> list[str]:
     unused = tally.get("unused")
     if unused and not test.unused_reported:
         test.unused_reported = True
-        lines.append(f"cassette strict: {len(unused)} recording(s) this test made were not asked for: "
-                     + ", ".join(str(key)[:16] for key in unused)
-                     + " (the test changed, or the recordings are stale: re-record it, or "
-                     "`cassette gc` them)")
+        lines.append(
+            f"cassette strict: {len(unused)} recording(s) this test made were not asked for: "
+            + ", ".join(str(key)[:16] for key in unused)
+            + " (the test changed, or the recordings are stale: re-record it, or "
+            "`cassette gc` them)"
+        )
     return lines
 
 
@@ -391,13 +424,17 @@ def _one_line(tally: dict[str, Any], problems: list[str]) -> str:
     return problems[0]
 
 
+class _Writer(Protocol):
+    def line(self, s: str = "", **markup: bool) -> None: ...
+
+
 class _Explanation:
     """A failure made of cassette's explanation: what pytest prints and JUnit's message."""
 
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def toterminal(self, tw: Any) -> None:
+    def toterminal(self, tw: _Writer) -> None:
         for line in self.text.splitlines():
             tw.line(line, red=True, bold=line.startswith("cassette"))
 
@@ -405,7 +442,7 @@ class _Explanation:
         return self.text
 
     @property
-    def reprcrash(self) -> Any:
+    def reprcrash(self) -> _Crash:
         # The summary line (`FAILED test - ...`) and JUnit's message attribute read this.
         return _Crash(self.text)
 
@@ -424,14 +461,15 @@ def _fail(report: pytest.TestReport, problems: list[str]) -> None:
         # The test failed already (often of the miss itself): keep its traceback, and put the
         # explanation first, where the summary line and JUnit's message look.
         crash = getattr(longrepr, "reprcrash", None)
-        if crash is not None and hasattr(longrepr, "addsection"):
-            longrepr.addsection("cassette", text)
+        add_section = getattr(longrepr, "addsection", None)
+        if crash is not None and add_section is not None:
+            add_section("cassette", text)
             crash.message = f"{text}\n{crash.message}"
             return
-        report.longrepr = _Explanation(f"{text}\n\n{longrepr}")
+        report.longrepr = cast("TerminalRepr", _Explanation(f"{text}\n\n{longrepr}"))
         return
     report.outcome = "failed"
-    report.longrepr = _Explanation(text)
+    report.longrepr = cast("TerminalRepr", _Explanation(text))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -472,8 +510,12 @@ class CassetteTest:
     def counts(self) -> Counts:
         """Asks the proxy now."""
         tally = self._proxy.control("GET", SCOPE)
-        return Counts(*(int(tally.get(name, 0)) for name in COUNTS),
-                      keys=tuple(tally.get("keys") or ()), missed=tuple(tally.get("missed") or ()))
+        numbers = {name: int(tally.get(name, 0)) for name in COUNTS}
+        return Counts(
+            **numbers,
+            keys=tuple(tally.get("keys") or ()),
+            missed=tuple(tally.get("missed") or ()),
+        )
 
     @property
     def requests(self) -> int:
@@ -503,7 +545,10 @@ def cassette_cli_fixture(request: pytest.FixtureRequest) -> CassetteTest:
     session = request.config.stash.get(_SESSION, None)
     test = request.node.stash.get(_TEST, None)
     if session is None or session.proxy is None or test is None:
-        pytest.skip("cassette is off for this run (--cassette=off, no cassette.toml, or under cassette exec)")
+        pytest.skip(
+            "cassette is off for this run "
+            "(--cassette=off, no cassette.toml, or under cassette exec)"
+        )
     return CassetteTest(session.proxy, test)
 
 
@@ -537,9 +582,9 @@ _LIVE: list[_Session] = []
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
+def pytest_testnodedown(node: object, error: object) -> None:
     # pytest-xdist's controller: what each worker saw outside its tests, and in which mode.
-    config = node.config
+    config = cast("pytest.Config", getattr(node, "config"))  # noqa: B009 (no type to import)
     session = config.stash.get(_SESSION, None)
     output = getattr(node, "workeroutput", None) or {}
     if session is None:
@@ -560,16 +605,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if output is not None:
             output["cassette_cli_strays"] = state.strays
             output["cassette_cli_mode"] = state.session_mode
-    if state.role != "worker" and any(_stray_fails(t) for t in state.strays) and session.exitstatus == 0:
+    if (
+        state.role != "worker"
+        and any(_stray_fails(t) for t in state.strays)
+        and session.exitstatus == 0
+    ):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _stray_fails(tally: dict[str, Any]) -> bool:
-    return bool(int(tally.get("misses", 0)) or int(tally.get("errors", 0))
-                or any(b.get("refused") for b in tally.get("bypassed") or []))
+    return bool(
+        int(tally.get("misses", 0))
+        or int(tally.get("errors", 0))
+        or any(b.get("refused") for b in tally.get("bypassed") or [])
+    )
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
     session = config.stash.get(_SESSION, None)
     if session is None or session.role == "worker":
         return
@@ -577,14 +631,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     mode = "/".join(sorted(session.modes_seen)) or session.session_mode
     terminalreporter.section("cassette")
     terminalreporter.write_line(
-        f"cassette ({mode}): {totals.get('requests', 0)} requests in tests: {totals.get('hits', 0)} hits, "
+        f"cassette ({mode}): {totals.get('requests', 0)} requests in tests: "
+        f"{totals.get('hits', 0)} hits, "
         f"{totals.get('misses', 0)} misses, {totals.get('recorded', 0)} recorded, "
         f"{totals.get('passed_through', 0)} passed through, {totals.get('errors', 0)} errors"
         + (f"; proxy ready in {session.startup_ms:.0f} ms" if session.startup_ms else "")
     )
     if session.missed:
-        terminalreporter.write_line(f"{len(session.missed)} tests missed (replay has no recording for them):",
-                                    red=True)
+        terminalreporter.write_line(
+            f"{len(session.missed)} tests failed on cassette's account (a miss, a refused bypass, "
+            "an "
+            "error, an unused recording):",
+            red=True,
+        )
         for nodeid, line in session.missed:
             terminalreporter.write_line(f"  {nodeid}: {line}")
     for tally in session.strays:
@@ -592,7 +651,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             continue
         problems = _new_problems(_Test(nodeid="", mode="", strict=False, sequence=False), tally)
         terminalreporter.write_line(
-            f"outside any test (module-level code, fixtures between tests): {tally.get('requests', 0)} "
-            f"requests, {tally.get('misses', 0)} misses", red=_stray_fails(tally))
+            "outside any test (module-level code, fixtures between tests): "
+            f"{tally.get('requests', 0)} "
+            f"requests, {tally.get('misses', 0)} misses",
+            red=_stray_fails(tally),
+        )
         for line in problems:
             terminalreporter.write_line(f"  {line}")

@@ -41,8 +41,13 @@ function problems(tally) {
   const missed = tally.missed ?? [];
   for (const miss of missed) {
     lines.push(`cassette miss: no recording for ${miss.request} (key ${miss.key})`);
-    if (miss.summary) lines.push(`  ${miss.summary}`);
-    for (const line of miss.explanation ?? []) lines.push(`    ${line}`);
+    const summary = miss.summary ?? "";
+    if (summary) lines.push(`  ${summary}`);
+    // Each difference a line, unless the summary said it all (one short difference).
+    const explanation = miss.explanation ?? [];
+    if (explanation.length > 1 || explanation.some((line) => !summary.includes(line))) {
+      for (const line of explanation) lines.push(`    ${line}`);
+    }
   }
   if (tally.misses > missed.length) lines.push(`  ... and ${tally.misses - missed.length} more misses`);
   if (missed.length) lines.push(`  (replay never calls the vendor: ${RECORD_HINT})`);
@@ -143,6 +148,8 @@ function attach({ ready, beforeEach, afterEach, testName }) {
     if (lines.length) {
       const error = new Error(`cassette: ${name}\n${lines.join("\n")}`);
       error.name = "CassetteMiss";
+      // The explanation is the whole story: a stack into this file would only hide it.
+      error.stack = `${error.name}: ${error.message}`;
       throw error;
     }
   });

@@ -10,8 +10,9 @@ const text = process.env.CASSETTE_RUNNER;
 if (text) {
   runner.attach({
     ready: JSON.parse(text),
-    beforeEach: globalThis.beforeEach,
-    afterEach: globalThis.afterEach,
+    // Hooks of no parameter: jest takes a hook with one for a callback-style hook.
+    beforeEach: (/** @type {Function} */ hook) => globalThis.beforeEach(() => hook()),
+    afterEach: (/** @type {Function} */ hook) => globalThis.afterEach(() => hook()),
     testName: () => {
       const state = globalThis.expect.getState();
       return `${relative(process.cwd(), state.testPath ?? "?")} > ${state.currentTestName ?? "?"}`;
