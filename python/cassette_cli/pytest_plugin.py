@@ -12,7 +12,8 @@ did with the error. `--cassette=off`, or no opt-in, leaves pytest exactly as it 
 Under pytest-xdist every worker starts its own proxy (in its own start-up, like a plain run):
 a worker runs one test at a time, so the proxy's default scope is that test, and traffic that
 bypassed the base URL, which carries no path to name a scope, is still counted for the right
-test. The controller starts none and gathers the workers' counts. docs/pytest.md says more.
+test. The controller's proxy answers only the controller's own code (conftest files it imports);
+it gathers the workers' counts. docs/pytest.md says more.
 
 Names are our own (`--cassette`, ini `cassette_mode`, marker and fixture `cassette_cli`):
 `--cassette-mode` and a `cassette` marker or fixture belong to other plugins.
@@ -47,6 +48,9 @@ MODE_ENV = "CASSETTE_MODE"
 # Set by `cassette exec` (and by this plugin for the tests): a proxy is already in front.
 PROXY_URL_ENV = "CASSETTE_PROXY_URL"
 CONFIG_ENV = "CASSETTE_CONFIG"
+# Names the proxy this plugin started, so that a pytest-xdist worker tells its controller's
+# variables from `cassette exec`'s.
+OWN_PROXY_ENV = "CASSETTE_PYTEST_PROXY"
 SETTINGS_FILE = "cassette.toml"
 RECORD_HINT = (
     "record it with `pytest --cassette=record` (or auto), which calls the vendor with your key"
@@ -163,9 +167,11 @@ def _wants(config: pytest.Config) -> _Session | None:
     mode, origin = _asked_mode(config)
     if mode == "off":
         return None
-    if os.environ.get(PROXY_URL_ENV):
-        # Under `cassette exec` (or inside a test of an outer run): that proxy is in front
-        # already, and a second one would take the traffic it was started to see.
+    outer = os.environ.get(PROXY_URL_ENV)
+    if outer and outer != os.environ.get(OWN_PROXY_ENV):
+        # Under `cassette exec`: its proxy is in front already, and a second one would take the
+        # traffic it was started to see. (A pytest-xdist worker inherits its controller's
+        # variables, which name the controller's proxy as this plugin's own.)
         return None
     settings = _settings_file(config.rootpath)
     ini_set = bool(str(config.getini("cassette_mode") or "").strip())
@@ -190,15 +196,6 @@ def _distributing(config: pytest.Config) -> bool:
     return getattr(option, "dist", "no") != "no" and bool(getattr(option, "tx", None))
 
 
-def _asks_to_distribute(config: pytest.Config) -> bool:
-    """Whether the command line asks pytest-xdist for workers (decided later, in its own
-    pytest_cmdline_main: `-n auto` with `--pdb` is no distribution)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return False
-    namespace = config.known_args_namespace
-    return bool(getattr(namespace, "numprocesses", None) or getattr(namespace, "tx", None))
-
-
 # ------------------------------------------------------------------------------------------------
 # Start and stop
 
@@ -213,8 +210,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     early_config.stash[_SESSION] = session
     _LIVE.append(session)
     early_config.add_cleanup(lambda: _LIVE.remove(session))
-    if session.role == "worker" or not _asks_to_distribute(early_config):
-        _start(early_config, session)
+    _start(early_config, session)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -226,13 +222,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "one request answered in sequence, and strict: fail when recordings of this test go unused",
     )
     session = config.stash.get(_SESSION, None)
-    if session is None or session.proxy is not None:
-        return
-    if _distributing(config):
+    if session is not None and _distributing(config):
+        # Its proxy answers only what the controller's own code sends (a conftest that calls out
+        # when imported); every worker starts one of its own.
         session.role = "controller"
-    else:
-        # Asked for workers, but pytest-xdist decided against it (`-n auto --pdb`, `-n 0`).
-        _start(config, session)
 
 
 def _start(config: pytest.Config, session: _Session) -> None:
@@ -247,6 +240,7 @@ def _start(config: pytest.Config, session: _Session) -> None:
     session.startup_ms = monotonic_ms(started)
     session.proxy = proxy
     changes, unset = proxy.env_changes()
+    changes[OWN_PROXY_ENV] = proxy.url
     session.env_before = apply_env(changes, unset)
     config.add_cleanup(lambda: _stop(session))
 
@@ -277,10 +271,13 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     session = config.stash.get(_SESSION, None)
     if session is None:
         return None
-    if session.role == "controller":
-        return f"cassette: one proxy per pytest-xdist worker ({session.origin})"
     if session.proxy is None:
         return None
+    if session.role == "controller":
+        return (
+            f"cassette: {session.session_mode}, one proxy per pytest-xdist worker "
+            f"(the controller's ready in {session.startup_ms:.0f} ms; {session.origin})"
+        )
     return (
         f"cassette: {session.session_mode}, proxy {session.proxy.url} "
         f"(ready in {session.startup_ms:.0f} ms; {session.origin})"

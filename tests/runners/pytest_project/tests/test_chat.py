@@ -88,3 +88,11 @@ def test_strict() -> None:
     ask("Strict one.")
     if not os.environ.get("STRICT_SKIP"):
         ask("Strict two.")
+
+
+def test_conftest_client(early_client, cassette_cli) -> None:
+    assert str(early_client.base_url).startswith(cassette_cli.url)
+    answer = early_client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "Built early."}]
+    )
+    assert answer.choices[0].message.content
