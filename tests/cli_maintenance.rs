@@ -1168,7 +1168,11 @@ fn ls_and_show_name_the_test_that_recorded() {
     let lines = record(
         &dir,
         &fake,
-        &[case("a", "First prompt", "said"), case("b", "Second prompt", "said")].join("\n"),
+        &[
+            case("a", "First prompt", "said"),
+            case("b", "Second prompt", "said"),
+        ]
+        .join("\n"),
         &store,
     );
     let (tested, untested) = (
@@ -1195,7 +1199,10 @@ fn ls_and_show_name_the_test_that_recorded() {
             .unwrap()
             .to_owned()
     };
-    assert!(listing.lines().next().unwrap().ends_with("TEST"), "{listing}");
+    assert!(
+        listing.lines().next().unwrap().ends_with("TEST"),
+        "{listing}"
+    );
     assert!(line(&tested).ends_with(node), "{listing}");
     assert!(line(&untested).ends_with(" -"), "{listing}");
 

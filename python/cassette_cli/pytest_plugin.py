@@ -321,17 +321,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     session = item.config.stash.get(_SESSION, None)
     if session is None or session.proxy is None:
         return
+    from cassette_cli._proxy import ProxyError
+
     proxy = session.proxy
-    if not session.began_any:
-        session.began_any = True
-        _note_strays(session, proxy.control("GET", SCOPE))
     mode, sequence, strict = _marker(item, session.session_mode)
     begin: dict[str, Any] = {"test": item.nodeid}
     if mode is not None:
         begin["mode"] = mode
     if sequence:
         begin["repeats"] = "sequence"
-    proxy.control("PUT", SCOPE, begin)
+    try:
+        if not session.began_any:
+            session.began_any = True
+            _note_strays(session, proxy.control("GET", SCOPE))
+        proxy.control("PUT", SCOPE, begin)
+    except ProxyError as error:
+        pytest.fail(f"cassette error: {error}", pytrace=False)
     item.stash[_TEST] = _Test(
         nodeid=item.nodeid, mode=mode or session.session_mode, strict=strict, sequence=sequence
     )
@@ -348,12 +353,19 @@ def pytest_runtest_makereport(
         return report
     if call.when == "setup" and not report.failed:
         return report
+    from cassette_cli._proxy import ProxyError
+
     strict = test.strict and call.when == "call" and test.mode == "replay"
-    if call.when == "teardown":
-        tally = session.proxy.control("DELETE", SCOPE)
-        del item.stash[_TEST]
-    else:
-        tally = session.proxy.control("GET", SCOPE, query="unused=true" if strict else "")
+    try:
+        if call.when == "teardown":
+            del item.stash[_TEST]
+            tally = session.proxy.control("DELETE", SCOPE)
+        else:
+            tally = session.proxy.control("GET", SCOPE, query="unused=true" if strict else "")
+    except ProxyError as error:
+        # The proxy is gone or refuses: this test cannot be vouched for.
+        _fail(report, [f"cassette error: {error}"])
+        return report
     test.tally = tally
     problems = _new_problems(test, tally)
     if problems:
@@ -596,7 +608,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None:
         return
     if state.proxy is not None:
-        _note_strays(state, state.proxy.control("GET", SCOPE))
+        from cassette_cli._proxy import ProxyError
+
+        try:
+            _note_strays(state, state.proxy.control("GET", SCOPE))
+        except ProxyError as error:
+            state.strays.append({"errors": 1, "failed": [str(error)]})
         state.modes_seen.add(state.session_mode)
         output = getattr(session.config, "workeroutput", None)
         if output is not None:
