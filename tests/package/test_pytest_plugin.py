@@ -161,7 +161,8 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
         # The nearest recording is the test's own, and the word diff shows what changed late in
         # a long prompt.
         assert "where is my refund?{+ Answer in French instead.+}" in plain, plain
-        assert "The nearest recording, " in plain
+        own = next(row["key"] for row in rows if row["test"] == "tests/test_chat.py::test_plain[1]")
+        assert f"The nearest recording, {own[:16]}, differs in" in plain, plain
         swallowed = failures["test_chat.py::test_swallowed"]
         assert swallowed.startswith("cassette miss"), swallowed
         assert '"Summarise the ticket." -> "Summarise the ticket. Answer in French instead."' in swallowed
