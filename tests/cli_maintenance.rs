@@ -1178,3 +1178,59 @@ fn verify_names_a_tape_keyed_under_another_profile() {
         "{report}"
     );
 }
+
+#[test]
+fn ls_and_show_name_the_test_that_recorded() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let lines = record(
+        &dir,
+        &fake,
+        &[
+            case("a", "First prompt", "said"),
+            case("b", "Second prompt", "said"),
+        ]
+        .join("\n"),
+        &store,
+    );
+    let (tested, untested) = (
+        lines[0]["key"].as_str().unwrap().to_owned(),
+        lines[1]["key"].as_str().unwrap().to_owned(),
+    );
+    // What a test runner's plugin leaves in meta.test (provenance) when it records.
+    let node = "tests/test_chat.py::test_refund[gpt-4o]";
+    edit(&dir.path().join("c"), &tested, |doc| {
+        doc["meta"]["test"] = Value::from(node)
+    });
+
+    let out = dir.run(&["ls", "--json", "--store", &store]);
+    let rows = json_lines(&out);
+    let row = |key: &str| rows.iter().find(|r| r["key"] == key).unwrap().clone();
+    assert_eq!(row(&tested)["test"], node);
+    assert_eq!(row(&untested)["test"], Value::Null);
+    let out = dir.run(&["ls", "--store", &store]);
+    let listing = common::stdout(&out);
+    let line = |key: &str| {
+        listing
+            .lines()
+            .find(|l| l.starts_with(&key[..16]))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        listing.lines().next().unwrap().ends_with("TEST"),
+        "{listing}"
+    );
+    assert!(line(&tested).ends_with(node), "{listing}");
+    assert!(line(&untested).ends_with(" -"), "{listing}");
+
+    let out = dir.run(&["show", &tested, "--store", &store]);
+    assert!(
+        common::stdout(&out).contains(&format!("\ntest           {node}\n")),
+        "{}",
+        both(&out)
+    );
+    let out = dir.run(&["show", &untested, "--store", &store]);
+    assert!(!common::stdout(&out).contains("\ntest "), "{}", both(&out));
+}
