@@ -22,6 +22,7 @@
 #   NOISE=0.10
 #   REPLAY_NOISE=0.10  (the interleaved replay ratios repeat to about 1%)
 #   MAX_KEYING_RATIO=2.0
+#   PROFILE=bench      (the cargo profile; PROFILE=dist measures the released binary's build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,7 @@ name=${2:-main}
 noise=${NOISE:-0.10}
 replay_noise=${REPLAY_NOISE:-0.10}
 max_ratio=${MAX_KEYING_RATIO:-2.0}
+profile=${PROFILE:-bench}
 case "$mode" in
   save) baseline=(--save-baseline "$name") ;;
   check) baseline=(--baseline "$name") ;;
@@ -37,8 +39,8 @@ case "$mode" in
 esac
 
 run() { # package, bench, filter
-  echo "== cargo bench -p $1 --bench $2 -- '$3' ${baseline[*]}" >&2
-  cargo bench -p "$1" --bench "$2" -- "$3" "${baseline[@]}" --noise-threshold "$noise"
+  echo "== cargo bench --profile $profile -p $1 --bench $2 -- '$3' ${baseline[*]}" >&2
+  cargo bench --profile "$profile" -p "$1" --bench "$2" -- "$3" "${baseline[@]}" --noise-threshold "$noise"
 }
 run cassette-keying keying 'keying'
 run cassette-recorder replay 'replay_vs_store_get/'

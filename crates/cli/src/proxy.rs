@@ -1,7 +1,10 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::settings::{parse_size, RecorderArgs, RecorderSettings, ServeArgs, SettingsFile};
+use crate::child_env::{child_env, EnvChange};
+use crate::settings::{
+    parse_size, RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
+};
 use anyhow::{bail, Context};
 use cassette_recorder::proxy::{Exposure, Proxy, ProxyConfig, ProxyStats};
 use std::net::SocketAddr;
@@ -51,12 +54,32 @@ pub(crate) struct ProxyArgs {
     /// headers; every other browser request is refused. Repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     allowed_origins: Vec<String>,
+
+    /// Once the proxy answers, print one line of JSON on stdout: its URL, process id and mode,
+    /// and the environment a test process needs (what `cassette exec` sets), for test runner
+    /// plugins that start it. Nothing else is printed on stdout.
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    ready: Option<Ready>,
+
+    /// Serve the control endpoint of test runners (per-test attribution, /_cassette/scopes)
+    /// with a fresh token, printed on the --ready line only.
+    #[arg(long, requires = "ready")]
+    control: bool,
+}
+
+/// How `cassette proxy` says it is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Ready {
+    /// One line of JSON on stdout.
+    Json,
 }
 
 /// `cassette proxy`'s settings, validated.
 struct ProxySettings {
     recorder: RecorderSettings,
     proxy: ProxyConfig,
+    serve: ServeSettings,
+    ready: Option<Ready>,
 }
 
 impl ProxyArgs {
@@ -87,15 +110,26 @@ impl ProxyArgs {
             exposure,
             advice: Some(crate::advice::for_recorder),
             miss_status: serve.miss_status,
-            forwarding: serve.forwarding,
+            retrying_miss_status: serve.retrying_miss_status,
+            forwarding: serve.forwarding.clone(),
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),
+            control_token: None,
             ..defaults
         };
         proxy.validate()?;
         let mut recorder = self.recorder.resolve(file)?;
         recorder.config.max_body = proxy.max_body;
-        Ok(ProxySettings { recorder, proxy })
+        let mut settings = ProxySettings {
+            recorder,
+            proxy,
+            serve,
+            ready: self.ready,
+        };
+        if self.control {
+            settings.proxy.control_token = Some(control_token()?);
+        }
+        Ok(settings)
     }
 }
 
@@ -110,13 +144,17 @@ pub(crate) fn run(args: ProxyArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
     let mode = settings.recorder.config.mode;
     let stats = runtime.block_on(serve(settings))?;
     eprintln!("cassette proxy: stopped; {}", summary(&stats));
-    if let Some(bypass) = crate::bypass::report(&stats, mode) {
-        eprintln!("cassette proxy: {bypass}");
+    // The proxy sets no variable for anyone: each bypass is told what to set.
+    for line in crate::bypass::report(&stats, mode, &|_| None) {
+        eprintln!("cassette proxy: {line}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
+    // Listening for the signals before anyone learns the address: a runner that stops the
+    // proxy right after its ready line must not kill it instead.
+    let shutdown = shutdown_signal();
     let keys = settings.recorder.keys.clone();
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
@@ -138,7 +176,23 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     if mode.may_call_upstream() {
         eprintln!("cassette proxy: {}", crate::settings::keys_summary(&keys));
     }
-    let stats = proxy.serve(shutdown_signal()).await;
+    if let Some(Ready::Json) = settings.ready {
+        let env = child_env(&proxy.url(), &keys, &settings.serve, |name| {
+            std::env::var(name).ok()
+        });
+        let line = ready_line(
+            &proxy.url(),
+            mode,
+            &env,
+            settings.proxy.control_token.as_deref(),
+        );
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{line}")
+            .and_then(|()| stdout.flush())
+            .context("cannot print the ready line on stdout")?;
+    }
+    let stats = proxy.serve(shutdown).await;
     crate::flush_index(&recording).await;
     Ok(stats?)
 }
@@ -161,28 +215,73 @@ pub(crate) fn summary(stats: &ProxyStats) -> String {
     )
 }
 
-/// Completes on the first SIGINT or SIGTERM.
-pub(crate) async fn shutdown_signal() {
+/// The ready line: the URL, the process id, the mode, the environment a test process needs
+/// (variables to set, and to remove), and the control token when there is one.
+fn ready_line(
+    url: &str,
+    mode: cassette_recorder::Mode,
+    env: &[EnvChange],
+    control_token: Option<&str>,
+) -> serde_json::Value {
+    let mut set = serde_json::Map::new();
+    let mut unset = Vec::new();
+    for change in env {
+        match change {
+            EnvChange::Set(name, value) => {
+                set.insert(name.clone(), serde_json::Value::from(value.clone()));
+            }
+            EnvChange::Remove(name) => unset.push(name.clone()),
+        }
+    }
+    let mut line = serde_json::json!({
+        "url": url,
+        "pid": std::process::id(),
+        "mode": mode.as_str(),
+        "env": set,
+        "unset": unset,
+    });
+    if let Some(token) = control_token {
+        line["control"] = serde_json::json!({
+            "token": token,
+            "scopes": format!("{url}/_cassette/scopes"),
+            "prefix": format!("{url}/_scope"),
+        });
+    }
+    line
+}
+
+/// A fresh control token: 128 bits from the operating system, in hex.
+fn control_token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        anyhow::anyhow!("cannot draw a control token from the operating system: {e}")
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Completes on the first SIGINT or SIGTERM. The signals are listened for from the call on,
+/// not from the first poll.
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{signal, SignalKind};
         match (
             signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),
         ) {
-            (Ok(mut int), Ok(mut term)) => {
-                tokio::select! {
-                    _ = int.recv() => {},
-                    _ = term.recv() => {},
-                }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            (Ok(int), Ok(term)) => Some((int, term)),
+            _ => None,
         }
-    }
-    #[cfg(not(unix))]
-    {
+    };
+    async move {
+        #[cfg(unix)]
+        if let Some((mut int, mut term)) = signals {
+            tokio::select! {
+                _ = int.recv() => {},
+                _ = term.recv() => {},
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -157,6 +157,20 @@ pub enum Error {
         /// The target (route name).
         target: String,
     },
+    /// A test asked for a mode that calls the upstream of a recorder that replays: replay
+    /// never opens a connection, whatever a test file says.
+    #[error(
+        "test `{test}` asks for mode {asked}, which calls the upstream, but the recorder {mode}s \
+         and never does; run the whole session in a mode that records to record it"
+    )]
+    ModeRefused {
+        /// The test.
+        test: String,
+        /// The mode it asked for.
+        asked: crate::Mode,
+        /// The recorder's own mode.
+        mode: crate::Mode,
+    },
     /// An MCP server's command could not be started.
     #[error("cannot start the MCP server `{command}`: {reason}")]
     McpServerStart {
@@ -245,7 +259,9 @@ impl Error {
         match self {
             Error::Miss(_) => 409,
             Error::InvalidRequest(_) => 400,
-            Error::ForeignHost { .. } | Error::BrowserOrigin { .. } => 403,
+            Error::ForeignHost { .. } | Error::BrowserOrigin { .. } | Error::ModeRefused { .. } => {
+                403
+            }
             Error::SlowBody { .. } => 408,
             Error::BodyTooLarge { .. } => 413,
             Error::Upstream {
@@ -280,6 +296,7 @@ impl Error {
             Error::Upstream { .. } => "cassette_upstream_error",
             Error::McpServerStart { .. } => "cassette_mcp_server_error",
             Error::ReplayOnly { .. } => "cassette_internal_error",
+            Error::ModeRefused { .. } => "cassette_mode_refused",
             // One scheme whichever layer noticed: a damaged document is `cassette_corrupt`
             // whether the store (truncated JSON) or the recorder (not a cassette) found it.
             Error::Corrupt { .. } | Error::Store(cassette_store::Error::Corrupt { .. }) => {

@@ -44,6 +44,7 @@ pub mod miss;
 mod mode;
 pub mod proxy;
 mod response;
+mod scope;
 mod service;
 mod upstream;
 
@@ -62,3 +63,4 @@ pub use hit_cache::HitCacheStats;
 pub use miss::Miss;
 pub use mode::{Mode, OnHit, OnMiss, Write};
 pub use response::{BodyStream, Outcome, Response, ResponseBody, Source};
+pub use scope::Scope;

@@ -4,6 +4,7 @@
 use crate::engine::Recorder;
 use crate::error::{Error, Result};
 use crate::response::Outcome;
+use crate::scope::Scope;
 use cassette_tape::Request;
 
 impl Recorder {
@@ -11,6 +12,13 @@ impl Recorder {
     /// [`RecorderConfig::mcp_routes`](crate::RecorderConfig::mcp_routes) as a Streamable HTTP
     /// MCP message, any other as an LLM API request.
     pub async fn handle(&self, request: Request) -> Result<Outcome> {
+        self.handle_in(request, &Scope::default()).await
+    }
+
+    /// Answers `request` for the test `scope` names, as that test asks ([`Scope`]): its mode
+    /// (never one that calls the upstream of a replaying recorder), its sequence numbering, its
+    /// provenance in what is recorded, its own recordings first when a miss is explained.
+    pub async fn handle_in(&self, request: Request, scope: &Scope) -> Result<Outcome> {
         let limit = self.config().max_body;
         if request.body.len() > limit {
             return Err(Error::BodyTooLarge {
@@ -21,6 +29,6 @@ impl Recorder {
         if self.config().is_mcp_route(&request.target) {
             return crate::mcp::http::handle(self, request).await;
         }
-        self.handle_http(request).await
+        self.handle_http(request, scope).await
     }
 }

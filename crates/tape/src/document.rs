@@ -259,6 +259,11 @@ pub struct Meta {
     /// be recomputed from the stored request (`cassette verify` reports such tapes apart).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub request_redacted: bool,
+    /// The test that made the request, as its test runner names it (a pytest node id, a test
+    /// file and name): provenance for review, and the recording a miss of that test is
+    /// compared with first. Never used for matching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<String>,
 }
 
 /// A writer that only counts what it is given.

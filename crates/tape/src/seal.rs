@@ -220,9 +220,10 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         usage,
         latency_ms: _,
         request_redacted: _,
+        test,
     } = meta;
     *profile = redactor.text(profile);
-    for fact in [requested_model, response_model, finish_reason]
+    for fact in [requested_model, response_model, finish_reason, test]
         .into_iter()
         .flatten()
     {

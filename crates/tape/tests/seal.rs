@@ -71,6 +71,7 @@ fn full() -> Cassette {
             usage: Some(json!({"total_tokens": 3, "note": "x"})),
             latency_ms: 1,
             request_redacted: false,
+            test: Some("tests/test_chat.py::test_greeting[gpt-4o]".into()),
         },
     }
 }

@@ -11,6 +11,7 @@
 //! Imports go through the recorder's redaction (credentials in headers and queries are never
 //! stored) and are create-only unless `--overwrite`; the source files are left in place.
 
+use crate::progress::Progress;
 use crate::run::suite::CHAT_PATH;
 use crate::settings::{RecorderArgs, SettingsFile};
 use anyhow::{anyhow, bail, Context};
@@ -22,6 +23,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use yaml_serde::Value as Yaml;
+
+/// The largest vcrpy cassette read.
+const MAX_YAML_FILE: u64 = 256 << 20;
 
 /// Arguments of `cassette import`.
 #[derive(Debug, clap::Args)]
@@ -71,7 +75,9 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     }
     let runtime = super::runtime()?;
     let (mut imported, mut kept, mut failed) = (0usize, 0usize, 0usize);
+    let progress = Progress::bar(files.len() as u64, "files");
     for (path, source) in &files {
+        progress.inc();
         let exchanges = match source {
             Source::Seed => seed_exchange(path).map(|e| vec![e]),
             Source::Vcr => vcr_exchanges(path, &routes),
@@ -80,7 +86,7 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
             Ok(exchanges) => exchanges,
             Err(err) => {
                 failed += 1;
-                eprintln!("cannot import {}: {err:#}", path.display());
+                progress.println(format!("cannot import {}: {err:#}", path.display()));
                 continue;
             }
         };
@@ -93,19 +99,20 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
             match runtime.block_on(recorder.import(exchange, write)) {
                 Ok((key, Stored::Won)) => {
                     imported += 1;
-                    println!("imported {at} as {key} ({request})");
+                    progress.suspend(|| println!("imported {at} as {key} ({request})"));
                 }
                 Ok((key, Stored::Kept | Stored::Nothing)) => {
                     kept += 1;
-                    println!("kept {key}: already stored ({at})");
+                    progress.suspend(|| println!("kept {key}: already stored ({at})"));
                 }
                 Err(err) => {
                     failed += 1;
-                    eprintln!("cannot import {at}: {:#}", anyhow::Error::new(err));
+                    progress.println(format!("cannot import {at}: {:#}", anyhow::Error::new(err)));
                 }
             }
         }
     }
+    progress.finish();
     runtime.block_on(crate::flush_index(&recorder));
     eprintln!(
         "imported {imported}, kept {kept} already stored, failed {failed} ({}); the source files are left in place",
@@ -231,12 +238,34 @@ fn seed_body(mut params: Map<String, Value>) -> anyhow::Result<Value> {
 
 /// The interactions of a vcrpy cassette.
 fn vcr_exchanges(path: &Path, routes: &[Route]) -> anyhow::Result<Vec<Exchange>> {
+    let size = std::fs::metadata(path)?.len();
+    if size > MAX_YAML_FILE {
+        bail!("it is {size} bytes; a vcrpy cassette read here is at most {MAX_YAML_FILE}");
+    }
     let text = std::fs::read_to_string(path)?;
+    // Before the YAML library: its parser takes time quadratic in flow nesting.
+    if let Some((line, column)) = super::yaml_depth::too_deep(&text, super::yaml_depth::MAX_DEPTH) {
+        bail!(
+            "not a vcrpy cassette: it nests collections more than {} levels deep at line {line}, \
+             column {column} (a vcrpy cassette nests a few), so it is not read",
+            super::yaml_depth::MAX_DEPTH
+        );
+    }
     // The YAML library resolves the standard `!!binary` tag to its base64 text, losing that
     // the body was binary; a local tag in its place keeps it.
     let binary = regex::Regex::new(r"(:[ \t]+|-[ \t]+)!!binary(\s)").expect("a valid regex");
     let text = binary.replace_all(&text, "$1!binary$2");
-    let doc: Yaml = yaml_serde::from_str(&text).context("not valid YAML")?;
+    let doc: Yaml = yaml_serde::from_str(&text).map_err(|err| {
+        let err = err.to_string();
+        if err.contains("recursion limit exceeded") {
+            // Block nesting: the library stops at its limit, in linear time.
+            anyhow!(
+                "not a vcrpy cassette: it nests collections too deeply for the YAML reader ({err})"
+            )
+        } else {
+            anyhow!("not valid YAML: {err}")
+        }
+    })?;
     let interactions = doc
         .get("interactions")
         .and_then(Yaml::as_sequence)

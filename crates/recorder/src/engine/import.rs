@@ -63,6 +63,7 @@ impl Recorder {
             request: exchange.request,
             keyed_key: keyed.key.clone(),
             profile: keyed.profile,
+            test: None,
             // An imported exchange is its request's first occurrence.
             sequence: None,
             material: None,

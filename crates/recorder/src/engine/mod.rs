@@ -24,6 +24,7 @@ use crate::miss::{
 };
 use crate::mode::{Mode, OnHit, OnMiss, Write};
 use crate::response::{Outcome, Response, Source};
+use crate::scope::Scope;
 use crate::upstream::Upstream;
 use cassette_keying::{Key, Keyed, Profile, Streaming};
 use cassette_store::{DynStore, StoreExt};
@@ -126,7 +127,8 @@ struct Inner {
     flushing: tokio::sync::Mutex<()>,
     usage_log: Option<Mutex<std::fs::File>>,
     /// How often each request (by base key) was asked so far, in sequence mode.
-    occurrences: Mutex<HashMap<Key, u32>>,
+    /// By test (when a test runner named one) and base key.
+    occurrences: Mutex<HashMap<(Option<String>, Key), u32>>,
     /// Ready-to-send replay answers, checked against the stored document on every hit.
     hit_cache: HitCache,
 }
@@ -285,13 +287,15 @@ impl Recorder {
         self.miss_book().note(key, request, summary);
     }
 
-    /// Answers an HTTP request (not one to an MCP route) as the mode decides.
-    pub(crate) async fn handle_http(&self, mut request: Request) -> Result<Outcome> {
+    /// Answers an HTTP request (not one to an MCP route) as the mode decides, for the test
+    /// `scope` names.
+    pub(crate) async fn handle_http(&self, mut request: Request, scope: &Scope) -> Result<Outcome> {
         self.to_api_path(&mut request);
-        let mode = self.inner.config.mode;
+        let mode = scope.mode(self.inner.config.mode)?;
+        let repeats = scope.repeats.unwrap_or(self.inner.config.repeats);
         // A hit needs only the key: keyed in one pass and answered from the hit cache when the
         // stored document is unchanged. In sequence mode the occurrence count needs the full key.
-        let hits_first = self.inner.config.repeats == Repeats::Same && mode.reads_store();
+        let hits_first = repeats == Repeats::Same && mode.reads_store();
         if hits_first {
             if let Some(outcome) = self.replay_hit(&request).await? {
                 return Ok(outcome);
@@ -299,7 +303,7 @@ impl Recorder {
         }
         let keyed = request.key(&self.inner.config.key);
         request.check_declared_json(keyed.body)?;
-        let keyed = self.in_session(keyed);
+        let keyed = self.in_session(keyed, repeats, scope.test.as_deref());
         let stored = match mode.reads_store() && !hits_first {
             true => self.lookup(&keyed).await?,
             false => None,
@@ -310,15 +314,20 @@ impl Recorder {
                 OnHit::Forward(write) => write,
             },
             None => match mode.on_miss() {
-                OnMiss::Fail => return Err(self.miss(&request, &keyed).await),
+                OnMiss::Fail => return Err(self.miss(&request, &keyed, scope).await),
                 OnMiss::Forward(write) => write,
             },
         };
         let upstream = self.upstream(&request.target)?;
+        let test = scope.test.clone();
         match write {
-            Write::Nothing => self.forward(upstream, request, keyed, write, None).await,
+            Write::Nothing => {
+                self.forward(upstream, request, keyed, write, None, test)
+                    .await
+            }
             Write::Overwrite | Write::CreateOnly => {
-                self.record_once(upstream, request, keyed, write).await
+                self.record_once(upstream, request, keyed, write, test)
+                    .await
             }
         }
     }
@@ -332,10 +341,11 @@ impl Recorder {
         request: Request,
         keyed: Keyed,
         write: Write,
+        test: Option<String>,
     ) -> Result<Outcome> {
         match self.inner.flights.join(&keyed.key) {
             Turn::Lead(flight) => {
-                self.forward(upstream, request, keyed, write, Some(flight))
+                self.forward(upstream, request, keyed, write, Some(flight), test)
                     .await
             }
             Turn::Follow(wait) => {
@@ -345,7 +355,8 @@ impl Recorder {
                     }
                 }
                 // Nothing was kept (an error answer, a failure): ask for ourselves.
-                self.forward(upstream, request, keyed, write, None).await
+                self.forward(upstream, request, keyed, write, None, test)
+                    .await
             }
         }
     }
@@ -360,7 +371,7 @@ impl Recorder {
         if self.inner.store.get(&keyed.key).await?.is_some() {
             return Ok(None);
         }
-        Ok(Some(self.build_miss(request, &keyed).await))
+        Ok(Some(self.build_miss(request, &keyed, None).await))
     }
 
     /// Spells the request's path as its route's API does ([`crate::Route::api_path`]), before
@@ -392,18 +403,21 @@ impl Recorder {
         })
     }
 
-    async fn miss(&self, request: &Request, keyed: &Keyed) -> Error {
+    async fn miss(&self, request: &Request, keyed: &Keyed, scope: &Scope) -> Error {
         self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
-        let miss = self.build_miss(request, keyed).await;
+        let miss = self.build_miss(request, keyed, scope.test.as_deref()).await;
         self.note_miss(&miss.key, || miss.request_line(), &miss.explanation.summary);
         Error::Miss(Box::new(miss))
     }
 
-    async fn build_miss(&self, request: &Request, keyed: &Keyed) -> Miss {
+    async fn build_miss(&self, request: &Request, keyed: &Keyed, test: Option<&str>) -> Miss {
         let repeat = self.repeat(keyed).await;
         let explanation = match &repeat {
             Some(repeat) => repeat.explanation(),
-            None => self.nearest(&request.target, &request.path, keyed).await,
+            None => {
+                self.nearest(&request.target, &request.path, keyed, test)
+                    .await
+            }
         };
         // A miss is shown in 409 bodies, logs and CI output: nothing in it may echo a
         // credential the request carried.
@@ -422,16 +436,31 @@ impl Recorder {
     }
 
     /// The nearest recording of a request at `target` and `path` (an MCP server and method)
-    /// that missed, and what differs, from the one index of this recorder.
-    pub(crate) async fn nearest(&self, target: &str, path: &str, keyed: &Keyed) -> Explanation {
+    /// that missed, and what differs, from the one index of this recorder: among the
+    /// recordings `test` made first, when a test runner named the test and it made any.
+    pub(crate) async fn nearest(
+        &self,
+        target: &str,
+        path: &str,
+        keyed: &Keyed,
+        test: Option<&str>,
+    ) -> Explanation {
         let mut index = self.inner.index.lock().await;
         let (store, config) = (&self.inner.store, &self.inner.config.key);
         // Explained as the request itself: a first occurrence missing is what matters.
         let base = keyed.clone().occurrence(1);
         let asked = (target, path, &base.material);
         index
-            .explain(store, config, &self.inner.redactor, asked)
+            .explain(store, config, &self.inner.redactor, asked, test)
             .await
+    }
+
+    /// The keys of the recordings `test` made (their cassettes' `meta.test`), as the index
+    /// knows them: what a strict test runner checks were all used.
+    pub async fn recordings_of_test(&self, test: &str) -> Vec<Key> {
+        let mut index = self.inner.index.lock().await;
+        let (store, config) = (&self.inner.store, &self.inner.config.key);
+        index.recordings_of(store, config, test).await
     }
 
     /// Store requests the nearest-recording index has made so far (segment and key listings,
@@ -492,26 +521,39 @@ impl Recorder {
         }
     }
 
-    /// The key of `keyed` as this occurrence of its request in the recorder's session: in
-    /// sequence mode the n-th time a request is asked gets its n-th occurrence key; otherwise
-    /// every repeat is the request itself.
-    pub(crate) fn in_session(&self, keyed: Keyed) -> Keyed {
-        match self.inner.config.repeats {
+    /// The key of `keyed` as this occurrence of its request: in sequence mode the n-th time a
+    /// request is asked (within `test`, when a test runner named one, so that the numbering
+    /// does not depend on which tests ran before, or on which worker) gets its n-th occurrence
+    /// key; otherwise every repeat is the request itself.
+    pub(crate) fn in_session(&self, keyed: Keyed, repeats: Repeats, test: Option<&str>) -> Keyed {
+        match repeats {
             Repeats::Same => keyed,
             Repeats::Sequence => {
                 let n = {
-                    let mut seen = self
-                        .inner
-                        .occurrences
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner());
-                    let count = seen.entry(keyed.key.clone()).or_insert(0);
+                    let mut seen = self.occurrences();
+                    let count = seen
+                        .entry((test.map(str::to_owned), keyed.key.clone()))
+                        .or_insert(0);
                     *count = count.saturating_add(1);
                     *count
                 };
                 keyed.occurrence(n)
             }
         }
+    }
+
+    fn occurrences(&self) -> std::sync::MutexGuard<'_, HashMap<(Option<String>, Key), u32>> {
+        self.inner
+            .occurrences
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts `test` afresh: its repeats are numbered from the first again (a test run twice
+    /// in one session, by a rerun plugin say, asks what it asked the first time).
+    pub fn begin_test(&self, test: &str) {
+        self.occurrences()
+            .retain(|(owner, _), _| owner.as_deref() != Some(test));
     }
 
     /// For a later occurrence that missed: how many occurrences of the request are recorded
@@ -658,7 +700,9 @@ impl Recorder {
             })
     }
 
-    pub(crate) fn redactor(&self) -> &Redactor {
+    /// The redaction every cassette goes through (with the routes' keys as literal secrets),
+    /// for callers that write what a recorder answered anywhere else.
+    pub fn redactor(&self) -> &Redactor {
         &self.inner.redactor
     }
 }

@@ -34,6 +34,8 @@ pub(super) struct Draft {
     /// when redaction changed nothing the key reads, without keying the request again.
     pub(super) material: Option<Value>,
     pub(super) profile: Profile,
+    /// The test that made the request, when a test runner named one.
+    pub(super) test: Option<String>,
     /// The route's base URL, without credentials.
     pub(super) upstream: String,
     pub(super) status: u16,
@@ -171,12 +173,8 @@ impl Draft {
                     let body = StoredBody::Json(final_response);
                     match self.store(body, Some(format), events).await {
                         Ok(Stored::Nothing) => {}
-                        Ok(Stored::Won) => self.land(Landed::Stored),
-                        Ok(Stored::Kept) => {
-                            // The client got this stream, answered by the kept recording's key.
-                            self.land(Landed::Stored);
-                            self.recorder.log_usage(&self.keyed_key);
-                        }
+                        // Its key was logged before it was stored (`Recorder::write`).
+                        Ok(Stored::Won | Stored::Kept) => self.land(Landed::Stored),
                         Err(err) => self.fail(report(&err)),
                     }
                 }
@@ -257,6 +255,7 @@ impl Draft {
             },
             meta: Meta {
                 profile: self.profile.to_string(),
+                test: self.test.clone(),
                 ..Meta::default()
             },
         }
@@ -275,6 +274,7 @@ impl Recorder {
         mut keyed: Keyed,
         write: Write,
         flight: Option<Flight>,
+        test: Option<String>,
     ) -> Result<Outcome> {
         // The canonical text is as large as the request and no longer needed: a large request
         // is not held twice while the upstream answers.
@@ -313,6 +313,7 @@ impl Recorder {
             sequence: Sequence::of(&keyed),
             material: Some(std::mem::take(&mut keyed.material)),
             profile: keyed.profile,
+            test,
             upstream: sent.upstream,
             status,
             headers,

@@ -271,7 +271,8 @@ impl McpRecorder {
     /// or, when the recorder answers repeats in sequence, the n-th occurrence key the n-th
     /// time it is asked. Call it once per request the client sends.
     pub fn key_in_session(&self, call: &McpCall) -> Keyed {
-        self.inner.recorder.in_session(self.key(call))
+        let recorder = &self.inner.recorder;
+        recorder.in_session(self.key(call), recorder.config().repeats, None)
     }
 
     /// What the mode does with `call`: the messages to send when it replays a recording, the
@@ -347,7 +348,7 @@ impl McpRecorder {
             Some(repeat) => repeat.explanation(),
             None => {
                 let (server, method) = (&self.inner.server, &call.method);
-                let mut explanation = recorder.nearest(server, method, keyed).await;
+                let mut explanation = recorder.nearest(server, method, keyed, None).await;
                 if explanation.nearest.is_none() {
                     explanation.summary =
                         format!("Nothing is recorded for {} on this server.", call.method);

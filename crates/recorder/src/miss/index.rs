@@ -70,6 +70,9 @@ pub struct IndexRecord {
     pub profile: String,
     /// When it was recorded.
     pub recorded_at: String,
+    /// The test that recorded it (`meta.test`), when a test runner named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<String>,
     /// The material's leaves, each `PATHHASH:VALUEHASH[:LENGTH:PREFIXES:SUFFIXES]` in hex
     /// (prefix and suffix hashes joined by `.`).
     leaves: Vec<String>,
@@ -157,6 +160,7 @@ impl IndexRecord {
                 .unwrap_or_default()
                 .to_owned(),
             recorded_at: cassette.recorded_at.clone(),
+            test: cassette.meta.test.clone(),
             leaves: leaves.iter().map(Leaf::encode).collect(),
         }
     }
@@ -379,6 +383,9 @@ pub struct Compacted {
     pub unreadable: usize,
     /// The new base segment, when the store keeps segments.
     pub segment: Option<String>,
+    /// Segments that do not read as index segments (garbage, another tool's, a symlink the
+    /// store does not follow): neither folded in nor deleted.
+    pub kept: Vec<String>,
 }
 
 /// Builds one base segment covering every cassette the store lists (reading only the cassettes
@@ -390,11 +397,22 @@ pub async fn compact(store: &DynStore, config: &KeyConfig) -> crate::Result<Comp
     let names = store.list_segments().await?;
     let keys = store.list("").await?;
     let mut records: HashMap<Key, IndexRecord> = HashMap::new();
+    // Only segments that read as ours are folded in and deleted; anything else under the
+    // segments' name is kept, untouched, and named.
+    let mut ours = Vec::new();
+    let mut kept = Vec::new();
     for name in &names {
-        if let Some(bytes) = store.get_segment(name).await? {
-            for record in parse_segment(&bytes).map(|(_, r)| r).unwrap_or_default() {
-                records.insert(record.key.clone(), record);
-            }
+        match store.get_segment(name).await? {
+            Some(bytes) => match parse_segment(&bytes) {
+                Some((_, parsed)) => {
+                    for record in parsed {
+                        records.insert(record.key.clone(), record);
+                    }
+                    ours.push(name);
+                }
+                None => kept.push(name.to_string()),
+            },
+            None => kept.push(name.to_string()),
         }
     }
     let listed: HashSet<&Key> = keys.iter().collect();
@@ -417,7 +435,7 @@ pub async fn compact(store: &DynStore, config: &KeyConfig) -> crate::Result<Comp
     let segment = write_segment(store, &all, SegmentKind::Base).await?;
     let mut absorbed = 0;
     if segment.is_some() {
-        for name in &names {
+        for name in ours {
             store.delete_segment(name).await?;
             absorbed += 1;
         }
@@ -428,6 +446,7 @@ pub async fn compact(store: &DynStore, config: &KeyConfig) -> crate::Result<Comp
         absorbed,
         unreadable,
         segment: segment.map(|s| s.to_string()),
+        kept,
     })
 }
 
@@ -485,6 +504,8 @@ struct Found {
     settings: Option<CanonicalKeyConfig>,
     request_redacted: bool,
     differences: Vec<Difference>,
+    /// How far its request is from the one asked ([`distance`] of the differences).
+    distance: f64,
 }
 
 impl fmt::Debug for NearestIndex {
@@ -570,17 +591,19 @@ impl NearestIndex {
         config: &KeyConfig,
         redactor: &Redactor,
         (target, path, material): (&str, &str, &Value),
+        test: Option<&str>,
     ) -> Explanation {
         self.settings = config.canonical();
         let material = &redacted_material(material, redactor);
         self.refresh(store, config).await;
         let path = redactor.text(&normalize_path(path));
-        let mut nearest = self.nearest(store, config, target, &path, material).await;
+        let at = (target, path.as_str(), material);
+        let mut nearest = self.nearest(store, config, at, test).await;
         if nearest.is_none() && self.has_base {
             // The segments know of nothing here: a cassette no segment covers (copied in by an
             // older tool, say) may still be; look once.
             self.scan_unindexed(store, config).await;
-            nearest = self.nearest(store, config, target, &path, material).await;
+            nearest = self.nearest(store, config, at, test).await;
         }
         match nearest {
             None => Explanation {
@@ -595,6 +618,27 @@ impl NearestIndex {
                 self.explained(found, profile.unwrap_or(""))
             }
         }
+    }
+
+    /// The recording in `store` nearest to the request `cassette` stored, by the same rule as
+    /// a miss's explanation (same target, path and profile; ranked by leaves, the best few
+    /// diffed exactly), keyed under `config`: its key, its distance and what differs (the
+    /// recording's values as old, `cassette`'s as new). The cassette's request is stored
+    /// redacted already, so nothing here is redacted again.
+    pub(crate) async fn nearest_to(
+        &mut self,
+        store: &DynStore,
+        config: &KeyConfig,
+        cassette: &Cassette,
+    ) -> Option<(Key, f64, Vec<Difference>)> {
+        self.settings = config.canonical();
+        self.refresh(store, config).await;
+        let material = cassette.keyed_request(config).material;
+        let path = normalize_path(&cassette.request.path);
+        let at = (cassette.target.as_str(), path.as_str(), &material);
+        // Not within a test: any recording of the other set may be the one re-recorded.
+        let found = self.nearest(store, config, at, None).await?;
+        Some((found.key, found.distance, found.differences))
     }
 
     /// The explanation of the nearest recording: how it was keyed when that differs, then what
@@ -675,14 +719,33 @@ impl NearestIndex {
         out
     }
 
-    /// The nearest recording that still exists, with its exact differences.
+    /// The keys of the recordings `test` made, the index brought up to date first.
+    pub(crate) async fn recordings_of(
+        &mut self,
+        store: &DynStore,
+        config: &KeyConfig,
+        test: &str,
+    ) -> Vec<Key> {
+        self.refresh(store, config).await;
+        let mut keys: Vec<Key> = self
+            .entries
+            .values()
+            .filter(|e| e.record.test.as_deref() == Some(test))
+            .map(|e| e.record.key.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The nearest recording that still exists, with its exact differences: among the ones
+    /// `test` recorded, when it recorded any here ("your tape against your request"), else
+    /// among all.
     async fn nearest(
         &mut self,
         store: &DynStore,
         config: &KeyConfig,
-        target: &str,
-        path: &str,
-        material: &Value,
+        (target, path, material): (&str, &str, &Value),
+        test: Option<&str>,
     ) -> Option<Found> {
         let profile = material
             .get("profile")
@@ -707,6 +770,12 @@ impl NearestIndex {
             })
             .map(|e| (leaf_distance(&e.leaves, &wanted), e))
             .collect();
+        if let Some(test) = test {
+            let own = |(_, e): &(f64, &Entry)| e.record.test.as_deref() == Some(test);
+            if ranked.iter().any(own) {
+                ranked.retain(own);
+            }
+        }
         ranked.sort_by(|(da, a), (db, b)| {
             da.total_cmp(db)
                 .then_with(|| b.record.recorded_at.cmp(&a.record.recorded_at))
@@ -752,6 +821,7 @@ impl NearestIndex {
                     settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
                     request_redacted: cassette.meta.request_redacted,
                     differences,
+                    distance: d,
                 };
                 best = Some((d, found));
             }
@@ -841,6 +911,7 @@ mod tests {
             path: "/v1/chat/completions".into(),
             profile: "openai.chat".into(),
             recorded_at: "2026-01-01T00:00:00Z".into(),
+            test: None,
             leaves: vec!["00000001:0000000000000002".into()],
         };
         let text = format!(

@@ -1,0 +1,382 @@
+//! Test scopes: which test each request belongs to, as a test runner's plugin says through the
+//! proxy's control endpoint, and what happened during each test: requests, replays, misses
+//! with their explanation, recordings, errors, and refused bypasses.
+//!
+//! A request belongs to the scope its path names (`/_scope/ID/...`, stripped before routing:
+//! a test runner whose workers share one proxy gives each worker or test file base URLs of
+//! its own), or else to the `default` scope (a runner whose tests run one at a time in front
+//! of their own proxy). Forward-proxy requests that bypassed the base URL carry no path of
+//! ours: they count for the `default` scope.
+//!
+//! The control endpoint answers only a caller holding the proxy's control token (which the
+//! runner's plugin read from the proxy's ready line), besides the checks every request passes
+//! (a loopback `Host`, no foreign browser origin).
+
+use super::forward::Bypassed;
+use crate::config::Repeats;
+use crate::error::Error;
+use crate::mode::Mode;
+use crate::response::{Outcome, Source};
+use crate::scope::Scope;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The scope of requests whose path names none.
+pub(super) const DEFAULT_SCOPE: &str = "default";
+
+/// The path prefix that names a scope: `/_scope/ID/...`.
+pub(super) const SCOPE_PREFIX: &str = "/_scope/";
+
+/// The longest scope id accepted, and the characters it may hold (it is a path segment).
+const MAX_SCOPE_ID: usize = 128;
+
+/// How many misses and errors a tally keeps with their text (the counts are always whole).
+const KEPT: usize = 50;
+
+/// What a test asks for when it starts (`PUT /_cassette/scopes/ID`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Begin {
+    /// The test's id as its runner names it.
+    #[serde(default)]
+    test: Option<String>,
+    /// A mode for this test instead of the proxy's own (`replay`, `record`, `auto`, `off`).
+    #[serde(default)]
+    mode: Option<String>,
+    /// `same` or `sequence`, for this test's repeats of one request.
+    #[serde(default)]
+    repeats: Option<String>,
+}
+
+impl Begin {
+    /// The scope asked for; an unknown mode or repeats value is a bad request naming it.
+    pub(super) fn scope(self) -> Result<Scope, String> {
+        let mode = match self.mode {
+            None => None,
+            Some(mode) => Some(mode.parse::<Mode>()?),
+        };
+        let repeats = match self.repeats.as_deref() {
+            None => None,
+            Some("same") => Some(Repeats::Same),
+            Some("sequence") => Some(Repeats::Sequence),
+            Some(other) => {
+                return Err(format!(
+                    "unknown repeats `{other}`: expected same or sequence"
+                ))
+            }
+        };
+        Ok(Scope {
+            test: self.test,
+            mode,
+            repeats,
+        })
+    }
+}
+
+/// One miss during a test.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct MissedRequest {
+    /// The key that missed.
+    key: String,
+    /// The request in a few words.
+    request: String,
+    /// The one-line summary of what differs from the nearest recording.
+    summary: String,
+    /// What differs, one difference a line (long prompts as a word diff).
+    explanation: Vec<String>,
+}
+
+/// A host whose traffic bypassed the base URL during a test.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct BypassedHost {
+    host: String,
+    requests: u64,
+    refused: bool,
+}
+
+/// What happened in one scope since its test began.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(super) struct Tally {
+    /// The test, as its runner named it.
+    test: Option<String>,
+    /// Requests answered (or refused) for this scope.
+    requests: u64,
+    /// Answered from a cassette.
+    hits: u64,
+    /// Replay misses.
+    misses: u64,
+    /// Answers stored as cassettes (a stream: being stored).
+    recorded: u64,
+    /// Answers passed through unstored.
+    passed_through: u64,
+    /// Other errors (the upstream unreachable, a refused mode, a corrupt cassette).
+    errors: u64,
+    /// The first misses, with their explanation.
+    missed: Vec<MissedRequest>,
+    /// The first errors' messages.
+    failed: Vec<String>,
+    /// Traffic that bypassed the base URL during the test (the `default` scope only).
+    bypassed: Vec<BypassedHost>,
+    /// The keys of every request answered, replayed or recorded, in order, each once.
+    keys: Vec<String>,
+    /// Recordings the test made in an earlier run and did not use in this one (asked for on
+    /// `DELETE ...?unused=true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unused: Option<Vec<String>>,
+}
+
+impl Tally {
+    /// The test, as its runner named it.
+    pub(super) fn test(&self) -> Option<&str> {
+        self.test.as_deref()
+    }
+
+    fn note_key(&mut self, key: String) {
+        if !self.keys.contains(&key) {
+            self.keys.push(key);
+        }
+    }
+
+    /// Counts one answer.
+    pub(super) fn outcome(&mut self, outcome: &Outcome) {
+        self.requests += 1;
+        match outcome.source {
+            Source::Replayed => self.hits += 1,
+            Source::Recorded | Source::Recording => self.recorded += 1,
+            Source::PassedThrough => self.passed_through += 1,
+            // An MCP route answers a miss with a JSON-RPC error: its explanation is in the body.
+            Source::Missed => {
+                self.misses += 1;
+                if self.missed.len() < KEPT {
+                    self.missed.push(MissedRequest {
+                        key: outcome.key.to_string(),
+                        request: "an MCP request".into(),
+                        summary: "no recording; see the JSON-RPC error the client got".into(),
+                        explanation: Vec::new(),
+                    });
+                }
+            }
+        }
+        self.note_key(outcome.key.to_string());
+    }
+
+    /// Counts one error answer; `message` is what the client was told.
+    pub(super) fn error(&mut self, err: &Error, message: String) {
+        self.requests += 1;
+        match err {
+            Error::Miss(miss) => {
+                self.misses += 1;
+                if self.missed.len() < KEPT {
+                    self.missed.push(MissedRequest {
+                        key: miss.key.to_string(),
+                        request: miss.request_line(),
+                        summary: miss.explanation.summary.clone(),
+                        explanation: miss.explanation_lines(),
+                    });
+                }
+            }
+            _ => {
+                self.errors += 1;
+                if self.failed.len() < KEPT {
+                    self.failed.push(message);
+                }
+            }
+        }
+    }
+}
+
+struct Entry {
+    scope: Scope,
+    tally: Tally,
+    /// Bypass counts by host when the test began (the `default` scope's are the difference).
+    bypassed_before: HashMap<String, u64>,
+}
+
+/// The scopes of a proxy with a control token.
+pub(super) struct Scopes {
+    token: String,
+    table: Mutex<HashMap<String, Entry>>,
+}
+
+impl Scopes {
+    pub(super) fn new(token: String) -> Scopes {
+        Scopes {
+            token,
+            table: Mutex::default(),
+        }
+    }
+
+    /// Whether a control request carries the token (compared in constant time: a local process
+    /// that may probe the port must not learn it a byte at a time).
+    pub(super) fn authorized(&self, presented: Option<&str>) -> bool {
+        let Some(presented) = presented else {
+            return false;
+        };
+        let (a, b) = (presented.as_bytes(), self.token.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        // Every update is one call that cannot panic half-way; a poisoned lock is still whole.
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The scope of a request in scope `id` (the default scope when none began).
+    pub(super) fn scope(&self, id: &str) -> Scope {
+        self.table()
+            .get(id)
+            .map(|e| e.scope.clone())
+            .unwrap_or_default()
+    }
+
+    /// Begins a test in scope `id`, forgetting what the scope saw before.
+    pub(super) fn begin(&self, id: &str, scope: Scope, bypassed: &[Bypassed]) {
+        let tally = Tally {
+            test: scope.test.clone(),
+            ..Tally::default()
+        };
+        let before = bypassed
+            .iter()
+            .map(|b| (bypass_name(b), b.requests()))
+            .collect();
+        self.table().insert(
+            id.to_owned(),
+            Entry {
+                scope,
+                tally,
+                bypassed_before: before,
+            },
+        );
+    }
+
+    /// Counts something that happened in scope `id`.
+    pub(super) fn count(&self, id: &str, note: impl FnOnce(&mut Tally)) {
+        let mut table = self.table();
+        let entry = table.entry(id.to_owned()).or_insert_with(|| Entry {
+            scope: Scope::default(),
+            tally: Tally::default(),
+            bypassed_before: HashMap::new(),
+        });
+        note(&mut entry.tally);
+    }
+
+    /// What scope `id` saw so far; `end` also ends its test (its requests are the default
+    /// scope's again).
+    pub(super) fn tally(&self, id: &str, bypassed: &[Bypassed], end: bool) -> Tally {
+        let mut table = self.table();
+        let Some(entry) = table.get_mut(id) else {
+            return Tally::default();
+        };
+        let mut tally = entry.tally.clone();
+        if id == DEFAULT_SCOPE {
+            tally.bypassed = bypassed
+                .iter()
+                .filter_map(|b| {
+                    let name = bypass_name(b);
+                    let before = entry.bypassed_before.get(&name).copied().unwrap_or(0);
+                    let during = b.requests().saturating_sub(before);
+                    (during > 0).then_some(BypassedHost {
+                        host: name,
+                        requests: during,
+                        refused: b.refused > 0,
+                    })
+                })
+                .collect();
+        }
+        if end {
+            table.remove(id);
+        }
+        tally
+    }
+
+    /// Adds the recordings of the tally's test that it did not use.
+    pub(super) fn with_unused(mut tally: Tally, recorded: Vec<String>) -> Tally {
+        let unused = recorded
+            .into_iter()
+            .filter(|key| !tally.keys.contains(key))
+            .collect();
+        tally.unused = Some(unused);
+        tally
+    }
+}
+
+/// A bypassed host as `host:port`.
+fn bypass_name(bypassed: &Bypassed) -> String {
+    format!("{}:{}", bypassed.host, bypassed.port)
+}
+
+/// Splits a scope prefix off a request path: the scope id and the path that follows. A path
+/// that names no scope (or a malformed one) belongs to the default scope, unchanged.
+pub(super) fn split_scope(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix(SCOPE_PREFIX)?;
+    let (id, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    valid_scope_id(id).then_some((id, path))
+}
+
+/// Whether `id` can name a scope: 1 to 128 letters, digits, `-`, `_` or `.`.
+pub(super) fn valid_scope_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_SCOPE_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_prefixes_are_split_off_only_when_well_formed() {
+        assert_eq!(
+            split_scope("/_scope/w1/v1/chat/completions"),
+            Some(("w1", "/v1/chat/completions"))
+        );
+        assert_eq!(split_scope("/_scope/a.b-c_9"), Some(("a.b-c_9", "/")));
+        for path in [
+            "/v1/chat",
+            "/_scope/",
+            "/_scope//v1",
+            "/_scope/a%2Fb/v1",
+            "/_scopes/x/v1",
+        ] {
+            assert_eq!(split_scope(path), None, "{path}");
+        }
+        assert!(!valid_scope_id(&"x".repeat(129)));
+    }
+
+    #[test]
+    fn the_token_is_compared_whole() {
+        let scopes = Scopes::new("secret-token".into());
+        assert!(scopes.authorized(Some("secret-token")));
+        for wrong in [None, Some(""), Some("secret-toke"), Some("secret-tokenX")] {
+            assert!(!scopes.authorized(wrong), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn a_begin_names_its_mode_and_repeats() {
+        let begin = |mode: Option<&str>, repeats: Option<&str>| Begin {
+            test: Some("t".into()),
+            mode: mode.map(str::to_owned),
+            repeats: repeats.map(str::to_owned),
+        };
+        let scope = begin(Some("replay"), Some("sequence")).scope().unwrap();
+        assert_eq!(
+            (scope.mode, scope.repeats),
+            (Some(Mode::Replay), Some(Repeats::Sequence))
+        );
+        assert!(begin(Some("rec"), None)
+            .scope()
+            .unwrap_err()
+            .contains("rec"));
+        assert!(begin(None, Some("twice"))
+            .scope()
+            .unwrap_err()
+            .contains("twice"));
+    }
+}

@@ -1,0 +1,69 @@
+//! Who a request is for: the test a test runner is running when it arrives, and what that test
+//! asks of the recorder. A test runner's plugin names the test through the proxy's control
+//! endpoint; the recorder records the test as each cassette's provenance, numbers repeats per
+//! test in sequence mode, and compares a miss with that test's own recordings first.
+
+use crate::config::Repeats;
+use crate::error::{Error, Result};
+use crate::mode::Mode;
+
+/// The test a request belongs to, with what it asks of the recorder. The default scope is no
+/// test: the recorder's own settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// The test's id as its runner names it (a pytest node id, a test file and name).
+    pub test: Option<String>,
+    /// A mode for this test's requests instead of the recorder's own.
+    pub mode: Option<Mode>,
+    /// How this test's repeats of one request are answered, instead of the recorder's setting.
+    pub repeats: Option<Repeats>,
+}
+
+impl Scope {
+    /// The scope of `test`, with the recorder's own settings.
+    pub fn test(test: impl Into<String>) -> Scope {
+        Scope {
+            test: Some(test.into()),
+            ..Scope::default()
+        }
+    }
+
+    /// The mode this scope's requests are answered in, given the recorder's own `mode`. A
+    /// scope may ask for any mode that calls the upstream no more than the recorder's own: a
+    /// replaying recorder owns no upstream client, and a test cannot change that (a marker in
+    /// a test file is no more trusted than a settings file).
+    pub(crate) fn mode(&self, mode: Mode) -> Result<Mode> {
+        match self.mode {
+            None => Ok(mode),
+            Some(asked) if asked.may_call_upstream() && !mode.may_call_upstream() => {
+                Err(Error::ModeRefused {
+                    test: self.test.clone().unwrap_or_default(),
+                    asked,
+                    mode,
+                })
+            }
+            Some(asked) => Ok(asked),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_never_makes_a_replaying_recorder_call_out() {
+        let asks = |mode| Scope {
+            mode: Some(mode),
+            ..Scope::test("t")
+        };
+        for asked in [Mode::Record, Mode::Auto, Mode::Off] {
+            let err = asks(asked).mode(Mode::Replay).unwrap_err();
+            assert!(matches!(err, Error::ModeRefused { .. }), "{err}");
+            assert!(err.to_string().contains("`t`"), "{err}");
+        }
+        assert_eq!(asks(Mode::Replay).mode(Mode::Record).unwrap(), Mode::Replay);
+        assert_eq!(asks(Mode::Record).mode(Mode::Auto).unwrap(), Mode::Record);
+        assert_eq!(Scope::default().mode(Mode::Auto).unwrap(), Mode::Auto);
+    }
+}
