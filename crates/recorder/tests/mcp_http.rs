@@ -474,7 +474,11 @@ async fn a_success_that_is_not_the_calls_response_is_not_recorded() {
         let (status, _, _) = client.call(json!(7), "tools/call", params).await;
         assert_eq!(status, 200, "{tool}: passed on");
     }
-    assert_eq!(store.list("").await.unwrap().len(), stored, "nothing more stored");
+    assert_eq!(
+        store.list("").await.unwrap().len(),
+        stored,
+        "nothing more stored"
+    );
     let failures = recorder.recording_failures();
     assert_eq!(failures.len(), 2, "{failures:?}");
     assert!(
@@ -490,6 +494,9 @@ async fn a_success_that_is_not_the_calls_response_is_not_recorded() {
     let params = json!({"name": "not-rpc", "arguments": {}});
     let (status, _, messages) = client.call(json!(8), "tools/call", params).await;
     assert_eq!(status, 200);
-    assert_eq!(messages[0]["error"]["data"]["type"], "cassette_miss", "{messages:?}");
+    assert_eq!(
+        messages[0]["error"]["data"]["type"], "cassette_miss",
+        "{messages:?}"
+    );
     replay.stop().await.unwrap();
 }

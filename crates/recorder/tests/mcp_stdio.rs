@@ -113,6 +113,18 @@ async fn run_fake(state: Arc<FakeState>, input: DuplexStream, mut output: Duplex
                     let size = params["arguments"]["size"].as_u64().unwrap_or(1000) as usize;
                     json!({"content": [{"type": "text", "text": "x".repeat(size)}]})
                 }
+                "huge-id-last" => {
+                    // Its id after a long result, as a server may order its members.
+                    let size = params["arguments"]["size"].as_u64().unwrap_or(1000) as usize;
+                    let text = "x".repeat(size);
+                    let line = format!(
+                        r#"{{"jsonrpc":"2.0","result":{{"content":[{{"type":"text","text":"{text}"}}]}},"id":{id}}}"#
+                    );
+                    if write_line(&mut output, &line).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 "secret" => {
                     json!({"content": [{"type": "text", "text": "ok"}], "token": "tok-abcdef"})
                 }
@@ -207,6 +219,30 @@ impl Client {
                 return out;
             }
         }
+    }
+
+    /// Closes the session and returns its report and every message sent after the last one
+    /// read.
+    async fn close_reading_the_rest(mut self) -> (StdioReport, Vec<Value>) {
+        drop(std::mem::replace(
+            &mut self.to_engine,
+            tokio::io::duplex(1).0,
+        ));
+        let mut rest = Vec::new();
+        let read_all = async {
+            while let Ok(Some(line)) = self.from_engine.next_line().await {
+                rest.push(serde_json::from_str(&line).unwrap());
+            }
+        };
+        tokio::time::timeout(WAIT, read_all)
+            .await
+            .expect("the output ends");
+        let report = tokio::time::timeout(WAIT, self.session)
+            .await
+            .expect("the session ends")
+            .expect("no panic")
+            .expect("no error");
+        (report, rest)
     }
 
     async fn close(self) -> StdioReport {
@@ -484,19 +520,36 @@ async fn a_server_line_over_the_limit_is_passed_on_whole_and_not_recorded() {
         ..StdioOptions::default()
     };
     let server = FakeServer::default();
-    let mut client = session_with(engine(Mode::Record, &store), Arc::new(server), options);
-    let huge = json!({"name": "huge", "arguments": {"size": 200_000}});
-    let answer = client.call(json!(1), "tools/call", huge.clone()).await;
-    let text = answer[0]["result"]["content"][0]["text"].as_str().unwrap();
-    assert_eq!(text.len(), 200_000);
+    let engine = engine(Mode::Record, &store);
+    let recorder = engine.recorder().clone();
+    let mut client = session_with(engine, Arc::new(server), options);
+    // Issue 25, item 10: the long answer answered its call, which the end of the session then
+    // answered a second time as one the server never answered; whether the id comes first or
+    // after the long result.
+    for (id, tool) in [(json!(1), "huge"), (json!("call-2"), "huge-id-last")] {
+        let huge = json!({"name": tool, "arguments": {"size": 200_000}});
+        let answer = client.call(id.clone(), "tools/call", huge).await;
+        assert_eq!(answer.len(), 1, "{tool}");
+        let text = answer[0]["result"]["content"][0]["text"].as_str().unwrap();
+        assert_eq!(text.len(), 200_000);
+    }
     // The relay still works after it, and records what fits.
-    let small = client.call(json!(2), "tools/call", count("a")).await;
-    assert_eq!(small.last().unwrap()["id"], 2);
-    client.close().await;
+    let small = client.call(json!(3), "tools/call", count("a")).await;
+    assert_eq!(small.last().unwrap()["id"], 3);
+    let (report, rest) = client.close_reading_the_rest().await;
+    assert!(rest.is_empty(), "one response per id: {rest:?}");
+    assert_eq!(report.stats.errors, 0);
     assert_eq!(
         store.list("").await.unwrap().len(),
         1,
         "only the small answer"
+    );
+    let failures = recorder.recording_failures();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[1].reason.contains("over the limit of 4096 bytes"),
+        "{}",
+        failures[1]
     );
 }
 

@@ -1024,7 +1024,8 @@ fn long_chat_stream(n: usize) -> Bytes {
 /// recording is counted and named. In mode `off` nothing was to be stored: it passes whole.
 #[tokio::test]
 async fn a_stream_over_the_answer_limit_is_cut_with_an_error_event_and_not_stored() {
-    let ndjson_line = r#"{"model":"llama3.2","message":{"role":"assistant","content":"Hel"},"done":false}"#;
+    let ndjson_line =
+        r#"{"model":"llama3.2","message":{"role":"assistant","content":"Hel"},"done":false}"#;
     let ndjson = format!(
         "{}{}\n",
         format!("{ndjson_line}\n").repeat(400),
@@ -1127,7 +1128,11 @@ async fn a_stream_over_the_answer_limit_is_cut_with_an_error_event_and_not_store
 /// 502 naming the limit (not to be retried), and nothing is stored.
 #[tokio::test]
 async fn a_whole_answer_over_the_answer_limit_is_refused_and_not_stored() {
-    for (content_length, mode) in [(true, Mode::Record), (false, Mode::Record), (true, Mode::Off)] {
+    for (content_length, mode) in [
+        (true, Mode::Record),
+        (false, Mode::Record),
+        (true, Mode::Off),
+    ] {
         let fake = FakeUpstream::start().await;
         let big = completion(&"word ".repeat(4000));
         let reply = if content_length {

@@ -50,10 +50,12 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
 }
 
 /// Reads the rest of a line that was too long, writing it to `sink` when there is one (and
-/// the terminating newline with it). Returns how many bytes the rest had.
+/// the terminating newline with it), and showing each piece to `inspect`. Returns how many
+/// bytes the rest had.
 pub(crate) async fn finish_line<R, W>(
     reader: &mut R,
     mut sink: Option<&mut W>,
+    inspect: &mut (dyn FnMut(&[u8]) + Send),
 ) -> std::io::Result<u64>
 where
     R: AsyncBufRead + Unpin,
@@ -69,6 +71,7 @@ where
             Some(end) => (&available[..=end], true),
             None => (available, false),
         };
+        inspect(chunk);
         if let Some(sink) = sink.as_deref_mut() {
             sink.write_all(chunk).await?;
         }
@@ -109,9 +112,12 @@ mod tests {
             read_line(&mut reader, 10).await.unwrap(),
             Read::TooLong(b"0123456789".to_vec())
         );
-        let mut rest = Vec::new();
-        assert_eq!(finish_line(&mut reader, Some(&mut rest)).await.unwrap(), 4);
+        let (mut rest, mut seen) = (Vec::new(), Vec::new());
+        let mut inspect = |piece: &[u8]| seen.extend_from_slice(piece);
+        let passed = finish_line(&mut reader, Some(&mut rest), &mut inspect).await;
+        assert_eq!(passed.unwrap(), 4);
         assert_eq!(rest, b"abc\n");
+        assert_eq!(seen, b"abc\n");
         assert_eq!(
             read_line(&mut reader, 10).await.unwrap(),
             Read::Line(b"last".to_vec())

@@ -128,8 +128,154 @@ pub fn id_text(id: &Value) -> String {
     cassette_keying::to_canonical_string(id)
 }
 
+/// Finds the top-level `id` of a message too long to parse, and whether it is a response, as
+/// its bytes go by: a response relayed without being read whole still answers its call, which
+/// must then not be answered again. The `id` may come after a long `result`.
+#[derive(Debug, Default)]
+pub(crate) struct IdScan {
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    state: ScanState,
+    /// The top-level member name being read (only its first bytes: `id` and `method` matter).
+    name: Vec<u8>,
+    /// The bytes of the `id` value while it is being read.
+    capture: Option<Vec<u8>>,
+    id: Option<Vec<u8>>,
+    has_method: bool,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+enum ScanState {
+    /// Before a member name of the top-level object.
+    #[default]
+    Name,
+    /// Inside a member name.
+    InName,
+    /// After a member name, before its `:`.
+    Colon,
+    /// In a member value.
+    Value,
+}
+
+/// The longest `id` kept: a JSON-RPC id is a short string or a number.
+const MAX_ID: usize = 1024;
+
+impl IdScan {
+    /// Reads the next bytes of the message.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.byte(b);
+        }
+    }
+
+    fn byte(&mut self, b: u8) {
+        let top = self.depth == 1;
+        if self.in_string {
+            if let Some(capture) = &mut self.capture {
+                capture.push(b);
+            }
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                if top && self.state == ScanState::InName {
+                    self.state = ScanState::Colon;
+                }
+                return;
+            }
+            if top && self.state == ScanState::InName && self.name.len() < 8 {
+                self.name.push(b);
+            }
+            return;
+        }
+        match b {
+            b'"' => {
+                self.in_string = true;
+                if top && self.state == ScanState::Name {
+                    self.state = ScanState::InName;
+                    self.name.clear();
+                }
+            }
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' if top => {
+                self.end_value();
+                self.depth = 0;
+                return;
+            }
+            b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+            b':' if top && self.state == ScanState::Colon => {
+                self.state = ScanState::Value;
+                match &self.name[..] {
+                    b"id" => self.capture = Some(Vec::new()),
+                    b"method" => self.has_method = true,
+                    _ => {}
+                }
+                return;
+            }
+            b',' if top => {
+                self.end_value();
+                self.state = ScanState::Name;
+                return;
+            }
+            _ => {}
+        }
+        if let Some(capture) = &mut self.capture {
+            capture.push(b);
+            if capture.len() > MAX_ID {
+                self.capture = None;
+            }
+        }
+    }
+
+    fn end_value(&mut self) {
+        if let Some(capture) = self.capture.take() {
+            self.id = Some(capture);
+        }
+    }
+
+    /// The id of the message when it is a response (it has an id and no method).
+    pub(crate) fn response_id(&self) -> Option<Value> {
+        if self.has_method {
+            return None;
+        }
+        serde_json::from_slice(self.id.as_deref()?).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// Issue 25, item 10: the id of a response too long to parse is found wherever it is.
+    #[test]
+    fn the_id_of_a_long_message_is_found_as_it_goes_by() {
+        let scan = |pieces: &[&str]| {
+            let mut scan = IdScan::default();
+            for piece in pieces {
+                scan.push(piece.as_bytes());
+            }
+            scan.response_id()
+        };
+        let text = "x\\\"id\\\":9,}{[".repeat(50);
+        let first = format!(r#"{{"id":7,"jsonrpc":"2.0","result":{{"text":"{text}"}}}}"#);
+        let last = format!(r#"{{ "result" : {{"id": 3, "text": "{text}"}}, "id" : "call-7" }}"#);
+        let error = r#"{"jsonrpc":"2.0","error":{"code":1,"message":"m"},"id":{"a":[1]}}"#;
+        for cut in [1, 5, 17, 40] {
+            let (a, b) = first.split_at(cut);
+            assert_eq!(scan(&[a, b]), Some(json!(7)));
+            let (a, b) = last.split_at(cut);
+            assert_eq!(scan(&[a, b]), Some(json!("call-7")));
+        }
+        assert_eq!(scan(&[error]), Some(json!({"a": [1]})));
+        // A request from the server is no answer; a message without an id answers nothing.
+        let request = r#"{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage","params":{}}"#;
+        assert_eq!(scan(&[request]), None);
+        assert_eq!(scan(&[r#"{"jsonrpc":"2.0","result":{"id":1}}"#]), None);
+        // Cut off before its end: the id read so far is not guessed at.
+        assert_eq!(scan(&[r#"{"result":1,"id":12"#]), None);
+    }
+
     use super::*;
 
     #[test]

@@ -15,7 +15,9 @@
 
 use super::engine::{Answer, McpCall, McpRecorder, Recording, Transcript};
 use super::lines::{self, Read};
-use super::message::{self, id_text, Message, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR};
+use super::message::{
+    self, id_text, IdScan, Message, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR,
+};
 use crate::error::{Error, Result};
 use crate::mode::{Mode, Write};
 use cassette_keying::Keyed;
@@ -328,9 +330,13 @@ where
             read = lines::read_line(&mut client_in, session.shared.max_message) => match read {
                 Ok(Read::Line(line)) => session.on_client_line(line).await,
                 Ok(Read::TooLong(prefix)) => {
-                    let rest = lines::finish_line(&mut client_in, None::<&mut tokio::io::Sink>)
-                        .await
-                        .unwrap_or(0);
+                    let rest = lines::finish_line(
+                        &mut client_in,
+                        None::<&mut tokio::io::Sink>,
+                        &mut |_| {},
+                    )
+                    .await
+                    .unwrap_or(0);
                     session.on_oversized_client_line(&prefix, rest).await;
                 }
                 Ok(Read::Eof) => break Ending::ClientClosed,
@@ -766,26 +772,52 @@ fn attribute(shared: &Shared, notification: &Value) {
     }
 }
 
+/// Passes a server message over the size limit on to the client as it reads it, without
+/// recording it. When it is the response to a call in flight, that call is answered by it: it
+/// is no longer pending (or the end of the session would answer it a second time), and its
+/// recording is counted as failed.
 async fn pass_oversized<R>(shared: &Shared, stdout: &mut BufReader<R>, prefix: &[u8])
 where
     R: AsyncRead + Unpin,
 {
-    tracing::warn!(
-        "the MCP server `{}` sent a message over {} bytes; passed on, not recorded",
-        shared.describe,
-        shared.max_message
-    );
-    // The client's writer stays locked for the whole line, so nothing is written into it.
-    let mut writer = shared.client.writer.lock().await;
-    if shared.client.gone.load(Ordering::Relaxed) {
-        let _ = lines::finish_line(stdout, None::<&mut tokio::io::Sink>).await;
-        return;
+    let mut scan = IdScan::default();
+    scan.push(prefix);
+    let mut inspect = |piece: &[u8]| scan.push(piece);
+    {
+        // The client's writer stays locked for the whole line, so nothing is written into it.
+        let mut writer = shared.client.writer.lock().await;
+        if shared.client.gone.load(Ordering::Relaxed) {
+            let _ = lines::finish_line(stdout, None::<&mut tokio::io::Sink>, &mut inspect).await;
+        } else {
+            shared.client.write(&mut writer, &[prefix]).await;
+            let passed = lines::finish_line(stdout, Some(&mut *writer), &mut inspect).await;
+            if let Err(err) = passed.and(writer.flush().await.map(|_| 0)) {
+                tracing::warn!("cannot pass a long message to the MCP client ({err})");
+                shared.client.gone.store(true, Ordering::Relaxed);
+            }
+        }
     }
-    shared.client.write(&mut writer, &[prefix]).await;
-    let passed = lines::finish_line(stdout, Some(&mut *writer)).await;
-    if let Err(err) = passed.and(writer.flush().await.map(|_| 0)) {
-        tracing::warn!("cannot pass a long message to the MCP client ({err})");
-        shared.client.gone.store(true, Ordering::Relaxed);
+    let answered = scan.response_id().and_then(|id| {
+        let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.remove(&id_text(&id))
+    });
+    let reason = format!(
+        "the MCP server `{}` sent a message over the limit of {} bytes; passed on, not recorded \
+         (raise the body size limit if this is intended)",
+        shared.describe, shared.max_message
+    );
+    match answered {
+        Some(p) if p.write != Write::Nothing => {
+            let reason = format!(
+                "{reason} (the answer to {} id {})",
+                p.call.method, p.call.id
+            );
+            shared
+                .engine
+                .recorder()
+                .record_failure(&p.keyed.key, reason);
+        }
+        _ => tracing::warn!("{reason}"),
     }
 }
 
