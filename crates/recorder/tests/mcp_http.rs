@@ -500,3 +500,48 @@ async fn a_success_that_is_not_the_calls_response_is_not_recorded() {
     );
     replay.stop().await.unwrap();
 }
+
+/// Issue 25, item 11: a miss that differs from its nearest recording only in an argument that
+/// was redacted when stored was blamed on "an older cassette that did not store its keying
+/// settings". MCP cassettes store the settings they were keyed with (none), and the miss names
+/// the redacted argument.
+#[tokio::test]
+async fn a_miss_differing_in_a_redacted_argument_names_it() {
+    let server = McpServer::start().await;
+    let store = memory();
+    let recorded_key = "sk-proj-Q7mZp2Lx9Vd4Rt6Wy1Bn8Kc3Hf5Js0Ge";
+    let asked_key = "sk-proj-A1bC2dE3fG4hI5jK6lM7nO8pQ9rS0tUv";
+    let proxy = proxy(Mode::Record, &server.url, &store).await;
+    let mut client = Client::new(&proxy);
+    client.initialize().await;
+    client
+        .call(json!(1), "tools/call", count(recorded_key, None))
+        .await;
+    proxy.stop().await.unwrap();
+    for key in store.list("").await.unwrap() {
+        let document = store.get(&key).await.unwrap().unwrap();
+        let text = String::from_utf8_lossy(&document);
+        assert!(!text.contains(recorded_key), "{text}");
+        let cassette = cassette_recorder::Cassette::from_document(&document).unwrap();
+        assert!(cassette.key_settings.is_some(), "{text}");
+    }
+    // HTTP keying settings do not apply to MCP keys: not named as a difference either.
+    let mut volatile = config(Mode::Replay, &server.url);
+    volatile.key.extra_volatile = vec!["temperature".into()];
+    for config in [config(Mode::Replay, &server.url), volatile] {
+        let recorder = Recorder::new(config, store.clone()).unwrap();
+        let replay = spawn(recorder, &ProxyConfig::ephemeral()).await.unwrap();
+        let mut client = Client::new(&replay);
+        client.initialize().await;
+        let (_, _, answer) = client
+            .call(json!(2), "tools/call", count(asked_key, None))
+            .await;
+        let message = answer[0]["error"]["message"].as_str().unwrap();
+        assert!(!message.contains("older cassette"), "{message}");
+        assert!(!message.contains("volatile"), "{message}");
+        assert!(message.contains("redacted"), "{message}");
+        assert!(message.contains("params.arguments.label"), "{message}");
+        assert!(!message.contains(asked_key), "{message}");
+        replay.stop().await.unwrap();
+    }
+}

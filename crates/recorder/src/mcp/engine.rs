@@ -9,11 +9,13 @@ use crate::error::{Error, Result};
 use crate::miss::{Explanation, Repeat};
 use crate::mode::{Mode, OnHit, OnMiss, Write};
 use crate::ErrorRecording;
-use cassette_keying::{Keyed, McpRequest};
+use cassette_keying::{KeyConfig, Keyed, McpRequest};
 use cassette_tape::document::format_for;
 use cassette_tape::headers::lowercased;
 use cassette_tape::mcp::{MCP_METHOD, MCP_PROFILE, SSE_STREAM};
-use cassette_tape::{Cassette, Meta, Sequence, StoredBody, StoredRequest, StoredResponse};
+use cassette_tape::{
+    Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
+};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt;
@@ -445,8 +447,9 @@ impl McpRecorder {
             format: format_for(sequence.as_ref()),
             key: keyed.key.clone(),
             key_version: cassette_keying::KEY_VERSION,
-            // MCP keys take no keying settings.
-            key_settings: None,
+            // MCP keys take no keying settings: stored as the none they were keyed with, so a
+            // miss or `verify` never takes the cassette for one keyed under unknown settings.
+            key_settings: Some(KeySettings::of(&KeyConfig::default())),
             sequence,
             recorded_at: String::new(),
             tool: String::new(),

@@ -27,12 +27,13 @@
 //! explanation is the same as a full scan would give whenever the ranking keeps the true
 //! nearest among them. Segments are hints: a record whose cassette is gone is skipped.
 
-use super::{distance, redacted_material, render, Explanation, Nearest};
+use super::{distance, redacted_material, redacted_paths, render, Explanation, Nearest};
 use cassette_keying::{
     diff, normalize_path, to_canonical_string, CanonicalKeyConfig, Difference, Key, KeyConfig,
     Profile, KEY_VERSION,
 };
 use cassette_store::{Created, DynStore, SegmentName};
+use cassette_tape::mcp::MCP_PROFILE;
 use cassette_tape::redact::Redactor;
 use cassette_tape::Cassette;
 use futures::StreamExt;
@@ -492,6 +493,9 @@ pub(crate) struct NearestIndex {
     requests: u64,
     /// The keying settings of the requests explained, to name a recording keyed otherwise.
     settings: CanonicalKeyConfig,
+    /// The paths of the request explained that redaction changed, to name them when the
+    /// difference is hidden by it.
+    redacted: Vec<String>,
 }
 
 /// The nearest recording found: its key and time, how it was keyed, and what differs.
@@ -594,7 +598,10 @@ impl NearestIndex {
         test: Option<&str>,
     ) -> Explanation {
         self.settings = config.canonical();
-        let material = &redacted_material(material, redactor);
+        let redacted = redacted_material(material, redactor);
+        self.redacted.clear();
+        redacted_paths(material, &redacted, &mut String::new(), &mut self.redacted);
+        let material = &redacted;
         self.refresh(store, config).await;
         let path = redactor.text(&normalize_path(path));
         let at = (target, path.as_str(), material);
@@ -695,6 +702,8 @@ impl NearestIndex {
             ));
         }
         match &found.settings {
+            // MCP keys take no keying settings: whatever is configured keyed them alike.
+            _ if profile == MCP_PROFILE => {}
             Some(recorded) => out.extend(
                 recorded
                     .differences(&self.settings)
@@ -710,7 +719,15 @@ impl NearestIndex {
         }
         if same_request && out.is_empty() {
             out.push(if found.request_redacted {
-                "the part of the request that differs was redacted when it was stored".to_owned()
+                let mut why =
+                    "the part of the request that differs was redacted when it was stored"
+                        .to_owned();
+                if !self.redacted.is_empty() {
+                    let shown: Vec<&str> =
+                        self.redacted.iter().take(4).map(String::as_str).collect();
+                    why.push_str(&format!(" (redacted: {})", shown.join(", ")));
+                }
+                why
             } else {
                 "nothing in its stored request; it was edited by hand or stored under another key"
                     .to_owned()

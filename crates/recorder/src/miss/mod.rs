@@ -177,6 +177,37 @@ fn redacted_material(material: &Value, redactor: &Redactor) -> Value {
     out
 }
 
+/// The paths (as differences name them: `params.arguments.token`) of the strings of `before`
+/// that redaction changed in `after`: what a request and a recording may differ in unseen.
+fn redacted_paths(before: &Value, after: &Value, path: &mut String, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(old), Value::Object(new)) => {
+            for (name, child) in old {
+                let Some(redacted) = new.get(name) else {
+                    continue;
+                };
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(name);
+                redacted_paths(child, redacted, path, out);
+                path.truncate(len);
+            }
+        }
+        (Value::Array(old), Value::Array(new)) => {
+            for (i, (child, redacted)) in old.iter().zip(new).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                redacted_paths(child, redacted, path, out);
+                path.truncate(len);
+            }
+        }
+        (old, new) if old != new => out.push(path.clone()),
+        _ => {}
+    }
+}
+
 fn redact_strings(value: &mut Value, redactor: &Redactor) {
     match value {
         Value::String(s) => *s = redactor.text(s),
