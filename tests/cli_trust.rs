@@ -254,3 +254,54 @@ fn exec_fails_naming_the_key_when_a_recording_is_not_stored() {
     assert!(stderr.contains("1 failed recordings"), "{stderr}");
     assert_eq!(fake.requests(), 1);
 }
+
+/// Issue 25, item 8: the command under `exec` read the real key from its parent's
+/// `/proc/$PPID/environ` (and could read its memory). On Linux the proxy makes itself
+/// undumpable, so no other process of the same user can read either; the command's own
+/// environment holds only the placeholder. Run as `nobody` when the test runs as root, which
+/// may read any process.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_under_exec_cannot_read_the_real_key_from_its_parent() {
+    use std::os::unix::fs::PermissionsExt;
+    const KEY: &str = "sk-proj-Zq8Wm3Lp6Xv1Rk9Tb4Nc7Hd2Jf5Gs0Ay";
+    let dir = Workdir::new();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut command = if root {
+        let mut setpriv = std::process::Command::new("setpriv");
+        setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        setpriv.arg(common::cassette_bin());
+        setpriv
+    } else {
+        std::process::Command::new(common::cassette_bin())
+    };
+    let probe = "tr '\\0' '\\n' < /proc/$PPID/environ; echo environ=$?; \
+                 head -c 64 /proc/$PPID/mem >/dev/null; echo mem=$?; \
+                 echo child=$OPENAI_API_KEY";
+    let out = command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .env("OPENAI_API_KEY", KEY)
+        .current_dir(dir.path())
+        .args(["exec", "--", "sh", "-c", probe])
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(err) if root => {
+            eprintln!("skipped: cannot run setpriv to drop root ({err})");
+            return;
+        }
+        Err(err) => panic!("cannot run cassette: {err}"),
+    };
+    let text = both(&out);
+    assert!(!text.contains(KEY), "the real key was read: {text}");
+    assert!(text.contains("child=cassette"), "{text}");
+    // The reads were tried, and refused, not skipped.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("environ=0"), "{text}");
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(!stdout.contains("mem=0"), "{text}");
+}

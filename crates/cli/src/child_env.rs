@@ -90,6 +90,28 @@ const LOOPBACK: &[&str] = &["localhost", "127.0.0.1", "::1"];
 /// Node 24 (and 22.21+) honours the proxy variables in `fetch` and `http` only when asked.
 const NODE_PROXY_SWITCH: (&str, &str) = ("NODE_USE_ENV_PROXY", "1");
 
+/// Keeps the real keys this process holds from the command it serves. The command's own
+/// environment gets placeholders only, but it could read this process's: on Linux, any process
+/// of the same user may read another's `/proc/PID/environ` (the environment as it was when the
+/// process started, which removing a variable later does not change) and its memory. An
+/// undumpable process's `/proc` files belong to root and it cannot be traced, so neither can
+/// be read (nor is a core dump of it written). Root, or a process with `CAP_SYS_PTRACE`, still
+/// can: docs/proxy.md says what is guaranteed. Elsewhere this does nothing.
+pub(crate) fn hide_own_environment() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: PR_SET_DUMPABLE takes an integer and touches no memory of ours.
+        let done = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        if done != 0 {
+            eprintln!(
+                "cassette: warning: cannot make this process undumpable ({}); the command it \
+                 serves may read its environment in /proc",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
 /// What the child's environment gains or loses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum EnvChange {

@@ -182,6 +182,7 @@ async fn is_cassette(address: SocketAddr) -> bool {
 /// Runs the command behind the proxy.
 pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     init_logging();
+    crate::child_env::hide_own_environment();
     let (program, rest) = args
         .command
         .split_first()

@@ -136,6 +136,8 @@ impl ProxyArgs {
 /// Runs the proxy until SIGINT or SIGTERM, then prints the counters.
 pub(crate) fn run(args: ProxyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     init_logging();
+    // The test processes of a runner plugin run beside it with the same user.
+    crate::child_env::hide_own_environment();
     let settings = args.resolve(file)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
