@@ -305,3 +305,122 @@ fn the_command_under_exec_cannot_read_the_real_key_from_its_parent() {
     assert!(text.contains("Permission denied"), "{text}");
     assert!(!stdout.contains("mem=0"), "{text}");
 }
+
+/// Sends one HTTP/1.1 request to `addr` and returns the whole answer, headers included.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+/// Issue 25, item 9: error messages, `/healthz`, logs and miss bodies echoed userinfo passwords
+/// and `?key=` of refused upstream, route and store URLs (an S3 `endpoint` with userinfo
+/// included). Every URL shown anywhere is shown without them.
+#[test]
+fn no_url_is_shown_with_its_credentials() {
+    use std::io::BufRead;
+    const PASSWORD: &str = "hunter2pw";
+    const KEY: &str = "SEKRITqueryKEY";
+    let dir = Workdir::new();
+    let s3 = format!("s3://b/p?endpoint=http://ak:{PASSWORD}@127.0.0.1:1&region=us-east-1");
+    let refused: Vec<Vec<String>> = vec![
+        vec![
+            "proxy".into(),
+            "--upstream".into(),
+            format!("http://u:{PASSWORD}@127.0.0.1:1/?key={KEY}"),
+        ],
+        vec![
+            "proxy".into(),
+            "--route".into(),
+            format!("x=ftp://u:{PASSWORD}@h/?key={KEY}"),
+        ],
+        vec!["proxy".into(), "--store".into(), format!("{s3}&colour=red")],
+        vec![
+            "proxy".into(),
+            "--store".into(),
+            format!("bogus://u:{PASSWORD}@h"),
+        ],
+    ];
+    for args in &refused {
+        let out = dir.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let text = both(&out);
+        assert_eq!(code(&out), 2, "{text}");
+        assert!(!text.contains(PASSWORD) && !text.contains(KEY), "{text}");
+        assert!(text.contains("invalid value"), "{text}");
+    }
+    // From a settings file, and in `cassette config`.
+    dir.write(
+        "cassette.toml",
+        &format!("store = \"{s3}&colour=red\"\n[routes.x]\nupstream = \"http://u:{PASSWORD}@h\"\n"),
+    );
+    let out = dir.run(&["config"]);
+    let text = both(&out);
+    assert!(!text.contains(PASSWORD), "{text}");
+    assert!(text.contains("unknown option `colour`"), "{text}");
+    std::fs::remove_file(dir.join("cassette.toml")).unwrap();
+    let out = dir.run(&[
+        "config",
+        "--store",
+        &s3,
+        "--upstream",
+        &format!("http://u:{PASSWORD}@h"),
+    ]);
+    let text = both(&out);
+    assert_eq!(code(&out), 0, "{text}");
+    assert!(!text.contains(PASSWORD), "{text}");
+    assert!(text.contains("http://h"), "{text}");
+
+    // A running proxy: its health answer, an error answer from the store and its log.
+    let mut proxy = dir
+        .cassette()
+        .args(["proxy", "--listen", "127.0.0.1:0", "--mode", "replay"])
+        .args(["--store", &s3])
+        .env("AWS_ACCESS_KEY_ID", "ak")
+        .env("AWS_SECRET_ACCESS_KEY", "sk")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(proxy.stderr.take().unwrap());
+    let mut log = String::new();
+    let addr = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the proxy died: {log}"
+        );
+        log.push_str(&line);
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let health = http(&addr, "GET", "/healthz", "");
+    let chat = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    let error = http(&addr, "POST", "/v1/chat/completions", chat);
+    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped yet.
+    unsafe {
+        libc::kill(proxy.id() as i32, libc::SIGTERM);
+    }
+    std::io::Read::read_to_string(&mut stderr, &mut log).unwrap();
+    proxy.wait().unwrap();
+    assert!(health.contains("\"store\""), "{health}");
+    assert!(error.contains("cassette_store_error"), "{error}");
+    assert!(
+        error.contains("127.0.0.1:1"),
+        "the endpoint is named: {error}"
+    );
+    assert!(log.contains("127.0.0.1:1"), "{log}");
+    for text in [&health, &error, &log] {
+        assert!(!text.contains(PASSWORD), "{text}");
+    }
+}

@@ -43,7 +43,11 @@ pub(crate) fn run(
     matches: &ArgMatches,
 ) -> anyhow::Result<ExitCode> {
     let settings = args.recorder.resolve(file)?;
-    let rows = rows(&settings, &args.serve.resolve(file), file, matches);
+    let mut rows = rows(&settings, &args.serve.resolve(file), file, matches);
+    // A store or an upstream URL may carry a password or a key: shown without.
+    for row in &mut rows {
+        row.value = cassette_keying::shown_urls(&row.value).into_owned();
+    }
     if args.json {
         let out = serde_json::json!({
             "file": file.path.as_ref().map(|p| p.display().to_string()),

@@ -121,10 +121,13 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
         mcp::inherit_exec_env();
     }
-    let matches = Cli::command().get_matches();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(err) => exit_shown(err),
+    };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(err) => err.exit(),
+        Err(err) => exit_shown(err),
     };
     // Library warnings (a damaged log line, a cache bypassed, an upstream that broke off) reach
     // stderr whatever the command.
@@ -141,13 +144,26 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            match advice::for_chain(&err) {
-                Some(advice) => eprintln!("cassette: {err:#} ({advice})"),
-                None => eprintln!("cassette: {err:#}"),
-            }
+            // Every URL a message quotes is shown without credentials.
+            let message = match advice::for_chain(&err) {
+                Some(advice) => format!("cassette: {err:#} ({advice})"),
+                None => format!("cassette: {err:#}"),
+            };
+            eprintln!("{}", cassette_keying::shown_urls(&message));
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// Ends on a command-line error, which quotes the value refused (a URL with a password, say):
+/// shown without credentials when it has any, else as clap shows it.
+fn exit_shown(err: clap::Error) -> ! {
+    let text = err.to_string();
+    if let std::borrow::Cow::Owned(shown) = cassette_keying::shown_urls(&text) {
+        eprint!("{shown}");
+        std::process::exit(err.exit_code());
+    }
+    err.exit()
 }
 
 /// Runs one command with the settings file already read and validated.

@@ -289,13 +289,31 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 }
 
 /// Warnings (misses with their explanation, upstream failures) on stderr; `RUST_LOG` overrides.
+/// Standard error for log lines, with every URL in them shown without credentials: library
+/// messages quote what a store or an upstream library said, URLs included. The formatter
+/// writes each line whole.
+struct ShownStderr;
+
+impl std::io::Write for ShownStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let shown = cassette_keying::shown_urls(&text);
+        std::io::Write::write_all(&mut std::io::stderr(), shown.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::Write::flush(&mut std::io::stderr())
+    }
+}
+
 pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Another command may have installed a subscriber already; keeping it is fine.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| ShownStderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .without_time()

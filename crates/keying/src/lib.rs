@@ -47,6 +47,7 @@ mod json_path;
 pub mod mcp;
 mod multipart;
 mod profile;
+mod shown_url;
 mod special;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
@@ -56,6 +57,7 @@ pub use json_path::{JsonPath, JsonPathError};
 pub use mcp::McpRequest;
 pub use multipart::MULTIPART_TEXT_MAX;
 pub use profile::{normalize_path, Profile};
+pub use shown_url::{shown_url, shown_urls};
 
 use doc::{CanonicalBody, Doc};
 use jcs::{HashSink, Sink};

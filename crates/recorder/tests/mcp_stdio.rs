@@ -897,3 +897,21 @@ async fn sequence_mode_answers_repeated_tool_calls_in_order() {
     }
     client.close().await;
 }
+
+/// Issue 25, item 9: the server's command line is quoted in errors and logs, its URLs without
+/// credentials.
+#[test]
+fn a_server_command_is_described_without_the_credentials_of_its_urls() {
+    let command = ServerCommand::new(
+        "npx",
+        vec![
+            "mcp-remote".into(),
+            "https://user:hunter2pw@tools.example/mcp?token=tok-123".into(),
+        ],
+    );
+    let described = command.describe();
+    assert_eq!(
+        described,
+        "npx mcp-remote https://tools.example/mcp?token=[REDACTED]"
+    );
+}

@@ -65,7 +65,7 @@ impl S3Options {
     /// Parses `s3://BUCKET[/PREFIX][?endpoint=..&region=..&allow_http=..&path_style=..]`.
     pub fn from_url(url: &str) -> Result<Self> {
         let invalid = |reason: String| Error::InvalidUrl {
-            url: url.to_owned(),
+            url: cassette_keying::shown_url(url).into_owned(),
             reason,
         };
         let parsed = url::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
@@ -102,6 +102,22 @@ impl S3Options {
             }
         }
         Ok(options)
+    }
+}
+
+/// An object_store error as it may be shown: its messages quote the URLs it requested, with
+/// the endpoint's userinfo in them. Kept as it is when they carry none.
+fn shown_source(err: object_store::Error) -> Box<dyn std::error::Error + Send + Sync> {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    match cassette_keying::shown_urls(&text) {
+        std::borrow::Cow::Borrowed(_) => Box::new(err),
+        std::borrow::Cow::Owned(shown) => Box::new(std::io::Error::other(shown)),
     }
 }
 
@@ -157,6 +173,9 @@ impl S3Store {
             builder = builder.with_virtual_hosted_style_request(!path_style);
         }
         let region = builder.get_config_value(&AmazonS3ConfigKey::Region);
+        // Shown in every message and in health answers: without the userinfo an endpoint
+        // may carry (`http://KEY:SECRET@host`).
+        let endpoint = endpoint.map(|e| cassette_keying::shown_url(&e).into_owned());
         let mut endpoint = endpoint.unwrap_or_else(|| {
             format!(
                 "AWS default endpoint (region {})",
@@ -178,7 +197,7 @@ impl S3Store {
             endpoint: endpoint.clone(),
             action: "configuring bucket",
             key: options.bucket.clone(),
-            source: Box::new(e),
+            source: shown_source(e),
         })?;
         Ok(Self {
             store: Arc::new(store),
@@ -207,7 +226,7 @@ impl S3Store {
             endpoint: format!("{} (bucket {})", self.endpoint, self.bucket),
             action,
             key: key.to_owned(),
-            source: Box::new(source),
+            source: shown_source(source),
         }
     }
 

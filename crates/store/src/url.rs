@@ -34,7 +34,7 @@ impl StoreUrl {
     /// literally, so `sled://.cassette-cache` is relative and `file:///srv/cassettes` absolute.
     pub fn parse(url: &str) -> Result<Self> {
         let invalid = |reason: String| Error::InvalidUrl {
-            url: url.to_owned(),
+            url: cassette_keying::shown_url(url).into_owned(),
             reason,
         };
         let Some((scheme, rest)) = url.split_once("://") else {
@@ -119,7 +119,7 @@ pub fn open_tiered(store_url: &str, cache_url: Option<&str>) -> Result<DynStore>
     };
     if cache_url == store_url {
         return Err(Error::InvalidUrl {
-            url: cache_url.to_owned(),
+            url: cassette_keying::shown_url(cache_url).into_owned(),
             reason: "the cache is the store itself; give a local cache such as \
                      sled://.cassette-cache"
                 .into(),
@@ -177,6 +177,22 @@ mod tests {
             ("s3://b/p?allow_http=maybe", "true or false"),
             ("s3://b/p?endpoint=", "endpoint"),
         ];
+        // Issue 25, item 9: the URL named is shown without credentials.
+        for (url, shown) in [
+            ("ftp://u:hunter2@x", "ftp://x"),
+            (
+                "s3://b/p?endpoint=http://ak:hunter2@h:1&colour=red",
+                "s3://b/p?endpoint=http://h:1&colour=red",
+            ),
+        ] {
+            match StoreUrl::parse(url) {
+                Err(err @ Error::InvalidUrl { .. }) => {
+                    let text = err.to_string();
+                    assert!(text.contains(shown) && !text.contains("hunter2"), "{text}");
+                }
+                other => panic!("{url}: expected InvalidUrl, got {other:?}"),
+            }
+        }
         for (url, needle) in bad {
             match StoreUrl::parse(url) {
                 Err(Error::InvalidUrl { url: u, reason }) => {

@@ -111,12 +111,15 @@ impl ServerLauncher for ServerCommand {
         })
     }
 
+    /// The command line, with every URL in it shown without credentials (`mcp-remote
+    /// https://user:password@host`): it is quoted in errors and logs.
     fn describe(&self) -> String {
-        std::iter::once(&self.program)
+        let line = std::iter::once(&self.program)
             .chain(&self.args)
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" ");
+        cassette_keying::shown_urls(&line).into_owned()
     }
 }
 

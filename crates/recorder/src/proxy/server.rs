@@ -432,7 +432,8 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         &json!({
             "status": "ok",
             "mode": recorder.mode().as_str(),
-            "store": recorder.store().location(),
+            // Shown as every URL is: a store's location may quote an endpoint.
+            "store": recorder.redactor().text(&cassette_keying::shown_urls(&recorder.store().location())),
             "routes": recorder.config().routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
         }),
     )
