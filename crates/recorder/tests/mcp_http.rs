@@ -108,6 +108,18 @@ async fn answer(State(fake): State<Arc<Fake>>, request: Request) -> Response {
                 sse(&[json!({"jsonrpc": "2.0", "id": id, "result": result})]),
             )
         }
+        ("tools/call", Some("huge-json")) => reply(
+            200,
+            "application/json",
+            json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "x".repeat(20_000)}]}}).to_string(),
+        ),
+        ("tools/call", Some("huge-sse")) => {
+            let mut messages: Vec<Value> = (0..10)
+                .map(|i| json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": format!("{i}: {}", "y".repeat(1000))}}))
+                .collect();
+            messages.push(json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}]}}));
+            reply(200, "text/event-stream", sse(&messages))
+        }
         ("tools/call", Some("not-rpc")) => reply(
             200,
             "application/json",
@@ -543,5 +555,50 @@ async fn a_miss_differing_in_a_redacted_argument_names_it() {
         assert!(message.contains("params.arguments.label"), "{message}");
         assert!(!message.contains(asked_key), "{message}");
         replay.stop().await.unwrap();
+    }
+}
+
+/// Issue 25, item 5: an MCP server's answer over the answer limit is not recorded either: read
+/// whole, it is refused naming the limit; streamed, it is passed on as it comes and no longer
+/// read. The lost recordings are counted.
+#[tokio::test]
+async fn an_mcp_answer_over_the_answer_limit_is_not_recorded() {
+    let server = McpServer::start().await;
+    let store = memory();
+    let mut config = config(Mode::Record, &server.url);
+    config.max_answer = 4096;
+    let recorder = Recorder::new(config, store.clone()).unwrap();
+    let recording = spawn(recorder.clone(), &ProxyConfig::ephemeral())
+        .await
+        .unwrap();
+    let mut client = Client::new(&recording);
+    client.initialize().await;
+    let stored = store.list("").await.unwrap().len();
+    let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "huge-json", "arguments": {}}});
+    let refused = client.post(message, "application/json").await;
+    assert_eq!(refused.status(), 502);
+    let text = refused.text().await.unwrap();
+    assert!(
+        text.contains("over the answer limit of 4096 bytes"),
+        "{text}"
+    );
+    let params = json!({"name": "huge-sse", "arguments": {}});
+    let (status, _, messages) = client.call(json!(8), "tools/call", params).await;
+    assert_eq!(status, 200);
+    assert_eq!(messages.len(), 11, "passed on whole");
+    assert_eq!(messages[10]["result"]["content"][0]["text"], "done");
+    recording.stop().await.unwrap();
+    assert_eq!(
+        store.list("").await.unwrap().len(),
+        stored,
+        "nothing more stored"
+    );
+    let failures = recorder.recording_failures();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    for failure in &failures {
+        assert!(
+            failure.reason.contains("answer limit of 4096 bytes"),
+            "{failure}"
+        );
     }
 }

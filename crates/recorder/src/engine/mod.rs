@@ -12,6 +12,7 @@ mod replay;
 mod write;
 
 pub use import::Exchange;
+pub(crate) use recording::read_whole;
 pub(crate) use write::Stamp;
 pub use write::Stored;
 

@@ -560,7 +560,7 @@ async fn cut_stream(
 
 /// The whole body of an answer, or `None` when it is over `limit` bytes (said by its
 /// `content-length`, or found while reading, which then stops).
-async fn read_whole(
+pub(crate) async fn read_whole(
     mut response: reqwest::Response,
     limit: usize,
 ) -> std::result::Result<Option<Bytes>, reqwest::Error> {

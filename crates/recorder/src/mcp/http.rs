@@ -14,8 +14,9 @@
 
 use super::engine::{Answer, McpCall, McpRecorder, Recording, Transcript};
 use super::message::{self, id_text, Message, INVALID_REQUEST};
+use crate::engine::read_whole;
 use crate::engine::Recorder;
-use crate::error::{Error, Result};
+use crate::error::{report, Error, Result};
 use crate::mode::{Mode, Write};
 use crate::response::{Outcome, Response, ResponseBody, Source};
 use crate::upstream::{client_headers, response_headers, upstream_error};
@@ -224,6 +225,7 @@ async fn forward(
         keyed: keyed.clone(),
         started,
         write,
+        endpoint: endpoint.clone(),
         transcript: Transcript {
             request_headers: request.headers.clone(),
             status,
@@ -239,10 +241,22 @@ async fn forward(
     let body = if is_sse {
         ResponseBody::Stream(draft.relay_sse(response))
     } else {
-        let bytes = response.bytes().await.map_err(|e| {
-            engine.recorder().count_upstream_error();
-            upstream_error(&endpoint, &e, engine.recorder().config().upstream_timeout)
-        })?;
+        let limit = engine.recorder().config().max_answer;
+        let bytes = match read_whole(response, limit).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => {
+                let err = Error::AnswerTooLarge { endpoint, limit };
+                if draft.write != Write::Nothing {
+                    engine.recorder().record_failure(&keyed.key, report(&err));
+                }
+                return Err(err);
+            }
+            Err(e) => {
+                engine.recorder().count_upstream_error();
+                let timeout = engine.recorder().config().upstream_timeout;
+                return Err(upstream_error(&endpoint, &e, timeout));
+            }
+        };
         // Only the response to this call is a recording: a success whose body is not one
         // (not JSON, another id, not a response) would replay as a cassette that cannot be
         // read, forever.
@@ -326,6 +340,8 @@ struct Draft {
     started: Instant,
     write: Write,
     transcript: Transcript,
+    /// The server's URL as shown (without credentials), for messages.
+    endpoint: String,
 }
 
 impl Draft {
@@ -357,6 +373,10 @@ impl Draft {
             let mut notifications = Vec::new();
             let mut draft = Some(self);
             let want = draft.as_ref().map(|d| id_text(&d.call.id));
+            let limit = draft
+                .as_ref()
+                .map_or(usize::MAX, |d| d.engine.recorder().config().max_answer);
+            let mut received = 0usize;
             while let Some(piece) = upstream.next().await {
                 let bytes = match piece {
                     Ok(bytes) => bytes,
@@ -369,8 +389,23 @@ impl Draft {
                         return;
                     }
                 };
+                received = received.saturating_add(bytes.len());
+                if received > limit {
+                    // Passed on as it comes, no longer read: a runaway stream is never held.
+                    if let Some(draft) = draft.take() {
+                        notifications = Vec::new();
+                        let err = Error::AnswerTooLarge {
+                            endpoint: draft.endpoint.clone(),
+                            limit,
+                        };
+                        if draft.write != Write::Nothing {
+                            let recorder = draft.engine.recorder();
+                            recorder.record_failure(&draft.keyed.key, report(&err));
+                        }
+                    }
+                }
                 let mut split = Vec::new();
-                if lines.push(&bytes, &mut split).is_ok() {
+                if draft.is_some() && lines.push(&bytes, &mut split).is_ok() {
                     for line in &split {
                         let Some(event) = parser.line(line) else {
                             continue;
