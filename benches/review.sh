@@ -13,19 +13,22 @@
 # Prompts are one to four paragraphs long. Prints the hyperfine table, the size of the HTML
 # file and of the text report, and the verdict counts.
 #
-# Knobs: RUNS=10 WORK=$(mktemp -d). Needs hyperfine and python3.
+# Knobs: RUNS=10 WORK=$(mktemp -d) BIN= FAKE=. Needs hyperfine and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000}
 RUNS=${RUNS:-10}
 command -v hyperfine >/dev/null || { echo "hyperfine is not installed: apt-get install -y hyperfine" >&2; exit 2; }
 
-echo "== building (release)" >&2
-cargo build -q --release --bin cassette
-cargo build -q --release --example fake_upstream
-target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-bin="$target_dir/release/cassette"
-fake="$target_dir/release/examples/fake_upstream"
+if [ -z "${BIN:-}" ] || [ -z "${FAKE:-}" ]; then
+  echo "== building (release)" >&2
+  cargo build -q --release --bin cassette
+  cargo build -q --release --example fake_upstream
+  target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+fi
+# BIN and FAKE choose already built binaries (no build).
+bin=${BIN:-$target_dir/release/cassette}
+fake=${FAKE:-$target_dir/release/examples/fake_upstream}
 
 work=${WORK:-$(mktemp -d)}
 mkdir -p "$work"
