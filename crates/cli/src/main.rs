@@ -10,6 +10,7 @@ mod answer;
 mod bypass;
 mod config;
 mod exec;
+mod grade;
 mod init;
 mod key;
 mod maint;
@@ -63,6 +64,9 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Run a JSONL prompt suite through the recorder and grade each answer.
     Run(run::RunArgs),
+    /// Grade one answer (or, with --jsonl, one a line) with the suite graders, the judge
+    /// recorded and replayed: what the pytest, vitest and jest helpers call.
+    Grade(grade::GradeArgs),
     /// Record or replay a stdio MCP tool server: `cassette mcp -- COMMAND [ARGS...]`.
     Mcp(mcp::McpArgs),
     /// Is a request recorded? If not, the nearest recording and what differs.
@@ -152,6 +156,7 @@ fn run_command(
         Command::Proxy(args) => proxy::run(args, file),
         Command::Exec(args) => exec::run(args, file),
         Command::Run(args) => run::run(args, file),
+        Command::Grade(args) => grade::run(args, file),
         Command::Mcp(args) => mcp::run(args, file),
         Command::Explain(args) => maint::explain::run(args, file),
         Command::Ls(args) => maint::ls::run(args, file),

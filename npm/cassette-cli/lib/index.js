@@ -1,3 +1,16 @@
 // The cassette-cli package's programmatic entry point. The binary does the work; this exports
-// where it is (helpers that start it for test runners go beside it).
+// where it is, and the assertions that ask it to grade answers (`cassette grade`).
 export { BINARY_ENV, BinaryNotFoundError, PLATFORM_PACKAGES, binaryPath } from "./binary.js";
+export {
+  Expectation,
+  GradeError,
+  GradeSession,
+  ReplayMiss,
+  ToolCalls,
+  expect,
+  expectAnswer,
+  getDefaultSession,
+  onMiss,
+  setDefaultSession,
+  toolCalls,
+} from "./expect.js";

@@ -1,0 +1,154 @@
+"""Assertions inside ordinary tests (issue 26): a real pytest suite (expect_py/answers_suite.py)
+and real vitest and jest suites (expect_node/) using cassette-cli's expect() and tool_calls(),
+run under `cassette exec` against the fake vendor and a fake judge (fake_judge.py, PASS/FAIL by
+a rule, so votes split). Recorded once; replayed with the vendor and the judge stopped (zero
+connections to either); a changed criterion or vote count is a miss naming what changed, which
+fails its test with the explanation."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, FakeUpstream, cassette_bin
+from fake_judge import FakeJudge
+
+SUITE = Path(__file__).parent / "expect_py" / "answers_suite.py"
+NODE = Path(__file__).parent / "expect_node"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(
+        PYTHONPATH=str(ROOT / "python"),
+        CASSETTE_BINARY=cassette_bin(),
+        CASSETTE_JUDGE_MODEL="judge-1",
+        CASSETTE_JUDGE_ROUTE="judge",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    env.update(extra)
+    return env
+
+
+class Project:
+    """A user's project folder: cassette.toml mounting the judge, and the cassettes."""
+
+    def __init__(self, root: Path, vendor: FakeUpstream, judge: FakeJudge):
+        self.root = root
+        self.vendor = vendor
+        self.judge = judge
+        (root / "cassette.toml").write_text(f'[routes.judge]\nupstream = "{judge.url}"\n')
+
+    def exec_(self, mode: str, command: list[str], cwd: Path | None = None, **env: str):
+        return subprocess.run(
+            [cassette_bin(), "exec", "--mode", mode, "--upstream", self.vendor.url, "--", *command],
+            cwd=cwd or self.root,
+            env=clean_env(CASSETTE_STORE=f"file://{self.root / 'cassettes'}", CASSETTE_CONFIG=str(self.root / "cassette.toml"), **env),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    def pytest(self, mode: str, **env: str):
+        return self.exec_(
+            mode,
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             "--confcutdir", str(SUITE.parent), "--rootdir", str(SUITE.parent), str(SUITE)],
+            **env,
+        )
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    vendor = FakeUpstream()
+    judge = FakeJudge()
+    yield Project(tmp_path_factory.mktemp("project"), vendor, judge)
+    vendor.close()
+    judge.close()
+
+
+def both(result) -> str:
+    return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+
+
+def test_pytest_suite_records_then_replays_with_vendor_and_judge_stopped(project):
+    recorded = project.pytest("record")
+    assert recorded.returncode == 0, both(recorded)
+    assert "8 passed" in recorded.stdout, both(recorded)
+    # Every vote asked once: the judged expectations of the suite, each vote a question.
+    asked = len(project.judge.questions)
+    assert asked == 16, project.judge.questions
+    assert len(set(project.judge.questions)) == asked, "each question asked once"
+
+    project.vendor.stop()
+    project.judge.stop()
+    vendor_before, judge_before = project.vendor.connections, project.judge.connections
+    replayed = project.pytest("replay")
+    assert replayed.returncode == 0, both(replayed)
+    assert "8 passed" in replayed.stdout, both(replayed)
+    assert project.vendor.connections == vendor_before
+    assert project.judge.connections == judge_before
+
+    # Another criterion: the judged test fails with the miss explained, naming what changed.
+    edited = project.pytest("replay", EXPECT_CRITERION="[split] The reply is kind")
+    assert edited.returncode == 1, both(edited)
+    assert "1 failed, 7 passed" in edited.stdout, both(edited)
+    assert "ReplayMiss: replay miss: the judge's verdict is not recorded" in edited.stdout, both(edited)
+    assert "[-polite-]{+kind+}" in edited.stdout, both(edited)
+    assert "Record it with CASSETTE_MODE=record (or auto)" in edited.stdout, both(edited)
+    # Another vote count asks other questions too.
+    more_votes = project.pytest("replay", EXPECT_VOTES="5")
+    assert more_votes.returncode == 1, both(more_votes)
+    assert "ReplayMiss: replay miss" in more_votes.stdout, both(more_votes)
+    assert "(Vote 1 of [-3.)-]{+5.)+}" in more_votes.stdout, both(more_votes)
+    assert project.judge.connections == judge_before
+    assert project.vendor.connections == vendor_before
+
+
+RUNNERS = {
+    "vitest": ["node", str(NODE / "node_modules" / "vitest" / "vitest.mjs"), "run", "--root", str(NODE),
+               "answers.vitest.test.mjs"],
+    "jest": ["node", "--experimental-vm-modules", str(NODE / "node_modules" / "jest" / "bin" / "jest.js"),
+             "--rootDir", str(NODE), "answers.jest.test.mjs"],
+}
+
+
+@pytest.fixture(params=sorted(RUNNERS))
+def node_project(request, tmp_path_factory):
+    if shutil.which("node") is None or not (NODE / "node_modules" / "vitest").exists():
+        pytest.fail("node and tests/sdk/expect_node/node_modules are needed: run `npm ci --prefix tests/sdk/expect_node`")
+    vendor = FakeUpstream()
+    judge = FakeJudge()
+    yield request.param, Project(tmp_path_factory.mktemp(request.param), vendor, judge)
+    vendor.close()
+    judge.close()
+
+
+def test_node_suites_record_then_replay_with_vendor_and_judge_stopped(node_project):
+    runner, project = node_project
+    command = RUNNERS[runner]
+    recorded = project.exec_("record", command, cwd=NODE)
+    assert recorded.returncode == 0, both(recorded)
+    asked = len(project.judge.questions)
+    assert asked == 8, project.judge.questions
+    assert len(set(project.judge.questions)) == asked, "each question asked once"
+
+    project.vendor.stop()
+    project.judge.stop()
+    vendor_before, judge_before = project.vendor.connections, project.judge.connections
+    replayed = project.exec_("replay", command, cwd=NODE)
+    assert replayed.returncode == 0, both(replayed)
+    assert project.judge.connections == judge_before
+    assert project.vendor.connections == vendor_before
+
+    edited = project.exec_("replay", command, cwd=NODE, EXPECT_CRITERION="[split] The reply is kind")
+    assert edited.returncode == 1, both(edited)
+    output = edited.stdout + edited.stderr
+    assert "ReplayMiss: replay miss: the judge's verdict is not recorded" in output, both(edited)
+    assert "[-polite-]{+kind+}" in output, both(edited)
+    assert project.judge.connections == judge_before
+    assert project.vendor.connections == vendor_before
