@@ -322,6 +322,84 @@ fn bad_files_fail_before_any_io_naming_file_line_and_fix() {
     assert_eq!(fake.requests(), 0, "nothing was sent");
 }
 
+/// Issue 25 item 2: keying settings that leave the prompt, the model or every member out of
+/// the key would make one recording answer every prompt; they are refused with the reason
+/// before anything is sent or stored, unless the named escape hatch says it is meant.
+#[test]
+fn keying_that_leaves_the_prompt_out_is_refused_unless_meant() {
+    let fake = FakeLlm::start();
+    let suite = format!(
+        "{}\n{}",
+        case("a", "Hello", ""),
+        case("b", "Something else entirely", "")
+    );
+    let base = format!(
+        "store = \"file://tapes\"\n[routes.default]\nupstream = \"{}\"\n[keying]\n",
+        fake.url
+    );
+    for (tail, position, what) in [
+        ("ignore = ['$.*']\n", ":5:11:", "every member of the body"),
+        ("ignore = ['$.messages']\n", ":5:11:", "the prompt"),
+        (
+            "volatile = [\"messages\", \"model\"]\n",
+            ":5:13:",
+            "the prompt",
+        ),
+        ("volatile = [\"seed\", \"model\"]\n", ":5:21:", "the model"),
+    ] {
+        let dir = Workdir::new();
+        dir.write("suite.jsonl", &suite);
+        let path = dir.write("cassette.toml", &format!("{base}{tail}"));
+        for args in [
+            &["run", "suite.jsonl", "--mode", "record"][..],
+            &["key", "--path", "/v1/chat/completions"],
+            &["verify"],
+        ] {
+            let out = dir.run(args);
+            assert_eq!(code(&out), 2, "{tail} {args:?}: {}", both(&out));
+            let err = common::stderr(&out);
+            assert!(
+                err.contains(&format!("{}{position}", path.display())),
+                "{tail}: {err}"
+            );
+            assert!(err.contains(what), "{tail}: {err}");
+            assert!(
+                err.contains("one recording would answer every prompt"),
+                "{err}"
+            );
+            assert!(err.contains("dangerously_allow_prompt_out"), "{err}");
+        }
+        assert!(!dir.join("tapes").exists(), "{tail}: a store was opened");
+        // The same settings as a flag are refused alike, naming the flag.
+        let out = dir.run(&[
+            "--no-config",
+            "key",
+            "--path",
+            "/v1/chat/completions",
+            "--volatile",
+            "messages",
+        ]);
+        assert_eq!(code(&out), 2, "{}", both(&out));
+        assert!(
+            common::stderr(&out).contains("--volatile `messages` would leave the prompt out"),
+            "{}",
+            both(&out)
+        );
+    }
+    assert_eq!(fake.requests(), 0, "nothing was sent");
+
+    // The escape hatch: accepted, and then one recording does answer every prompt.
+    let dir = Workdir::new();
+    dir.write("suite.jsonl", &suite);
+    dir.write(
+        "cassette.toml",
+        &format!("{base}dangerously_allow_prompt_out = true\nignore = ['$.messages']\n"),
+    );
+    let out = dir.run(&["run", "suite.jsonl", "--mode", "auto"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(fake.requests(), 1, "{}", both(&out));
+}
+
 #[test]
 fn keying_changed_between_record_and_replay_names_the_difference() {
     let dir = Workdir::new();

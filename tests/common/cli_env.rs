@@ -27,6 +27,10 @@ const SETTINGS: &[&str] = &[
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     "PORT",
+    // Under CI a settings file cannot choose a mode that calls an upstream; tests that mean CI
+    // set it themselves.
+    "CI",
+    "CASSETTE_ALLOW_KEY_ENV",
 ];
 
 /// A temporary working folder.
@@ -120,8 +124,12 @@ pub(crate) fn both(out: &Output) -> String {
 
 /// Standard output parsed as JSON Lines.
 pub(crate) fn json_lines(out: &Output) -> Vec<serde_json::Value> {
-    super::stdout(out)
-        .lines()
+    json_lines_of(&super::stdout(out))
+}
+
+/// A JSON Lines text parsed.
+pub(crate) fn json_lines_of(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is not JSON: {e}")))
         .collect()

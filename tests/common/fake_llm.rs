@@ -13,6 +13,8 @@
 //! - the prompt mentions "json": `{"name": "Ada", "age": 36}`;
 //! - the prompt mentions "bomb" or "hack": a refusal;
 //! - "[noisy]" in the prompt: an answer that changes on every request;
+//! - "[echo-auth]" in the prompt: an answer quoting the credential the request carried (an
+//!   upstream that echoes the route's own key);
 //! - "capital of France": "The capital of France is Paris.";
 //! - anything else: "You said: PROMPT".
 //!
@@ -169,9 +171,23 @@ async fn serve(
 }
 
 /// Answers any request, counting it.
-async fn answer(State(fake): State<Fake>, uri: Uri, body: Bytes) -> Response {
+async fn answer(
+    State(fake): State<Fake>,
+    uri: Uri,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     let n = fake.requests.fetch_add(1, Ordering::SeqCst) + 1;
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let credential = ["authorization", "x-api-key", "x-goog-api-key", "api-key"]
+        .iter()
+        .find_map(|name| headers.get(*name)?.to_str().ok())
+        .unwrap_or("none")
+        .to_owned();
+    if let Value::Object(map) = &mut request {
+        // Seen only by `decide`, through the prompt's "[echo-auth]".
+        map.insert("__credential".to_owned(), Value::from(credential));
+    }
     let (status, answer) = respond(uri.path(), &request, n, &fake);
     (
         status,
@@ -254,6 +270,10 @@ fn decide(request: &Value, n: usize, variant: &str) -> Reply {
     }
     if lower.contains("bomb") || lower.contains("hack") {
         return Reply::Text("I'm sorry, I can't help with that.".to_owned());
+    }
+    if lower.contains("[echo-auth]") {
+        let credential = request["__credential"].as_str().unwrap_or("none");
+        return Reply::Text(format!("You sent the credential {credential}{variant}"));
     }
     let text = if lower.contains("[noisy]") {
         format!("Answer number {n}.")

@@ -46,6 +46,21 @@ def cassette_bin() -> str:
     return path
 
 
+# A Cohere v2 chat answer, as its API documents it.
+COHERE_CHAT = {
+    "id": "c14c80c3-18eb-4519-9460-6c92edd8cfb4",
+    "finish_reason": "COMPLETE",
+    "message": {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "The refund takes 5-7 business days."}],
+    },
+    "usage": {
+        "billed_units": {"input_tokens": 5, "output_tokens": 9},
+        "tokens": {"input_tokens": 71, "output_tokens": 9},
+    },
+}
+
+
 def _gemini_answer(method: str, query: str, body: dict) -> tuple[str, bytes]:
     """Gemini: a function call, or, once the conversation holds a function's result, the
     answer; as one JSON document, an event stream (`alt=sse`) or a JSON-array stream."""
@@ -71,6 +86,13 @@ def _answer_for(path: str, body: dict) -> tuple[str, bytes]:
             return _gemini_answer(method, query, body)
     if path.startswith("/openai/deployments/") and path.endswith("/chat/completions"):
         path = "/v1/chat/completions"
+    # groq's OpenAI-compatible API lives under /openai/v1.
+    if path.startswith("/openai/v1/"):
+        path = path[len("/openai"):]
+    if path == "/v1/audio/transcriptions":
+        return "application/json", json.dumps({"text": "Hello from the recording."}).encode()
+    if path == "/v2/chat":
+        return "application/json", json.dumps(COHERE_CHAT).encode()
     if path == "/v1/chat/completions":
         if stream:
             return "text/event-stream", fixture_bytes("openai_chat_tool.sse")

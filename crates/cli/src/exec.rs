@@ -57,6 +57,10 @@ const BASE_URL_VARIABLES: &[(&str, &str)] = &[
     ("OLLAMA_API_BASE", "/ollama"),
     // google-genai, pydantic-ai `google:`
     ("GOOGLE_GEMINI_BASE_URL", "/gemini"),
+    // groq (Python): joins /openai/v1/... itself
+    ("GROQ_BASE_URL", "/groq"),
+    // cohere (Python)
+    ("CO_API_URL", "/cohere"),
 ];
 
 /// The route Azure OpenAI clients are pointed at, when one is configured (an Azure resource has
@@ -66,10 +70,28 @@ const AZURE_ENDPOINT_VARIABLE: &str = "AZURE_OPENAI_ENDPOINT";
 
 /// Settings of clients that would otherwise call out on their own, whatever their base URL:
 /// set unless the user set them. litellm downloads its price list when imported;
-/// openai-agents posts traces to the vendor directly (and only with the placeholder key).
+/// openai-agents posts traces to the vendor directly (and only with the placeholder key); the
+/// rest are the documented telemetry opt-outs of popular frameworks, whose reports replay would
+/// refuse (failing an all-hits run) and record would send out unrecorded.
 const CLIENT_DEFAULTS: &[(&str, &str)] = &[
     ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
     ("OPENAI_AGENTS_DISABLE_TRACING", "1"),
+    // CrewAI: telemetry.crewai.com
+    ("CREWAI_DISABLE_TELEMETRY", "true"),
+    // Haystack: its PostHog telemetry
+    ("HAYSTACK_TELEMETRY_ENABLED", "False"),
+    // chromadb: PostHog product telemetry
+    ("ANONYMIZED_TELEMETRY", "False"),
+    // mem0: PostHog telemetry
+    ("MEM0_TELEMETRY", "False"),
+    // huggingface_hub: usage pings
+    ("HF_HUB_DISABLE_TELEMETRY", "1"),
+    // Gradio: analytics
+    ("GRADIO_ANALYTICS_ENABLED", "False"),
+    // unstructured and other Scarf-instrumented packages
+    ("SCARF_NO_ANALYTICS", "true"),
+    // The shared convention many tools honour (consoledonottrack.com)
+    ("DO_NOT_TRACK", "1"),
 ];
 
 /// The proxy variables clients honour (curl reads only the lower-case `http_proxy`; most
@@ -98,13 +120,19 @@ const NODE_PROXY_SWITCH: (&str, &str) = ("NODE_USE_ENV_PROXY", "1");
     ANTHROPIC_BASE_URL=<proxy>/anthropic\n  \
     OLLAMA_HOST and OLLAMA_API_BASE=<proxy>/ollama\n  \
     GOOGLE_GEMINI_BASE_URL=<proxy>/gemini\n  \
+    GROQ_BASE_URL=<proxy>/groq, CO_API_URL=<proxy>/cohere\n  \
     AZURE_OPENAI_ENDPOINT=<proxy>/azure, when a route named azure exists\n  \
     HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case)=<proxy>, NO_PROXY=localhost,127.0.0.1,::1\n    \
     and the allowed hosts, unless --no-catch-bypass\n  \
     CASSETTE_PROXY_URL=<proxy>\n  \
     CASSETTE_MODE, CASSETTE_STORE, CASSETTE_REPEATS (and CASSETTE_CACHE) of this exec\n  \
-    CASSETTE_EXEC_REPORT=<file where cassette mcp reports misses>\n\
-    and OPENAI_API_KEY=cassette (ANTHROPIC_API_KEY, GEMINI_API_KEY, GOOGLE_API_KEY and every\n\
+    CASSETTE_EXEC_REPORT=<file where cassette mcp reports misses>\n  \
+    LITELLM_LOCAL_MODEL_COST_MAP, OPENAI_AGENTS_DISABLE_TRACING and the telemetry opt-outs\n    \
+    CREWAI_DISABLE_TELEMETRY, HAYSTACK_TELEMETRY_ENABLED, ANONYMIZED_TELEMETRY, MEM0_TELEMETRY,\n    \
+    HF_HUB_DISABLE_TELEMETRY, GRADIO_ANALYTICS_ENABLED, SCARF_NO_ANALYTICS, DO_NOT_TRACK,\n    \
+    each unless already set\n\
+    and OPENAI_API_KEY=cassette (ANTHROPIC_API_KEY, GEMINI_API_KEY, GOOGLE_API_KEY, GROQ_API_KEY,\n\
+    CO_API_KEY and every\n\
     route's key variable alike): the real keys stay with the proxy, which sends each route's\n\
     own key upstream. A client key variable no route reads is passed on as set.\n\
     Exit status: 2 on any replay miss, failed recording or request that bypassed the base URL\n\
@@ -303,10 +331,16 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .envs(nested_env(&settings))
             .env(crate::mcp::REPORT_ENV, mcp_report.path());
         let lookup = |name: &str| std::env::var(name).ok();
+        let mut set = std::collections::HashMap::new();
         for change in child_env(&url, &settings.keys, &serve, lookup) {
             match change {
-                EnvChange::Set(name, value) => command.env(name, value),
-                EnvChange::Remove(name) => command.env_remove(name),
+                EnvChange::Set(name, value) => {
+                    command.env(&name, &value);
+                    set.insert(name, value);
+                }
+                EnvChange::Remove(name) => {
+                    command.env_remove(name);
+                }
             };
         }
         let mut child = command
@@ -328,6 +362,7 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             missed: handle.misses(),
             mcp,
             failures: recording.recording_failures(),
+            set,
         };
         Ok(outcome.report(&settings, status))
     })
@@ -343,6 +378,8 @@ struct Outcome {
     mcp: crate::mcp::ExecMcpReport,
     /// The answers that were to be recorded and were not stored.
     failures: Vec<cassette_recorder::RecordingFailure>,
+    /// The variables exec set for the command, and their values (for the bypass report).
+    set: std::collections::HashMap<String, String>,
 }
 
 impl Outcome {
@@ -355,6 +392,7 @@ impl Outcome {
             missed,
             mcp,
             failures,
+            set: _,
         } = self;
         let misses = stats.recorder.misses + mcp.misses.len() as u64;
         let refused = *mode == Mode::Replay && stats.bypass_count() > 0;
@@ -379,8 +417,8 @@ impl Outcome {
             "cassette exec ({mode}, store {store}): {}{mcp_summary}{keys}{idle}{hint}",
             summary(stats)
         );
-        if let Some(bypass) = crate::bypass::report(stats, *mode) {
-            eprintln!("cassette exec: {bypass}");
+        for line in crate::bypass::report(stats, *mode, &|name| self.set.get(name).cloned()) {
+            eprintln!("cassette exec: {line}");
         }
         for line in missed_lines(missed, &mcp.misses) {
             eprintln!("{line}");
@@ -542,8 +580,14 @@ mod tests {
             ("OLLAMA_HOST", "http://127.0.0.1:5/ollama"),
             ("OLLAMA_API_BASE", "http://127.0.0.1:5/ollama"),
             ("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:5/gemini"),
+            ("GROQ_BASE_URL", "http://127.0.0.1:5/groq"),
+            ("CO_API_URL", "http://127.0.0.1:5/cohere"),
             ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
             ("OPENAI_AGENTS_DISABLE_TRACING", "1"),
+            ("CREWAI_DISABLE_TELEMETRY", "true"),
+            ("HAYSTACK_TELEMETRY_ENABLED", "False"),
+            ("ANONYMIZED_TELEMETRY", "False"),
+            ("DO_NOT_TRACK", "1"),
         ] {
             assert_eq!(get(&env, name), Some(value), "{name}");
         }
@@ -606,11 +650,13 @@ mod tests {
     fn a_users_own_client_settings_win_over_the_defaults() {
         let own = |name: &str| match name {
             "LITELLM_LOCAL_MODEL_COST_MAP" => Some("False".to_owned()),
+            "CREWAI_DISABLE_TELEMETRY" => Some("false".to_owned()),
             "NODE_USE_ENV_PROXY" => Some("0".to_owned()),
             _ => None,
         };
         let env = env_of(&built_in(None, None), own);
         assert_eq!(get(&env, "LITELLM_LOCAL_MODEL_COST_MAP"), None);
+        assert_eq!(get(&env, "CREWAI_DISABLE_TELEMETRY"), None);
         assert_eq!(get(&env, "NODE_USE_ENV_PROXY"), None);
         assert_eq!(get(&env, "OPENAI_AGENTS_DISABLE_TRACING"), Some("1"));
     }

@@ -68,7 +68,7 @@ pub(crate) fn run(args: KeyArgs, file: &SettingsFile) -> anyhow::Result<ExitCode
         Some(file) => request_file::load(file)?,
         None => from_flags(&args)?,
     };
-    let config = args.keying.config(file);
+    let config = args.keying.config(file)?;
     let keyed = request.key(&config);
     if args.json {
         let out = json!({

@@ -143,8 +143,9 @@ pub(crate) fn run(args: ProxyArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
     let mode = settings.recorder.config.mode;
     let stats = runtime.block_on(serve(settings))?;
     eprintln!("cassette proxy: stopped; {}", summary(&stats));
-    if let Some(bypass) = crate::bypass::report(&stats, mode) {
-        eprintln!("cassette proxy: {bypass}");
+    // The proxy sets no variable for anyone: each bypass is told what to set.
+    for line in crate::bypass::report(&stats, mode, &|_| None) {
+        eprintln!("cassette proxy: {line}");
     }
     Ok(ExitCode::SUCCESS)
 }

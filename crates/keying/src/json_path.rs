@@ -75,6 +75,42 @@ impl JsonPath {
         self.segments.is_empty()
     }
 
+    /// Whether removing what the path selects could take the question out of a body: the
+    /// whole body, a member named in `question` (or every top-level member), elements of one,
+    /// or, inside one, the members named in `text` that carry the prompt's words
+    /// (`$.messages[*].content`). Paths that stop at something else inside a question
+    /// (`$.messages[*].tool_calls[*].id`) leave it in.
+    pub fn may_remove_question(&self, question: &[&str], text: &[&str]) -> bool {
+        #[derive(Clone, Copy, PartialEq)]
+        enum At {
+            Root,
+            Question,
+            Other,
+        }
+        let mut at = At::Root;
+        for segment in &self.segments {
+            at = match (at, segment) {
+                // A descendant matches at any depth, the top level included.
+                (_, Segment::Descendant(name))
+                    if question.contains(&name.as_str()) || text.contains(&name.as_str()) =>
+                {
+                    At::Question
+                }
+                (_, Segment::Descendant(_)) => At::Other,
+                (At::Root, Segment::Child(name)) if question.contains(&name.as_str()) => {
+                    At::Question
+                }
+                (At::Root, Segment::Wildcard) => At::Question,
+                (At::Question, Segment::Index(_) | Segment::Wildcard) => At::Question,
+                (At::Question, Segment::Child(name)) if text.contains(&name.as_str()) => {
+                    At::Question
+                }
+                _ => At::Other,
+            };
+        }
+        at != At::Other
+    }
+
     /// Calls `f` on every value the path selects under `value`; returns how many there were.
     pub fn for_each_mut(&self, value: &mut Value, f: &mut dyn FnMut(&mut Value)) -> usize {
         visit(value, &self.segments, f)
@@ -305,6 +341,43 @@ mod tests {
         seen.sort_by_key(|v| v.as_i64());
         assert_eq!(seen, [json!(1), json!(2), json!(3), json!(4)]);
         assert_eq!(path("$.missing.id").for_each_mut(&mut doc, &mut |_| {}), 0);
+    }
+
+    #[test]
+    fn paths_that_could_remove_the_question_are_told_apart() {
+        let question = ["model", "messages", "contents"];
+        let text = ["content", "text", "parts"];
+        for bad in [
+            "$",
+            "$.*",
+            "$[*]",
+            "$.messages",
+            "$['model']",
+            "$..messages",
+            "$..model",
+            "$.messages[*]",
+            "$.messages[0]",
+            "$.messages[*].content",
+            "$.messages[*].content[*].text",
+            "$.contents[*].parts",
+            "$.contents[*].parts[*].text",
+            "$..content",
+            "$..text",
+            "$.metadata..messages",
+        ] {
+            assert!(path(bad).may_remove_question(&question, &text), "{bad}");
+        }
+        for good in [
+            "$.messages[*].tool_calls[*].id",
+            "$.contents[*].parts[*].functionCall.id",
+            "$..call_id",
+            "$.seed",
+            "$.*.id",
+            "$.metadata.content",
+            "$.messages[*].name",
+        ] {
+            assert!(!path(good).may_remove_question(&question, &text), "{good}");
+        }
     }
 
     #[test]

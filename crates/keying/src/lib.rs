@@ -45,6 +45,7 @@ mod doc;
 mod jcs;
 mod json_path;
 pub mod mcp;
+mod multipart;
 mod profile;
 mod special;
 
@@ -53,6 +54,7 @@ pub use diff::{diff, shorten, Change, Difference, MAX_SHOWN};
 pub use jcs::to_canonical_string;
 pub use json_path::{JsonPath, JsonPathError};
 pub use mcp::McpRequest;
+pub use multipart::MULTIPART_TEXT_MAX;
 pub use profile::{normalize_path, Profile};
 
 use doc::{CanonicalBody, Doc};
@@ -189,6 +191,96 @@ impl KeyConfig {
             path.remove(body);
         }
     }
+}
+
+/// Top-level body members that hold what a request asks, across the profiles: the model and
+/// the prompt (messages, system text, input, instructions, Gemini's contents and system
+/// instruction). Keying settings that would leave one of them out give every prompt sent to a
+/// path one key, so one recording would answer them all; [`KeyConfig::question_left_out`]
+/// finds such settings so that a caller can refuse them.
+pub const QUESTION_MEMBERS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "input",
+    "instructions",
+    "prompt",
+    "contents",
+    "systemInstruction",
+    "system_instruction",
+];
+
+/// Members that carry a prompt's words inside a question member (a message's `content`, a
+/// Gemini part's `text`, a content's `parts`).
+pub const PROMPT_TEXT_MEMBERS: &[&str] = &["content", "text", "parts"];
+
+/// One keying setting that would leave the question (the model, the prompt or the whole body)
+/// out of the key: which setting, and what it leaves out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionLeftOut {
+    /// The setting as it is spelled in [`CanonicalKeyConfig`]: `volatile` or `ignore`.
+    pub setting: &'static str,
+    /// The member name or the path, as given (paths in canonical spelling).
+    pub value: String,
+    /// What it leaves out, as a phrase: "the model", "the prompt", "the whole body".
+    pub what: &'static str,
+}
+
+impl KeyConfig {
+    /// The settings that would leave the model, the prompt or the whole body out of the key
+    /// (see [`QUESTION_MEMBERS`]); empty for every configuration that keeps them in.
+    pub fn question_left_out(&self) -> Vec<QuestionLeftOut> {
+        let mut out = Vec::new();
+        for name in &self.extra_volatile {
+            if let Some(what) = question_member(name) {
+                out.push(QuestionLeftOut {
+                    setting: "volatile",
+                    value: name.clone(),
+                    what,
+                });
+            }
+        }
+        for path in &self.ignore {
+            if let Some(what) = path_leaves_out(path) {
+                out.push(QuestionLeftOut {
+                    setting: "ignore",
+                    value: path.to_string(),
+                    what,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// What leaving the top-level member `name` out of the key leaves out, if it is a question.
+fn question_member(name: &str) -> Option<&'static str> {
+    match name {
+        "model" => Some("the model"),
+        _ if QUESTION_MEMBERS.contains(&name) => Some("the prompt"),
+        _ => None,
+    }
+}
+
+/// What removing the values `path` selects could leave out of the key, if it is the question.
+pub fn path_leaves_out(path: &JsonPath) -> Option<&'static str> {
+    if path.is_root() {
+        return Some("the whole body");
+    }
+    if !path.may_remove_question(QUESTION_MEMBERS, PROMPT_TEXT_MEMBERS) {
+        return None;
+    }
+    // With no member named, only a wildcard at the top (`$.*`) still selects the question.
+    if path.may_remove_question(&[], &[]) {
+        return Some("every member of the body");
+    }
+    let only_model = path.may_remove_question(&["model"], &[])
+        && !path.may_remove_question(&QUESTION_MEMBERS[1..], PROMPT_TEXT_MEMBERS);
+    Some(if only_model {
+        "the model"
+    } else {
+        "the prompt"
+    })
 }
 
 /// The fingerprint of `KeyConfig::default()`.
@@ -476,7 +568,8 @@ pub enum BodyKind {
     Empty,
     /// One JSON value in UTF-8, as `serde_json` reads it: keyed in canonical form.
     Json,
-    /// Anything else (not UTF-8, not JSON, trailing bytes): keyed by the SHA-256 of its bytes.
+    /// Anything else (not UTF-8, not JSON, trailing bytes): keyed by the SHA-256 of its bytes,
+    /// or, for a well-formed `multipart/form-data` body, by its parts.
     Opaque,
 }
 
@@ -596,6 +689,12 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
         (None, None) => Streaming::default(),
     };
     let is_json = doc.is_some() || value.is_some();
+    // A raw body that is a well-formed multipart form is keyed by its parts, not its bytes
+    // (docs/keying.md, "Multipart bodies"): its boundary is random.
+    let parts = (!is_json && !request.body.is_empty())
+        .then(|| multipart::keyed_parts(&request.headers, request.body))
+        .flatten();
+    let is_form = parts.is_some();
     let body = match (&doc, value) {
         (Some(doc), _) => Some(Body::Fast(doc.canonical(profile, config))),
         (None, Some(value)) => {
@@ -603,9 +702,10 @@ fn write_material<S: Sink>(request: &Request<'_>, config: &KeyConfig, out: &mut 
             config.remove_ignored(&mut body);
             Some(Body::Value(body))
         }
-        (None, None) => None,
+        (None, None) => parts.map(Body::Value),
     };
-    let body_sha256 = (!is_json && !request.body.is_empty()).then(|| sha256_hex(request.body));
+    let body_sha256 =
+        (!is_json && !is_form && !request.body.is_empty()).then(|| sha256_hex(request.body));
     let system_sha256 = match &body {
         Some(Body::Fast(body)) => body.system_text(profile).map(|pieces| {
             let mut hasher = Sha256::new();
@@ -713,6 +813,35 @@ fn hex(digest: &[u8; 32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_that_leave_the_question_out_are_found() {
+        let config = KeyConfig {
+            extra_volatile: vec!["seed".into(), "messages".into(), "model".into()],
+            keep_volatile: vec!["user".into()],
+            ignore: ["$.*", "$.messages", "$..model", "$..call_id", "$"]
+                .iter()
+                .map(|p| JsonPath::parse(p).unwrap())
+                .collect(),
+        };
+        let found: Vec<(String, &str)> = config
+            .question_left_out()
+            .into_iter()
+            .map(|q| (format!("{} {}", q.setting, q.value), q.what))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("volatile messages".to_owned(), "the prompt"),
+                ("volatile model".to_owned(), "the model"),
+                ("ignore $[*]".to_owned(), "every member of the body"),
+                ("ignore $.messages".to_owned(), "the prompt"),
+                ("ignore $..model".to_owned(), "the model"),
+                ("ignore $".to_owned(), "the whole body"),
+            ]
+        );
+        assert!(KeyConfig::default().question_left_out().is_empty());
+    }
 
     #[test]
     fn keys_are_exactly_64_lowercase_hex_characters() {

@@ -108,6 +108,25 @@ impl FileStore {
         Ok(found)
     }
 
+    /// What the index folder holds that is not a segment this store reads: symlinks (never
+    /// followed), folders, and files whose names are no segment names; hidden temp files of
+    /// interrupted writes aside. Sorted, so `cassette index` can say what it kept.
+    pub fn foreign_segments(&self) -> Result<Vec<PathBuf>> {
+        let mut found: Vec<PathBuf> = read_dir(&self.root.join(SEGMENT_FOLDER))?
+            .iter()
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                let regular = e.file_type().is_ok_and(|t| t.is_file());
+                let segment = regular && SegmentName::parse(&name).is_some();
+                !(name.starts_with('.') || segment)
+            })
+            .map(fs::DirEntry::path)
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
     fn shard_dirs(&self, prefix: &str) -> Result<Vec<PathBuf>> {
         if prefix.len() >= 2 {
             let dir = self.root.join(&prefix[..2]);
@@ -369,21 +388,29 @@ impl Store for FileStore {
         .await
     }
 
+    /// A segment is a regular file of the index folder: a symlink there is not followed (it
+    /// could point anywhere on the machine), and reads as no segment.
     async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
         let path = self.segment_path(name);
-        blocking("file", self.location(), move || match fs::read(&path) {
-            Ok(bytes) => Ok(Some(Bytes::from(bytes))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(io_error("reading", &path, source)),
+        blocking("file", self.location(), move || {
+            match read_no_follow(&path) {
+                Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(_) if is_symlink(&path) => Ok(None),
+                Err(source) => Err(io_error("reading", &path, source)),
+            }
         })
         .await
     }
 
+    /// The regular files of the index folder with segment names; symlinks, folders and other
+    /// names are not segments (see [`FileStore::foreign_segments`]).
     async fn list_segments(&self) -> Result<Vec<SegmentName>> {
         let dir = self.root.join(SEGMENT_FOLDER);
         blocking("file", self.location(), move || {
             let mut names: Vec<SegmentName> = read_dir(&dir)?
                 .iter()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
                 .filter_map(|e| SegmentName::parse(&e.file_name().to_string_lossy()))
                 .collect();
             names.sort();
@@ -396,6 +423,26 @@ impl Store for FileStore {
         let path = self.segment_path(name);
         blocking("file", self.location(), move || remove_if_present(&path)).await
     }
+}
+
+/// Reads a file without following a symlink in its place.
+fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW);
+    }
+    let mut file = options.open(path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn is_symlink(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// Deletes `path`; one already gone is deleted too (deletes are idempotent, like S3's).

@@ -85,6 +85,19 @@ impl StoreUrl {
     }
 }
 
+impl StoreUrl {
+    /// Opens the store for reading only, creating nothing where the backend allows: a `sled://`
+    /// database that cannot be opened in place (a full disk) is read from a snapshot copy
+    /// ([`SledStore::open_read_only`]); every other store opens as [`StoreUrl::open`] does.
+    pub fn open_read_only(&self) -> Result<DynStore> {
+        match self {
+            #[cfg(feature = "sled")]
+            Self::Sled(path) => Ok(Arc::new(SledStore::open_read_only(path)?)),
+            _ => self.open(),
+        }
+    }
+}
+
 /// Why a scheme whose backend was left out of this build cannot be opened.
 #[cfg(not(all(feature = "s3", feature = "sled")))]
 fn not_built(scheme: &str) -> String {

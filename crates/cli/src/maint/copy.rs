@@ -62,7 +62,7 @@ pub(crate) fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
             args.to
         );
     }
-    let from = args.from.open_existing()?;
+    let from = args.from.open_for_reading()?;
     let to = args.to.open()?;
     let (copied, skipped, failed) =
         runtime()?.block_on(copy_all(&from, &to, write, usize::from(args.jobs)))?;

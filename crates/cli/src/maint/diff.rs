@@ -84,8 +84,8 @@ pub(crate) fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     } else {
         Detail::Each
     };
-    let a = args.a.open_existing()?;
-    let b = args.b.open_existing()?;
+    let a = args.a.open_for_reading()?;
+    let b = args.b.open_for_reading()?;
     let rt = runtime()?;
     let read = |loaded: Vec<super::Loaded>| -> BTreeMap<Key, Result<Cassette, String>> {
         loaded.into_iter().map(|(k, _, c)| (k, c)).collect()

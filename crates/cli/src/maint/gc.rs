@@ -5,6 +5,12 @@
 //! A later occurrence of a request (recorded in sequence mode) is kept while its request's
 //! first occurrence is used: a run that answers repeats with one recording logs only that one,
 //! and deleting the rest of the sequence would break the next run in sequence mode.
+//!
+//! A recorder can be running beside gc. It logs a cassette's key before it stores the
+//! cassette, and gc reads the usage logs again after it has listed the store, so every
+//! cassette gc lists that a logging recorder wrote is named by the logs gc judges by: none is
+//! deleted for being younger than the log gc first read. A recorder that logs nowhere, or to a
+//! log gc is not given, records cassettes gc counts as unused, as it always did.
 
 use super::{runtime, StoreArgs};
 use crate::settings::SettingsFile;
@@ -49,21 +55,7 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
     } else {
         Action::Delete
     };
-    let mut used: HashSet<Key> = HashSet::new();
-    for log in &args.usage_logs {
-        let text = std::fs::read_to_string(log)
-            .with_context(|| format!("reading the usage log {}", log.display()))?;
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() {
-                continue;
-            }
-            let Some(key) = Key::parse(line) else {
-                bail!("{}:{}: {line:?} is not a key", log.display(), i + 1);
-            };
-            used.insert(key);
-        }
-    }
+    let mut used = read_logs(&args.usage_logs)?;
     if used.is_empty() {
         // An empty log most likely means logging was not on; deleting every cassette on that
         // evidence would be a disaster.
@@ -82,6 +74,9 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
                 keys.len()
             );
         }
+        // After the listing: a recorder logs a key before it stores the cassette, so every
+        // cassette just listed that a logging recorder wrote is named now.
+        used.extend(read_logs(&args.usage_logs)?);
         let candidates: Vec<Key> = keys
             .iter()
             .filter(|k| !used.contains(*k))
@@ -128,6 +123,26 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The usage logs' keys; every line must be one.
+fn read_logs(logs: &[PathBuf]) -> anyhow::Result<HashSet<Key>> {
+    let mut used = HashSet::new();
+    for log in logs {
+        let text = std::fs::read_to_string(log)
+            .with_context(|| format!("reading the usage log {}", log.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let Some(key) = Key::parse(line) else {
+                bail!("{}:{}: {line:?} is not a key", log.display(), i + 1);
+            };
+            used.insert(key);
+        }
+    }
+    Ok(used)
 }
 
 /// Splits the unused candidates into those to delete and the number kept: later occurrences

@@ -23,6 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use yaml_serde::Value as Yaml;
 
+/// The largest vcrpy cassette read.
+const MAX_YAML_FILE: u64 = 256 << 20;
+
 /// Arguments of `cassette import`.
 #[derive(Debug, clap::Args)]
 #[command(
@@ -231,12 +234,34 @@ fn seed_body(mut params: Map<String, Value>) -> anyhow::Result<Value> {
 
 /// The interactions of a vcrpy cassette.
 fn vcr_exchanges(path: &Path, routes: &[Route]) -> anyhow::Result<Vec<Exchange>> {
+    let size = std::fs::metadata(path)?.len();
+    if size > MAX_YAML_FILE {
+        bail!("it is {size} bytes; a vcrpy cassette read here is at most {MAX_YAML_FILE}");
+    }
     let text = std::fs::read_to_string(path)?;
+    // Before the YAML library: its parser takes time quadratic in flow nesting.
+    if let Some((line, column)) = super::yaml_depth::too_deep(&text, super::yaml_depth::MAX_DEPTH) {
+        bail!(
+            "not a vcrpy cassette: it nests collections more than {} levels deep at line {line}, \
+             column {column} (a vcrpy cassette nests a few), so it is not read",
+            super::yaml_depth::MAX_DEPTH
+        );
+    }
     // The YAML library resolves the standard `!!binary` tag to its base64 text, losing that
     // the body was binary; a local tag in its place keeps it.
     let binary = regex::Regex::new(r"(:[ \t]+|-[ \t]+)!!binary(\s)").expect("a valid regex");
     let text = binary.replace_all(&text, "$1!binary$2");
-    let doc: Yaml = yaml_serde::from_str(&text).context("not valid YAML")?;
+    let doc: Yaml = yaml_serde::from_str(&text).map_err(|err| {
+        let err = err.to_string();
+        if err.contains("recursion limit exceeded") {
+            // Block nesting: the library stops at its limit, in linear time.
+            anyhow!(
+                "not a vcrpy cassette: it nests collections too deeply for the YAML reader ({err})"
+            )
+        } else {
+            anyhow!("not valid YAML: {err}")
+        }
+    })?;
     let interactions = doc
         .get("interactions")
         .and_then(Yaml::as_sequence)

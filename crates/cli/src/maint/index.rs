@@ -6,6 +6,8 @@ use super::{runtime, StoreArgs};
 use crate::settings::{KeyingArgs, SettingsFile};
 use anyhow::Context;
 use cassette_recorder::miss::compact;
+use cassette_store::fs::FileStore;
+use cassette_store::StoreUrl;
 use std::process::ExitCode;
 
 /// Arguments of `cassette index`.
@@ -26,7 +28,9 @@ pub(crate) struct IndexArgs {
 
 /// Runs `cassette index`.
 pub(crate) fn run(args: IndexArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
-    let store = args.store.open(file)?;
+    let config = args.keying.config(file)?;
+    let spec = args.store.resolve(file);
+    let store = spec.open()?;
     if !store.keeps_segments() {
         eprintln!(
             "{} keeps no index segments: a miss there reads the cassettes themselves",
@@ -34,10 +38,29 @@ pub(crate) fn run(args: IndexArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let config = args.keying.config(file);
     let done = runtime()?
         .block_on(compact(&store, &config))
         .with_context(|| format!("indexing {}", store.location()))?;
+    // What is not ours stays where it is, and is named.
+    for name in &done.kept {
+        eprintln!(
+            "cassette index: warning: kept segment {name} of {}: it is not an index segment \
+             cassette wrote (damaged, or another tool's), so it was neither read nor deleted",
+            store.location()
+        );
+    }
+    if let StoreUrl::File(root) = spec.url() {
+        let foreign = FileStore::open(root)
+            .and_then(|s| s.foreign_segments())
+            .with_context(|| format!("listing the index folder of {}", store.location()))?;
+        for path in foreign {
+            eprintln!(
+                "cassette index: warning: kept {}: not an index segment (a symlink, a folder or \
+                 another name), never read, followed or deleted",
+                path.display()
+            );
+        }
+    }
     eprintln!(
         "indexed {} cassettes in {} into {}: {} read, {} segments folded in{}",
         done.cassettes,

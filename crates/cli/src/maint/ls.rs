@@ -40,7 +40,7 @@ pub(crate) fn run(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
 
 fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let spec = args.store.resolve(file);
-    let store = spec.open_existing()?;
+    let store = spec.open_for_reading()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let loaded = runtime()?.block_on(load_all(&store))?;

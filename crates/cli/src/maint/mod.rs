@@ -13,6 +13,7 @@ pub(crate) mod ls;
 pub(crate) mod probe;
 pub(crate) mod show;
 pub(crate) mod verify;
+mod yaml_depth;
 
 use crate::answer::{self, Answer};
 use crate::settings::StoreSpec;

@@ -6,7 +6,7 @@
 //! also graded by its deterministic graders. Nothing is stored, unless the mode is `record`:
 //! then every answer is recorded as a re-record would, and the cassette keeps the last one.
 
-use crate::answer::{self, Answer};
+use crate::answer::Answer;
 use crate::request_file;
 use crate::run::graders::Check;
 use crate::run::suite::{self, Case};
@@ -197,10 +197,11 @@ async fn probe(recorder: &Recorder, target: &Target, n: u16) -> anyhow::Result<P
             bail!(
                 "request {} of {n} answered HTTP {status}: {}",
                 i + 1,
-                String::from_utf8_lossy(&body)
+                recorder.redactor().text(&String::from_utf8_lossy(&body))
             );
         }
-        let answer = answer::from_bytes(profile, &body);
+        // Printed, never stored: redacted as a cassette would be all the same.
+        let answer = crate::run::redacted_answer(recorder, profile, &body);
         match answers
             .iter_mut()
             .find(|(a, _)| a.text == answer.text && a.tool_calls == answer.tool_calls)

@@ -24,7 +24,7 @@ pub(crate) struct ShowArgs {
 
 /// Runs `cassette show`.
 pub(crate) fn run(args: ShowArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
-    let store = args.store.open_existing(file)?;
+    let store = args.store.open_for_reading(file)?;
     let (key, bytes) = runtime()?.block_on(async {
         let key = resolve_key(&store, &args.key).await?;
         let bytes = store

@@ -6,6 +6,8 @@
 //! to its occurrence key, names its request's base key, and follows every earlier occurrence
 //! (a gap would make replay miss halfway through the sequence). `--strict` also fails when git has uncommitted
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
+//! The saved runs of `cassette run` (`.cassette/runs/`, or `--runs-dir`) are audited for
+//! credential-shaped text too: they hold answers, and must be as clean as the cassettes.
 
 use super::{foreign_files, load_all, runtime, store_exists, StoreArgs};
 use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
@@ -36,6 +38,11 @@ pub(crate) struct VerifyArgs {
     /// How the recorder keyed bodies, so keys are recomputed the way they were computed.
     #[command(flatten)]
     keying: KeyingArgs,
+
+    /// Where `cassette run` saved its runs, audited for credentials too
+    /// [default: .cassette/runs].
+    #[arg(long, value_name = "DIR")]
+    runs_dir: Option<PathBuf>,
 }
 
 /// Whether uncommitted changes fail the run.
@@ -52,12 +59,18 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     } else {
         GitCheck::Skip
     };
+    let config = args.keying.config(file)?;
     let spec = args.store.resolve(file);
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
         GitCheck::RequireClean => Some(local_folder(&spec)?),
         GitCheck::Skip => None,
     };
+    let runs_dir = args
+        .runs_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(crate::run::RUNS_DIR));
+    let run_problems = audit_runs(&runs_dir)?;
     if !store_exists(&spec) {
         // Opening it would create it empty, and an empty store verifies nothing.
         eprintln!("cassette verify: the store {spec} does not exist: nothing to verify");
@@ -70,12 +83,11 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
                 JsonlStore::open(path).with_context(|| format!("cannot open the store {spec}"))?;
             (Arc::new(log.clone()) as DynStore, Some(log))
         }
-        _ => (spec.open()?, None),
+        _ => (spec.open_for_reading()?, None),
     };
     let runtime = runtime()?;
     let loaded = runtime.block_on(load_all(&store))?;
-    let config = args.keying.config(file);
-    let mut problems = 0usize;
+    let mut problems = run_problems;
     if let Some(log) = log {
         for damaged in runtime.block_on(log.damaged_lines())? {
             println!(
@@ -132,6 +144,63 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The largest saved run audited; a bigger file is a problem of its own.
+const MAX_RUN_FILE: u64 = 256 << 20;
+
+/// Prints every credential-shaped string in the saved runs under `dir` (by file, line and
+/// shape, never the secret) and returns how many problems there were. No folder, no runs.
+fn audit_runs(dir: &Path) -> anyhow::Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => {
+            return Err(err)
+                .with_context(|| format!("cannot read the runs folder {}", dir.display()))
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    let mut problems = 0;
+    for path in files {
+        // Not followed: a link out of the folder is not a run this tool saved.
+        let meta = std::fs::symlink_metadata(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if !meta.is_file() || meta.len() > MAX_RUN_FILE {
+            println!(
+                "{}: not a saved run (a saved run is a regular file of at most {MAX_RUN_FILE} bytes); remove it",
+                path.display()
+            );
+            problems += 1;
+            continue;
+        }
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut line_starts = vec![0];
+        line_starts.extend(
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        for found in find_credentials(&bytes) {
+            let line = line_starts.partition_point(|start| *start <= found.offset);
+            println!(
+                "{}:{line}: credential-shaped text ({}), {} bytes long; delete the saved run (it holds what an older cassette run wrote unredacted)",
+                path.display(),
+                found.pattern,
+                found.len
+            );
+            problems += 1;
+        }
+    }
+    Ok(problems)
 }
 
 /// Whether a cassette's key could be recomputed from its stored request.
@@ -267,7 +336,13 @@ fn check_document(
         return (None, KeyCheck::Done);
     }
     let profile = keyed.profile.as_str();
-    let problem = if !cassette.meta.profile.is_empty() && cassette.meta.profile != profile {
+    let by_parts = keyed.material["body"].get("multipart").is_some();
+    let problem = if by_parts {
+        // Keyed by the raw bytes of its form before forms were keyed by their parts
+        // (docs/keying.md, "Amendments within version 1"): such a tape can only miss.
+        "its multipart body is keyed by its parts now (name, filename, content type, bytes), and it was keyed by its raw bytes, random boundary included: replay misses it, re-record it (or the request was edited by hand)"
+            .to_owned()
+    } else if !cassette.meta.profile.is_empty() && cassette.meta.profile != profile {
         // A profile added since (docs/keying.md): such a tape can only miss.
         format!(
             "keyed under the `{}` profile; this tool keys these requests with the `{profile}` profile, so replay misses it: re-record it",

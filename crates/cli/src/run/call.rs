@@ -38,11 +38,30 @@ pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Called
             Ok(Called {
                 hit: outcome.source == Source::Replayed,
                 status,
-                answer: answer::from_bytes(profile, &body),
+                answer: redacted_answer(recorder, profile, &body),
                 key,
             })
         }
         Err(Error::Miss(miss)) => Err(Stop::Miss(miss)),
         Err(other) => Err(Stop::Fatal(other.into())),
+    }
+}
+
+/// The answer read out of `body` after the recorder's own redaction of a stored response body
+/// (credential names and shapes, the routes' keys, the user's paths and patterns): what a
+/// recording stores is all a result line, a saved run, a JUnit report or a grader ever sees,
+/// so a live answer and its replay grade, print and save alike, and a key the model streamed
+/// or an upstream echoed never reaches `.cassette/runs/`.
+pub(crate) fn redacted_answer(recorder: &Recorder, profile: Profile, body: &[u8]) -> Answer {
+    let redactor = recorder.redactor();
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(mut value) => {
+            redactor.json(&mut value);
+            answer::from_json(profile, &value)
+        }
+        Err(_) => answer::from_bytes(
+            profile,
+            redactor.text(&String::from_utf8_lossy(body)).as_bytes(),
+        ),
     }
 }

@@ -22,6 +22,7 @@ pub(crate) use result::{CaseResult, SavedCase, Verdict};
 
 use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
+pub(crate) use call::redacted_answer;
 use call::Stop;
 use case::{run_case, Done};
 use cassette_recorder::config::DEFAULT_TARGET;
@@ -428,7 +429,8 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
                 ran.done.push(done);
             }
             Err(Stop::Miss(miss)) => {
-                let result = report::miss_result(case, &miss);
+                let mut result = report::miss_result(case, &miss);
+                result.summary = result.summary.map(|s| recorder.redactor().text(&s));
                 serde_json::to_writer(&mut out, &result)?;
                 out.write_all(b"\n")?;
                 // Flushed first so the explanation follows its result line in a terminal.

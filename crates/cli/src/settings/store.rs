@@ -104,8 +104,25 @@ impl StoreSpec {
         self.open()
     }
 
+    /// Opens a store that must exist already, for reading only (`ls`, `show`, `verify`,
+    /// `diff`, the source of `copy`, replay): as [`StoreSpec::open_existing`], and a `sled://`
+    /// database that cannot be opened in place (a full disk) is read from a snapshot copy.
+    pub(crate) fn open_for_reading(&self) -> anyhow::Result<DynStore> {
+        if let Some(path) = self.local_path() {
+            if !path.exists() {
+                bail!(
+                    "there is no store at {self}: {} does not exist (nothing was created)",
+                    path.display()
+                );
+            }
+        }
+        self.url
+            .open_read_only()
+            .with_context(|| format!("cannot open the store {self}"))
+    }
+
     /// The file or folder of a local store.
-    fn local_path(&self) -> Option<&Path> {
+    pub(crate) fn local_path(&self) -> Option<&Path> {
         match &self.url {
             StoreUrl::File(path) | StoreUrl::Jsonl(path) => Some(path),
             #[cfg(feature = "sled")]
@@ -189,9 +206,9 @@ impl StoreArgs {
         self.resolve(file).open_existing()
     }
 
-    /// Opens the store, naming it on failure.
-    pub(crate) fn open(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
-        self.resolve(file).open()
+    /// Opens the store for reading only (see [`StoreSpec::open_for_reading`]).
+    pub(crate) fn open_for_reading(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
+        self.resolve(file).open_for_reading()
     }
 }
 

@@ -700,7 +700,9 @@ impl Recorder {
             })
     }
 
-    pub(crate) fn redactor(&self) -> &Redactor {
+    /// The redaction every cassette goes through (with the routes' keys as literal secrets),
+    /// for callers that write what a recorder answered anywhere else.
+    pub fn redactor(&self) -> &Redactor {
         &self.inner.redactor
     }
 }

@@ -128,12 +128,8 @@ impl Draft {
                     let body = StoredBody::Json(final_response);
                     match self.store(body, Some(format), events).await {
                         Ok(Stored::Nothing) => {}
-                        Ok(Stored::Won) => self.land(Landed::Stored),
-                        Ok(Stored::Kept) => {
-                            // The client got this stream, answered by the kept recording's key.
-                            self.land(Landed::Stored);
-                            self.recorder.log_usage(&self.keyed_key);
-                        }
+                        // Its key was logged before it was stored (`Recorder::write`).
+                        Ok(Stored::Won | Stored::Kept) => self.land(Landed::Stored),
                         Err(err) => self.fail(report(&err)),
                     }
                 }

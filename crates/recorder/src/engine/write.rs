@@ -44,7 +44,7 @@ pub enum Stored {
 
 impl Recorder {
     /// Stores `cassette` as `write` says: stamped with `stamp`, sealed (every stored field
-    /// redacted, review facts derived), written atomically, counted, its key logged as used and
+    /// redacted, review facts derived), its key logged as used, written atomically, counted and
     /// noted for the index. `received` is the key material of the request as received, when
     /// known (see [`Sealed::seal`]).
     pub(crate) async fn write(
@@ -77,6 +77,10 @@ impl Recorder {
         }
         let document = sealed.to_document();
         let store = &self.inner.store;
+        // Logged before it is stored: a collector of unused cassettes that lists the store and
+        // then reads the usage log finds the key of every cassette it listed (a recording that
+        // then fails leaves a logged key with no cassette, which deletes nothing).
+        self.log_usage(&key);
         match write {
             Write::Overwrite => store.put(&key, document).await?,
             Write::CreateOnly => {
@@ -88,7 +92,6 @@ impl Recorder {
             Write::Nothing => return Ok(Stored::Nothing),
         }
         self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
-        self.log_usage(&key);
         self.note_recorded(sealed.cassette(), sealed.material());
         Ok(Stored::Won)
     }

@@ -383,6 +383,9 @@ pub struct Compacted {
     pub unreadable: usize,
     /// The new base segment, when the store keeps segments.
     pub segment: Option<String>,
+    /// Segments that do not read as index segments (garbage, another tool's, a symlink the
+    /// store does not follow): neither folded in nor deleted.
+    pub kept: Vec<String>,
 }
 
 /// Builds one base segment covering every cassette the store lists (reading only the cassettes
@@ -394,11 +397,22 @@ pub async fn compact(store: &DynStore, config: &KeyConfig) -> crate::Result<Comp
     let names = store.list_segments().await?;
     let keys = store.list("").await?;
     let mut records: HashMap<Key, IndexRecord> = HashMap::new();
+    // Only segments that read as ours are folded in and deleted; anything else under the
+    // segments' name is kept, untouched, and named.
+    let mut ours = Vec::new();
+    let mut kept = Vec::new();
     for name in &names {
-        if let Some(bytes) = store.get_segment(name).await? {
-            for record in parse_segment(&bytes).map(|(_, r)| r).unwrap_or_default() {
-                records.insert(record.key.clone(), record);
-            }
+        match store.get_segment(name).await? {
+            Some(bytes) => match parse_segment(&bytes) {
+                Some((_, parsed)) => {
+                    for record in parsed {
+                        records.insert(record.key.clone(), record);
+                    }
+                    ours.push(name);
+                }
+                None => kept.push(name.to_string()),
+            },
+            None => kept.push(name.to_string()),
         }
     }
     let listed: HashSet<&Key> = keys.iter().collect();
@@ -421,7 +435,7 @@ pub async fn compact(store: &DynStore, config: &KeyConfig) -> crate::Result<Comp
     let segment = write_segment(store, &all, SegmentKind::Base).await?;
     let mut absorbed = 0;
     if segment.is_some() {
-        for name in &names {
+        for name in ours {
             store.delete_segment(name).await?;
             absorbed += 1;
         }
@@ -432,6 +446,7 @@ pub async fn compact(store: &DynStore, config: &KeyConfig) -> crate::Result<Comp
         absorbed,
         unreadable,
         segment: segment.map(|s| s.to_string()),
+        kept,
     })
 }
 

@@ -232,6 +232,9 @@ pub struct Bypassed {
     pub refused: u64,
     /// Tunnelled or relayed unrecorded (record, auto, off).
     pub tunnelled: u64,
+    /// The first token of the `User-Agent`s those requests carried (`Groq/Python`), a few at
+    /// most: which client it was, when the client said (a `CONNECT` rarely does).
+    pub clients: Vec<String>,
 }
 
 impl Bypassed {
@@ -247,12 +250,38 @@ enum Counted {
     Tunnelled,
 }
 
+/// What was counted for one host.
+#[derive(Debug, Default)]
+struct Counts {
+    refused: u64,
+    tunnelled: u64,
+    clients: Vec<String>,
+}
+
+/// User-agent tokens kept per host, and the longest kept.
+const CLIENTS_KEPT: usize = 4;
+const CLIENT_TOKEN_MAX: usize = 64;
+
+/// The first token of a `User-Agent` (`Groq/Python 1.7` -> `Groq/Python`), in plain characters
+/// only: enough to tell the client, never more of the header than that.
+fn client_token(headers: &http::HeaderMap) -> Option<String> {
+    let agent = headers.get(http::header::USER_AGENT)?.to_str().ok()?;
+    let token: String = agent
+        .split_whitespace()
+        .next()?
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'))
+        .take(CLIENT_TOKEN_MAX)
+        .collect();
+    (!token.is_empty()).then_some(token)
+}
+
 /// The forward-proxy half of the proxy's state: its policy, its own address and the counts.
 #[derive(Debug)]
 pub(super) struct Forwarder {
     policy: Forwarding,
     own: SocketAddr,
-    counts: Mutex<BTreeMap<Target, (u64, u64)>>,
+    counts: Mutex<BTreeMap<Target, Counts>>,
 }
 
 impl Forwarder {
@@ -269,23 +298,29 @@ impl Forwarder {
         let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         counts
             .iter()
-            .map(|(target, (refused, tunnelled))| Bypassed {
+            .map(|(target, counts)| Bypassed {
                 host: target.host.clone(),
                 port: target.port,
-                refused: *refused,
-                tunnelled: *tunnelled,
+                refused: counts.refused,
+                tunnelled: counts.tunnelled,
+                clients: counts.clients.clone(),
             })
             .collect()
     }
 
     /// Counts one request; true for the first one of its host (which is worth a log line).
-    fn count(&self, target: &Target, counted: Counted) -> bool {
+    fn count(&self, target: &Target, counted: Counted, client: Option<String>) -> bool {
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         let entry = counts.entry(target.clone()).or_default();
-        let first = *entry == (0, 0);
+        let first = entry.refused == 0 && entry.tunnelled == 0;
         match counted {
-            Counted::Refused => entry.0 += 1,
-            Counted::Tunnelled => entry.1 += 1,
+            Counted::Refused => entry.refused += 1,
+            Counted::Tunnelled => entry.tunnelled += 1,
+        }
+        if let Some(client) = client {
+            if entry.clients.len() < CLIENTS_KEPT && !entry.clients.contains(&client) {
+                entry.clients.push(client);
+            }
         }
         first
     }
@@ -372,6 +407,7 @@ async fn answer_foreign(
     }
     let mode = recorder.mode();
     let allowed = forwarder.allowed(&target);
+    let client = client_token(request.headers());
     if allowed && mode == Mode::Replay {
         tracing::warn!(
             "refused a forward-proxy request for {target}, an allowed host: replay never \
@@ -385,7 +421,7 @@ async fn answer_foreign(
         );
     }
     if request.headers().contains_key(http::header::ORIGIN) {
-        forwarder.count(&target, Counted::Refused);
+        forwarder.count(&target, Counted::Refused, client.clone());
         tracing::warn!("refused a forward-proxy request for {target} sent by a web page");
         return refusal(
             StatusCode::FORBIDDEN,
@@ -395,7 +431,7 @@ async fn answer_foreign(
     }
     let upstream = match (mode, recorder.upstream(&target.to_string()).ok()) {
         (Mode::Replay, _) | (_, None) => {
-            if forwarder.count(&target, Counted::Refused) {
+            if forwarder.count(&target, Counted::Refused, client.clone()) {
                 tracing::warn!(
                     "refused {target}: the client bypassed the proxy's routes (its base URL \
                      points at the host itself), and replay never connects anywhere"
@@ -411,7 +447,7 @@ async fn answer_foreign(
         }
         (_, Some(upstream)) => upstream.clone(),
     };
-    if !allowed && forwarder.count(&target, Counted::Tunnelled) {
+    if !allowed && forwarder.count(&target, Counted::Tunnelled, client) {
         tracing::warn!(
             "tunnelled {target} unrecorded: the client bypassed the proxy's routes (its base \
              URL points at the host itself); a replay will refuse it"

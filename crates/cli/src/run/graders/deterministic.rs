@@ -208,6 +208,8 @@ pub(super) fn json_schema(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
     if !schema.is_object() && !schema.is_boolean() {
         bail!("expect.schema must be a JSON Schema object, found {schema}");
     }
+    // Before the validator sees it: a schema whose references loop would never finish.
+    super::schema_bounds::check(schema).map_err(|e| anyhow!("expect.schema is refused: {e}"))?;
     let validator = jsonschema::validator_for(schema)
         // The error borrows the schema; an owned copy can travel as the cause.
         .map_err(jsonschema::ValidationError::to_owned)

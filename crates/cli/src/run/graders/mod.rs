@@ -12,6 +12,7 @@
 mod deterministic;
 mod fields;
 pub(crate) mod judge;
+mod schema_bounds;
 
 pub(crate) use deterministic::{Grade, Score};
 use fields::Fields;
