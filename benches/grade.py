@@ -30,9 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "sdk")]
 
-from fake_judge import FakeJudge  # noqa: E402
-
-from cassette_cli import GradeSession, expect  # noqa: E402
+from cassette_cli import GradeSession, expect
+from fake_judge import FakeJudge
 
 
 def main() -> int:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from cassette_cli._find_cassette import BINARY_ENV, find_cassette_bin
 
 if TYPE_CHECKING:
-    from cassette_cli._grade import GradeError, GradeSession, on_miss, set_default_session
     from cassette_cli._expect import Expectation, ReplayMiss, ToolCalls, expect, tool_calls
+    from cassette_cli._grade import GradeError, GradeSession, on_miss, set_default_session
 
 # Imported on first use, so that `python -m cassette_cli` starts no slower for them.
 _LAZY = {
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # noqa: ANN401 (a lazily imported name: a class or a function)
     if name in _LAZY:
         import importlib
 

@@ -64,7 +64,7 @@ def _answer_part(answer: object) -> JsonObject:
     )
 
 
-def _fields(**fields: Any) -> JsonObject:
+def _fields(**fields: object) -> JsonObject:
     return {name: value for name, value in fields.items() if value is not None}
 
 
@@ -135,7 +135,9 @@ class Expectation(_Graded):
         """The trimmed text has that many words (split on whitespace) or characters."""
         self._check(
             "length",
-            _fields(min_words=min_words, max_words=max_words, min_chars=min_chars, max_chars=max_chars),
+            _fields(
+                min_words=min_words, max_words=max_words, min_chars=min_chars, max_chars=max_chars
+            ),
         )
         return self
 
@@ -161,29 +163,49 @@ class Expectation(_Graded):
         model: str | None = None,
     ) -> Expectation:
         """A strict majority of `votes` judge votes finds that the text meets `criterion`."""
-        self._check("judge", _fields(criterion=criterion, votes=votes, context=context, model=model))
+        self._check(
+            "judge", _fields(criterion=criterion, votes=votes, context=context, model=model)
+        )
         return self
 
     def contains_intent(
-        self, intent: str, *, votes: int | None = None, context: str | None = None, model: str | None = None
+        self,
+        intent: str,
+        *,
+        votes: int | None = None,
+        context: str | None = None,
+        model: str | None = None,
     ) -> Expectation:
         """The judge finds that the text expresses `intent` ("an apology", "a refund offer")."""
-        self._check("contains_intent", _fields(intent=intent, votes=votes, context=context, model=model))
+        self._check(
+            "contains_intent", _fields(intent=intent, votes=votes, context=context, model=model)
+        )
         return self
 
     def does_not_contain_intent(
-        self, intent: str, *, votes: int | None = None, context: str | None = None, model: str | None = None
+        self,
+        intent: str,
+        *,
+        votes: int | None = None,
+        context: str | None = None,
+        model: str | None = None,
     ) -> Expectation:
         """The judge finds that the text does not express `intent`."""
-        self._check("not_contains_intent", _fields(intent=intent, votes=votes, context=context, model=model))
+        self._check(
+            "not_contains_intent", _fields(intent=intent, votes=votes, context=context, model=model)
+        )
         return self
 
-    def tone_is(self, tone: str, *, votes: int | None = None, model: str | None = None) -> Expectation:
+    def tone_is(
+        self, tone: str, *, votes: int | None = None, model: str | None = None
+    ) -> Expectation:
         """The judge finds the text's tone to be `tone` ("empathetic", "formal")."""
         self._check("tone", _fields(tone=tone, votes=votes, model=model))
         return self
 
-    def is_grounded_in(self, context: str, *, votes: int | None = None, model: str | None = None) -> Expectation:
+    def is_grounded_in(
+        self, context: str, *, votes: int | None = None, model: str | None = None
+    ) -> Expectation:
         """The judge finds every claim of the text supported by `context`."""
         self._check("grounded", _fields(context=context, votes=votes, model=model))
         return self
@@ -218,7 +240,9 @@ class ToolCalls(_Graded):
         self._check("tool_called", {"name": name, "times": times})
         return self
 
-    def called_with(self, name: str, arguments: Mapping[str, Any] | None = None, /, **subset: Any) -> ToolCalls:
+    def called_with(
+        self, name: str, arguments: Mapping[str, object] | None = None, /, **subset: object
+    ) -> ToolCalls:
         """`name` was called with arguments containing `subset` (objects by member,
         recursively; numbers by value); argument names that are not identifiers go in
         `arguments`."""

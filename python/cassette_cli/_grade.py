@@ -10,6 +10,7 @@ ends when its stdin closes: at interpreter exit, or `close()`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import subprocess
@@ -67,10 +68,8 @@ class GradeSession:
         if process is None:
             return
         if process.stdin is not None:
-            try:
+            with contextlib.suppress(OSError):
                 process.stdin.close()
-            except OSError:
-                pass
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -121,7 +120,8 @@ def default_session() -> GradeSession:
 
 
 def set_default_session(session: GradeSession | None) -> GradeSession | None:
-    """Replaces the default session (a test runner plugin configures its own); returns the old one."""
+    """Replaces the default session (a test runner plugin configures its own); returns the old
+    one."""
     global _default
     with _default_lock:
         old, _default = _default, session

@@ -44,7 +44,7 @@ class Project:
         (root / "cassette.toml").write_text(f'[routes.judge]\nupstream = "{judge.url}"\n')
 
     def exec_(self, mode: str, command: list[str], cwd: Path | None = None, **env: str):
-        return subprocess.run(
+        return subprocess.run(  # noqa: PLW1510 (the status is what is checked)
             [cassette_bin(), "exec", "--mode", mode, "--upstream", self.vendor.url, "--", *command],
             cwd=cwd or self.root,
             env=clean_env(CASSETTE_STORE=f"file://{self.root / 'cassettes'}", CASSETTE_CONFIG=str(self.root / "cassette.toml"), **env),
@@ -95,14 +95,17 @@ def test_pytest_suite_records_then_replays_with_vendor_and_judge_stopped(project
 
     # Another criterion: the judged test fails with the miss explained, naming what changed.
     edited = project.pytest("replay", EXPECT_CRITERION="[split] The reply is kind")
-    assert edited.returncode == 1, both(edited)
+    # The test fails with the miss, and exec exits 2 for it as for any miss, naming the key.
+    assert edited.returncode == 2, both(edited)
     assert "1 failed, 7 passed" in edited.stdout, both(edited)
+    assert "judge: 1 verdicts not recorded" in edited.stderr, both(edited)
+    assert "the judge's verdict: POST /v1/chat/completions (target judge, model judge-1)" in edited.stderr, both(edited)
     assert "ReplayMiss: replay miss: the judge's verdict is not recorded" in edited.stdout, both(edited)
     assert "[-polite-]{+kind+}" in edited.stdout, both(edited)
     assert "Record it with CASSETTE_MODE=record (or auto)" in edited.stdout, both(edited)
     # Another vote count asks other questions too.
     more_votes = project.pytest("replay", EXPECT_VOTES="5")
-    assert more_votes.returncode == 1, both(more_votes)
+    assert more_votes.returncode == 2, both(more_votes)
     assert "ReplayMiss: replay miss" in more_votes.stdout, both(more_votes)
     assert "(Vote 1 of [-3.)-]{+5.)+}" in more_votes.stdout, both(more_votes)
     assert project.judge.connections == judge_before
@@ -146,7 +149,7 @@ def test_node_suites_record_then_replay_with_vendor_and_judge_stopped(node_proje
     assert project.vendor.connections == vendor_before
 
     edited = project.exec_("replay", command, cwd=NODE, EXPECT_CRITERION="[split] The reply is kind")
-    assert edited.returncode == 1, both(edited)
+    assert edited.returncode == 2, both(edited)
     output = edited.stdout + edited.stderr
     assert "ReplayMiss: replay miss: the judge's verdict is not recorded" in output, both(edited)
     assert "[-polite-]{+kind+}" in output, both(edited)

@@ -357,6 +357,7 @@ fn answered(id: Option<Value>, answer: Answer, graded: &Graded) -> Answered {
 }
 
 fn missed(id: Option<Value>, answer: Answer, miss: &Miss) -> Answered {
+    report_to_exec(miss);
     let mut lines = vec![format!(
         "replay miss: the judge's verdict is not recorded ({})",
         miss.explanation.summary
@@ -376,6 +377,25 @@ fn missed(id: Option<Value>, answer: Answer, miss: &Miss) -> Answered {
             explanation: miss.explanation_lines(),
         }),
     }
+}
+
+/// Under `cassette exec`, tells it about the miss as `cassette mcp` does, so the run exits 2 on
+/// it and names its key whatever the test framework made of the failed test.
+fn report_to_exec(miss: &Miss) {
+    let Some(path) = std::env::var_os(crate::mcp::REPORT_ENV) else {
+        return;
+    };
+    crate::mcp::append_line(
+        std::path::Path::new(&path),
+        &serde_json::json!({
+            "event": "miss",
+            "from": "grade",
+            "key": miss.key.to_string(),
+            "request": format!("the judge's verdict: {}", miss.request_line()),
+            "summary": miss.explanation.summary,
+            "differences": miss.explanation_lines(),
+        }),
+    );
 }
 
 fn error(id: Option<Value>, message: String) -> Answered {

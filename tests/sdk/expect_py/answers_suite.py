@@ -15,9 +15,8 @@ from pathlib import Path
 import anthropic
 import openai
 import pytest
-from google.genai import types
-
 from cassette_cli import ReplayMiss, expect, tool_calls
+from google.genai import types
 
 FIXTURES = Path(__file__).resolve().parents[3] / "crates" / "wire" / "tests" / "fixtures"
 APOLOGY = "I'm sorry for the delay: your refund of 40 euros was sent on 3 March."
