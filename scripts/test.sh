@@ -2,8 +2,10 @@
 # The full test suite: installs what the tests need when it is missing (SeaweedFS for the S3
 # store; the official SDKs and the popular clients for Python, tests/sdk/requirements.txt, and
 # the openai npm client and the Vercel AI SDK, tests/sdk/node/package.json, for the proxy
-# tests), starts the S3-compatible server, runs every Rust, Python and Node test, builds the
-# pip wheel and the npm packages and tests them installed offline (scripts/package-test.sh),
+# tests; Debian's Chromium and playwright-core, tests/browser/package.json, for the HTML
+# reviews), starts the S3-compatible server, runs every Rust, Python, Node and browser test,
+# builds the pip wheel and the npm packages and tests them installed offline
+# (scripts/package-test.sh),
 # and stops the server again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,5 +54,21 @@ if [ -d tests/sdk ]; then
 
   echo "== the pip and npm packages, built from target/debug and installed offline"
   VENV="$venv" scripts/package-test.sh
+fi
+
+if [ -d tests/browser ]; then
+  echo "== HTML reviews in headless Chromium (tests/browser)"
+  # Debian's Chromium, driven by playwright-core from npm (no browser download).
+  if [ -z "${CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+      sudo apt-get update -qq
+      sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    fi
+  fi
+  npm ci --prefix tests/browser --no-audit --no-fund --silent
+  node --test tests/browser/review.test.mjs
 fi
 echo "== all tests passed"

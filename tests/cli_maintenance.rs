@@ -730,8 +730,14 @@ fn gc_copy_and_diff() {
     let out = dir.run(&["diff", &store_a, &store_c]);
     assert_eq!(code(&out), 1, "{}", both(&out));
     let report = common::stdout(&out);
+    let (capital, b) = (
+        lines[0]["key"].as_str().unwrap(),
+        lines[1]["key"].as_str().unwrap(),
+    );
     assert!(
-        report.contains(&format!("changed: {}", lines[0]["key"].as_str().unwrap())),
+        report.contains(&format!(
+            "reworded: {capital} (POST /v1/chat/completions, m): text\n"
+        )),
         "{report}"
     );
     assert!(
@@ -742,34 +748,47 @@ fn gc_copy_and_diff() {
         report.contains("+ The capital of France is Paris. Indeed."),
         "{report}"
     );
+    // The case only A has and the one only B has ask nearly the same: a re-record, paired.
     assert!(
-        report.contains(&format!("only in A: {}", lines[1]["key"].as_str().unwrap())),
+        report.contains(&format!(
+            "reworded: {b} (POST /v1/chat/completions, m) re-recorded as "
+        )),
         "{report}"
     );
-    assert_eq!(report.matches("only in B:").count(), 1, "{report}");
+    assert!(
+        report.contains(r#"    request: body.messages[0].content: "Repeat b" -> "Repeat new""#),
+        "{report}"
+    );
+    // Not paired, they are a key removed and a key added.
+    let out = dir.run(&["diff", &store_a, &store_c, "--pair-within", "0"]);
+    let report = common::stdout(&out);
+    assert!(
+        report.contains(&format!(
+            "removed: {b} (POST /v1/chat/completions, m): only in A"
+        )),
+        "{report}"
+    );
+    assert_eq!(report.matches("added: ").count(), 1, "{report}");
 
     // Drift the key cannot see: the same keys answered by another model, with another finish
     // reason, or another usage.
     let store_d = dir.store("d");
     let out = dir.run(&["copy", &store_a, &store_d]);
     assert_eq!(code(&out), 0, "{}", both(&out));
-    let (capital, b) = (
-        lines[0]["key"].as_str().unwrap(),
-        lines[1]["key"].as_str().unwrap(),
-    );
     edit(&dir.join("d"), capital, |doc| {
-        doc["meta"]["response_model"] = "m-2024-06-01".into();
+        doc["response"]["body"]["json"]["model"] = "m-2024-06-01".into();
     });
     edit(&dir.join("d"), b, |doc| {
-        doc["meta"]["finish_reason"] = "length".into();
-        doc["meta"]["usage"]["completion_tokens"] = 100.into();
+        let answer = &mut doc["response"]["body"]["json"];
+        answer["choices"][0]["finish_reason"] = "length".into();
+        answer["usage"]["completion_tokens"] = 100.into();
     });
     let out = dir.run(&["diff", &store_a, &store_d]);
     assert_eq!(code(&out), 1, "{}", both(&out));
     let report = common::stdout(&out);
     for needle in [
-        format!("changed: {capital} (POST /v1/chat/completions, m)\n    model: m-2024-01-01 -> m-2024-06-01\n"),
-        format!("changed: {b} (POST /v1/chat/completions, m)\n    finish: stop -> length\n    usage: "),
+        format!("changed: {capital} (POST /v1/chat/completions, m): model m-2024-01-01 -> m-2024-06-01\n    model: m-2024-01-01 -> m-2024-06-01\n"),
+        format!("changed: {b} (POST /v1/chat/completions, m): finish reason stop -> length\n    finish: stop -> length\n    usage: "),
     ] {
         assert!(report.contains(&needle), "{needle}\n{report}");
     }
@@ -781,12 +800,12 @@ fn gc_copy_and_diff() {
     assert_eq!(code(&out), 1, "{}", both(&out));
     assert_eq!(
         common::stdout(&out),
-        "2 changed: 1 finish reason stop -> length, 1 model alias m -> m-2024-06-01\n0 only in A, 0 only in B\n"
+        "2 changed, 0 removed, 0 added, 0 reworded, 0 same\n  changed: 1 finish reason stop -> length, 1 model alias m -> m-2024-06-01\n"
     );
     let out = dir.run(&["diff", &store_a, &store_c, "--summary"]);
     assert_eq!(
         common::stdout(&out),
-        "1 changed: 1 text only\n1 only in A, 1 only in B\n",
+        "0 changed, 0 removed, 0 added, 2 reworded, 0 same\n  reworded: 2 text only\n  re-recorded under a new key: 1\n",
         "{}",
         both(&out)
     );
@@ -1218,4 +1237,60 @@ fn verify_names_a_tape_keyed_under_another_profile() {
         )),
         "{report}"
     );
+}
+
+#[test]
+fn ls_and_show_name_the_test_that_recorded() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let lines = record(
+        &dir,
+        &fake,
+        &[
+            case("a", "First prompt", "said"),
+            case("b", "Second prompt", "said"),
+        ]
+        .join("\n"),
+        &store,
+    );
+    let (tested, untested) = (
+        lines[0]["key"].as_str().unwrap().to_owned(),
+        lines[1]["key"].as_str().unwrap().to_owned(),
+    );
+    // What a test runner's plugin leaves in meta.test (provenance) when it records.
+    let node = "tests/test_chat.py::test_refund[gpt-4o]";
+    edit(&dir.path().join("c"), &tested, |doc| {
+        doc["meta"]["test"] = Value::from(node)
+    });
+
+    let out = dir.run(&["ls", "--json", "--store", &store]);
+    let rows = json_lines(&out);
+    let row = |key: &str| rows.iter().find(|r| r["key"] == key).unwrap().clone();
+    assert_eq!(row(&tested)["test"], node);
+    assert_eq!(row(&untested)["test"], Value::Null);
+    let out = dir.run(&["ls", "--store", &store]);
+    let listing = common::stdout(&out);
+    let line = |key: &str| {
+        listing
+            .lines()
+            .find(|l| l.starts_with(&key[..16]))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        listing.lines().next().unwrap().ends_with("TEST"),
+        "{listing}"
+    );
+    assert!(line(&tested).ends_with(node), "{listing}");
+    assert!(line(&untested).ends_with(" -"), "{listing}");
+
+    let out = dir.run(&["show", &tested, "--store", &store]);
+    assert!(
+        common::stdout(&out).contains(&format!("\ntest           {node}\n")),
+        "{}",
+        both(&out)
+    );
+    let out = dir.run(&["show", &untested, "--store", &store]);
+    assert!(!common::stdout(&out).contains("\ntest "), "{}", both(&out));
 }

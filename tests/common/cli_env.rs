@@ -31,6 +31,8 @@ const SETTINGS: &[&str] = &[
     // set it themselves.
     "CI",
     "CASSETTE_ALLOW_KEY_ENV",
+    // A CI job's step summary: a test's own run must not append to it.
+    "GITHUB_STEP_SUMMARY",
 ];
 
 /// A temporary working folder.

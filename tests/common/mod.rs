@@ -41,6 +41,9 @@ pub(crate) fn cassette_bin() -> &'static Path {
 pub(crate) fn cassette() -> Command {
     let mut cmd = Command::new(cassette_bin());
     cmd.current_dir(workspace_root());
+    // Tests run in parallel: only the test of the Ollama stand-in may take Ollama's default
+    // address, or two tests' execs would answer each other's requests on it.
+    cmd.env("CASSETTE_NO_OLLAMA_STAND_IN", "true");
     cmd
 }
 

@@ -2,8 +2,10 @@
 from this checkout, installed offline into a fresh venv and a fresh npm project, and driven
 from the installed copies only (never target/): the example suite replayed, the OpenAI Python
 SDK and the OpenAI Node SDK through `cassette exec` against a fake upstream, a miss's exit 2 and
-its explanation through `python -m cassette_cli` and through the npm shim, signals through the
-shim, and the errors a broken install gives.
+its explanation through `python -m cassette_cli` and through the npm command, signals through
+it, and the errors a broken install gives. The npm command is checked both ways it is
+installed: with scripts, where the postinstall step put the binary itself in place of the
+JavaScript shim, and with --ignore-scripts, where the shim runs it.
 
 Inputs (scripts/package-test.sh sets them): CASSETTE_WHEEL_DIR holding one
 `cassette_cli-*.whl`, CASSETTE_NPM_DIR holding `cassette-cli-*.tgz` and
@@ -122,10 +124,15 @@ def test_the_npm_tarballs_hold_the_shim_and_the_binary(tarballs):
     with tarfile.open(tarballs["main"]) as archive:
         members = {m.name: m for m in archive.getmembers()}
         manifest = json.load(archive.extractfile("package/package.json"))
-    for path in ("bin/cassette.js", "lib/binary.js", "lib/binary.d.ts", "lib/index.js", "lib/index.d.ts"):
+    for path in ("bin/cassette.js", "lib/binary.js", "lib/binary.d.ts", "lib/index.js", "lib/index.d.ts",
+                 "install.js"):
         assert f"package/{path}" in members, f"the main package lacks {path}: {sorted(members)}"
     assert members["package/bin/cassette.js"].mode & stat.S_IXUSR
     assert manifest["bin"] == {"cassette": "bin/cassette.js"}
+    assert manifest["scripts"] == {"postinstall": "node install.js"}
+    # What is packed is always the shim (the postinstall step replaces it only once installed).
+    with tarfile.open(tarballs["main"]) as archive:
+        assert archive.extractfile("package/bin/cassette.js").read().startswith(b"#!/usr/bin/env node\n")
     assert manifest["version"] == VERSION
     # Every platform package pinned to this very version, so main and binary never disagree.
     assert set(manifest["optionalDependencies"].values()) == {VERSION}
@@ -252,6 +259,8 @@ def npm_install(project: Path, *specs, extra: tuple = ()) -> None:
 
 @pytest.fixture(scope="session")
 def project(tmp_path_factory, tarballs) -> Path:
+    """The tarballs installed as a user installs them: scripts run, so the postinstall step put
+    the binary in place of the shim."""
     path = tmp_path_factory.mktemp("npm") / "project"
     # The pinned openai client, packed from the copy `npm ci --prefix tests/sdk/node` installed
     # (scripts/test.sh), so that this install too reads nothing from the registry.
@@ -266,9 +275,38 @@ def project(tmp_path_factory, tarballs) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def project_without_scripts(tmp_path_factory, tarballs) -> Path:
+    """The same packages installed with --ignore-scripts: the JavaScript shim stays."""
+    path = tmp_path_factory.mktemp("npm-noscripts") / "project"
+    npm_install(path, tarballs["linux-x64"], tarballs["main"], extra=("--ignore-scripts",))
+    return path
+
+
+# The two ways npm leaves the command: the binary itself (scripts ran), the shim (they did not).
+INSTALLS = {"scripts": "project", "ignore-scripts": "project_without_scripts"}
+
+
+@pytest.fixture(params=INSTALLS)
+def installed(request) -> Path:
+    return request.getfixturevalue(INSTALLS[request.param])
+
+
 def shim(project: Path) -> list:
-    """The shim as npm linked it (node_modules/.bin/cassette -> cassette-cli/bin/cassette.js)."""
+    """The command as npm linked it (node_modules/.bin/cassette -> cassette-cli/bin/cassette.js)."""
     return [project / "node_modules" / ".bin" / "cassette"]
+
+
+def command_file(project: Path) -> Path:
+    return project / "node_modules" / "cassette-cli" / "bin" / "cassette.js"
+
+
+def platform_binary(project: Path) -> Path:
+    return project / "node_modules" / "cassette-cli-linux-x64" / "bin" / "cassette"
+
+
+def is_shim(path: Path) -> bool:
+    return path.read_bytes().startswith(b"#!/usr/bin/env node\n")
 
 
 NPM_ENTRY_POINTS = {
@@ -279,9 +317,24 @@ NPM_ENTRY_POINTS = {
 
 
 @pytest.mark.parametrize("entry", NPM_ENTRY_POINTS)
-def test_npm_puts_the_shim_on_the_project_path(project, entry):
-    result = run([*NPM_ENTRY_POINTS[entry](project), "--version"], cwd=project)
+def test_npm_puts_the_command_on_the_project_path(installed, entry):
+    result = run([*NPM_ENTRY_POINTS[entry](installed), "--version"], cwd=installed)
     assert result.stdout.strip() == f"cassette {VERSION}"
+
+
+def test_the_postinstall_step_puts_the_binary_itself_in_place_of_the_shim(project):
+    link = project / "node_modules" / ".bin" / "cassette"
+    assert link.resolve() == command_file(project)
+    assert command_file(project).read_bytes()[:4] == b"\x7fELF", "the postinstall step left the shim"
+    # A hard link to the platform package's binary: no second copy on disk.
+    assert command_file(project).stat().st_ino == platform_binary(project).stat().st_ino
+    assert os.access(command_file(project), os.X_OK)
+    assert not list(command_file(project).parent.glob(".cassette.js.*")), "a temporary file was left"
+
+
+def test_with_ignore_scripts_the_shim_stays_and_runs_the_binary(project_without_scripts):
+    assert is_shim(command_file(project_without_scripts))
+    assert run([*shim(project_without_scripts), "--version"]).stdout.strip() == f"cassette {VERSION}"
 
 
 def test_the_shim_runs_the_platform_package_binary(project):
@@ -309,36 +362,59 @@ def test_the_lookup_picks_the_libc_of_the_running_node(project, tmp_path, presen
     assert found.stdout.strip() == str(modules / expected / "bin" / "cassette")
 
 
-def test_the_npm_copy_replays_the_example_suite(project):
-    result = run([*shim(project), *SUITE])
+def test_the_npm_copy_replays_the_example_suite(installed):
+    result = run([*shim(installed), *SUITE])
     assert "9 passed" in result.stdout + result.stderr, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("entry", NPM_ENTRY_POINTS)
-def test_a_miss_exits_2_with_its_explanation_through_the_shim(project, entry):
+def test_a_miss_exits_2_with_its_explanation_through_the_npm_command(installed, entry):
     # npx finds the local install from the project's folder, so the suite is named absolutely.
     stale = [STALE[0], ROOT / STALE[1], "--store", f"file://{ROOT / 'examples/triage/cassettes'}"]
-    result = run([*NPM_ENTRY_POINTS[entry](project), *stale], expect=2, cwd=project)
+    result = run([*NPM_ENTRY_POINTS[entry](installed), *stale], expect=2, cwd=installed)
     assert 'replay miss in case "capital"' in result.stderr, result.stderr
     assert '- body.model: "gpt-4o-mini" -> "gpt-4o"' in result.stderr, result.stderr
     assert "3 of 5 cases missed: board-summary, capital, greeting" in result.stderr, result.stderr
 
 
-def test_the_shim_passes_arguments_and_status_through(project, tmp_path):
+def test_the_override_gets_the_arguments_and_gives_its_status(installed, tmp_path):
+    # CASSETTE_BINARY at run time: the shim spawns it; the binary in the shim's place execs it.
     probe = tmp_path / "probe"
     probe.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\nexit 7\n')
     probe.chmod(0o755)
     args = ["exec", "--", "two words", "ünïcode", "--flag=x", "", "'quoted'", "$HOME"]
-    result = run([*shim(project), *args], expect=7, env=clean_env(CASSETTE_BINARY=str(probe)))
+    result = run([*shim(installed), *args], expect=7, env=clean_env(CASSETTE_BINARY=str(probe)))
     assert result.stdout.split("\n")[:-1] == args
 
 
-def test_the_shim_dies_of_the_signal_its_binary_died_of(project, tmp_path):
+def test_the_command_dies_of_the_signal_its_binary_died_of(installed, tmp_path):
     probe = tmp_path / "probe"
     probe.write_text("#!/bin/sh\nkill -TERM $$\n")
     probe.chmod(0o755)
-    result = run([*shim(project), "--version"], expect=None, env=clean_env(CASSETTE_BINARY=str(probe)))
+    result = run([*shim(installed), "--version"], expect=None, env=clean_env(CASSETTE_BINARY=str(probe)))
     assert result.returncode == -signal.SIGTERM, (result.returncode, result.stderr)
+
+
+def test_an_override_of_the_binary_in_the_shims_place_is_checked_as_the_shim_checks_it(project, tmp_path):
+    env = clean_env(CASSETTE_BINARY=str(tmp_path / "nope"))
+    result = run([*shim(project), "--version"], expect=2, env=env)
+    assert f'CASSETTE_BINARY is set to "{tmp_path / "nope"}", which does not exist' in result.stderr
+    # Empty is unset, as in the shim.
+    assert run([*shim(project), "--version"], env=clean_env(CASSETTE_BINARY="")).stdout.strip() == f"cassette {VERSION}"
+    # Pointing at the npm command itself runs it, instead of execing itself forever.
+    for itself in (project / "node_modules" / ".bin" / "cassette", platform_binary(project)):
+        result = run([*shim(project), "--version"], env=clean_env(CASSETTE_BINARY=str(itself)), timeout=20)
+        assert result.stdout.strip() == f"cassette {VERSION}"
+    # A file that is not a program: an error naming it, not a run of the installed binary.
+    text = tmp_path / "not-a-program"
+    text.write_text("hello\n")
+    text.chmod(0o644)
+    result = run([*shim(project), "--version"], expect=2, env=clean_env(CASSETTE_BINARY=str(text)))
+    assert f"cassette: cannot run {text}: " in result.stderr, result.stderr
+    assert "cassette 0" not in result.stdout
+    # Other copies of the binary (pip's, cargo's, the platform package's) ignore the variable.
+    with_probe = clean_env(CASSETTE_BINARY=str(tmp_path / "nope"))
+    assert run([platform_binary(project), "--version"], env=with_probe).stdout.strip() == f"cassette {VERSION}"
 
 
 def _children(pid: int) -> list[int]:
@@ -370,11 +446,12 @@ def _wait_healthy(url: str) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_to_the_shim_reaches_the_binary(project, tmp_path, sig):
+def test_a_signal_to_the_npm_command_reaches_the_binary(installed, tmp_path, sig):
     # `cassette proxy` shuts down cleanly on SIGINT and SIGTERM and exits 0. The signal goes to
-    # the shim alone (not its process group): without forwarding, the proxy would be orphaned.
+    # the command alone (not its process group): through the shim, without forwarding, the
+    # proxy would be orphaned; in the shim's place, the binary is the process signalled.
     process = subprocess.Popen(
-        [*shim(project), "proxy", "--listen", "127.0.0.1:0", "--store", f"file://{tmp_path}"],
+        [*shim(installed), "proxy", "--listen", "127.0.0.1:0", "--store", f"file://{tmp_path}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env=clean_env(), start_new_session=True)
     try:
@@ -384,11 +461,14 @@ def test_a_signal_to_the_shim_reaches_the_binary(project, tmp_path, sig):
                 url = line.split("listening on ", 1)[1].split()[0]
                 break
         else:
-            pytest.fail("the proxy did not start through the shim")
-        # The proxy prints its address before it handles signals (a signal in between kills it
-        # outright); once it answers, it handles them.
+            pytest.fail("the proxy did not start through the npm command")
         _wait_healthy(url)
-        (binary,) = _children(process.pid)
+        if is_shim(command_file(installed)):
+            (binary,) = _children(process.pid)
+        else:
+            assert Path(f"/proc/{process.pid}/exe").resolve() == command_file(installed), "Node is in between"
+            assert _children(process.pid) == []
+            binary = process.pid
         process.send_signal(sig)
         status = process.wait(timeout=30)
         deadline = time.monotonic() + 10
@@ -396,19 +476,84 @@ def test_a_signal_to_the_shim_reaches_the_binary(project, tmp_path, sig):
             time.sleep(0.05)
         orphaned = _alive(binary)
     finally:
-        # The shim's session: whatever is left of it (an orphaned binary) goes too.
+        # The command's session: whatever is left of it (an orphaned binary) goes too.
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         process.wait()
     assert not orphaned, "the binary outlived the shim: the signal was not passed on"
-    assert status == 0, f"the shim exited {status}, the proxy's clean shutdown is 0"
+    assert status == 0, f"the command exited {status}, the proxy's clean shutdown is 0"
+
+
+def _pack_platform_package(folder: Path, binary: bytes, out: Path) -> Path:
+    """A linux-x64 platform package of this version holding `binary` (a broken build)."""
+    shutil.copytree(ROOT / "npm" / "platforms" / "linux-x64", folder)
+    (folder / "bin").mkdir()
+    (folder / "bin" / "cassette").write_bytes(binary)
+    (folder / "bin" / "cassette").chmod(0o755)
+    out.mkdir(exist_ok=True)
+    run(["npm", "pack", "--silent", "--pack-destination", out], cwd=folder)
+    (tarball,) = out.glob("cassette-cli-linux-x64-*.tgz")
+    return tarball
+
+
+@pytest.mark.parametrize("broken", ["another version", "not a program here"])
+def test_a_binary_that_does_not_pass_its_check_leaves_the_shim(tmp_path, tarballs, broken):
+    # The postinstall step runs `--version` before it replaces anything: a binary of another
+    # version or one that cannot run here is left to the shim (and to its error messages).
+    binary = (b'#!/bin/sh\necho "cassette 0.0.0-other"\n' if broken == "another version"
+              else b"\x7fELF\x02\x01\x01 not really an ELF file\n")
+    fake = _pack_platform_package(tmp_path / "fake", binary, tmp_path / "packed")
+    project = tmp_path / "project"
+    npm_install(project, fake, tarballs["main"])
+    assert is_shim(command_file(project)), "a binary that failed its check replaced the shim"
+    assert not list(command_file(project).parent.glob(".cassette.js.*")), "a temporary file was left"
+    result = run([*shim(project), "--version"], expect=None)
+    if broken == "another version":
+        assert result.stdout.strip() == "cassette 0.0.0-other"
+    else:
+        assert result.returncode == 2 and "cassette: cannot run " in result.stderr, result.stderr
+
+
+def test_the_postinstall_step_can_run_again_and_only_under_npm(tmp_path, tarballs):
+    # esbuild's installer once broke `npm rebuild` (it ran its replaced shim as JavaScript).
+    project = tmp_path / "project"
+    npm_install(project, tarballs["linux-x64"], tarballs["main"], extra=("--ignore-scripts",))
+    install = project / "node_modules" / "cassette-cli" / "install.js"
+    # Other installers keep the shim: pnpm's .bin scripts may say `node bin/cassette.js`, Yarn
+    # may run the step from another platform over the same tree; unknown ones likewise.
+    for agent in ("yarn/1.22.22 npm/? node/v20.20.2 linux x64", "pnpm/9.15.0 npm/? node/v20.20.2 linux x64",
+                  "bun/1.2.0 npm/? node/v20.20.2 linux x64", None):
+        env = clean_env() if agent is None else clean_env(npm_config_user_agent=agent)
+        result = run(["node", install], env=env)
+        assert "keeping the JavaScript shim" in result.stderr, (agent, result.stderr)
+        assert is_shim(command_file(project)), agent
+    # `npm rebuild` runs the step as npm: the binary moves in; again: nothing changes.
+    for _ in range(2):
+        run(["npm", "rebuild", "--offline", "--loglevel=error", "--foreground-scripts"], cwd=project)
+        assert command_file(project).stat().st_ino == platform_binary(project).stat().st_ino
+        assert run([*shim(project), "--version"]).stdout.strip() == f"cassette {VERSION}"
+    stale = [STALE[0], ROOT / STALE[1], "--store", f"file://{ROOT / 'examples/triage/cassettes'}"]
+    result = run([*shim(project), *stale], expect=2)
+    assert 'replay miss in case "capital"' in result.stderr, result.stderr
+    assert not list(command_file(project).parent.glob(".cassette.js.*")), "a temporary file was left"
+
+
+def test_a_checkout_of_the_package_keeps_its_shim(tmp_path, tarballs):
+    # `npm install` inside a clone of npm/cassette-cli runs the package's own postinstall: it
+    # must never turn the committed shim into a binary.
+    checkout = tmp_path / "cassette-cli"
+    shutil.copytree(ROOT / "npm" / "cassette-cli", checkout)
+    result = run(["node", checkout / "install.js"], env=clean_env(npm_config_user_agent="npm/11.0.0 node/v20"))
+    assert "not installed as a dependency" in result.stderr
+    assert is_shim(checkout / "bin" / "cassette.js")
 
 
 def test_a_project_without_the_platform_package_is_told_what_to_do(tmp_path, tarballs):
     project = tmp_path / "project"
     npm_install(project, tarballs["main"], extra=("--omit=optional",))
+    assert is_shim(command_file(project)), "no platform package, yet the shim was replaced"
     result = run([*shim(project), "--version"], expect=2)
     assert "the platform package of cassette-cli for linux-x64 (cassette-cli-linux-x64 or " \
            "cassette-cli-linux-x64-musl) is not installed" in result.stderr, result.stderr

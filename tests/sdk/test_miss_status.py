@@ -1,7 +1,8 @@
 """Retry storms on a miss: the Vercel AI SDK retries a 409 whatever `x-should-retry` says (three
-requests and seconds of back-off per miss). A configurable miss status makes it fail at once:
-`cassette exec --miss-status 424` (or `miss_status` in cassette.toml), with the real `ai` and
-`@ai-sdk/openai` packages through `cassette exec`."""
+requests and seconds of back-off per miss). By default the proxy answers its misses 424, which
+it fails on at once; a miss status the user chooses (`--miss-status`, `miss_status` in
+cassette.toml) answers every client. With the real `ai` and `@ai-sdk/openai` packages through
+`cassette exec`."""
 
 from __future__ import annotations
 
@@ -50,8 +51,16 @@ def test_the_ai_sdk_records_and_replays(cassette, store_url, recorded, node):
     assert replay.stdout == recorded.stdout
 
 
-def test_the_default_409_is_retried_by_the_ai_sdk(cassette, store_url, recorded, node):
+def test_by_default_the_ai_sdk_fails_at_once(cassette, store_url, recorded, node):
     result = exec_(cassette, store_url, ["--", node, str(APP), "Never recorded"])
+    assert result.returncode == 2, result.stderr
+    out = json.loads(result.stdout)
+    assert out["status"] == 424 and out["attempts"] == 1, out
+    assert "1 requests: 0 hits, 1 misses" in result.stderr, result.stderr
+
+
+def test_a_chosen_409_is_retried_by_the_ai_sdk(cassette, store_url, recorded, node):
+    result = exec_(cassette, store_url, ["--miss-status", "409", "--", node, str(APP), "Never recorded"])
     assert result.returncode == 2, result.stderr
     out = json.loads(result.stdout)
     assert out["status"] == 409 and out["attempts"] == 3, out

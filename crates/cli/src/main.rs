@@ -8,22 +8,30 @@
 mod advice;
 mod answer;
 mod bypass;
+mod child_env;
 mod config;
 mod exec;
+mod exec_report;
 mod grade;
 mod init;
 mod key;
 mod maint;
 mod mcp;
+#[cfg(unix)]
+mod npm;
+mod progress;
 mod proxy;
 mod request_file;
+mod review;
 mod run;
 mod settings;
 
 /// jemalloc instead of the system allocator: a replay hit allocates and frees buffers of a few
 /// kilobytes (the request body, the cassette read), and glibc's malloc spent about a tenth of
 /// the proxy's CPU under load consolidating them (BENCHMARKS.md, "Proxy"). Peak memory of the
-/// large-body tests (`tests/memory.rs`) went down with it, where mimalloc's went up.
+/// large-body tests (`tests/memory.rs`) went down with it, where mimalloc's went up. jemalloc
+/// does not build with MSVC, so Windows keeps its system allocator.
+#[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -85,7 +93,8 @@ enum Command {
     Import(maint::import::ImportArgs),
     /// Compact the nearest-recording index, so a miss does not read every cassette.
     Index(maint::index::IndexArgs),
-    /// Compare two stores: keys only in one, and changed answers.
+    /// Compare two sets of cassettes (stores, folders, git revisions): re-recorded pairs,
+    /// drift verdicts, HTML and Markdown reviews.
     Diff(maint::diff::DiffArgs),
     /// Compare two saved runs: regressions, fixes, added and removed cases.
     DiffRuns(maint::diff_runs::DiffRunsArgs),
@@ -108,6 +117,11 @@ pub(crate) async fn flush_index(recorder: &cassette_recorder::Recorder) {
 }
 
 fn main() -> ExitCode {
+    // npm's postinstall puts this binary in place of its JavaScript shim on Unix only.
+    #[cfg(unix)]
+    if let Some(code) = npm::redirect_to_override() {
+        return code;
+    }
     if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
         mcp::inherit_exec_env();
     }
@@ -166,7 +180,7 @@ fn run_command(
         Command::Copy(args) => maint::copy::run(args),
         Command::Import(args) => maint::import::run(args, file),
         Command::Index(args) => maint::index::run(args, file),
-        Command::Diff(args) => maint::diff::run(args),
+        Command::Diff(args) => maint::diff::run(args, file),
         Command::DiffRuns(args) => maint::diff_runs::run(args),
         Command::Probe(args) => maint::probe::run(args, file),
         Command::Canary(args) => maint::canary::run(args),
@@ -192,9 +206,11 @@ impl Command {
 
 /// Lets a printing command end quietly when its reader goes away (`cassette show KEY | head`),
 /// as Unix tools do. Rust ignores SIGPIPE, which turns a closed pipe into a panic inside
-/// `println!`. Commands that serve sockets or run children keep ignoring it.
+/// `println!`. Commands that serve sockets or run children keep ignoring it. Windows has no
+/// SIGPIPE: there a closed pipe stays a write error.
 fn restore_default_sigpipe() {
     // SAFETY: called before any thread is started; SIG_DFL is a valid disposition for SIGPIPE.
+    #[cfg(unix)]
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

@@ -1,7 +1,7 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::exec::{child_env, EnvChange};
+use crate::child_env::{child_env, EnvChange};
 use crate::settings::{
     parse_size, RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
 };
@@ -110,6 +110,7 @@ impl ProxyArgs {
             exposure,
             advice: Some(crate::advice::for_recorder),
             miss_status: serve.miss_status,
+            retrying_miss_status: serve.retrying_miss_status,
             forwarding: serve.forwarding.clone(),
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),

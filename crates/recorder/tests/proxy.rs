@@ -265,6 +265,52 @@ async fn a_miss_is_a_409_with_the_key_and_no_retry() {
     assert_eq!(stats.requests, 2);
 }
 
+/// Issue 25, item 22: clients that retry a 409 whatever `x-should-retry` says (the Vercel AI
+/// SDK, Mastra on it, Cohere's client) get 424, which they fail on at once; the OpenAI and
+/// Anthropic SDKs keep their 409 (`ConflictError`); a status the user chose answers everyone.
+#[tokio::test]
+async fn a_miss_answers_clients_that_retry_409_with_a_status_they_do_not_retry() {
+    let upstream = Upstream::start(Fake::default()).await;
+    let store = memory();
+    let recorder = Recorder::new(config(Mode::Replay, &upstream.url), store.clone()).unwrap();
+    let replay = spawn(recorder.clone(), &ProxyConfig::ephemeral())
+        .await
+        .unwrap();
+    let chosen = ProxyConfig {
+        retrying_miss_status: None,
+        ..ProxyConfig::ephemeral()
+    };
+    let chose_409 = spawn(recorder, &chosen).await.unwrap();
+    let client = reqwest::Client::new();
+    let miss = |url: String, agent: &'static str| {
+        let client = client.clone();
+        async move {
+            client
+                .post(format!("{url}/v1/chat/completions"))
+                .header("user-agent", agent)
+                .json(&chat_body("never recorded"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    for (agent, status) in [
+        ("ai/6.0.7 ai-sdk/openai/3.0.1 runtime/node.js/v20.20.2", 424),
+        ("ai-sdk/anthropic/3.0.0 ai-sdk/provider-utils/4.0.0", 424),
+        ("cohere/7.3.1", 424),
+        ("OpenAI/Python 2.54.0", 409),
+        ("Anthropic/JS 1.14.0", 409),
+        ("curl/8.5.0", 409),
+    ] {
+        assert_eq!(miss(replay.url(), agent).await, status, "{agent}");
+        assert_eq!(miss(chose_409.url(), agent).await, 409, "{agent}: chosen");
+    }
+    replay.stop().await.unwrap();
+    chose_409.stop().await.unwrap();
+}
+
 /// A prompt of about 3,000 characters with one word near its end.
 fn long_prompt(word: &str) -> String {
     let filler =

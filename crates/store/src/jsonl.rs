@@ -19,6 +19,14 @@
 //! end) is re-read from the start, and one deleted while open fails every read and write with
 //! [`Error::Vanished`] instead of answering from, or appending to, a file nobody can see.
 //! Lines that cannot be read are kept in [`JsonlStore::damaged_lines`] for `verify` to report.
+//!
+//! On Windows (`platform.rs`) the same holds, with the file's volume serial number and file id
+//! for its identity, and locks that are mandatory there, so a cassette is read under the shared
+//! lock. A log deleted while open is an error there too: [`Error::Vanished`] where the name is
+//! gone at once, an access-denied read error where Windows keeps it until the last handle
+//! closes.
+
+mod platform;
 
 use crate::fs::blocking;
 use crate::key::{stored_key, validate_prefix};
@@ -33,7 +41,6 @@ use std::fmt;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::ops::Bound;
-use std::os::unix::fs::{FileExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -87,28 +94,26 @@ pub struct DamagedLine {
     pub reason: String,
 }
 
-/// Which file a path names and what it looked like: device and inode say which file, length and
-/// modification time whether it changed.
+/// Which file a path names and what it looked like: its id (device and inode) says which file,
+/// length and modification time whether it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Stamp {
-    dev: u64,
-    ino: u64,
+    id: platform::FileId,
     len: u64,
     modified: Option<SystemTime>,
 }
 
 impl Stamp {
-    fn of(meta: &Metadata) -> Stamp {
+    fn of((id, meta): (platform::FileId, Metadata)) -> Stamp {
         Stamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
+            id,
             len: meta.len(),
             modified: meta.modified().ok(),
         }
     }
 
     fn same_file(&self, other: &Stamp) -> bool {
-        (self.dev, self.ino) == (other.dev, other.ino)
+        self.id == other.id
     }
 }
 
@@ -222,8 +227,9 @@ impl Inner {
 impl State {
     /// Opens the log at `path` and indexes it from the start.
     fn open(path: &Path, create: Create) -> Result<State> {
-        // O_APPEND makes every write land at the end of the file even if another process
-        // appended since our last look, so our own offsets can never overwrite its lines.
+        // O_APPEND (on Windows: write access without FILE_WRITE_DATA) makes every write land
+        // at the end of the file even if another process appended since our last look, so our
+        // own offsets can never overwrite its lines.
         let file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -283,11 +289,9 @@ impl State {
     /// processes) into the index; re-reads the whole file when it was rewritten rather than
     /// appended to. Call with the file lock held, so no writer is mid-line.
     fn catch_up(&mut self, path: &Path) -> Result<()> {
-        let meta = self
-            .file
-            .metadata()
+        let now = platform::stat_file(&self.file)
+            .map(Stamp::of)
             .map_err(|source| io_error("reading", path, source))?;
-        let now = Stamp::of(&meta);
         if now == self.seen {
             return Ok(());
         }
@@ -344,8 +348,7 @@ impl State {
         }
         let mut tail = vec![0; self.tail.len()];
         let start = self.indexed_to - tail.len() as u64;
-        self.file
-            .read_exact_at(&mut tail, start)
+        platform::read_exact_at(&self.file, &mut tail, start)
             .map_err(|source| io_error("reading", path, source))?;
         Ok(tail != self.tail)
     }
@@ -353,8 +356,7 @@ impl State {
     fn remember_tail(&mut self, path: &Path) -> Result<()> {
         let start = self.indexed_to.saturating_sub(TAIL);
         self.tail.resize((self.indexed_to - start) as usize, 0);
-        self.file
-            .read_exact_at(&mut self.tail, start)
+        platform::read_exact_at(&self.file, &mut self.tail, start)
             .map_err(|source| io_error("reading", path, source))
     }
 
@@ -456,19 +458,23 @@ impl State {
         // line. (After a failed write the old stamp stays, so the next look re-reads.)
         self.indexed_to = start + line.len() as u64;
         self.lines += 1 + u64::from(terminated);
-        let meta = self
-            .file
-            .metadata()
+        self.seen = platform::stat_file(&self.file)
+            .map(Stamp::of)
             .map_err(|source| io_error("reading", path, source))?;
-        self.seen = Stamp::of(&meta);
         self.remember_tail(path)?;
         Ok(start)
     }
 
     fn read_cassette(&self, path: &Path, (offset, len): (u64, u64)) -> Result<Vec<u8>> {
         let mut buf = vec![0; len as usize];
-        self.file
-            .read_exact_at(&mut buf, offset)
+        // Where locks are mandatory, a read of the range a writer has locked would fail: wait
+        // for its append instead. (flock locks only lockers, so Unix reads take none.)
+        let _lock = if platform::MANDATORY_LOCKS {
+            Some(Lock::shared(self.file.clone(), path)?)
+        } else {
+            None
+        };
+        platform::read_exact_at(&self.file, &mut buf, offset)
             .map_err(|source| io_error("reading", path, source))?;
         Ok(buf)
     }
@@ -526,8 +532,8 @@ fn refresh(inner: &Inner, state: &mut State) -> Result<()> {
 
 /// The stamp of the file `path` names now.
 fn path_stamp(path: &Path) -> Result<Stamp> {
-    match std::fs::metadata(path) {
-        Ok(meta) => Ok(Stamp::of(&meta)),
+    match platform::stat_path(path) {
+        Ok(stat) => Ok(Stamp::of(stat)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(vanished(path)),
         Err(source) => Err(io_error("reading", path, source)),
     }

@@ -17,3 +17,4 @@ export {
   setDefaultSession,
   toolCalls,
 } from "./expect.js";
+export { Cassette, CassetteError, Control, Mode, ReadyLine, StartOptions, scopedEnv, startCassette } from "./start.js";

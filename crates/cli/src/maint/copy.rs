@@ -3,12 +3,12 @@
 //! `--overwrite` replaces instead.
 
 use super::runtime;
+use crate::progress::Progress;
 use crate::settings::StoreSpec;
 use cassette_recorder::miss::{write_segment, IndexRecord, SegmentKind};
 use cassette_recorder::Cassette;
 use cassette_store::{Created, DynStore, Key};
 use futures::StreamExt;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
 
 /// Arguments of `cassette copy`.
@@ -85,12 +85,7 @@ async fn copy_all(
     jobs: usize,
 ) -> anyhow::Result<(usize, usize, usize)> {
     let keys = from.list("").await?;
-    // indicatif draws on stderr and hides itself when stderr is not a terminal.
-    let bar = ProgressBar::new(keys.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} cassettes ({per_sec}, eta {eta}) {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = Progress::bar(keys.len() as u64, "cassettes");
     let mut results = futures::stream::iter(keys)
         .map(|key| async move {
             let result = copy_one(from, to, &key, write).await;
@@ -108,12 +103,15 @@ async fn copy_all(
             Ok(Copied::Skipped) => skipped += 1,
             Err(err) => {
                 failed += 1;
-                bar.suspend(|| eprintln!("cannot copy {key}: {err:#}"));
+                bar.println(format!("cannot copy {key}: {err:#}"));
             }
         }
-        bar.inc(1);
+        bar.inc();
+        bar.message(format!(
+            "· {copied} copied · {skipped} skipped · {failed} failed"
+        ));
     }
-    bar.finish_and_clear();
+    bar.finish();
     // The copies join the destination's index, so a miss there finds them without a scan.
     if let Err(err) = write_segment(to, &records, SegmentKind::Writer).await {
         eprintln!(

@@ -1,7 +1,9 @@
 //! `cassette diff-runs RUN_A RUN_B`: compares two runs that `cassette run` kept (every run is
 //! kept as `last`; `--save-run NAME` keeps one under a name): regressions (passed in A, failed
 //! in B), fixes, cases that missed in B, cases that missed in A and have a verdict in B, added
-//! and removed cases, and cases whose answer changed with the same verdict.
+//! and removed cases, and cases whose answer changed with the same verdict. Two reports of
+//! `cassette exec --report` compare the same way, request by request (by route, method, path
+//! and key): a request that was replayed in A and missed in B is named with its explanation.
 
 use crate::run::{run_file, SavedCase, Verdict, RUNS_DIR};
 use anyhow::{bail, Context};
@@ -13,7 +15,7 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "RUN_A and RUN_B are names given to --save-run, `last` (the latest run), or \
-paths to saved run files.\n\
+paths to saved run files, or two reports of `cassette exec --report`.\n\
 Exit status: 0; with --fail-on-regression, 2 when a case misses in RUN_B that did not in \
 RUN_A (its verdict is unknown, so the gate cannot pass), else 1 when a case regressed; 2 error."
 )]
@@ -46,8 +48,17 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
     } else {
         OnRegression::Report
     };
-    let a = load(&args.runs_dir, &args.run_a)?;
-    let b = load(&args.runs_dir, &args.run_b)?;
+    let (kind_a, a) = load(&args.runs_dir, &args.run_a)?;
+    let (kind_b, b) = load(&args.runs_dir, &args.run_b)?;
+    if kind_a != kind_b {
+        bail!(
+            "{} is {} and {} is {}: compare two saved suite runs or two exec reports",
+            args.run_a,
+            kind_a.describe(),
+            args.run_b,
+            kind_b.describe()
+        );
+    }
     let (mut regressions, mut fixes, mut changed) = (Vec::new(), Vec::new(), Vec::new());
     let (mut missed, mut recorded) = (Vec::new(), Vec::new());
     for (id, old) in &a {
@@ -76,8 +87,14 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
         println!("fixed: {id}");
     }
     for (id, was) in &missed {
+        let why = b[*id]
+            .result
+            .summary
+            .as_deref()
+            .map(|s| format!(": {s}"))
+            .unwrap_or_default();
         println!(
-            "missed: {id} (was {}; its recording is stale or missing)",
+            "missed: {id} (was {}; its recording is stale or missing){why}",
             verdict(*was)
         );
     }
@@ -136,8 +153,26 @@ fn verdict(v: Verdict) -> &'static str {
     v.as_str()
 }
 
+/// What a run file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A suite run `cassette run` saved (JSON Lines).
+    Suite,
+    /// A report of `cassette exec --report`.
+    Exec,
+}
+
+impl Kind {
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::Suite => "a saved suite run",
+            Kind::Exec => "an exec report",
+        }
+    }
+}
+
 /// A run by path, or by name in the runs folder.
-fn load(runs_dir: &Path, run: &str) -> anyhow::Result<BTreeMap<String, SavedCase>> {
+fn load(runs_dir: &Path, run: &str) -> anyhow::Result<(Kind, BTreeMap<String, SavedCase>)> {
     let as_path = PathBuf::from(run);
     let path = if as_path.is_file() {
         as_path
@@ -153,6 +188,19 @@ fn load(runs_dir: &Path, run: &str) -> anyhow::Result<BTreeMap<String, SavedCase
     };
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading the run {}", path.display()))?;
+    if crate::exec_report::is_report(&text) {
+        let report: crate::exec_report::ExecReport = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not an exec report of this version", path.display()))?;
+        if report.cassette_exec_report != crate::exec_report::REPORT_FORMAT {
+            bail!(
+                "{}: an exec report of format {}, this cassette reads format {}",
+                path.display(),
+                report.cassette_exec_report,
+                crate::exec_report::REPORT_FORMAT
+            );
+        }
+        return Ok((Kind::Exec, report.cases()));
+    }
     let mut cases = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -162,5 +210,5 @@ fn load(runs_dir: &Path, run: &str) -> anyhow::Result<BTreeMap<String, SavedCase
             .with_context(|| format!("{}:{}: not a saved case", path.display(), i + 1))?;
         cases.insert(case.result.id.clone(), case);
     }
-    Ok(cases)
+    Ok((Kind::Suite, cases))
 }

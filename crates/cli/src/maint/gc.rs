@@ -13,6 +13,7 @@
 //! log gc is not given, records cassettes gc counts as unused, as it always did.
 
 use super::{runtime, StoreArgs};
+use crate::progress::Progress;
 use crate::settings::SettingsFile;
 use anyhow::{bail, Context};
 use cassette_recorder::Cassette;
@@ -84,18 +85,24 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
             .collect();
         let (unused, kept) = later_occurrences_of_used(&store, candidates, &used).await;
         let mut failed = 0usize;
+        let progress = Progress::bar(unused.len() as u64, "cassettes");
         for key in &unused {
             match action {
-                Action::List => println!("would delete {key}"),
+                Action::List => progress.suspend(|| println!("would delete {key}")),
                 Action::Delete => match store.delete(key).await {
-                    Ok(()) => println!("deleted {key}"),
+                    Ok(()) => progress.suspend(|| println!("deleted {key}")),
                     Err(err) => {
                         failed += 1;
-                        eprintln!("cannot delete {key}: {:#}", anyhow::Error::from(err));
+                        progress.println(format!(
+                            "cannot delete {key}: {:#}",
+                            anyhow::Error::from(err)
+                        ));
                     }
                 },
             }
+            progress.inc();
         }
+        progress.finish();
         anyhow::Ok((unused, keys.len(), failed, kept))
     })?;
     let verb = match action {

@@ -11,6 +11,7 @@
 //! Imports go through the recorder's redaction (credentials in headers and queries are never
 //! stored) and are create-only unless `--overwrite`; the source files are left in place.
 
+use crate::progress::Progress;
 use crate::run::suite::CHAT_PATH;
 use crate::settings::{RecorderArgs, SettingsFile};
 use anyhow::{anyhow, bail, Context};
@@ -74,7 +75,9 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     }
     let runtime = super::runtime()?;
     let (mut imported, mut kept, mut failed) = (0usize, 0usize, 0usize);
+    let progress = Progress::bar(files.len() as u64, "files");
     for (path, source) in &files {
+        progress.inc();
         let exchanges = match source {
             Source::Seed => seed_exchange(path).map(|e| vec![e]),
             Source::Vcr => vcr_exchanges(path, &routes),
@@ -83,7 +86,7 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
             Ok(exchanges) => exchanges,
             Err(err) => {
                 failed += 1;
-                eprintln!("cannot import {}: {err:#}", path.display());
+                progress.println(format!("cannot import {}: {err:#}", path.display()));
                 continue;
             }
         };
@@ -96,19 +99,20 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
             match runtime.block_on(recorder.import(exchange, write)) {
                 Ok((key, Stored::Won)) => {
                     imported += 1;
-                    println!("imported {at} as {key} ({request})");
+                    progress.suspend(|| println!("imported {at} as {key} ({request})"));
                 }
                 Ok((key, Stored::Kept | Stored::Nothing)) => {
                     kept += 1;
-                    println!("kept {key}: already stored ({at})");
+                    progress.suspend(|| println!("kept {key}: already stored ({at})"));
                 }
                 Err(err) => {
                     failed += 1;
-                    eprintln!("cannot import {at}: {:#}", anyhow::Error::new(err));
+                    progress.println(format!("cannot import {at}: {:#}", anyhow::Error::new(err)));
                 }
             }
         }
     }
+    progress.finish();
     runtime.block_on(crate::flush_index(&recorder));
     eprintln!(
         "imported {imported}, kept {kept} already stored, failed {failed} ({}); the source files are left in place",

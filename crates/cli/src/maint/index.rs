@@ -3,6 +3,7 @@
 //! cassette (see `cassette_recorder::miss`). Reads only the cassettes no segment covers yet.
 
 use super::{runtime, StoreArgs};
+use crate::progress::Progress;
 use crate::settings::{KeyingArgs, SettingsFile};
 use anyhow::Context;
 use cassette_recorder::miss::compact;
@@ -38,9 +39,11 @@ pub(crate) fn run(args: IndexArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let progress = Progress::spinner(&format!("indexing {}", store.location()));
     let done = runtime()?
         .block_on(compact(&store, &config))
         .with_context(|| format!("indexing {}", store.location()))?;
+    progress.finish();
     // What is not ours stays where it is, and is named.
     for name in &done.kept {
         eprintln!(

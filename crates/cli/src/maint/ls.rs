@@ -1,5 +1,6 @@
 //! `cassette ls [--json]`: what is recorded, one cassette a line, with model, path, size and
-//! recorded_at; a later occurrence of a request (sequence mode) shows which (`#3`).
+//! recorded_at; a later occurrence of a request (sequence mode) shows which (`#3`), and a
+//! recording a test runner's plugin made names its test.
 
 use super::{foreign_files, load_all, runtime, StoreArgs};
 use crate::settings::SettingsFile;
@@ -16,8 +17,9 @@ pub(crate) struct LsArgs {
     store: StoreArgs,
 
     /// One JSON object a line: key, target, method, path, model, response_model, status,
-    /// size, recorded_at, key_version, and for a later occurrence of a request (sequence mode)
-    /// base_key and occurrence (or key and error for unreadable cassettes).
+    /// size, recorded_at, key_version, test (the test that recorded it, when a test runner's
+    /// plugin named one), and for a later occurrence of a request (sequence mode) base_key and
+    /// occurrence (or key and error for unreadable cassettes).
     #[arg(long)]
     json: bool,
 }
@@ -48,7 +50,7 @@ fn list(args: LsArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     if !args.json && !loaded.is_empty() {
         writeln!(
             out,
-            "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
+            "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}  TEST",
             "KEY", "RECORDED_AT", "MODEL", "PATH", "STATUS", "SIZE"
         )?;
     }
@@ -104,6 +106,7 @@ fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
         "size": size,
         "recorded_at": c.recorded_at,
         "key_version": c.key_version,
+        "test": c.meta.test,
     });
     if let Some(sequence) = &c.sequence {
         line["base_key"] = json!(sequence.base_key);
@@ -124,12 +127,13 @@ fn table_row(key: &Key, size: usize, c: &Cassette) -> String {
         path.push_str(&format!(" #{}", sequence.occurrence));
     }
     format!(
-        "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}",
+        "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}  {}",
         key.short(),
         c.recorded_at,
         c.requested_model().unwrap_or("-"),
         path,
         c.response.status,
-        size
+        size,
+        c.meta.test.as_deref().unwrap_or("-")
     )
 }

@@ -7,6 +7,7 @@ pub(crate) mod diff;
 pub(crate) mod diff_runs;
 pub(crate) mod explain;
 pub(crate) mod gc;
+pub(crate) mod git;
 pub(crate) mod import;
 pub(crate) mod index;
 pub(crate) mod ls;
@@ -83,6 +84,8 @@ pub(crate) type Loaded = (Key, Option<Bytes>, Result<Cassette, String>);
 pub(crate) async fn load_all(store: &DynStore) -> anyhow::Result<Vec<Loaded>> {
     use futures::StreamExt;
     let keys = store.list("").await?;
+    let progress = crate::progress::Progress::bar(keys.len() as u64, "cassettes read");
+    let progress = &progress;
     let loaded = futures::stream::iter(keys)
         .map(|key| async move {
             match store.get(&key).await {
@@ -99,8 +102,10 @@ pub(crate) async fn load_all(store: &DynStore) -> anyhow::Result<Vec<Loaded>> {
             }
         })
         .buffered(32)
+        .inspect(|_| progress.inc())
         .collect()
         .await;
+    progress.finish();
     Ok(loaded)
 }
 

@@ -51,6 +51,10 @@ fn render(c: &Cassette) -> String {
     fact("key_version", &c.key_version.to_string());
     fact("recorded_at", &c.recorded_at);
     fact("tool", &c.tool);
+    if let Some(test) = &c.meta.test {
+        // Provenance: the test a test runner's plugin said was running when it was recorded.
+        fact("test", test);
+    }
     fact("target", &format!("{} ({})", c.target, c.upstream));
     fact("profile", &c.meta.profile);
     let model = match (

@@ -10,6 +10,7 @@
 //! credential-shaped text too: they hold answers, and must be as clean as the cassettes.
 
 use super::{foreign_files, load_all, runtime, store_exists, StoreArgs};
+use crate::progress::Progress;
 use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
@@ -105,16 +106,21 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         problems += 1;
     }
     let mut unverifiable = 0usize;
+    let progress = Progress::bar(loaded.len() as u64, "cassettes verified");
     for (key, bytes, parsed) in &loaded {
         let checked = check(key, bytes.as_ref(), parsed, &config);
-        for what in &checked.problems {
-            println!("{key}: {what}");
-        }
+        progress.suspend(|| {
+            for what in &checked.problems {
+                println!("{key}: {what}");
+            }
+        });
         problems += checked.problems.len();
         if checked.key == KeyCheck::Redacted {
             unverifiable += 1;
         }
+        progress.inc();
     }
+    progress.finish();
     for (key, problem) in sequence_gaps(&loaded) {
         println!("{key}: {problem}");
         problems += 1;

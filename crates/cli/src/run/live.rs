@@ -8,8 +8,14 @@ use super::case::{run_case, Done};
 use super::report;
 use super::suite::Case;
 use super::{SavedCase, SuiteRun, Verdict};
+use crate::review::output::{append_step_summary, write_atomic};
+use crate::review::verdict::judge;
+use crate::review::{
+    html, markdown, DiffReview, Drift, Facts, Judged, Pairing, Recording, Reviewed,
+};
 use anyhow::Context;
 use cassette_recorder::Recorder;
+use cassette_store::Key;
 use futures::StreamExt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -67,6 +73,7 @@ pub(super) async fn run_live(
     .buffered(suite.jobs);
     let mut compared = Vec::with_capacity(suite.cases.len());
     let mut saved = Vec::with_capacity(suite.cases.len());
+    let mut reviewed = Vec::with_capacity(suite.cases.len());
     while let Some((case, replayed, lived)) = results.next().await {
         let replayed = match replayed {
             Ok(done) => Some(done),
@@ -78,6 +85,7 @@ pub(super) async fn run_live(
             Stop::Miss(miss) => anyhow::anyhow!("a live request missed: {miss}"),
         })?;
         let line = compare(case, replayed.as_ref(), &lived);
+        reviewed.push(review_item(case, replayed.as_ref(), &lived, live));
         serde_json::to_writer(&mut out, &line)?;
         out.write_all(b"\n")?;
         saved.push(report::saved_case(&lived));
@@ -91,7 +99,93 @@ pub(super) async fn run_live(
         report::save_run(path, &saved)?;
         eprintln!("cassette run: saved as {name} ({})", path.display());
     }
+    let review = DiffReview::new(
+        format!("{} (replayed from its cassettes)", suite.path.display()),
+        "live".to_owned(),
+        (
+            reviewed.iter().filter(|r| r.old.is_some()).count(),
+            reviewed.len(),
+        ),
+        reviewed,
+    );
+    write_review(&suite.review, &review)?;
     Ok(summary(&compared, saved.as_slice()))
+}
+
+/// The drift of one case, as `cassette diff` reviews a re-record: its answer on tape (none when
+/// it is not recorded) next to the live one, with a verdict.
+fn review_item(case: &Case, replayed: Option<&Done>, live: &Done, recorder: &Recorder) -> Reviewed {
+    let redactor = recorder.redactor();
+    let recording = |done: &Done, when: &str| {
+        let mut answer = done.answer.clone();
+        answer.text = redactor.text(&answer.text);
+        for call in &mut answer.tool_calls {
+            redactor.json(&mut call.arguments);
+        }
+        Recording {
+            key: Key::parse(&done.result.key).unwrap_or_else(|| case_key(case)),
+            request: redactor.text(&format!("{} {}", case.request.method, case.request.path)),
+            route: case.request.target.clone(),
+            requested_model: case.request.model().map(|m| redactor.text(&m)),
+            recorded_at: when.to_owned(),
+            facts: Ok(Facts {
+                // A non-2xx answer fails the case already; the status is not what drifts here.
+                status: 0,
+                model: answer.model.clone(),
+                finish: answer.finish.clone(),
+                usage: None,
+                answer,
+            }),
+        }
+    };
+    let new = recording(live, "live, now");
+    match replayed {
+        Some(done) => {
+            let old = recording(done, "on tape");
+            let judged = judge(
+                old.facts.as_ref().map_err(String::as_str),
+                new.facts.as_ref().map_err(String::as_str),
+            );
+            Reviewed {
+                judged,
+                pairing: Pairing::SameKey,
+                old: Some(old),
+                new: Some(new),
+                request: Vec::new(),
+            }
+        }
+        None => Reviewed {
+            judged: Judged {
+                drift: Drift::Added,
+                reasons: vec!["not recorded".to_owned()],
+                notes: Vec::new(),
+            },
+            pairing: Pairing::Alone,
+            old: None,
+            new: Some(new),
+            request: Vec::new(),
+        },
+    }
+}
+
+/// A key for a case whose result names none (never expected: every answered case has one).
+fn case_key(case: &Case) -> Key {
+    case.request.key(&cassette_keying::KeyConfig::default()).key
+}
+
+/// Writes the live run's HTML review and Markdown summary, and the step summary.
+fn write_review(files: &super::reviewed::ReviewFiles, review: &DiffReview) -> anyhow::Result<()> {
+    if let Some(path) = &files.html {
+        write_atomic(path, html::diff_page(review).as_bytes())
+            .with_context(|| format!("writing the HTML review {}", path.display()))?;
+    }
+    let summary = markdown::diff_summary(review);
+    if let Some(path) = &files.markdown {
+        write_atomic(path, summary.as_bytes())
+            .with_context(|| format!("writing the Markdown summary {}", path.display()))?;
+    }
+    append_step_summary("run --live", &summary);
+    Ok(())
 }
 
 fn fatal(err: anyhow::Error, suite: &SuiteRun, case: &Case, doing: &str) -> anyhow::Error {

@@ -14,18 +14,18 @@ pub(crate) mod junit;
 mod live;
 mod report;
 mod result;
+mod reviewed;
 pub(crate) mod suite;
 
 pub(crate) use call::Stop;
 pub(crate) use report::{miss_lines, print_miss};
 pub(crate) use result::{CaseResult, SavedCase, Verdict};
 
+use crate::progress::Progress;
 use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
 pub(crate) use call::redacted_answer;
-use call::Stop;
 use case::{run_case, Done};
-use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::{Miss, Recorder};
 use futures::StreamExt;
 use graders::judge::{JudgeArgs, JudgeConfig};
@@ -88,6 +88,17 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
 
+    /// Also write a self-contained HTML review to FILE: each case with its verdict, graders,
+    /// answer and, for a miss, the explanation (with --live: each answer on tape next to the
+    /// live one).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+
+    /// Also write a Markdown summary (counts, misses with their explanation, failures; with
+    /// --live, the answers that drifted) to FILE, for a pull request comment.
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+
     /// Also keep every case's output and verdict as NAME, for `cassette diff-runs` (every run
     /// is kept as `last` anyway).
     #[arg(long, value_name = "NAME", value_parser = parse_run_name)]
@@ -134,6 +145,8 @@ struct SuiteRun {
     on_miss: OnMiss,
     /// Where the JUnit report goes.
     junit: Option<PathBuf>,
+    /// Where the HTML review and the Markdown summary go.
+    review: reviewed::ReviewFiles,
     /// The name and file the run is saved as with `--save-run`.
     save_run: Option<(String, PathBuf)>,
     /// The file every run is saved as (`last`).
@@ -172,6 +185,10 @@ impl RunArgs {
                     OnMiss::Continue
                 },
                 junit: self.junit.clone(),
+                review: reviewed::ReviewFiles {
+                    html: self.html.clone(),
+                    markdown: self.markdown.clone(),
+                },
                 save_run: self
                     .save_run
                     .as_ref()
@@ -361,6 +378,7 @@ async fn run_suite(suite: &SuiteRun, recorder: &Recorder) -> anyhow::Result<Exit
         report::save_run(path, &ran.saved)?;
         eprintln!("cassette run: saved as {name} ({})", path.display());
     }
+    reviewed::write(&suite.review, suite, &ran, recorder, seconds)?;
     let missed: Vec<&str> = ran
         .missed
         .iter()
@@ -404,7 +422,10 @@ struct Ran<'a> {
 /// with `--fail-fast`); another error ends the run with the case named.
 async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Result<Ran<'a>> {
     let stdout = std::io::stdout();
+    // Result lines on a terminal go out one by one, with the bar out of the way.
+    let stdout_is_terminal = std::io::IsTerminal::is_terminal(&stdout);
     let mut out = std::io::BufWriter::new(stdout.lock());
+    let progress = Progress::bar(suite.cases.len() as u64, "cases");
     let mut results = futures::stream::iter(
         suite
             .cases
@@ -420,10 +441,19 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
         unrun: 0,
     };
     while let Some((case, result)) = results.next().await {
+        progress.inc();
+        let stats = recorder.stats();
+        progress.message(format!(
+            "· {} hits · {} misses · {} recorded",
+            stats.hits, stats.misses, stats.recorded
+        ));
         match result {
             Ok(done) => {
                 serde_json::to_writer(&mut out, &done.result)?;
                 out.write_all(b"\n")?;
+                if stdout_is_terminal {
+                    progress.suspend(|| out.flush())?;
+                }
                 ran.junit.push(report::junit_case(&done));
                 ran.saved.push(report::saved_case(&done));
                 ran.done.push(done);
@@ -433,15 +463,18 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
                 result.summary = result.summary.map(|s| recorder.redactor().text(&s));
                 serde_json::to_writer(&mut out, &result)?;
                 out.write_all(b"\n")?;
-                // Flushed first so the explanation follows its result line in a terminal.
-                out.flush()?;
-                eprintln!(
-                    "cassette run: replay miss in case {:?} ({}:{}):",
-                    case.id,
-                    suite.path.display(),
-                    case.line
-                );
-                print_miss(&miss);
+                progress.suspend(|| -> std::io::Result<()> {
+                    // Flushed first so the explanation follows its result line in a terminal.
+                    out.flush()?;
+                    eprintln!(
+                        "cassette run: replay miss in case {:?} ({}:{}):",
+                        case.id,
+                        suite.path.display(),
+                        case.line
+                    );
+                    print_miss(&miss);
+                    Ok(())
+                })?;
                 ran.junit.push(junit::TestCase {
                     id: case.id.clone(),
                     seconds: 0.0,
@@ -465,6 +498,7 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
             }
         }
     }
+    progress.finish();
     out.flush()?;
     Ok(ran)
 }

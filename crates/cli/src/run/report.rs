@@ -5,6 +5,7 @@ use super::case::Done;
 use super::suite::Case;
 use super::{junit, CaseResult, SavedCase, Verdict};
 use crate::answer::ToolCall;
+use crate::review::output::write_atomic;
 use anyhow::Context;
 use cassette_recorder::{Miss, Recorder};
 use std::path::Path;
@@ -194,31 +195,4 @@ pub(crate) fn miss_lines(miss: &Miss) -> Vec<String> {
     }
     lines.push("  Record it with CASSETTE_MODE=record (or auto), or fix the request.".to_owned());
     lines
-}
-
-/// Writes a file whole or not at all, creating its folder.
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the folder {}", dir.display()))?;
-    }
-    let file_name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file path", path.display()))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.{}.tmp",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = std::fs::write(&tmp, bytes)
-        .with_context(|| format!("cannot write {}", tmp.display()))
-        .and_then(|()| {
-            std::fs::rename(&tmp, path)
-                .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
-        });
-    if written.is_err() {
-        // Leave no temporary file behind.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
 }

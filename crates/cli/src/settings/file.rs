@@ -8,10 +8,10 @@
 //! above the defaults. Relative paths in it (and the default store) resolve against the file's
 //! own folder, so every command run anywhere below it uses the same store.
 
-use super::keying::{ignore_leaves_out, parse_ignore_path, question_out_reason};
-use super::recorder::is_built_in_route;
-use super::store::StoreSpec;
-use super::values::{is_plain_name, parse_base_url, parse_memory, parse_size};
+use super::values::{
+    ignore_leaves_out, is_built_in_route, is_plain_name, join_clean, parse_base_url,
+    parse_ignore_path, parse_memory, parse_miss_status, parse_size, question_out_reason, StoreSpec,
+};
 use anyhow::{bail, Context};
 use cassette_keying::{JsonPath, KeyConfig};
 use cassette_recorder::config::AuthStyle;
@@ -481,7 +481,7 @@ impl Raw {
         self.proxy.validate(source, &mut file)?;
         if let Some(status) = &self.miss_status {
             file.miss_status = Some(
-                super::serve::parse_miss_status(&status.get_ref().to_string())
+                parse_miss_status(&status.get_ref().to_string())
                     .map_err(|e| source.error(status.span(), &format!("`miss_status`: {e}")))?,
             );
         }
@@ -710,21 +710,6 @@ fn stays_inside(dir: &Path, path: &Path) -> Result<(), String> {
             dir.display()
         ))
     }
-}
-
-/// `dir` joined with a relative `path` (an absolute one is kept), without `.` segments.
-pub(crate) fn join_clean(dir: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        return path.to_owned();
-    }
-    let mut out = dir.to_owned();
-    for part in path.components() {
-        match part {
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

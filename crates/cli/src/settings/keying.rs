@@ -9,8 +9,9 @@
 //! dangerously_allow_prompt_out = true`, says that is meant.
 
 use super::file::SettingsFile;
+use super::values::{parse_ignore_path, question_out_reason};
 use anyhow::bail;
-use cassette_keying::{path_leaves_out, JsonPath, KeyConfig, QuestionLeftOut};
+use cassette_keying::{JsonPath, KeyConfig};
 
 /// The escape hatch's flag, named in the refusal.
 pub(crate) const ALLOW_PROMPT_OUT_FLAG: &str = "--dangerously-allow-prompt-out";
@@ -71,42 +72,6 @@ impl KeyingArgs {
         }
         Ok(config)
     }
-}
-
-/// `` `$.messages` leaves the prompt out of the key: ... `` for a setting the keying crate
-/// found, with the escape hatch spelled as the caller's source spells it.
-pub(crate) fn question_out_reason(found: &QuestionLeftOut, escape: &str) -> String {
-    let instead = match found.setting {
-        "volatile" => "name a member that varies between identical questions instead",
-        _ => {
-            "name the member inside it that varies (a client-generated id such as \
-              `$.messages[*].tool_calls[*].id`) instead"
-        }
-    };
-    format!(
-        "`{}` would leave {} out of the key, so every request to a path would get one key and \
-         one recording would answer every prompt as a replay hit; {instead}, or set {escape} \
-         if that is really meant (see docs/keying.md)",
-        found.value, found.what
-    )
-}
-
-/// Parses an `ignore` path: any JSON path but `$`, which would leave the whole body out.
-pub(crate) fn parse_ignore_path(text: &str) -> Result<JsonPath, String> {
-    let path = JsonPath::parse(text).map_err(|e| e.to_string())?;
-    if path.is_root() {
-        return Err("`$` would leave the whole body out of the key; name a member".to_owned());
-    }
-    Ok(path)
-}
-
-/// Whether an ignore path leaves the question out (for the file's located errors).
-pub(crate) fn ignore_leaves_out(path: &JsonPath) -> Option<QuestionLeftOut> {
-    path_leaves_out(path).map(|what| QuestionLeftOut {
-        setting: "ignore",
-        value: path.to_string(),
-        what,
-    })
 }
 
 #[cfg(test)]

@@ -38,8 +38,8 @@ mod values;
 pub(crate) use file::{FileArgs, SettingsFile, FILE_NAME};
 pub(crate) use keying::KeyingArgs;
 pub(crate) use recorder::{
-    is_built_in_route, keys_summary, RecorderArgs, RecorderSettings, RouteKey,
+    built_in_key_sources, keys_summary, RecorderArgs, RecorderSettings, RouteKey,
 };
 pub(crate) use serve::{ServeArgs, ServeSettings};
 pub(crate) use store::{StoreArgs, StoreSpec};
-pub(crate) use values::{is_plain_name, parse_size};
+pub(crate) use values::{is_built_in_route, is_plain_name, parse_size, BUILT_IN_ROUTES};

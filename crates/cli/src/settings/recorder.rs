@@ -26,7 +26,7 @@ use super::file::SettingsFile;
 use super::keying::KeyingArgs;
 use super::store::{StoreArgs, StoreSpec};
 use super::unopened::Unopened;
-use super::values::{parse_base_url, parse_memory, parse_route, parse_size};
+use super::values::{parse_base_url, parse_memory, parse_route, parse_size, BUILT_IN_ROUTES};
 use anyhow::{bail, Context};
 use cassette_recorder::config::{
     ApiKey, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
@@ -43,20 +43,6 @@ use std::time::Duration;
 
 /// The default route's upstream when `UPSTREAM_BASE` is not set.
 pub(crate) const DEFAULT_UPSTREAM: &str = "https://api.openai.com";
-
-/// Routes mounted even without flags: name and default upstream.
-pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
-    ("anthropic", "https://api.anthropic.com"),
-    ("ollama", "http://127.0.0.1:11434"),
-    ("gemini", "https://generativelanguage.googleapis.com"),
-    ("groq", "https://api.groq.com"),
-    ("cohere", "https://api.cohere.com"),
-];
-
-/// Whether a route exists without being configured.
-pub(crate) fn is_built_in_route(name: &str) -> bool {
-    name == DEFAULT_TARGET || BUILT_IN_ROUTES.iter().any(|(n, _)| *n == name)
-}
 
 /// Seconds an upstream may take to answer when `--upstream-timeout` is not given.
 const DEFAULT_UPSTREAM_TIMEOUT_SECS: u64 = 600;

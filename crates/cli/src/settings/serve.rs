@@ -3,14 +3,17 @@
 //! traffic that bypasses the base URL (the catch, and the hosts allowed past it).
 
 use super::file::SettingsFile;
-use cassette_recorder::proxy::{Forwarding, HostPattern, DEFAULT_MISS_STATUS};
+pub(crate) use super::values::parse_miss_status;
+use cassette_recorder::proxy::{
+    Forwarding, HostPattern, DEFAULT_MISS_STATUS, DEFAULT_RETRYING_MISS_STATUS,
+};
 
 /// Raw flags; see [`ServeArgs::resolve`].
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ServeArgs {
-    /// HTTP status of a replay miss [default: 409]. A client that retries 409 whatever
-    /// x-should-retry says (the Vercel AI SDK) fails at once with a status it does not retry,
-    /// such as 424.
+    /// HTTP status of a replay miss [default: 409, and 424 for the clients known to retry a
+    /// 409 whatever x-should-retry says: the Vercel AI SDK, Mastra, Cohere]. A status given
+    /// here answers every client.
     #[arg(long, env = "CASSETTE_MISS_STATUS", value_name = "CODE", value_parser = parse_miss_status)]
     pub(crate) miss_status: Option<u16>,
 
@@ -35,6 +38,8 @@ pub(crate) struct ServeArgs {
 pub(crate) struct ServeSettings {
     /// The status of a replay miss.
     pub(crate) miss_status: u16,
+    /// The status for clients that retry a 409, when no miss status was chosen.
+    pub(crate) retrying_miss_status: Option<u16>,
     /// The catch and its allow list, or no catch.
     pub(crate) forwarding: Forwarding,
 }
@@ -70,23 +75,17 @@ impl ServeArgs {
         } else {
             Forwarding::Off
         };
+        let chosen = self.miss_status.or(file.miss_status);
         ServeSettings {
-            miss_status: self
-                .miss_status
-                .or(file.miss_status)
-                .unwrap_or(DEFAULT_MISS_STATUS),
+            miss_status: chosen.unwrap_or(DEFAULT_MISS_STATUS),
+            // A status the user chose answers every client; by default each client gets one it
+            // fails on at once.
+            retrying_miss_status: match chosen {
+                Some(_) => None,
+                None => Some(DEFAULT_RETRYING_MISS_STATUS),
+            },
             forwarding,
         }
-    }
-}
-
-/// An HTTP error status, 400 to 599.
-pub(crate) fn parse_miss_status(text: &str) -> Result<u16, String> {
-    match text.trim().parse::<u16>() {
-        Ok(code) if (400..=599).contains(&code) => Ok(code),
-        _ => Err(format!(
-            "`{text}` is not an HTTP error status (400 to 599), such as 409 or 424"
-        )),
     }
 }
 

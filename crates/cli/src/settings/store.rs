@@ -2,89 +2,19 @@
 //! `CASSETTE_DIR`, `store` in cassette.toml, or the default `file://cassettes` (next to the
 //! settings file when there is one).
 
-use super::file::{join_clean, SettingsFile};
+use super::file::SettingsFile;
+pub(crate) use super::values::StoreSpec;
 use anyhow::{bail, Context};
 use cassette_store::{DynStore, StoreUrl};
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 /// The store used when neither `--store`, `CASSETTE_STORE` nor `CASSETTE_DIR` is set.
 pub(crate) const DEFAULT_STORE: &str = "cassettes";
 
-/// A store as the user named it: the parsed URL, and the text it was given as, which is how
-/// messages name it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StoreSpec {
-    url: StoreUrl,
-    text: String,
-}
-
-impl FromStr for StoreSpec {
-    type Err = cassette_store::Error;
-
-    /// Parses a store URL (surrounding whitespace ignored); clap uses this as the value parser
-    /// of every store flag and argument.
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let text = text.trim();
-        Ok(StoreSpec {
-            url: StoreUrl::parse(text)?,
-            text: text.to_owned(),
-        })
-    }
-}
-
-impl fmt::Display for StoreSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
 impl StoreSpec {
-    /// A folder of cassette files.
-    pub(crate) fn folder(dir: PathBuf) -> StoreSpec {
-        StoreSpec {
-            text: format!("file://{}", dir.display()),
-            url: StoreUrl::File(dir),
-        }
-    }
-
-    /// The store with a relative local path (`file://`, `jsonl://`, `sled://`, a bare path)
-    /// resolved against `dir`; other stores as they are.
-    pub(crate) fn relative_to(self, dir: &Path) -> StoreSpec {
-        let scheme = self.scheme().to_owned();
-        let rebuilt = |path: &Path| format!("{scheme}://{}", join_clean(dir, path).display());
-        let url = match &self.url {
-            StoreUrl::File(path) if path.is_relative() => StoreUrl::File(join_clean(dir, path)),
-            StoreUrl::Jsonl(path) if path.is_relative() => StoreUrl::Jsonl(join_clean(dir, path)),
-            #[cfg(feature = "sled")]
-            StoreUrl::Sled(path) if path.is_relative() => StoreUrl::Sled(join_clean(dir, path)),
-            _ => return self,
-        };
-        let text = match &url {
-            StoreUrl::File(path) | StoreUrl::Jsonl(path) => rebuilt(path),
-            #[cfg(feature = "sled")]
-            StoreUrl::Sled(path) => rebuilt(path),
-            _ => self.text,
-        };
-        StoreSpec { url, text }
-    }
-
-    /// The parsed URL.
-    pub(crate) fn url(&self) -> &StoreUrl {
-        &self.url
-    }
-
-    /// The scheme as written (`file` for a bare path).
-    pub(crate) fn scheme(&self) -> &str {
-        self.text
-            .split_once("://")
-            .map_or("file", |(scheme, _)| scheme)
-    }
-
     /// Opens (creating when needed) the store, naming it on failure.
     pub(crate) fn open(&self) -> anyhow::Result<DynStore> {
-        self.url
+        self.url()
             .open()
             .with_context(|| format!("cannot open the store {self}"))
     }
@@ -116,14 +46,14 @@ impl StoreSpec {
                 );
             }
         }
-        self.url
+        self.url()
             .open_read_only()
             .with_context(|| format!("cannot open the store {self}"))
     }
 
     /// The file or folder of a local store.
     pub(crate) fn local_path(&self) -> Option<&Path> {
-        match &self.url {
+        match self.url() {
             StoreUrl::File(path) | StoreUrl::Jsonl(path) => Some(path),
             #[cfg(feature = "sled")]
             StoreUrl::Sled(path) => Some(path),
@@ -137,7 +67,7 @@ impl StoreSpec {
     pub(crate) fn same_store(&self, other: &StoreSpec) -> bool {
         match (self.local_path(), other.local_path()) {
             (Some(a), Some(b)) => resolved(a) == resolved(b),
-            (None, None) => self.url == other.url,
+            (None, None) => self.url() == other.url(),
             _ => false,
         }
     }

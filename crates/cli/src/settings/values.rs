@@ -1,7 +1,16 @@
-//! Parsers for single flag values (clap `value_parser`s): sizes, upstream base URLs and
-//! `NAME=URL` routes. Their errors say what was expected; clap adds the flag and the value.
+//! The values settings are made of, and their parsers: single flag values (clap
+//! `value_parser`s: sizes, upstream base URLs, `NAME=URL` routes, miss statuses, `ignore`
+//! paths), store specs, the built-in routes, and path joining. Every other settings module
+//! builds on these; this one on none of them, so the settings modules depend one way. Errors
+//! say what was expected; clap adds the flag and the value.
 
+use cassette_keying::{path_leaves_out, JsonPath, QuestionLeftOut};
+use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::Route;
+use cassette_store::StoreUrl;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::str::FromStr;
 
 /// Parses a byte size: `1048576`, `512KiB`, `32MiB`, `1GiB` (also `k`, `m`, `g`, `KB`, `MB`).
 pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
@@ -80,6 +89,152 @@ pub(crate) fn parse_route(spec: &str) -> Result<Route, String> {
         ));
     }
     Ok(Route::new(name, parse_base_url(url)?))
+}
+
+/// Routes mounted even without flags: name and default upstream.
+pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
+    ("anthropic", "https://api.anthropic.com"),
+    ("ollama", "http://127.0.0.1:11434"),
+    ("gemini", "https://generativelanguage.googleapis.com"),
+    ("groq", "https://api.groq.com"),
+    ("cohere", "https://api.cohere.com"),
+];
+
+/// Whether a route exists without being configured.
+pub(crate) fn is_built_in_route(name: &str) -> bool {
+    name == DEFAULT_TARGET || BUILT_IN_ROUTES.iter().any(|(n, _)| *n == name)
+}
+
+/// An HTTP error status, 400 to 599.
+pub(crate) fn parse_miss_status(text: &str) -> Result<u16, String> {
+    match text.trim().parse::<u16>() {
+        Ok(code) if (400..=599).contains(&code) => Ok(code),
+        _ => Err(format!(
+            "`{text}` is not an HTTP error status (400 to 599), such as 409 or 424"
+        )),
+    }
+}
+
+/// Parses an `ignore` path: any JSON path but `$`, which would leave the whole body out.
+pub(crate) fn parse_ignore_path(text: &str) -> Result<JsonPath, String> {
+    let path = JsonPath::parse(text).map_err(|e| e.to_string())?;
+    if path.is_root() {
+        return Err("`$` would leave the whole body out of the key; name a member".to_owned());
+    }
+    Ok(path)
+}
+
+/// Whether an ignore path leaves the question out (for the file's located errors).
+pub(crate) fn ignore_leaves_out(path: &JsonPath) -> Option<QuestionLeftOut> {
+    path_leaves_out(path).map(|what| QuestionLeftOut {
+        setting: "ignore",
+        value: path.to_string(),
+        what,
+    })
+}
+
+/// `` `$.messages` leaves the prompt out of the key: ... `` for a setting the keying crate
+/// found, with the escape hatch spelled as the caller's source spells it.
+pub(crate) fn question_out_reason(found: &QuestionLeftOut, escape: &str) -> String {
+    let instead = match found.setting {
+        "volatile" => "name a member that varies between identical questions instead",
+        _ => {
+            "name the member inside it that varies (a client-generated id such as \
+              `$.messages[*].tool_calls[*].id`) instead"
+        }
+    };
+    format!(
+        "`{}` would leave {} out of the key, so every request to a path would get one key and \
+         one recording would answer every prompt as a replay hit; {instead}, or set {escape} \
+         if that is really meant (see docs/keying.md)",
+        found.value, found.what
+    )
+}
+
+/// `dir` joined with a relative `path` (an absolute one is kept), without `.` segments.
+pub(crate) fn join_clean(dir: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_owned();
+    }
+    let mut out = dir.to_owned();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A store as the user named it: the parsed URL, and the text it was given as, which is how
+/// messages name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoreSpec {
+    url: StoreUrl,
+    text: String,
+}
+
+impl FromStr for StoreSpec {
+    type Err = cassette_store::Error;
+
+    /// Parses a store URL (surrounding whitespace ignored); clap uses this as the value parser
+    /// of every store flag and argument.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        Ok(StoreSpec {
+            url: StoreUrl::parse(text)?,
+            text: text.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl StoreSpec {
+    /// A folder of cassette files.
+    pub(crate) fn folder(dir: PathBuf) -> StoreSpec {
+        StoreSpec {
+            text: format!("file://{}", dir.display()),
+            url: StoreUrl::File(dir),
+        }
+    }
+
+    /// The store with a relative local path (`file://`, `jsonl://`, `sled://`, a bare path)
+    /// resolved against `dir`; other stores as they are.
+    pub(crate) fn relative_to(self, dir: &Path) -> StoreSpec {
+        let scheme = self.scheme().to_owned();
+        let rebuilt = |path: &Path| format!("{scheme}://{}", join_clean(dir, path).display());
+        let url = match &self.url {
+            StoreUrl::File(path) if path.is_relative() => StoreUrl::File(join_clean(dir, path)),
+            StoreUrl::Jsonl(path) if path.is_relative() => StoreUrl::Jsonl(join_clean(dir, path)),
+            #[cfg(feature = "sled")]
+            StoreUrl::Sled(path) if path.is_relative() => StoreUrl::Sled(join_clean(dir, path)),
+            _ => return self,
+        };
+        let text = match &url {
+            StoreUrl::File(path) | StoreUrl::Jsonl(path) => rebuilt(path),
+            #[cfg(feature = "sled")]
+            StoreUrl::Sled(path) => rebuilt(path),
+            _ => self.text,
+        };
+        StoreSpec { url, text }
+    }
+
+    /// The parsed URL.
+    pub(crate) fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// The scheme as written (`file` for a bare path).
+    pub(crate) fn scheme(&self) -> &str {
+        self.text
+            .split_once("://")
+            .map_or("file", |(scheme, _)| scheme)
+    }
 }
 
 #[cfg(test)]

@@ -504,6 +504,8 @@ struct Found {
     settings: Option<CanonicalKeyConfig>,
     request_redacted: bool,
     differences: Vec<Difference>,
+    /// How far its request is from the one asked ([`distance`] of the differences).
+    distance: f64,
 }
 
 impl fmt::Debug for NearestIndex {
@@ -616,6 +618,27 @@ impl NearestIndex {
                 self.explained(found, profile.unwrap_or(""))
             }
         }
+    }
+
+    /// The recording in `store` nearest to the request `cassette` stored, by the same rule as
+    /// a miss's explanation (same target, path and profile; ranked by leaves, the best few
+    /// diffed exactly), keyed under `config`: its key, its distance and what differs (the
+    /// recording's values as old, `cassette`'s as new). The cassette's request is stored
+    /// redacted already, so nothing here is redacted again.
+    pub(crate) async fn nearest_to(
+        &mut self,
+        store: &DynStore,
+        config: &KeyConfig,
+        cassette: &Cassette,
+    ) -> Option<(Key, f64, Vec<Difference>)> {
+        self.settings = config.canonical();
+        self.refresh(store, config).await;
+        let material = cassette.keyed_request(config).material;
+        let path = normalize_path(&cassette.request.path);
+        let at = (cassette.target.as_str(), path.as_str(), &material);
+        // Not within a test: any recording of the other set may be the one re-recorded.
+        let found = self.nearest(store, config, at, None).await?;
+        Some((found.key, found.distance, found.differences))
     }
 
     /// The explanation of the nearest recording: how it was keyed when that differs, then what
@@ -798,6 +821,7 @@ impl NearestIndex {
                     settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
                     request_redacted: cassette.meta.request_redacted,
                     differences,
+                    distance: d,
                 };
                 best = Some((d, found));
             }

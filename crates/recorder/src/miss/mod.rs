@@ -2,17 +2,20 @@
 //!
 //! Finding the nearest recording runs only on a miss, through an index kept between misses
 //! (`index`: segments the store keeps, or a scan of the cassettes no segment covers); a hit
-//! never pays for it.
+//! never pays for it. The same rule pairs the recordings of a re-record with the ones they
+//! replace (`pair`, for `cassette diff`).
 
 mod index;
 mod log;
+mod pair;
 mod render;
 
 pub(crate) use index::NearestIndex;
 pub use index::{compact, write_segment, Compacted, IndexRecord, SegmentKind};
 pub(crate) use log::MissBook;
 pub use log::{MissLog, MissNote};
-pub use render::{difference_line, word_diff};
+pub use pair::{pair, request_differences, Paired};
+pub use render::{difference_line, difference_pieces, word_diff, Piece};
 
 use cassette_keying::{Change, Difference, Key};
 use cassette_tape::redact::Redactor;

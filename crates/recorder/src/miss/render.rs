@@ -2,6 +2,9 @@
 //! long to show whole are shown as a word diff of the regions that changed, with a few words
 //! of context on each side (`…the quarterly [-revenue-]{+income+} figures…`), so a changed
 //! word late in a 3,000-character prompt is visible instead of two identical beginnings.
+//!
+//! The same line is also given as [`Piece`]s (unchanged, removed and inserted text), for
+//! renderers that mark changes their own way (the HTML review) rather than with `[-…-]{+…+}`.
 
 use cassette_keying::{shorten, to_canonical_string, Change, Difference};
 use serde_json::Value;
@@ -21,19 +24,76 @@ const MAX_RUN: usize = 100;
 /// a prompt may be a megabyte.
 const DIFF_DEADLINE: Duration = Duration::from_millis(200);
 
+/// A part of a difference line: text both sides share (or that only describes), text only the
+/// recorded (old) side has, or text only the new side has. Already shortened for display.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Piece {
+    /// Shared or descriptive text.
+    Text(String),
+    /// Only in the recorded value.
+    Removed(String),
+    /// Only in the new value.
+    Inserted(String),
+}
+
 /// A difference as one line: `body.temperature: 0 -> 0.7`, or for long strings
 /// `body.messages[0].content: …the quarterly [-revenue-]{+income+} figures…`.
 pub fn difference_line(difference: &Difference) -> String {
-    if let Change::Changed {
-        old: Value::String(old),
-        new: Value::String(new),
-    } = &difference.change
-    {
-        if difference.path != "system_sha256" && !(fits(old) && fits(new)) {
-            return format!("{}: {}", difference.path, word_diff(old, new));
-        }
+    if let Some((old, new)) = word_diffed(difference) {
+        return format!("{}: {}", difference.path, word_diff(old, new));
     }
     difference.to_string()
+}
+
+/// The part after `path: ` of [`difference_line`] as pieces, so that joining them with
+/// `[-…-]` around removed and `{+…+}` around inserted text gives that line back for a word
+/// diff, and the old and new values of any other difference are marked too
+/// (`0 -> 0.7` as removed `0`, text ` -> `, inserted `0.7`).
+pub fn difference_pieces(difference: &Difference) -> Vec<Piece> {
+    if let Some((old, new)) = word_diffed(difference) {
+        return word_pieces(old, new);
+    }
+    if difference.path == "system_sha256" {
+        return vec![Piece::Text("changed".to_owned())];
+    }
+    match &difference.change {
+        Change::Changed { old, new } => vec![
+            Piece::Removed(shorten(old)),
+            Piece::Text(" -> ".to_owned()),
+            Piece::Inserted(shorten(new)),
+        ],
+        Change::Added { new } => vec![
+            Piece::Text("added ".to_owned()),
+            Piece::Inserted(shorten(new)),
+        ],
+        Change::Removed { old } => vec![
+            Piece::Text("removed (was ".to_owned()),
+            Piece::Removed(shorten(old)),
+            Piece::Text(")".to_owned()),
+        ],
+        // A kind of change keying adds later: its own rendering, unmarked.
+        _ => vec![Piece::Text(
+            difference
+                .to_string()
+                .split_once(": ")
+                .map_or_else(String::new, |(_, rest)| rest.to_owned()),
+        )],
+    }
+}
+
+/// The two strings of a difference shown as a word diff: changed strings too long for
+/// keying's display (the system prompt's hash is never one).
+fn word_diffed(difference: &Difference) -> Option<(&str, &str)> {
+    match &difference.change {
+        Change::Changed {
+            old: Value::String(old),
+            new: Value::String(new),
+        } if difference.path != "system_sha256" && !(fits(old) && fits(new)) => {
+            Some((old.as_str(), new.as_str()))
+        }
+        _ => None,
+    }
 }
 
 /// Whether keying's display shows this string whole.
@@ -51,15 +111,29 @@ enum Run {
 
 /// The changed regions of `old` -> `new` with context, on one line.
 pub fn word_diff(old: &str, new: &str) -> String {
+    let mut out = String::new();
+    for piece in word_pieces(old, new) {
+        match piece {
+            Piece::Text(text) => out.push_str(&text),
+            Piece::Removed(text) => out.push_str(&format!("[-{text}-]")),
+            Piece::Inserted(text) => out.push_str(&format!("{{+{text}+}}")),
+        }
+    }
+    out
+}
+
+/// The word diff as pieces: context, removed and inserted runs, and a count of the changes
+/// left out.
+fn word_pieces(old: &str, new: &str) -> Vec<Piece> {
     let runs = runs(old, new);
     let changes = runs
         .iter()
         .filter(|r| matches!(r, Run::Changed { .. }))
         .count();
     if changes == 0 {
-        return "(no visible difference)".to_owned();
+        return vec![Piece::Text("(no visible difference)".to_owned())];
     }
-    let mut out = String::new();
+    let mut out = Vec::new();
     let mut shown = 0;
     for (i, run) in runs.iter().enumerate() {
         match run {
@@ -69,21 +143,24 @@ pub fn word_diff(old: &str, new: &str) -> String {
                 }
                 shown += 1;
                 if !removed.is_empty() {
-                    out.push_str(&format!("[-{}-]", visible(removed)));
+                    out.push(Piece::Removed(visible(removed)));
                 }
                 if !inserted.is_empty() {
-                    out.push_str(&format!("{{+{}+}}", visible(inserted)));
+                    out.push(Piece::Inserted(visible(inserted)));
                 }
             }
             Run::Same(text) => {
                 let first = i == 0;
                 let last = i + 1 == runs.len() || shown == SHOWN_REGIONS;
-                out.push_str(&context(text, first, last));
+                out.push(Piece::Text(context(text, first, last)));
             }
         }
     }
     if changes > SHOWN_REGIONS {
-        out.push_str(&format!(" (and {} more changes)", changes - SHOWN_REGIONS));
+        out.push(Piece::Text(format!(
+            " (and {} more changes)",
+            changes - SHOWN_REGIONS
+        )));
     }
     out
 }
@@ -270,6 +347,55 @@ mod tests {
         assert_eq!(word_diff("line\none", "line\ntwo"), "line\\n[-one-]{+two+}");
         assert_eq!(word_diff("x", "x"), "(no visible difference)");
         assert_eq!(word_diff("", "added"), "{+added+}");
+    }
+
+    #[test]
+    fn pieces_mark_what_the_line_marks() {
+        let old = long_prompt("revenue");
+        let new = long_prompt("income");
+        let long = Difference {
+            path: "body.messages[0].content".into(),
+            change: Change::Changed {
+                old: json!(old),
+                new: json!(new),
+            },
+        };
+        let pieces = difference_pieces(&long);
+        assert!(
+            pieces.contains(&Piece::Removed("revenue".into())),
+            "{pieces:?}"
+        );
+        assert!(
+            pieces.contains(&Piece::Inserted("income".into())),
+            "{pieces:?}"
+        );
+        assert_eq!(
+            format!("body.messages[0].content: {}", word_diff(&old, &new)),
+            difference_line(&long)
+        );
+        let short = Difference {
+            path: "body.temperature".into(),
+            change: Change::Changed {
+                old: json!(0),
+                new: json!(0.7),
+            },
+        };
+        assert_eq!(
+            difference_pieces(&short),
+            [
+                Piece::Removed("0".into()),
+                Piece::Text(" -> ".into()),
+                Piece::Inserted("0.7".into())
+            ]
+        );
+        let added = Difference {
+            path: "body.seed".into(),
+            change: Change::Added { new: json!(1) },
+        };
+        assert_eq!(
+            difference_pieces(&added),
+            [Piece::Text("added ".into()), Piece::Inserted("1".into())]
+        );
     }
 
     #[test]

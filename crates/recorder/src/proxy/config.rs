@@ -1,6 +1,7 @@
 //! The proxy's settings, validated before anything is opened.
 
 use super::forward::Forwarding;
+use super::journal::Journal;
 use crate::error::{Error, Setting};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -59,17 +60,45 @@ pub struct ProxyConfig {
     pub max_connections: usize,
     /// The HTTP status of a replay miss: 409 by default; any 4xx or 5xx.
     pub miss_status: u16,
+    /// The status of a replay miss for clients known to retry a 409 whatever `x-should-retry`
+    /// says, told by their `User-Agent` (the Vercel AI SDK and what is built on it, such as
+    /// Mastra; Cohere's client): [`DEFAULT_RETRYING_MISS_STATUS`] by default, which they fail
+    /// on at once; `None` answers them [`ProxyConfig::miss_status`] too (what a miss status
+    /// the user chose should do).
+    pub retrying_miss_status: Option<u16>,
     /// What forward-proxy requests for other hosts get.
     pub forwarding: Forwarding,
+    /// Whether one entry per request is kept ([`StatsHandle::journal`](super::StatsHandle::journal)).
+    pub journal: Journal,
     /// Test scopes for test runners: when set, the control endpoint
     /// (`/_cassette/scopes/ID`) answers callers presenting this token in the
     /// `x-cassette-control` header, and a path may name its scope (`/_scope/ID/...`).
     /// None by default: no control endpoint, no scope prefixes.
     pub control_token: Option<String>,
+    /// The route of a request whose path names none: `default` (the default), or another
+    /// route for a proxy that stands where one upstream is expected (the default Ollama port,
+    /// for a client that ignores every variable).
+    pub unrouted: String,
 }
 
 /// The status a replay miss is answered with unless configured otherwise.
 pub const DEFAULT_MISS_STATUS: u16 = 409;
+
+/// The status a replay miss is answered with for clients that retry a 409 (see
+/// [`ProxyConfig::retrying_miss_status`]): 424 Failed Dependency, which none of them retries.
+pub const DEFAULT_RETRYING_MISS_STATUS: u16 = 424;
+
+/// `User-Agent` tokens of clients that retry a 409 whatever `x-should-retry` says: the Vercel
+/// AI SDK's providers (`ai-sdk/openai/3.0.1`, also under Mastra) and Cohere's client
+/// (`cohere/7.3.1`). The OpenAI and Anthropic SDKs honour the header and raise their own
+/// conflict error on a 409, which tests may expect.
+const RETRIES_409: &[&str] = &["ai-sdk/", "cohere/"];
+
+/// Whether a client with this `User-Agent` retries a 409 regardless.
+pub(super) fn retries_409(user_agent: &str) -> bool {
+    let agent = user_agent.to_ascii_lowercase();
+    RETRIES_409.iter().any(|token| agent.contains(token))
+}
 
 impl Default for ProxyConfig {
     fn default() -> Self {
@@ -85,7 +114,10 @@ impl Default for ProxyConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             miss_status: DEFAULT_MISS_STATUS,
             forwarding: Forwarding::default(),
+            journal: Journal::Off,
             control_token: None,
+            retrying_miss_status: Some(DEFAULT_RETRYING_MISS_STATUS),
+            unrouted: crate::config::DEFAULT_TARGET.to_owned(),
         }
     }
 }
@@ -107,7 +139,11 @@ impl ProxyConfig {
                 reason: "it must be at least 1 byte",
             });
         }
-        if !(400..=599).contains(&self.miss_status) {
+        if !(400..=599).contains(&self.miss_status)
+            || self
+                .retrying_miss_status
+                .is_some_and(|s| !(400..=599).contains(&s))
+        {
             return Err(Error::InvalidSetting {
                 setting: Setting::MissStatus,
                 reason: "it must be an HTTP error status, 400 to 599",

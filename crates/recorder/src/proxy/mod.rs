@@ -13,6 +13,9 @@
 //!
 //! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
 //!
+//! When asked ([`ProxyConfig::journal`]), the proxy keeps one entry per request it answers
+//! (`journal`): key, route, outcome, and for a miss its explanation, for a run's report.
+//!
 //! # Who may use it
 //!
 //! The proxy holds an upstream API key and writes cassettes, so only local programs may use it,
@@ -54,14 +57,16 @@
 
 mod config;
 mod forward;
+mod journal;
 mod scopes;
 mod server;
 
 pub use config::{
     Advice, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS, DEFAULT_RETRYING_MISS_STATUS,
 };
 pub use forward::{Bypassed, Forwarding, HostPattern};
+pub use journal::{Answered, Journal, JournalEntry, JournalLog, KEPT_ENTRIES};
 pub use server::ProxyStats;
 
 use crate::engine::Recorder;
@@ -171,6 +176,12 @@ impl StatsHandle {
     /// The distinct keys that missed so far, the first ones with their one-line explanation.
     pub fn misses(&self) -> MissLog {
         self.0.recorder.misses()
+    }
+
+    /// Every request answered so far, when the proxy keeps a journal ([`ProxyConfig::journal`]);
+    /// empty otherwise.
+    pub fn journal(&self) -> JournalLog {
+        self.0.journal.log()
     }
 }
 

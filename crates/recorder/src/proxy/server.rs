@@ -3,8 +3,9 @@
 //! browser origins), turns HTTP requests into recorder requests and outcomes and errors back
 //! into HTTP answers. Nothing outside this module sees an axum or hyper type.
 
-use super::config::{parse_origin, Advice, Exposure, ProxyConfig};
+use super::config::{parse_origin, retries_409, Advice, Exposure, ProxyConfig};
 use super::forward::{self, Bypassed, Forwarder};
+use super::journal::{Answered, Book, JournalEntry};
 use super::scopes::{self, Begin, Scopes, DEFAULT_SCOPE};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
@@ -66,6 +67,8 @@ pub(super) struct AppState {
     advice: Option<Advice>,
     /// Mounted route names (every configured route except `default`).
     mounts: Vec<String>,
+    /// The route of a request whose path names none.
+    unrouted: String,
     pub(super) requests: AtomicU64,
     /// The address the proxy listens on: a request naming it is addressed to the proxy.
     listen: SocketAddr,
@@ -79,8 +82,12 @@ pub(super) struct AppState {
     max_connections: usize,
     /// The status a replay miss is answered with.
     miss_status: StatusCode,
+    /// The status a replay miss is answered with for clients that retry a 409.
+    retrying_miss_status: Option<StatusCode>,
     /// Forward-proxy requests: the traffic that bypassed the base URL.
     pub(super) forward: Forwarder,
+    /// One entry per request answered, when the journal is kept.
+    pub(super) journal: Book,
     /// Test scopes, when a control token was configured.
     scopes: Option<Scopes>,
 }
@@ -108,6 +115,7 @@ impl AppState {
             max_body: config.max_body,
             advice: config.advice,
             mounts,
+            unrouted: config.unrouted.clone(),
             requests: AtomicU64::new(0),
             listen: own,
             exposure: config.exposure,
@@ -125,7 +133,11 @@ impl AppState {
             body_timeout: config.body_timeout,
             max_connections: config.max_connections,
             miss_status: StatusCode::from_u16(config.miss_status).unwrap_or(StatusCode::CONFLICT),
+            retrying_miss_status: config
+                .retrying_miss_status
+                .and_then(|s| StatusCode::from_u16(s).ok()),
             forward: Forwarder::new(config.forwarding.clone(), own),
+            journal: Book::new(config.journal),
             scopes: config.control_token.clone().map(Scopes::new),
         }
     }
@@ -144,15 +156,37 @@ impl AppState {
     /// Answers a recorder error. The client gets the details, but a 409 is easy to lose inside
     /// a test framework's output, so the proxy's own log keeps every error visible too.
     fn error_response(&self, err: &Error) -> Response {
+        self.answer_error(err, &Asker::default())
+    }
+
+    /// Answers an error of the recorder to a client: a miss gets the miss status, or the one
+    /// for clients that retry a 409 whatever `x-should-retry` says; an Ollama client gets the
+    /// error in Ollama's shape.
+    fn answer_error(&self, err: &Error, asker: &Asker) -> Response {
         let message = self.message(err);
         tracing::warn!("{message}");
-        let mut response = recorder_error_response(err, &message);
+        let mut response = recorder_error_response(err, &message, asker.ollama);
         if matches!(err, Error::Miss(_)) {
-            *response.status_mut() = self.miss_status;
+            *response.status_mut() = match (self.retrying_miss_status, &asker.user_agent) {
+                (Some(status), Some(agent)) if retries_409(agent) => status,
+                _ => self.miss_status,
+            };
         }
         response
     }
 }
+
+/// Who asked, for the shape of an error answer.
+#[derive(Debug, Default)]
+struct Asker {
+    /// The client's `User-Agent`.
+    user_agent: Option<String>,
+    /// Whether it asked an Ollama API (`/api/chat`, `/api/generate`, `/api/embed`), whose
+    /// clients show an error whose `error` is not a string as `[object Object]`.
+    ollama: bool,
+}
+
+impl AppState {}
 
 /// Serves `state` on `listener` until `shutdown` completes; requests in flight finish first.
 ///
@@ -425,31 +459,145 @@ async fn stats(State(state): State<Arc<AppState>>) -> Response {
 
 async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     state.requests.fetch_add(1, Ordering::Relaxed);
-    let Some(scopes) = &state.scopes else {
-        let incoming = match read_request(&state, request).await {
-            Ok(incoming) => incoming,
-            Err(rejection) => return rejection,
-        };
-        return match state.recorder.handle(incoming).await {
-            Ok(outcome) => outcome_response(outcome),
-            Err(err) => state.error_response(&err),
-        };
+    let user_agent = request
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let (scoped, request) = match &state.scopes {
+        Some(scopes) => {
+            let (id, request) = in_scope(request);
+            let scope = scopes.scope(&id);
+            (Some((scopes, id, scope)), request)
+        }
+        None => (None, request),
     };
-    let (id, request) = in_scope(request);
-    let scope = scopes.scope(&id);
+    let asked = state.journal.keeps().then(|| {
+        let (route, path) = route(&state.mounts, &state.unrouted, request.uri().path());
+        Asked {
+            route,
+            method: request.method().as_str().to_owned(),
+            path,
+        }
+    });
     let incoming = match read_request(&state, request).await {
         Ok(incoming) => incoming,
-        Err(rejection) => return rejection,
+        Err(rejection) => {
+            if let Some(asked) = asked {
+                state.note(asked, None, Answered::Failed, &rejection, Noted::Nothing);
+            }
+            return rejection;
+        }
     };
-    match state.recorder.handle_in(incoming, &scope).await {
+    let asker = Asker {
+        user_agent,
+        ollama: cassette_keying::Profile::from_path(&incoming.path).is_ollama(),
+    };
+    let handled = match &scoped {
+        Some((_, _, scope)) => state.recorder.handle_in(incoming, scope).await,
+        None => state.recorder.handle(incoming).await,
+    };
+    match handled {
         Ok(outcome) => {
-            scopes.count(&id, |tally| tally.outcome(&outcome));
-            outcome_response(outcome)
+            if let Some((scopes, id, _)) = &scoped {
+                scopes.count(id, |tally| tally.outcome(&outcome));
+            }
+            let key = outcome.key.clone();
+            let answered = match outcome.source {
+                Source::Replayed => Answered::Replayed,
+                Source::Recorded => Answered::Recorded,
+                Source::Recording => Answered::Recording,
+                Source::PassedThrough => Answered::PassedThrough,
+                Source::Missed => Answered::Missed,
+            };
+            let response = outcome_response(outcome);
+            if let Some(asked) = asked {
+                // An MCP route answers its miss as a JSON-RPC error: its explanation is in the
+                // recorder's book of misses.
+                let noted = match answered {
+                    Answered::Missed => state.noted_explanation(&key),
+                    _ => Noted::Nothing,
+                };
+                state.note(asked, Some(key), answered, &response, noted);
+            }
+            response
         }
         Err(err) => {
-            let message = state.message(&err);
-            scopes.count(&id, |tally| tally.error(&err, message));
-            state.error_response(&err)
+            if let Some((scopes, id, _)) = &scoped {
+                let message = state.message(&err);
+                scopes.count(id, |tally| tally.error(&err, message));
+            }
+            let response = state.answer_error(&err, &asker);
+            if let Some(asked) = asked {
+                let (answered, noted) = match &err {
+                    Error::Miss(miss) => (
+                        Answered::Missed,
+                        Noted::Explanation(miss.explanation.clone()),
+                    ),
+                    other => (Answered::Failed, Noted::Error(report(other))),
+                };
+                state.note(asked, err.key().cloned(), answered, &response, noted);
+            }
+            response
+        }
+    }
+}
+
+/// A request as the journal names it: its route, method and path (as received, less the
+/// route's segment).
+struct Asked {
+    route: String,
+    method: String,
+    path: String,
+}
+
+/// What the journal keeps besides the outcome.
+enum Noted {
+    Nothing,
+    /// A miss's explanation.
+    Explanation(crate::miss::Explanation),
+    /// A failure's error, with its causes.
+    Error(String),
+}
+
+impl AppState {
+    /// Notes an answered request in the journal, its path and error redacted (a miss's
+    /// explanation is redacted already).
+    fn note(
+        &self,
+        asked: Asked,
+        key: Option<cassette_keying::Key>,
+        answered: Answered,
+        response: &Response,
+        noted: Noted,
+    ) {
+        let redactor = self.recorder.redactor();
+        let (explanation, error) = match noted {
+            Noted::Nothing => (None, None),
+            Noted::Explanation(explanation) => (Some(explanation), None),
+            Noted::Error(error) => (None, Some(redactor.text(&error))),
+        };
+        self.journal.note(JournalEntry {
+            key,
+            route: asked.route,
+            method: asked.method,
+            path: redactor.text(&asked.path),
+            outcome: answered,
+            status: response.status().as_u16(),
+            explanation,
+            error,
+        });
+    }
+
+    /// The explanation the recorder's book of misses holds for `key` (its summary).
+    fn noted_explanation(&self, key: &cassette_keying::Key) -> Noted {
+        let misses = self.recorder.misses();
+        match misses.notes.into_iter().find(|n| n.key == *key) {
+            Some(note) => Noted::Explanation(crate::miss::Explanation {
+                nearest: None,
+                summary: note.summary,
+            }),
+            None => Noted::Nothing,
         }
     }
 }
@@ -592,7 +740,7 @@ async fn read_request(state: &AppState, request: HttpRequest) -> Result<Request,
     }
 
     let raw_path = parts.uri.path();
-    let (target, path) = route(&state.mounts, raw_path);
+    let (target, path) = route(&state.mounts, &state.unrouted, raw_path);
     let query = parts.uri.query().unwrap_or("").to_owned();
 
     let declared = declared.and_then(|length| usize::try_from(length).ok());
@@ -609,8 +757,9 @@ async fn read_request(state: &AppState, request: HttpRequest) -> Result<Request,
     })
 }
 
-/// Splits a request path into the route (target) and the path the upstream sees.
-fn route(mounts: &[String], raw_path: &str) -> (String, String) {
+/// Splits a request path into the route (target) and the path the upstream sees; a path that
+/// names no mounted route goes to `unrouted`.
+fn route(mounts: &[String], unrouted: &str, raw_path: &str) -> (String, String) {
     let trimmed = raw_path.trim_start_matches('/');
     let (first, rest) = match trimmed.find('/') {
         Some(i) => (&trimmed[..i], &trimmed[i..]),
@@ -621,7 +770,7 @@ fn route(mounts: &[String], raw_path: &str) -> (String, String) {
         (first.to_owned(), path.to_owned())
     } else {
         let path = if raw_path.is_empty() { "/" } else { raw_path };
-        (DEFAULT_TARGET.to_owned(), path.to_owned())
+        (unrouted.to_owned(), path.to_owned())
     }
 }
 
@@ -707,7 +856,7 @@ fn outcome_response(outcome: Outcome) -> Response {
 }
 
 /// The JSON error answer for a recorder error, with `message` as its text.
-fn recorder_error_response(err: &Error, message: &str) -> Response {
+fn recorder_error_response(err: &Error, message: &str, ollama: bool) -> Response {
     let status =
         StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut detail = serde_json::Map::new();
@@ -740,7 +889,10 @@ fn recorder_error_response(err: &Error, message: &str) -> Response {
             }
         }
     }
-    let mut response = error_response(status, err.kind(), message, Some(detail));
+    let mut response = match ollama {
+        true => ollama_error_response(status, err.kind(), message, detail),
+        false => error_response(status, err.kind(), message, Some(detail)),
+    };
     // Only an unreachable upstream is worth retrying; a miss, a bad request or a broken
     // configuration answers the same way every time.
     if !matches!(err, Error::Upstream { .. }) {
@@ -781,6 +933,18 @@ fn error_response(
     json_response(status, &json!({ "type": "error", "error": error }))
 }
 
+/// An error in Ollama's shape, `{"error": "message"}`, which its clients show as the message;
+/// the details stay beside it under `cassette`.
+fn ollama_error_response(
+    status: StatusCode,
+    kind: &str,
+    message: &str,
+    mut detail: serde_json::Map<String, Value>,
+) -> Response {
+    detail.insert("type".into(), json!(kind));
+    json_response(status, &json!({ "error": message, "cassette": detail }))
+}
+
 fn json_response(status: StatusCode, value: &Value) -> Response {
     let mut response = (status, value.to_string()).into_response();
     response.headers_mut().insert(
@@ -806,10 +970,19 @@ mod tests {
         ];
         for (raw, target, path) in table {
             assert_eq!(
-                route(&mounts, raw),
+                route(&mounts, DEFAULT_TARGET, raw),
                 (target.to_owned(), path.to_owned()),
                 "{raw}"
             );
         }
+        // A proxy standing where one upstream is expected routes what names no route there.
+        assert_eq!(
+            route(&mounts, "ollama", "/api/chat"),
+            ("ollama".to_owned(), "/api/chat".to_owned())
+        );
+        assert_eq!(
+            route(&mounts, "ollama", "/anthropic/v1/messages"),
+            ("anthropic".to_owned(), "/v1/messages".to_owned())
+        );
     }
 }

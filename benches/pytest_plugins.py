@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Test-runner benchmark (BENCHMARKS.md, "Test runner plugins"): replaying one suite of N tests,
+each making one OpenAI chat call with the official SDK, under
+
+- cassette's pytest plugin (`pytest`, the plugin from the cassette-cli wheel),
+- `cassette exec -- pytest` (the plugin stays out under exec),
+- cassetter's pytest plugin (PyPI `cassetter`, `@pytest.mark.vcr`, `--record-mode=none`),
+- pytest-recording (vcrpy; `@pytest.mark.vcr`, `--record-mode=none`),
+
+same test file, same answers (each tool records once from the fake vendor of tests/sdk, which
+then stops). Each tool gets its own venv (cassetter and pytest-recording both add
+`--record-mode` and cannot share one). Rounds alternate the tools so the machine's load falls on
+each alike; medians are compared.
+
+The test phase is pytest's run-test loop (from the first test's setup to the last test's
+teardown: `pytest_runtestloop`, timed by the project's conftest), so interpreter start-up,
+imports and collection, alike for all, stay out; the wall time of the whole command is shown
+beside it. The plugin start-up (proxy spawned and ready, the plugin's own figure from its header)
+is the time from spawning `cassette proxy` to reading its ready line.
+
+  python3 benches/pytest_plugins.py WHEEL [--binary target/release/cassette] [--tests 300] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PINS = {
+    "pytest": "pytest==9.2.0",
+    "openai": "openai==3.57.0",
+    "cassetter": "cassetter==0.16.1",
+    "recording": ["pytest-recording==0.14.1", "vcrpy==9.4.2"],
+}
+
+TEST_FILE = '''
+import openai
+import pytest
+
+client = openai.OpenAI(max_retries=0)
+
+
+@pytest.mark.vcr
+@pytest.mark.parametrize("n", range({tests}))
+def test_chat(n):
+    answer = client.chat.completions.create(
+        model="gpt-4o-mini", temperature=0,
+        messages=[{{"role": "user", "content": f"Question {{n}}: where is my refund?"}}],
+    )
+    assert answer.choices[0].message.content
+'''
+
+CONFTEST = '''
+import json, os, time
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    start = time.perf_counter()
+    try:
+        return (yield)
+    finally:
+        with open(os.environ["BENCH_OUT"], "w") as out:
+            json.dump({"loop_s": time.perf_counter() - start}, out)
+'''
+
+
+def load_fakes():
+    spec = importlib.util.spec_from_file_location("fakes", ROOT / "tests" / "sdk" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sh(args: list, cwd: Path, env: dict, expect: int = 0) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != expect:
+        sys.exit(f"{args}: exit {result.returncode}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    return result
+
+
+def make_venv(folder: Path, packages: list[str]) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    subprocess.run([str(folder / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *packages], check=True)
+    return folder / "bin" / "python"
+
+
+def make_project(folder: Path, tests: int, ours: bool) -> Path:
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests" / "test_chat.py").write_text(TEST_FILE.format(tests=tests))
+    (folder / "tests" / "conftest.py").write_text(CONFTEST)
+    ini = "[pytest]\ntestpaths = tests\naddopts = -p no:cacheprovider\n"
+    if ours:
+        ini += "markers =\n    vcr: pytest-recording's, unused here\n"
+        (folder / "cassette.toml").write_text('store = "cassettes"\n')
+    (folder / "pytest.ini").write_text(ini)
+    return folder
+
+
+def base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("CASSETTE_", "OPENAI_", "UPSTREAM_", "PYTEST", "VIRTUAL_ENV", "PYTHON"))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("wheel", type=Path)
+    parser.add_argument("--binary", type=Path, default=ROOT / "target" / "release" / "cassette")
+    parser.add_argument("--tests", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+
+    fakes = load_fakes()
+    work = Path(tempfile.mkdtemp(prefix="bench-runners-"))
+    print(f"# venvs and projects in {work}", file=sys.stderr)
+    pythons = {
+        "cassette": make_venv(work / "v-cassette", [PINS["pytest"], PINS["openai"], str(args.wheel.resolve())]),
+        "cassetter": make_venv(work / "v-cassetter", [PINS["pytest"], PINS["openai"], PINS["cassetter"]]),
+        "recording": make_venv(work / "v-recording", [PINS["pytest"], PINS["openai"], *PINS["recording"]]),
+    }
+    binary = str(args.binary.resolve())
+    projects = {name: make_project(work / f"p-{name}", args.tests, name == "cassette") for name in pythons}
+
+    upstream = fakes.FakeUpstream()
+    env = base_env()
+    ours_env = {**env, "CASSETTE_BINARY": binary}
+    sh([pythons["cassette"], "-m", "pytest", "-q", "--cassette=record"], projects["cassette"],
+       {**ours_env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": "sk-bench", "BENCH_OUT": str(work / "x.json")})
+    for name in ("cassetter", "recording"):
+        sh([pythons[name], "-m", "pytest", "-q", "--record-mode=once"], projects[name],
+           {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench",
+            "BENCH_OUT": str(work / "x.json")})
+    recorded = len(upstream.requests)
+    assert recorded == 3 * args.tests, recorded
+    upstream.stop()
+    connections = upstream.connections
+
+    commands = {
+        "cassette plugin": ([pythons["cassette"], "-m", "pytest", "-q"], projects["cassette"], ours_env),
+        "cassette exec": ([binary, "exec", "--", pythons["cassette"], "-m", "pytest", "-q"], projects["cassette"],
+                          ours_env),
+        "cassetter": ([pythons["cassetter"], "-m", "pytest", "-q", "--record-mode=none"], projects["cassetter"],
+                      {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"}),
+        "pytest-recording": ([pythons["recording"], "-m", "pytest", "-q", "--record-mode=none"],
+                             projects["recording"],
+                             {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"}),
+    }
+    loops: dict[str, list[float]] = {name: [] for name in commands}
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    startups: list[float] = []
+    for round_ in range(args.rounds):
+        order = list(commands)
+        order = order[round_ % len(order):] + order[:round_ % len(order)]
+        for name in order:
+            command, cwd, command_env = commands[name]
+            out = work / "loop.json"
+            start = time.perf_counter()
+            result = sh(command, cwd, {**command_env, "BENCH_OUT": str(out)})
+            walls[name].append(time.perf_counter() - start)
+            assert f"{args.tests} passed" in result.stdout, result.stdout[-2000:]
+            loops[name].append(json.loads(out.read_text())["loop_s"])
+            if name == "cassette plugin":
+                found = re.search(r"proxy ready in (\d+) ms", result.stdout)
+                assert found, result.stdout[-2000:]
+                startups.append(float(found.group(1)))
+    assert upstream.connections == connections, "a replay connected to the vendor"
+    upstream.close()
+
+    base = {name: statistics.median(values) for name, values in loops.items()}
+    print(f"{args.tests} tests, one OpenAI chat call each, replayed; {args.rounds} rounds, medians")
+    print(f"{'tool':<18} {'test phase':>11} {'min':>8} {'wall':>8}   ratio to cassetter / pytest-recording")
+    for name in commands:
+        print(f"{name:<18} {base[name]:>10.3f}s {min(loops[name]):>7.3f}s {statistics.median(walls[name]):>7.2f}s"
+              f"   {base[name] / base['cassetter']:.2f}x / {base[name] / base['pytest-recording']:.2f}x")
+    print(f"plugin start-up (proxy spawned and ready): median {statistics.median(startups):.0f} ms, "
+          f"min {min(startups):.0f} ms, max {max(startups):.0f} ms over {len(startups)} runs")
+
+
+if __name__ == "__main__":
+    main()

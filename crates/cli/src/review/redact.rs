@@ -1,0 +1,54 @@
+//! The redaction a review applies to what it shows when no recorder is built (`cassette diff`):
+//! the recorder's own [`Redactor`] with the configured rules (cassette.toml's `[redact]`), the
+//! built-in credential names and shapes, and the values of the API keys the routes read from
+//! the environment, as a recorder replaces them. Stored cassettes went through it when they were
+//! recorded; a review redacts them again (a rule added since, a tape written by another tool).
+
+use crate::settings::{built_in_key_sources, SettingsFile, BUILT_IN_ROUTES};
+use anyhow::Context;
+use cassette_recorder::config::DEFAULT_TARGET;
+use cassette_recorder::redact::{RedactionRules, Redactor};
+use cassette_recorder::{Cassette, Sealed};
+
+/// Keys shorter than this are not redacted as literal text: a short word would mangle every
+/// answer that holds it, and is no secret anyway (the recorder's rule).
+const MIN_REDACTED_KEY: usize = 8;
+
+/// The redactor of a review: the settings file's rules and the routes' keys from the
+/// environment.
+pub(crate) fn output_redactor(file: &SettingsFile) -> anyhow::Result<Redactor> {
+    let mut rules = RedactionRules {
+        json_paths: file.redact_paths.clone(),
+        patterns: file.redact_patterns.clone(),
+    };
+    let mut routes: Vec<&str> = vec![DEFAULT_TARGET];
+    routes.extend(BUILT_IN_ROUTES.iter().map(|(name, _)| *name));
+    routes.extend(file.routes.iter().map(|r| r.name.as_str()));
+    for route in routes {
+        let sources: Vec<String> = match file.route(route).and_then(|r| r.api_key_env.clone()) {
+            Some(Some(var)) => vec![var],
+            Some(None) => Vec::new(),
+            None => built_in_key_sources(route)
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        };
+        for var in sources {
+            if let Ok(value) = std::env::var(&var) {
+                let value = value.trim();
+                if value.len() >= MIN_REDACTED_KEY {
+                    rules.patterns.push(regex::escape(value));
+                }
+            }
+        }
+    }
+    // The file's rules were checked when it was read; a key too long for a pattern is named by
+    // its variable's route, never quoted.
+    Redactor::new(&rules)
+        .context("cannot build the redaction rules from the settings file and the routes' API keys")
+}
+
+/// A cassette as it would be stored today: every field through `redactor` again.
+pub(crate) fn reseal(cassette: Cassette, redactor: &Redactor) -> Cassette {
+    Sealed::seal(cassette, redactor, None).into_cassette()
+}

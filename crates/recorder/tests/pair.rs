@@ -1,0 +1,138 @@
+//! Pairing a re-record (`miss::pair`): each new recording with the old one a miss of its
+//! request would name as nearest, one to one, within a distance; never across paths.
+
+use bytes::Bytes;
+use cassette_keying::KeyConfig;
+use cassette_recorder::miss::pair;
+use cassette_recorder::{Cassette, Exchange, Mode, Recorder, RecorderConfig, Request, Route};
+use cassette_store::DynStore;
+use serde_json::json;
+use std::sync::Arc;
+
+fn chat(path: &str, system: &str, prompt: &str) -> Request {
+    Request::post_json(
+        path,
+        &json!({"model": "m", "temperature": 0,
+                "messages": [{"role": "system", "content": system},
+                             {"role": "user", "content": prompt}]}),
+    )
+}
+
+/// The cassettes of `requests`, recorded (imported: nothing is sent) into a store of their own.
+async fn recorded(requests: Vec<Request>) -> Vec<Cassette> {
+    let store: DynStore = Arc::new(cassette_store::memory::MemoryStore::new());
+    let config = RecorderConfig {
+        mode: Mode::Record,
+        routes: vec![Route::new("default", "http://127.0.0.1:9")],
+        ..RecorderConfig::default()
+    };
+    let recorder = Recorder::new(config, store.clone()).unwrap();
+    let mut keys = Vec::new();
+    for request in requests {
+        let exchange = Exchange {
+            request,
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: Bytes::from(r#"{"choices":[{"message":{"content":"ok"}}]}"#),
+            upstream: "https://api.openai.com".into(),
+            recorded_at: "2026-01-01T00:00:00Z".into(),
+            tool: "test".into(),
+        };
+        let (key, _) = recorder
+            .import(exchange, cassette_recorder::Write::Overwrite)
+            .await
+            .unwrap();
+        keys.push(key);
+    }
+    let mut out = Vec::new();
+    for key in keys {
+        let bytes = store.get(&key).await.unwrap().unwrap();
+        out.push(Cassette::from_document(&bytes).unwrap());
+    }
+    out
+}
+
+fn questions(system: &str) -> Vec<Request> {
+    [
+        "Where is my refund for order 1?",
+        "Where is my refund for order 2?",
+        "Translate this email into French, please.",
+        "What is the capital of France?",
+    ]
+    .iter()
+    .map(|q| chat("/v1/chat/completions", system, q))
+    .collect()
+}
+
+#[tokio::test]
+async fn each_new_recording_finds_its_own_old_one() {
+    let old = recorded(questions("You are a support agent.")).await;
+    let new = recorded(questions("You are a kind support agent.")).await;
+    // Listed in another order: pairing is by request, not by position.
+    let mut shuffled = new.clone();
+    shuffled.reverse();
+    let pairs = pair(&old, &shuffled, &KeyConfig::default(), 2.5).await;
+    assert_eq!(pairs.len(), 4, "{pairs:?}");
+    for (i, p) in pairs.iter().enumerate() {
+        // In the order of `new`, each with the old recording of the same question.
+        assert_eq!(p.new, shuffled[i].key);
+        let j = new.iter().position(|c| c.key == p.new).unwrap();
+        assert_eq!(p.old, old[j].key, "pair {i}");
+        // The system prompt's text differs, shown once (its hash is left out).
+        let paths: Vec<&str> = p.differences.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, ["body.messages[0].content"], "{p:?}");
+        assert!(p.distance > 1.0 && p.distance < 2.0, "{p:?}");
+    }
+}
+
+#[tokio::test]
+async fn pairs_are_one_to_one_and_within_the_distance() {
+    let system = "You are a support agent.";
+    let old = recorded(vec![chat(
+        "/v1/chat/completions",
+        system,
+        "Where is my refund for order 1?",
+    )])
+    .await;
+    let new = recorded(vec![
+        chat(
+            "/v1/chat/completions",
+            system,
+            "Where is my refund for order 7?",
+        ),
+        chat(
+            "/v1/chat/completions",
+            system,
+            "Where is my refund for order 1, please?",
+        ),
+    ])
+    .await;
+    let pairs = pair(&old, &new, &KeyConfig::default(), 2.5).await;
+    // Both are nearest to the one old recording: the nearer one gets it.
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    assert_eq!(
+        (pairs[0].old.clone(), pairs[0].new.clone()),
+        (old[0].key.clone(), new[0].key.clone())
+    );
+    assert_eq!(
+        pairs[0].differences[0].path, "body.messages[1].content",
+        "{pairs:?}"
+    );
+    // Nothing within the distance: no pair at all.
+    assert!(pair(&old, &new, &KeyConfig::default(), 0.01)
+        .await
+        .is_empty());
+    // Another path (another profile, another upstream API) is never a pair.
+    let elsewhere = recorded(vec![chat(
+        "/v1/responses",
+        system,
+        "Where is my refund for order 1?",
+    )])
+    .await;
+    assert!(pair(&old, &elsewhere, &KeyConfig::default(), 100.0)
+        .await
+        .is_empty());
+    assert!(pair(&[], &new, &KeyConfig::default(), 100.0)
+        .await
+        .is_empty());
+}

@@ -1,0 +1,20 @@
+// jest globalSetup: starts one cassette proxy for the run. The workers learn its address,
+// mode, environment and control token from CASSETTE_RUNNER (jest's workers inherit the
+// environment globalSetup leaves), read by ./setup.cjs. Nothing starts under `cassette exec`
+// or with CASSETTE_MODE=off.
+import { startCassette } from "../start.js";
+
+export const RUNNER_ENV = "CASSETTE_RUNNER";
+
+export default async function globalSetup() {
+  if (process.env.CASSETTE_PROXY_URL || process.env.CASSETTE_MODE === "off") return;
+  const cassette = await startCassette();
+  /** @type {any} */ (globalThis).__cassetteCli = cassette;
+  process.env[RUNNER_ENV] = JSON.stringify({
+    url: cassette.url,
+    mode: cassette.mode,
+    env: cassette.env,
+    unset: cassette.unset,
+    control: cassette.control,
+  });
+}

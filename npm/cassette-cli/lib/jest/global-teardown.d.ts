@@ -1,0 +1,2 @@
+/** jest globalTeardown: stops the proxy globalSetup started. */
+export default function globalTeardown(): Promise<void>;

@@ -1,0 +1,2 @@
+// A jest setupFilesAfterEnv entry: it exports nothing.
+export {};

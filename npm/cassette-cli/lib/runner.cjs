@@ -1,0 +1,158 @@
+// The test-worker side of the vitest and jest helpers: applies the proxy's environment with a
+// scope of this worker's own (`<url>/_scope/ID/...` base URLs, one proxy for every worker),
+// names each test to the proxy's control endpoint, and throws in afterEach when the proxy saw a
+// miss, an error or a refused bypass during the test, with the proxy's explanation.
+//
+// CommonJS because jest runs setupFilesAfterEnv inside its own module system, which loads
+// CommonJS from node_modules untransformed in every jest configuration; vitest's ESM setup
+// file imports it.
+"use strict";
+
+const { randomBytes } = require("node:crypto");
+
+// The variable a worker keeps its scope in: a worker that runs several test files in one
+// module graph (vitest with `isolate: false`) keeps one scope, so clients built by an earlier
+// file still count.
+const SCOPE_ENV = "CASSETTE_SCOPE";
+const RECORD_HINT = "record it with CASSETTE_MODE=record (or auto), which calls the vendor with your key";
+
+/** @typedef {{ url: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string } }} Ready */
+
+/**
+ * The environment with every base URL naming `scope`; proxy variables unchanged.
+ * @param {{ url: string, env: Record<string, string>, control?: { prefix: string } | null }} ready
+ * @param {string} scope
+ */
+function scopedEnv(ready, scope) {
+  const own = `${ready.url}/`;
+  const prefix = `${ready.control?.prefix ?? `${ready.url}/_scope`}/${scope}/`;
+  /** @type {Record<string, string>} */
+  const out = {};
+  for (const [name, value] of Object.entries(ready.env)) {
+    out[name] = value.startsWith(own) ? prefix + value.slice(own.length) : value;
+  }
+  return out;
+}
+
+/** What a tally holds that fails a test (misses with their explanation, errors, bypasses). */
+function problems(tally) {
+  /** @type {string[]} */
+  const lines = [];
+  const missed = tally.missed ?? [];
+  for (const miss of missed) {
+    lines.push(`cassette miss: no recording for ${miss.request} (key ${miss.key})`);
+    const summary = miss.summary ?? "";
+    if (summary) lines.push(`  ${summary}`);
+    // Each difference a line, unless the summary said it all (one short difference).
+    const explanation = miss.explanation ?? [];
+    if (explanation.length > 1 || explanation.some((line) => !summary.includes(line))) {
+      for (const line of explanation) lines.push(`    ${line}`);
+    }
+  }
+  if (tally.misses > missed.length) lines.push(`  ... and ${tally.misses - missed.length} more misses`);
+  if (missed.length) lines.push(`  (replay never calls the vendor: ${RECORD_HINT})`);
+  for (const failure of tally.failed ?? []) lines.push(`cassette error: ${failure}`);
+  for (const bypass of tally.bypassed ?? []) {
+    if (bypass.refused) lines.push(refusedLine(bypass.host, bypass.requests));
+  }
+  return lines;
+}
+
+/** @param {string} host @param {number} requests */
+function refusedLine(host, requests) {
+  return (
+    `cassette: ${requests} request(s) to ${host} bypassed the base URL and were refused (replay never ` +
+    "connects anywhere): the client has a hard-coded URL or reads a variable cassette does not set; " +
+    "give it the proxy's base URL (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...)"
+  );
+}
+
+/** Whether `url` is for this machine or a host NO_PROXY lets clients reach directly. */
+function direct(url, noProxy) {
+  const host = url.hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  if (host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\./.test(host)) return true;
+  const port = url.port || (url.protocol === "https:" ? "443" : "80");
+  return noProxy.some((entry) => {
+    if (entry === "*") return true;
+    const [name, onlyPort] = entry.startsWith("[") ? [entry, undefined] : entry.split(":");
+    if (onlyPort && onlyPort !== port) return false;
+    const bare = name.replace(/^\*/, "");
+    return bare.startsWith(".") ? host.endsWith(bare) : host === bare;
+  });
+}
+
+/**
+ * Hooks one test file (or one worker) up to the proxy.
+ * @param {{ ready: Ready, beforeEach: Function, afterEach: Function, testName: (context: unknown) => string }} options
+ */
+function attach({ ready, beforeEach, afterEach, testName }) {
+  const fetch = globalThis.fetch;
+  const scope = process.env[SCOPE_ENV] || `w${process.pid}-${randomBytes(4).toString("hex")}`;
+  for (const name of ready.unset ?? []) delete process.env[name];
+  Object.assign(process.env, scopedEnv(ready, scope), { [SCOPE_ENV]: scope });
+
+  /** @param {string} method @param {unknown} [body] */
+  async function control(method, body) {
+    const url = `${ready.control.scopes}/${scope}`;
+    const answer = await fetch(url, {
+      method,
+      headers: { "x-cassette-control": ready.control.token, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await answer.text();
+    if (!answer.ok) throw new Error(`cassette: the proxy at ${ready.url} refused ${method} ${url}: ${answer.status} ${text}`);
+    return JSON.parse(text);
+  }
+
+  // Node 20 ignores HTTP(S)_PROXY, so a client with the vendor's URL hard-coded would reach
+  // the network: in replay such a fetch is refused here, and fails its test. Clients that
+  // honour the proxy variables (Node 22.21+, 24 with NODE_USE_ENV_PROXY) reach this first too.
+  /** @type {Map<string, number>} */
+  const refused = new Map();
+  if (ready.mode === "replay" && typeof fetch === "function") {
+    const noProxy = (ready.env.NO_PROXY ?? "").split(",").map((s) => s.trim().toLowerCase()).filter(Boolean);
+    globalThis.fetch = async function cassetteFetch(input, init) {
+      const href = typeof input === "string" ? input : input instanceof URL ? input.href : input?.url;
+      let url;
+      try {
+        url = new URL(href);
+      } catch {
+        return fetch(input, init);
+      }
+      if (!direct(url, noProxy)) {
+        const host = `${url.hostname}:${url.port || (url.protocol === "https:" ? 443 : 80)}`;
+        refused.set(host, (refused.get(host) ?? 0) + 1);
+        throw new TypeError("fetch failed", { cause: new Error(refusedLine(host, 1)) });
+      }
+      return fetch(input, init);
+    };
+  }
+
+  let first = true;
+  let name = "";
+  beforeEach(async (/** @type {unknown} */ context) => {
+    name = testName(context);
+    if (first) {
+      first = false;
+      // Requests made when the file was imported (a client called at module level).
+      const early = problems(await control("GET"));
+      if (early.length) throw new Error(`cassette: while its module was imported, before ${name}:\n${early.join("\n")}`);
+    }
+    refused.clear();
+    await control("PUT", { test: name });
+  });
+  afterEach(async () => {
+    const lines = problems(await control("DELETE"));
+    for (const [host, requests] of refused) lines.push(refusedLine(host, requests));
+    refused.clear();
+    if (lines.length) {
+      const error = new Error(`cassette: ${name}\n${lines.join("\n")}`);
+      error.name = "CassetteMiss";
+      // The explanation is the whole story: a stack into this file would only hide it.
+      error.stack = `${error.name}: ${error.message}`;
+      throw error;
+    }
+  });
+}
+
+module.exports = { attach, problems, scopedEnv, SCOPE_ENV };

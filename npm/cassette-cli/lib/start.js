@@ -1,0 +1,96 @@
+// startCassette(): a `cassette proxy --ready json --control` child for a test runner, read once
+// it prints its one JSON ready line. The binary does the work (keys, replay, misses and their
+// explanation, counts per test); this starts it, hands back what the tests need and stops it.
+import { spawn } from "node:child_process";
+import { binaryPath } from "./binary.js";
+import runner from "./runner.cjs";
+
+/** The longest the proxy may take to print its ready line. */
+const READY_TIMEOUT_MS = 30_000;
+/** How much of the proxy's stderr is kept (its miss log can be long). */
+const LOG_LIMIT = 256 * 1024;
+
+/** Thrown when the proxy cannot be started or its control endpoint refuses. */
+export class CassetteError extends Error {
+  /** @param {string} message */
+  constructor(message) {
+    super(message);
+    this.name = "CassetteError";
+  }
+}
+
+/**
+ * Starts the proxy on a free loopback port.
+ * @param {import("./start.d.ts").StartOptions} [options]
+ * @returns {Promise<import("./start.d.ts").Cassette>}
+ */
+export async function startCassette(options = {}) {
+  const env = options.env ?? process.env;
+  const binary = options.binary ?? binaryPath({ env });
+  const args = ["proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control"];
+  if (options.mode) args.push("--mode", options.mode);
+  args.push(...(options.args ?? []));
+  const child = spawn(binary, args, { cwd: options.cwd ?? process.cwd(), env, stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  child.stderr.setEncoding("utf8");
+  child.stderr.on("data", (/** @type {string} */ text) => {
+    log = (log + text).slice(-LOG_LIMIT);
+  });
+  // A runner that dies without its teardown must not leave the proxy behind.
+  const killOnExit = () => child.kill("SIGTERM");
+  process.once("exit", killOnExit);
+
+  /** @type {import("./start.d.ts").ReadyLine} */
+  const ready = await new Promise((resolve, reject) => {
+    let buffered = "";
+    const fail = (/** @type {string} */ why) => {
+      clearTimeout(timer);
+      child.kill("SIGKILL");
+      reject(new CassetteError(`${why}\n${log.trim()}`));
+    };
+    const timer = setTimeout(() => fail(`cassette proxy printed no ready line in ${READY_TIMEOUT_MS / 1000} s`), READY_TIMEOUT_MS);
+    child.on("error", (error) => fail(`cannot start ${binary}: ${error.message}`));
+    child.on("exit", (code) => fail(`\`${binary} ${args.join(" ")}\` exited with status ${code} before it was ready:`));
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (/** @type {string} */ text) => {
+      buffered += text;
+      const end = buffered.indexOf("\n");
+      if (end < 0) return;
+      clearTimeout(timer);
+      child.removeAllListeners("exit");
+      try {
+        resolve(JSON.parse(buffered.slice(0, end)));
+      } catch (error) {
+        fail(`cassette proxy's ready line is not JSON: ${JSON.stringify(buffered.slice(0, end))}`);
+      }
+    });
+  });
+  child.stdout.resume();
+
+  const exited = new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.once("exit", (code) => resolve(code));
+  });
+  return {
+    url: ready.url,
+    pid: ready.pid,
+    mode: ready.mode,
+    env: ready.env,
+    unset: ready.unset,
+    control: ready.control,
+    log: () => log,
+    async stop() {
+      process.removeListener("exit", killOnExit);
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      const status = /** @type {number | null} */ (await exited);
+      return { status, log };
+    },
+  };
+}
+
+/**
+ * The environment with every base URL naming scope `scope` (`<url>/_scope/ID/...`); the proxy
+ * variables stay as they are (a forward proxy is addressed by host, not by path).
+ * @type {(ready: { url: string, env: Record<string, string>, control?: { prefix: string } | null }, scope: string) => Record<string, string>}
+ */
+export const scopedEnv = runner.scopedEnv;

@@ -1,0 +1,2 @@
+// A vitest setupFiles entry: it exports nothing.
+export {};

@@ -1,0 +1,674 @@
+"""The pytest plugin of cassette-cli (entry point `pytest11`: `cassette_cli`).
+
+Where a project opted in (a `cassette.toml` found from the rootdir upward, `CASSETTE_CONFIG`, or
+the `cassette_mode` ini key), a plain `pytest` runs every test against a `cassette proxy` in
+replay mode: the proxy is started before conftest files and test modules are imported, and the
+variables `cassette exec` sets (base URLs, placeholder keys, proxy variables) are applied to
+`os.environ`. Each test is named to the proxy through its control endpoint, so every request,
+miss, recording and bypass is counted for it; a test during which a request missed, a bypass
+was refused or the proxy failed, fails with the proxy's explanation, whatever the application
+did with the error. `--cassette=off`, or no opt-in, leaves pytest exactly as it was.
+
+Under pytest-xdist every worker starts its own proxy (in its own start-up, like a plain run):
+a worker runs one test at a time, so the proxy's default scope is that test, and traffic that
+bypassed the base URL, which carries no path to name a scope, is still counted for the right
+test. The controller's proxy answers only the controller's own code (conftest files it imports);
+it gathers the workers' counts. docs/pytest.md says more.
+
+Names are our own (`--cassette`, ini `cassette_mode`, marker and fixture `cassette_cli`):
+`--cassette-mode` and a `cassette` marker or fixture belong to other plugins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    from _pytest._code.code import TerminalRepr
+
+    from cassette_cli._proxy import Proxy
+
+MODES = ("replay", "record", "auto", "off")
+# The modes that call the upstream: a test may ask for one only when the session records.
+CALLING_MODES = ("record", "auto", "off")
+NAME = "cassette_cli"
+MARKER_KWARGS = ("mode", "sequence", "strict")
+# The proxy's scope for requests whose path names none: with one proxy per process and one
+# test at a time, the test running.
+SCOPE = "default"
+MODE_ENV = "CASSETTE_MODE"
+# Set by `cassette exec` (and by this plugin for the tests): a proxy is already in front.
+PROXY_URL_ENV = "CASSETTE_PROXY_URL"
+CONFIG_ENV = "CASSETTE_CONFIG"
+# Names the proxy this plugin started, so that a pytest-xdist worker tells its controller's
+# variables from `cassette exec`'s.
+OWN_PROXY_ENV = "CASSETTE_PYTEST_PROXY"
+SETTINGS_FILE = "cassette.toml"
+RECORD_HINT = (
+    "record it with `pytest --cassette=record` (or auto), which calls the vendor with your key"
+)
+
+
+@dataclasses.dataclass
+class _Session:
+    """The plugin's state for one pytest process."""
+
+    role: str  # "single", "worker" or "controller" (pytest-xdist's, which runs no test)
+    mode: str | None  # as asked for (--cassette, ini, CASSETTE_MODE); None: cassette.toml decides
+    origin: str  # where the opt-in and the mode came from, for the header
+    proxy: Proxy | None = None
+    startup_ms: float = 0.0
+    env_before: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    began_any: bool = False
+    # The tests that missed (node id, one line each) and the counts of every test.
+    missed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    totals: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Requests made outside any test (module-level code, session fixtures between tests).
+    strays: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    modes_seen: set[str] = dataclasses.field(default_factory=set)
+
+    @property
+    def session_mode(self) -> str:
+        if self.proxy is not None:
+            return str(self.proxy.ready.get("mode", self.mode or "replay"))
+        return self.mode or "replay"
+
+
+@dataclasses.dataclass
+class _Test:
+    """One test's scope on the proxy, and what of its tally was reported already."""
+
+    nodeid: str
+    mode: str
+    strict: bool
+    sequence: bool
+    missed: int = 0
+    failed: int = 0
+    bypassed: dict[str, int] = dataclasses.field(default_factory=dict)
+    unused_reported: bool = False
+    tally: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+_SESSION = pytest.StashKey[_Session]()
+_TEST = pytest.StashKey[_Test]()
+COUNTS = ("requests", "hits", "misses", "recorded", "passed_through", "errors")
+
+
+# ------------------------------------------------------------------------------------------------
+# Options, and whether this run is ours
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup(NAME, "cassette (record and replay LLM API calls; cassette-cli)")
+    group.addoption(
+        "--cassette",
+        dest="cassette_cli_mode",
+        choices=MODES,
+        default=None,
+        metavar="MODE",
+        help="replay (the default where cassette.toml exists), record, auto, or off (the plugin "
+        "does nothing). Wins over the ini key cassette_mode and CASSETTE_MODE.",
+    )
+    parser.addini(
+        "cassette_mode",
+        "cassette's mode for this suite (replay, record, auto, off); setting it turns the "
+        "cassette-cli plugin on even without a cassette.toml",
+        default="",
+    )
+
+
+def _asked_mode(config: pytest.Config) -> tuple[str | None, str]:
+    """The mode asked for and where (--cassette > ini cassette_mode > CASSETTE_MODE)."""
+    option = getattr(config.known_args_namespace, "cassette_cli_mode", None) or config.getoption(
+        "cassette_cli_mode", None
+    )
+    if option:
+        return str(option), "--cassette"
+    ini = str(config.getini("cassette_mode") or "").strip()
+    if ini:
+        if ini not in MODES:
+            raise pytest.UsageError(
+                f"cassette_mode = {ini!r} in {config.inipath}: expected one of {', '.join(MODES)}"
+            )
+        return ini, f"cassette_mode in {config.inipath.name if config.inipath else 'the ini file'}"
+    env = os.environ.get(MODE_ENV, "").strip()
+    if env:
+        if env not in MODES:
+            raise pytest.UsageError(f"{MODE_ENV}={env!r}: expected one of {', '.join(MODES)}")
+        return env, MODE_ENV
+    return None, ""
+
+
+def _settings_file(rootpath: Path) -> Path | None:
+    """The cassette.toml the CLI will read when started in the rootdir."""
+    named = os.environ.get(CONFIG_ENV)
+    if named:
+        return Path(named)
+    for folder in (rootpath, *rootpath.parents):
+        candidate = folder / SETTINGS_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _wants(config: pytest.Config) -> _Session | None:
+    """This run's session state, or None when the plugin stays out of it."""
+    namespace = config.known_args_namespace
+    if getattr(namespace, "help", False) or getattr(namespace, "version", False):
+        return None
+    mode, origin = _asked_mode(config)
+    if mode == "off":
+        return None
+    outer = os.environ.get(PROXY_URL_ENV)
+    if outer and outer != os.environ.get(OWN_PROXY_ENV):
+        # Under `cassette exec`: its proxy is in front already, and a second one would take the
+        # traffic it was started to see. (A pytest-xdist worker inherits its controller's
+        # variables, which name the controller's proxy as this plugin's own.)
+        return None
+    settings = _settings_file(config.rootpath)
+    ini_set = bool(str(config.getini("cassette_mode") or "").strip())
+    explicit = origin == "--cassette"
+    if settings is None and not ini_set and not explicit:
+        return None
+    if settings is not None and not origin:
+        origin = str(settings)
+    elif settings is not None:
+        origin = f"{origin}, {settings}"
+    role = "single"
+    if os.environ.get("PYTEST_XDIST_WORKER") and not hasattr(config, "workerinput"):
+        role = "worker"
+    return _Session(role=role, mode=mode, origin=origin)
+
+
+def _distributing(config: pytest.Config) -> bool:
+    """Whether this process is pytest-xdist's controller, which runs no test itself."""
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return False
+    option = config.option
+    return getattr(option, "dist", "no") != "no" and bool(getattr(option, "tx", None))
+
+
+# ------------------------------------------------------------------------------------------------
+# Start and stop
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # Before conftest files are imported: a client a conftest builds at import time reads the
+    # base URL then.
+    session = _wants(early_config)
+    if session is None:
+        return
+    early_config.stash[_SESSION] = session
+    _LIVE.append(session)
+    early_config.add_cleanup(lambda: _LIVE.remove(session))
+    _start(early_config, session)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{NAME}(mode=None, sequence=False, strict=False): cassette for this test: its own mode "
+        "(replay, record, auto, off; never one that calls the vendor in a replaying run), "
+        "repeats of "
+        "one request answered in sequence, and strict: fail when recordings of this test go unused",
+    )
+    session = config.stash.get(_SESSION, None)
+    if session is not None and _distributing(config):
+        # Its proxy answers only what the controller's own code sends (a conftest that calls out
+        # when imported); every worker starts one of its own.
+        session.role = "controller"
+
+
+def _start(config: pytest.Config, session: _Session) -> None:
+    from cassette_cli._proxy import Proxy, ProxyError, apply_env, monotonic_ms
+
+    args = ["--mode", session.mode] if session.mode else []
+    started = time.perf_counter()
+    try:
+        proxy = Proxy(args, cwd=str(config.rootpath))
+    except (ProxyError, FileNotFoundError) as error:
+        raise pytest.UsageError(f"cassette: {error}") from error
+    session.startup_ms = monotonic_ms(started)
+    session.proxy = proxy
+    changes, unset = proxy.env_changes()
+    changes[OWN_PROXY_ENV] = proxy.url
+    session.env_before = apply_env(changes, unset)
+    config.add_cleanup(lambda: _stop(session))
+
+
+def _stop(session: _Session) -> None:
+    from cassette_cli._proxy import restore_env
+
+    proxy, session.proxy = session.proxy, None
+    restore_env(session.env_before)
+    if proxy is None:
+        return
+    status = proxy.stop()
+    # The proxy's own counters and bypass lines are in the summary already; what else it said
+    # (an index it could not update, a recording that failed) is worth showing.
+    worth = [
+        line
+        for line in proxy.log_text().splitlines()
+        if "warning" in line.lower() or "failed" in line.lower()
+    ]
+    worth = [line for line in worth if "cassette miss" not in line and "stopped;" not in line]
+    if status not in (0, None) or worth:
+        import sys
+
+        print(f"cassette proxy (exit {status}):", *worth, sep="\n  ", file=sys.stderr)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    session = config.stash.get(_SESSION, None)
+    if session is None:
+        return None
+    if session.proxy is None:
+        return None
+    if session.role == "controller":
+        return (
+            f"cassette: {session.session_mode}, one proxy per pytest-xdist worker "
+            f"(the controller's ready in {session.startup_ms:.0f} ms; {session.origin})"
+        )
+    return (
+        f"cassette: {session.session_mode}, proxy {session.proxy.url} "
+        f"(ready in {session.startup_ms:.0f} ms; {session.origin})"
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# One test
+
+
+def _marker(item: pytest.Item, session_mode: str) -> tuple[str | None, bool, bool]:
+    """The marker's mode (None: the session's), sequence and strict."""
+    marker = item.get_closest_marker(NAME)
+    if marker is None:
+        return None, False, False
+    if marker.args:
+        pytest.fail(
+            f"@pytest.mark.{NAME} takes keywords only ({', '.join(MARKER_KWARGS)})", pytrace=False
+        )
+    unknown = sorted(set(marker.kwargs) - set(MARKER_KWARGS))
+    if unknown:
+        pytest.fail(
+            f"@pytest.mark.{NAME}: unknown keyword {', '.join(unknown)}; "
+            f"it takes {', '.join(MARKER_KWARGS)}",
+            pytrace=False,
+        )
+    mode = marker.kwargs.get("mode")
+    if mode is not None and mode not in MODES:
+        pytest.fail(
+            f"@pytest.mark.{NAME}(mode={mode!r}): expected one of {', '.join(MODES)}", pytrace=False
+        )
+    return (
+        mode,
+        bool(marker.kwargs.get("sequence", False)),
+        bool(marker.kwargs.get("strict", False)),
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    session = item.config.stash.get(_SESSION, None)
+    if session is None or session.proxy is None:
+        return
+    from cassette_cli._proxy import ProxyError
+
+    proxy = session.proxy
+    mode, sequence, strict = _marker(item, session.session_mode)
+    begin: dict[str, Any] = {"test": item.nodeid}
+    if mode is not None:
+        begin["mode"] = mode
+    if sequence:
+        begin["repeats"] = "sequence"
+    try:
+        if not session.began_any:
+            session.began_any = True
+            _note_strays(session, proxy.control("GET", SCOPE))
+        proxy.control("PUT", SCOPE, begin)
+    except ProxyError as error:
+        pytest.fail(f"cassette error: {error}", pytrace=False)
+    item.stash[_TEST] = _Test(
+        nodeid=item.nodeid, mode=mode or session.session_mode, strict=strict, sequence=sequence
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, Any]:
+    report = yield
+    session = item.config.stash.get(_SESSION, None)
+    test = item.stash.get(_TEST, None)
+    if session is None or session.proxy is None or test is None:
+        return report
+    if call.when == "setup" and not report.failed:
+        return report
+    from cassette_cli._proxy import ProxyError
+
+    strict = test.strict and call.when == "call" and test.mode == "replay"
+    try:
+        if call.when == "teardown":
+            del item.stash[_TEST]
+            tally = session.proxy.control("DELETE", SCOPE)
+        else:
+            tally = session.proxy.control("GET", SCOPE, query="unused=true" if strict else "")
+    except ProxyError as error:
+        # The proxy is gone or refuses: this test cannot be vouched for.
+        _fail(report, [f"cassette error: {error}"])
+        return report
+    test.tally = tally
+    problems = _new_problems(test, tally)
+    if problems:
+        _fail(report, problems)
+        report.cassette_cli_missed = _one_line(tally, problems)
+    if call.when == "teardown":
+        report.cassette_cli_counts = {name: int(tally.get(name, 0)) for name in COUNTS}
+    return report
+
+
+def _new_problems(test: _Test, tally: dict[str, Any]) -> list[str]:
+    """What in the tally fails the test and was not reported in an earlier phase."""
+    lines: list[str] = []
+    missed = tally.get("missed") or []
+    for miss in missed[test.missed :]:
+        lines.append(
+            f"cassette miss: no recording for {miss.get('request', 'a request')} "
+            f"(key {miss.get('key', '?')})"
+        )
+        summary = str(miss.get("summary") or "")
+        if summary:
+            lines.append(f"  {summary}")
+        # Each difference a line, unless the summary said it all (one short difference).
+        explanation = [str(line) for line in miss.get("explanation") or []]
+        if len(explanation) > 1 or any(line not in summary for line in explanation):
+            lines.extend(f"    {line}" for line in explanation)
+    more = int(tally.get("misses", 0)) - len(missed)
+    if missed[test.missed :] and more > 0:
+        lines.append(f"  ... and {more} more misses")
+    if missed[test.missed :]:
+        lines.append(f"  (replay never calls the vendor: {RECORD_HINT})")
+    test.missed = len(missed)
+    for failure in (tally.get("failed") or [])[test.failed :]:
+        lines.append(f"cassette error: {failure}")
+    test.failed = len(tally.get("failed") or [])
+    for bypass in tally.get("bypassed") or []:
+        host, requests = str(bypass.get("host")), int(bypass.get("requests", 0))
+        if not bypass.get("refused") or requests <= test.bypassed.get(host, 0):
+            continue
+        lines.append(
+            f"cassette: {requests - test.bypassed.get(host, 0)} request(s) to {host} bypassed the "
+            "base URL and were refused (replay never connects anywhere): the client has a "
+            "hard-coded URL "
+            "or reads a variable cassette does not set; give it the proxy's base URL "
+            "(OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...: see docs/proxy.md)"
+        )
+        test.bypassed[host] = requests
+    unused = tally.get("unused")
+    if unused and not test.unused_reported:
+        test.unused_reported = True
+        lines.append(
+            f"cassette strict: {len(unused)} recording(s) this test made were not asked for: "
+            + ", ".join(str(key)[:16] for key in unused)
+            + " (the test changed, or the recordings are stale: re-record it, or "
+            "`cassette gc` them)"
+        )
+    return lines
+
+
+def _one_line(tally: dict[str, Any], problems: list[str]) -> str:
+    missed = tally.get("missed") or []
+    if missed:
+        first = missed[-1]
+        return f"{first.get('request', 'a request')}: {first.get('summary', '')}".strip()
+    return problems[0]
+
+
+class _Writer(Protocol):
+    def line(self, s: str = "", **markup: bool) -> None: ...
+
+
+class _Explanation:
+    """A failure made of cassette's explanation: what pytest prints and JUnit's message."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def toterminal(self, tw: _Writer) -> None:
+        for line in self.text.splitlines():
+            tw.line(line, red=True, bold=line.startswith("cassette"))
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def reprcrash(self) -> _Crash:
+        # The summary line (`FAILED test - ...`) and JUnit's message attribute read this.
+        return _Crash(self.text)
+
+
+@dataclasses.dataclass
+class _Crash:
+    message: str
+    path: str = ""
+    lineno: int = 0
+
+
+def _fail(report: pytest.TestReport, problems: list[str]) -> None:
+    text = "\n".join(problems)
+    longrepr = report.longrepr
+    if report.failed and longrepr is not None:
+        # The test failed already (often of the miss itself): keep its traceback, and put the
+        # explanation first, where the summary line and JUnit's message look.
+        crash = getattr(longrepr, "reprcrash", None)
+        add_section = getattr(longrepr, "addsection", None)
+        if crash is not None and add_section is not None:
+            add_section("cassette", text)
+            crash.message = f"{text}\n{crash.message}"
+            return
+        report.longrepr = cast("TerminalRepr", _Explanation(f"{text}\n\n{longrepr}"))
+        return
+    report.outcome = "failed"
+    report.longrepr = cast("TerminalRepr", _Explanation(text))
+
+
+# ------------------------------------------------------------------------------------------------
+# The fixture
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """What the proxy saw during one test so far."""
+
+    requests: int
+    hits: int
+    misses: int
+    recorded: int
+    passed_through: int
+    errors: int
+    keys: tuple[str, ...]
+    missed: tuple[dict[str, Any], ...]
+
+
+class CassetteTest:
+    """The `cassette_cli` fixture: this test's proxy, mode and counts."""
+
+    def __init__(self, proxy: Proxy, test: _Test) -> None:
+        self._proxy = proxy
+        self._test = test
+        self.test: str = test.nodeid
+        self.mode: str = test.mode
+        self.sequence: bool = test.sequence
+        self.url: str = proxy.url
+        self.env: dict[str, str] = proxy.env_changes()[0]
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL (`<proxy>/v1`), for clients built with an explicit URL."""
+        return self.env.get("OPENAI_BASE_URL", f"{self.url}/v1")
+
+    def counts(self) -> Counts:
+        """Asks the proxy now."""
+        tally = self._proxy.control("GET", SCOPE)
+        numbers = {name: int(tally.get(name, 0)) for name in COUNTS}
+        return Counts(
+            **numbers,
+            keys=tuple(tally.get("keys") or ()),
+            missed=tuple(tally.get("missed") or ()),
+        )
+
+    @property
+    def requests(self) -> int:
+        return self.counts().requests
+
+    @property
+    def hits(self) -> int:
+        return self.counts().hits
+
+    @property
+    def misses(self) -> int:
+        return self.counts().misses
+
+    @property
+    def recorded(self) -> int:
+        return self.counts().recorded
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The keys of the requests this test made, in order, each once."""
+        return self.counts().keys
+
+
+@pytest.fixture(name=NAME)
+def cassette_cli_fixture(request: pytest.FixtureRequest) -> CassetteTest:
+    """This test's cassette: `.mode`, `.url`, `.base_url`, `.env`, `.counts()`, `.hits`, ..."""
+    session = request.config.stash.get(_SESSION, None)
+    test = request.node.stash.get(_TEST, None)
+    if session is None or session.proxy is None or test is None:
+        pytest.skip(
+            "cassette is off for this run "
+            "(--cassette=off, no cassette.toml, or under cassette exec)"
+        )
+    return CassetteTest(session.proxy, test)
+
+
+# ------------------------------------------------------------------------------------------------
+# The summary
+
+
+def _note_strays(session: _Session, tally: dict[str, Any]) -> None:
+    if int(tally.get("requests", 0)) or tally.get("bypassed"):
+        session.strays.append(tally)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # In the process that reports: a plain run, or pytest-xdist's controller (a worker's report
+    # arrives with the attributes its makereport set).
+    session = _LIVE[-1] if _LIVE else None
+    if session is None:
+        return
+    missed = getattr(report, "cassette_cli_missed", None)
+    if missed:
+        session.missed.append((report.nodeid, str(missed)))
+    counts = getattr(report, "cassette_cli_counts", None)
+    if counts:
+        for name, value in counts.items():
+            session.totals[name] = session.totals.get(name, 0) + int(value)
+
+
+# The session of the run in progress (pytest_runtest_logreport is given no config); a stack,
+# for pytester's runs in process.
+_LIVE: list[_Session] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    # pytest-xdist's controller: what each worker saw outside its tests, and in which mode.
+    config = cast("pytest.Config", getattr(node, "config"))  # noqa: B009 (no type to import)
+    session = config.stash.get(_SESSION, None)
+    output = getattr(node, "workeroutput", None) or {}
+    if session is None:
+        return
+    session.strays.extend(output.get("cassette_cli_strays", []))
+    if output.get("cassette_cli_mode"):
+        session.modes_seen.add(str(output["cassette_cli_mode"]))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(_SESSION, None)
+    if state is None:
+        return
+    if state.proxy is not None:
+        from cassette_cli._proxy import ProxyError
+
+        try:
+            _note_strays(state, state.proxy.control("GET", SCOPE))
+        except ProxyError as error:
+            state.strays.append({"errors": 1, "failed": [str(error)]})
+        state.modes_seen.add(state.session_mode)
+        output = getattr(session.config, "workeroutput", None)
+        if output is not None:
+            output["cassette_cli_strays"] = state.strays
+            output["cassette_cli_mode"] = state.session_mode
+    if (
+        state.role != "worker"
+        and any(_stray_fails(t) for t in state.strays)
+        and session.exitstatus == 0
+    ):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _stray_fails(tally: dict[str, Any]) -> bool:
+    return bool(
+        int(tally.get("misses", 0))
+        or int(tally.get("errors", 0))
+        or any(b.get("refused") for b in tally.get("bypassed") or [])
+    )
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is None or session.role == "worker":
+        return
+    totals = session.totals
+    mode = "/".join(sorted(session.modes_seen)) or session.session_mode
+    terminalreporter.section("cassette")
+    terminalreporter.write_line(
+        f"cassette ({mode}): {totals.get('requests', 0)} requests in tests: "
+        f"{totals.get('hits', 0)} hits, "
+        f"{totals.get('misses', 0)} misses, {totals.get('recorded', 0)} recorded, "
+        f"{totals.get('passed_through', 0)} passed through, {totals.get('errors', 0)} errors"
+        + (f"; proxy ready in {session.startup_ms:.0f} ms" if session.startup_ms else "")
+    )
+    if session.missed:
+        terminalreporter.write_line(
+            f"{len(session.missed)} tests failed on cassette's account (a miss, a refused bypass, "
+            "an "
+            "error, an unused recording):",
+            red=True,
+        )
+        for nodeid, line in session.missed:
+            terminalreporter.write_line(f"  {nodeid}: {line}")
+    for tally in session.strays:
+        if not _stray_fails(tally) and not int(tally.get("requests", 0)):
+            continue
+        problems = _new_problems(_Test(nodeid="", mode="", strict=False, sequence=False), tally)
+        terminalreporter.write_line(
+            "outside any test (module-level code, fixtures between tests): "
+            f"{tally.get('requests', 0)} "
+            f"requests, {tally.get('misses', 0)} misses",
+            red=_stray_fails(tally),
+        )
+        for line in problems:
+            terminalreporter.write_line(f"  {line}")

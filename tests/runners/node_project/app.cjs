@@ -1,0 +1,52 @@
+// The application under test: the OpenAI Node SDK and the Vercel AI SDK, built when the module
+// is imported, from the environment only (OPENAI_BASE_URL, OPENAI_API_KEY). CHANGE names calls
+// whose prompt this run changes; a changed prompt must fail exactly the test that sends it.
+"use strict";
+
+const { OpenAI } = require("openai");
+const { generateText, streamText } = require("ai");
+const { openai } = require("@ai-sdk/openai");
+
+const changed = new Set((process.env.CHANGE ?? "").split(",").filter(Boolean));
+const client = new OpenAI({ maxRetries: 0 });
+const prompt = (name, text) => text + (changed.has(name) ? " Answer in French instead." : "");
+
+async function ask(name, text) {
+  const answer = await client.chat.completions.create({
+    model: "gpt-4o-mini",
+    temperature: 0,
+    messages: [{ role: "user", content: prompt(name, text) }],
+  });
+  return answer.choices[0].message.content;
+}
+
+async function vercel(name, text) {
+  const answer = await generateText({ model: openai.chat("gpt-4o-mini"), prompt: prompt(name, text), maxRetries: 0 });
+  return answer.text;
+}
+
+// streamText reports errors to onError and yields empty text: an application that shows a
+// fallback then passes its own test, so only cassette can fail it.
+async function vercelSwallowed(name, text) {
+  const answer = streamText({
+    model: openai.chat("gpt-4o-mini"),
+    prompt: prompt(name, text),
+    maxRetries: 0,
+    onError: () => {},
+  });
+  let out = "";
+  for await (const piece of answer.textStream) out += piece;
+  return out || "fallback";
+}
+
+async function hardcoded() {
+  const vendor = new OpenAI({ baseURL: "https://api.openai.com/v1", maxRetries: 0 });
+  try {
+    await vendor.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hello?" }] });
+  } catch {
+    // swallowed: only cassette can fail this test
+  }
+  return "done";
+}
+
+module.exports = { ask, vercel, vercelSwallowed, hardcoded };

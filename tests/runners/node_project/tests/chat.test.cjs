@@ -1,0 +1,9 @@
+const app = require("../app.cjs");
+
+describe("openai", () => {
+  for (const n of [0, 1, 2]) {
+    test(`plain ${n}`, async () => {
+      expect(await app.ask(`plain-${n}`, `Question ${n}: where is my refund?`)).toBeTruthy();
+    });
+  }
+});

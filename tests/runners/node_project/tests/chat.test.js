@@ -1,0 +1,10 @@
+import { describe, expect, test } from "vitest";
+import app from "../app.cjs";
+
+describe("openai", () => {
+  for (const n of [0, 1, 2]) {
+    test(`plain ${n}`, async () => {
+      expect(await app.ask(`plain-${n}`, `Question ${n}: where is my refund?`)).toBeTruthy();
+    });
+  }
+});

@@ -1,0 +1,14 @@
+import { expect, test } from "vitest";
+import app from "../app.cjs";
+
+test("generate", async () => {
+  expect(await app.vercel("vercel-generate", "Write a haiku about tests.")).toBeTruthy();
+});
+
+test("swallowed stream", async () => {
+  expect(await app.vercelSwallowed("vercel-swallowed", "Summarise the ticket.")).toBeTruthy();
+});
+
+test.skipIf(!process.env.HARDCODE)("hard-coded vendor URL", async () => {
+  expect(await app.hardcoded()).toBe("done");
+});
