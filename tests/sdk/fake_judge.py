@@ -72,6 +72,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply = verdict(question)
         with self.server.owner.lock:
             self.server.owner.questions.append(question)
+            self.server.owner.credentials.append(self.headers.get("authorization") or "")
         payload = json.dumps(
             {
                 "id": "chatcmpl-judge",
@@ -108,6 +109,8 @@ class FakeJudge:
         self.lock = threading.Lock()
         self.connections = 0
         self.questions: list[str] = []
+        # The Authorization header of each question, to check the route's real key reached it.
+        self.credentials: list[str] = []
         self._server = _Server(self)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -1,7 +1,9 @@
 //! `cassette grade`: one expectation of an ordinary test (pytest, vitest, jest) graded by the
 //! suite runner's own graders, judge included, through the recorder: a judge verdict is
 //! recorded in record mode, replayed in replay mode, and missing in replay is a miss that
-//! explains itself, as any other request.
+//! explains itself, as any other request. Behind a cassette proxy (`cassette exec`, the pytest
+//! plugin, the vitest and jest helpers) the votes go through that proxy instead, which holds
+//! the real keys and counts the miss for the test running.
 //!
 //! A request is JSON: the answer (`text`, or a whole provider `response` read with the
 //! recorder's own normalization), and the grader with its expectation exactly as a suite case
@@ -24,7 +26,8 @@ use crate::settings::{RecorderArgs, RecorderSettings, SettingsFile};
 use crate::EXIT_ERROR;
 use anyhow::{bail, Context};
 use cassette_keying::Profile;
-use cassette_recorder::{Miss, Recorder};
+use cassette_recorder::config::DEFAULT_TARGET;
+use cassette_recorder::{Miss, Mode, Recorder};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::{BufRead, Write};
@@ -281,10 +284,16 @@ impl Session {
     }
 
     fn build_recorder(&mut self) -> anyhow::Result<()> {
-        let Some(settings) = self.settings.take() else {
+        let Some(mut settings) = self.settings.take() else {
             bail!("the recorder could not be built (see the first error)");
         };
         self.judge.check_route(&settings)?;
+        if let Some(proxy) = std::env::var(PROXY_URL_ENV)
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+        {
+            relay_to(&mut settings, proxy.trim().trim_end_matches('/'));
+        }
         self.recorder = Some(settings.build()?);
         Ok(())
     }
@@ -294,6 +303,28 @@ impl Session {
         if let Some(recorder) = &self.recorder {
             runtime.block_on(crate::flush_index(recorder));
         }
+    }
+}
+
+/// Set by `cassette exec` and the test runner plugins for the command behind their proxy.
+const PROXY_URL_ENV: &str = "CASSETTE_PROXY_URL";
+
+/// Behind a cassette proxy, the judge is asked through it: that proxy holds the routes' real
+/// keys (this process sees only placeholders), records and replays in its own store, and
+/// counts a miss for the test running, so `exec` exits 2 on it and the pytest plugin fails that
+/// test. This process only passes the votes on (mode off: no store is opened, nothing is
+/// written twice), each route to its mount on the proxy, with no key of its own.
+fn relay_to(settings: &mut RecorderSettings, proxy: &str) {
+    settings.config.mode = Mode::Off;
+    settings.cache = None;
+    settings.usage_log = None;
+    for route in &mut settings.config.routes {
+        route.base_url = if route.name == DEFAULT_TARGET {
+            proxy.to_owned()
+        } else {
+            format!("{proxy}/{}", route.name)
+        };
+        route.api_key = None;
     }
 }
 
@@ -357,7 +388,6 @@ fn answered(id: Option<Value>, answer: Answer, graded: &Graded) -> Answered {
 }
 
 fn missed(id: Option<Value>, answer: Answer, miss: &Miss) -> Answered {
-    report_to_exec(miss);
     let mut lines = vec![format!(
         "replay miss: the judge's verdict is not recorded ({})",
         miss.explanation.summary
@@ -377,25 +407,6 @@ fn missed(id: Option<Value>, answer: Answer, miss: &Miss) -> Answered {
             explanation: miss.explanation_lines(),
         }),
     }
-}
-
-/// Under `cassette exec`, tells it about the miss as `cassette mcp` does, so the run exits 2 on
-/// it and names its key whatever the test framework made of the failed test.
-fn report_to_exec(miss: &Miss) {
-    let Some(path) = std::env::var_os(crate::mcp::REPORT_ENV) else {
-        return;
-    };
-    crate::mcp::append_line(
-        std::path::Path::new(&path),
-        &serde_json::json!({
-            "event": "miss",
-            "from": "grade",
-            "key": miss.key.to_string(),
-            "request": format!("the judge's verdict: {}", miss.request_line()),
-            "summary": miss.explanation.summary,
-            "differences": miss.explanation_lines(),
-        }),
-    );
 }
 
 fn error(id: Option<Value>, message: String) -> Answered {

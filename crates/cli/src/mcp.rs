@@ -257,9 +257,9 @@ fn miss_reporter(path: PathBuf, name: &str) -> cassette_recorder::mcp::MissHook 
     })
 }
 
-/// Appends one JSON line with a single write, so lines of concurrent `cassette mcp` (and
-/// `cassette grade`) processes never interleave (the file is opened with `O_APPEND`).
-pub(crate) fn append_line(path: &Path, line: &Value) {
+/// Appends one JSON line with a single write, so lines of concurrent `cassette mcp` processes
+/// never interleave (the file is opened with `O_APPEND`).
+fn append_line(path: &Path, line: &Value) {
     let mut bytes = line.to_string().into_bytes();
     bytes.push(b'\n');
     let written = std::fs::OpenOptions::new()
@@ -287,11 +287,8 @@ pub(crate) struct ExecMcpReport {
     pub(crate) recorded: u64,
     /// Server starts.
     pub(crate) server_starts: u64,
-    /// Misses, in the order they were reported (repeats included): MCP misses and the judge
-    /// misses of `cassette grade`.
+    /// Misses, in the order they were reported (repeats included).
     pub(crate) misses: Vec<ReportedMiss>,
-    /// How many of `misses` are judge verdicts `cassette grade` did not find.
-    pub(crate) judge_misses: u64,
 }
 
 /// One MCP miss as a `cassette mcp` session reported it.
@@ -308,21 +305,15 @@ pub(crate) struct ReportedMiss {
 impl ExecMcpReport {
     /// A one-line summary for exec's output, or `None` when no session ran.
     pub(crate) fn summary(&self) -> Option<String> {
-        let mcp_misses = self.misses.len() as u64 - self.judge_misses;
-        let judge = if self.judge_misses > 0 {
-            format!("; judge: {} verdicts not recorded", self.judge_misses)
-        } else {
-            String::new()
-        };
-        if self.sessions == 0 && mcp_misses == 0 {
-            return (self.judge_misses > 0).then(|| judge.trim_start_matches("; ").to_owned());
+        if self.sessions == 0 && self.misses.is_empty() {
+            return None;
         }
         Some(format!(
-            "mcp: {} sessions, {} requests: {} hits, {} misses, {} recorded, {} server starts{judge}",
+            "mcp: {} sessions, {} requests: {} hits, {} misses, {} recorded, {} server starts",
             self.sessions,
             self.requests,
             self.hits,
-            mcp_misses,
+            self.misses.len(),
             self.recorded,
             self.server_starts
         ))
@@ -395,9 +386,6 @@ fn parse_report(text: &str) -> ExecMcpReport {
         let text = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or("?");
         match value.get("event").and_then(Value::as_str) {
             Some("miss") => {
-                if value.get("from").and_then(Value::as_str) == Some("grade") {
-                    report.judge_misses += 1;
-                }
                 let subject = value
                     .get("subject")
                     .and_then(Value::as_str)

@@ -247,11 +247,6 @@ impl Judgement {
             (self.passed + 1) * 2 > total
         }
     }
-
-    /// Whether the votes disagreed.
-    pub(crate) fn split(&self) -> bool {
-        self.passed > 0 && self.failed > 0
-    }
 }
 
 /// Reads a verdict from the first token of a judge reply. Strict on purpose: `PASS` or `FAIL`
