@@ -170,3 +170,56 @@ def test_node_suites_record_then_replay_with_vendor_and_judge_stopped(node_proje
     assert "[-polite-]{+kind+}" in output, both(edited)
     assert project.judge.connections == judge_before
     assert project.vendor.connections == vendor_before
+
+
+def test_under_the_pytest_plugin_a_judge_miss_fails_its_own_test(tmp_path):
+    """No `cassette exec`: the pytest plugin's proxy is in front, so the votes go through it (its
+    key, its store), and an unrecorded verdict fails the test it was asked in, by the plugin's
+    per-test attribution, with the proxy's explanation."""
+    vendor, judge = FakeUpstream(), FakeJudge()
+    try:
+        config = tmp_path / "cassette.toml"
+        config.write_text(
+            'store = "cassettes"\n'
+            f'[routes.judge]\nupstream = "{judge.url}"\napi_key_env = "JUDGE_API_KEY"\n'
+            f'[routes.anthropic]\nupstream = "{vendor.url}"\n'
+        )
+
+        def pytest_run(mode: str, **extra: str):
+            return subprocess.run(  # noqa: PLW1510 (the status is what is checked)
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "cassette_cli.pytest_plugin",
+                 f"--cassette={mode}", "--confcutdir", str(SUITE.parent), "--rootdir", str(SUITE.parent), str(SUITE)],
+                cwd=tmp_path,
+                env=clean_env(CASSETTE_CONFIG=str(config), UPSTREAM_BASE=vendor.url, JUDGE_API_KEY=JUDGE_KEY, **extra),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+
+        recorded = pytest_run("record")
+        assert recorded.returncode == 0, both(recorded)
+        assert "8 passed" in recorded.stdout, both(recorded)
+        assert len(judge.questions) == 16, judge.questions
+        assert set(judge.credentials) == {f"Bearer {JUDGE_KEY}"}, judge.credentials
+        assert list((tmp_path / "cassettes").rglob("*.json")), "the verdicts are in the plugin's store"
+
+        vendor.stop()
+        judge.stop()
+        before = vendor.connections, judge.connections
+        replayed = pytest_run("replay")
+        assert replayed.returncode == 0, both(replayed)
+        assert "8 passed" in replayed.stdout, both(replayed)
+
+        edited = pytest_run("replay", EXPECT_CRITERION="[split] The reply is kind")
+        assert edited.returncode == 1, both(edited)
+        assert "1 failed, 7 passed" in edited.stdout, both(edited)
+        # The plugin counts the miss for the test that asked, with the proxy's explanation.
+        assert "1 tests failed on cassette's account" in edited.stdout, both(edited)
+        assert ("answers_suite.py::test_votes_split_and_a_majority_decides: POST /v1/chat/completions "
+                "(target judge, model judge-1)") in edited.stdout, both(edited)
+        assert "ReplayMiss: replay miss: the judge's verdict is not recorded" in edited.stdout, both(edited)
+        assert "[-polite-]{+kind+}" in edited.stdout, both(edited)
+        assert (vendor.connections, judge.connections) == before
+    finally:
+        vendor.close()
+        judge.close()
