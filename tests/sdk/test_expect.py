@@ -223,3 +223,56 @@ def test_under_the_pytest_plugin_a_judge_miss_fails_its_own_test(tmp_path):
     finally:
         vendor.close()
         judge.close()
+
+
+def test_under_the_vitest_helper_votes_go_through_its_proxy(tmp_path):
+    """No `cassette exec`: cassette-cli's vitest globalSetup starts the proxy; the judge's votes go
+    through it with the route's key, replay with the vendor and judge stopped, and an unrecorded
+    verdict fails the test that asked."""
+    if shutil.which("node") is None or not (NODE / "node_modules" / "vitest").exists():
+        pytest.fail("node and tests/sdk/expect_node/node_modules are needed: run `npm ci --prefix tests/sdk/expect_node`")
+    vendor, judge = FakeUpstream(), FakeJudge()
+    try:
+        config = tmp_path / "cassette.toml"
+        config.write_text(
+            f'store = "{tmp_path / "cassettes"}"\n'
+            f'[routes.judge]\nupstream = "{judge.url}"\napi_key_env = "JUDGE_API_KEY"\n'
+            f'[routes.anthropic]\nupstream = "{vendor.url}"\n'
+        )
+        command = ["node", str(NODE / "node_modules" / "vitest" / "vitest.mjs"), "run", "--root", str(NODE),
+                   "--config", str(NODE / "vitest.helper.config.mjs")]
+
+        def vitest(mode: str, **extra: str):
+            return subprocess.run(  # noqa: PLW1510 (the status is what is checked)
+                command,
+                cwd=NODE,
+                env=clean_env(CASSETTE_CONFIG=str(config), CASSETTE_MODE=mode, UPSTREAM_BASE=vendor.url,
+                              JUDGE_API_KEY=JUDGE_KEY, **extra),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+
+        recorded = vitest("record")
+        assert recorded.returncode == 0, both(recorded)
+        assert len(judge.questions) == 8, judge.questions
+        assert set(judge.credentials) == {f"Bearer {JUDGE_KEY}"}, judge.credentials
+
+        vendor.stop()
+        judge.stop()
+        before = vendor.connections, judge.connections
+        replayed = vitest("replay")
+        assert replayed.returncode == 0, both(replayed)
+        assert "5 passed" in replayed.stdout, both(replayed)
+
+        edited = vitest("replay", EXPECT_CRITERION="[split] The reply is kind")
+        assert edited.returncode == 1, both(edited)
+        assert "1 failed | 4 passed" in edited.stdout, both(edited)
+        assert "1 misses" in edited.stdout, both(edited)  # counted by the helper's proxy
+        assert "FAIL  answers.vitest.test.mjs > votes split and a majority decides" in edited.stderr, both(edited)
+        assert "ReplayMiss: replay miss: the judge's verdict is not recorded" in edited.stderr, both(edited)
+        assert "[-polite-]{+kind+}" in edited.stderr, both(edited)
+        assert (vendor.connections, judge.connections) == before
+    finally:
+        vendor.close()
+        judge.close()
