@@ -136,3 +136,54 @@ fn relayed_miss(body: &[u8]) -> Option<Miss> {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const KEY: &str = "3e17a5eaa5502deb4e9d41d564fa0d4deeaba2c7c5d58c763f61fb5885af5653";
+    const NEAR: &str = "cb11d22a34161eaec0fc568d64247ea17975ab4b0c5a4fced1f4d52e41444aea";
+
+    fn detail() -> Value {
+        json!({
+            "type": "cassette_miss", "code": "cassette_miss", "message": "cassette miss: ...",
+            "key": KEY, "profile": "openai.chat", "target": "judge", "method": "POST",
+            "path": "/v1/chat/completions", "model": "judge-1", "store": "file:///c (read-only)",
+            "explanation": {"summary": "The nearest recording differs.",
+                            "nearest": {"key": NEAR, "recorded_at": "2026-12-01T15:19:17Z",
+                                        "differences": ["body.seed: 1 -> 2"]}},
+        })
+    }
+
+    #[test]
+    fn a_proxy_s_miss_answer_is_read_back_into_its_miss() {
+        let body = json!({"type": "error", "error": detail()}).to_string();
+        let miss = relayed_miss(body.as_bytes()).expect("a miss");
+        assert_eq!(miss.key.as_str(), KEY);
+        assert_eq!(
+            miss.request_line(),
+            "POST /v1/chat/completions (target judge, model judge-1)"
+        );
+        let nearest = miss.explanation.nearest.expect("nearest");
+        assert_eq!(nearest.key.as_str(), NEAR);
+        assert_eq!(nearest.differences, ["body.seed: 1 -> 2"]);
+        // Ollama's shape keeps the detail under `cassette`.
+        let mut ollama = detail();
+        ollama.as_object_mut().unwrap().remove("code");
+        let body = json!({"error": "cassette miss: ...", "cassette": ollama}).to_string();
+        assert_eq!(relayed_miss(body.as_bytes()).unwrap().key.as_str(), KEY);
+    }
+
+    #[test]
+    fn other_errors_are_not_misses() {
+        for body in [
+            json!({"error": {"type": "invalid_request_error", "message": "bad", "key": KEY}}),
+            json!({"error": {"code": "cassette_miss", "key": "not a key", "explanation": {"summary": "s"}}}),
+            json!({"error": "overloaded"}),
+        ] {
+            assert!(relayed_miss(body.to_string().as_bytes()).is_none(), "{body}");
+        }
+        assert!(relayed_miss(b"<html>502</html>").is_none());
+    }
+}
