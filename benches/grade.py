@@ -9,6 +9,9 @@ judge of tests/sdk/fake_judge.py, stops the judge, then times in one run, altern
   process (what the Python and Node helpers do), from Python's `expect()`;
 - baseline, deterministic: N `contains` expectations through the same process (the pipe round
   trip and JSON without the store);
+- judged, behind a proxy: the same N through one `cassette grade --jsonl` process whose votes
+  go through a `cassette proxy` in replay (what happens under `cassette exec -- pytest` and the
+  pytest plugin: CASSETTE_PROXY_URL is set, the proxy answers from the store);
 - baseline, a process each: a sample of the judged expectations, one `cassette grade` process
   per expectation.
 
@@ -59,7 +62,14 @@ def main() -> int:
 
     replay = GradeSession(["--mode", "replay"], env=env, binary=args.binary)
     expect("warm", session=replay).contains("warm")
+    proxy = subprocess.Popen([args.binary, "proxy", "--mode", "replay", "--listen", "127.0.0.1:0", "--ready", "json"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proxy.stdout is not None
+    proxy_url = json.loads(proxy.stdout.readline())["url"]
+    relayed = GradeSession(["--mode", "replay"], env={**env, "CASSETTE_PROXY_URL": proxy_url}, binary=args.binary)
+    expect(texts[0], session=relayed).contains_intent("apology")
     judged: list[float] = []
+    behind_proxy: list[float] = []
     plain: list[float] = []
     spawned: list[float] = []
     for _ in range(args.rounds):
@@ -67,6 +77,11 @@ def main() -> int:
         for text in texts:
             expect(text, session=replay).contains_intent("apology")
         judged.append((time.perf_counter() - started) / args.n)
+
+        started = time.perf_counter()
+        for text in texts:
+            expect(text, session=relayed).contains_intent("apology")
+        behind_proxy.append((time.perf_counter() - started) / args.n)
 
         started = time.perf_counter()
         for text in texts:
@@ -81,6 +96,9 @@ def main() -> int:
             assert done.returncode == 0, done.stderr
         spawned.append((time.perf_counter() - started) / args.sample)
     replay.close()
+    relayed.close()
+    proxy.terminate()
+    proxy.wait(timeout=30)
     assert judge.connections == asked, "the replay reached for the judge"
     judge.close()
 
@@ -92,9 +110,11 @@ def main() -> int:
     print("| per expectation | mean of rounds | best round | worst round |")
     print("|---|---:|---:|---:|")
     print(row("judged, replayed, one `grade --jsonl` process", judged))
+    print(row("judged, replayed, one `grade --jsonl` process behind a `cassette proxy`", behind_proxy))
     print(row("baseline: `contains`, same process", plain))
     print(row(f"baseline: judged, a `cassette grade` process each ({args.sample} a round)", spawned))
     print(f"judged / contains: {statistics.mean(judged) / statistics.mean(plain):.2f}x; "
+          f"behind a proxy / contains: {statistics.mean(behind_proxy) / statistics.mean(plain):.2f}x; "
           f"a process each / long-lived: {statistics.mean(spawned) / statistics.mean(judged):.1f}x")
     return 0
 
