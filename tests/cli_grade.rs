@@ -50,7 +50,10 @@ fn grade_runs_the_suite_graders_on_a_text_or_a_whole_response() {
     );
     assert_eq!(code(&out), 0, "{}", both(&out));
     let passed = answer(&out);
-    assert_eq!((&passed["id"], &passed["verdict"]), (&json!(7), &json!("pass")));
+    assert_eq!(
+        (&passed["id"], &passed["verdict"]),
+        (&json!(7), &json!("pass"))
+    );
 
     let out = grade(
         &dir,
@@ -103,7 +106,10 @@ fn grade_runs_the_suite_graders_on_a_text_or_a_whole_response() {
             r#"{"text":"x","grader":"contains","expect":{"neddle":"x"}}"#,
             "unknown field expect.neddle",
         ),
-        (r#"{"grader":"contains","expect":{"needle":"x"}}"#, "has no answer"),
+        (
+            r#"{"grader":"contains","expect":{"needle":"x"}}"#,
+            "has no answer",
+        ),
         (r#"{"text":"x","answer":"y"}"#, "unknown field `answer`"),
         ("not json", "not a grade request"),
         (
@@ -163,10 +169,21 @@ fn judged_expectations_record_once_and_replay_with_the_judge_stopped() {
     assert_eq!(code(&recorded), 0, "{}", both(&recorded));
     assert_eq!(judge.requests(), 1 + 3 + 2);
     let lines = json_lines(&recorded);
-    let verdicts: Vec<&str> = lines.iter().map(|l| l["verdict"].as_str().unwrap()).collect();
-    assert_eq!(verdicts, ["pass", "pass", "fail", "pass"], "{}", both(&recorded));
+    let verdicts: Vec<&str> = lines
+        .iter()
+        .map(|l| l["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts,
+        ["pass", "pass", "fail", "pass"],
+        "{}",
+        both(&recorded)
+    );
     let split = &lines[1]["graders"][0];
-    assert_eq!((&split["score"], &split["threshold"]), (&json!(0.667), &json!(0.5)));
+    assert_eq!(
+        (&split["score"], &split["threshold"]),
+        (&json!(0.667), &json!(0.5))
+    );
     assert_eq!(split["judge"]["passed"], 2);
     assert_eq!(split["judge"]["votes"].as_array().unwrap().len(), 3);
     assert_eq!(
@@ -190,7 +207,12 @@ fn judged_expectations_record_once_and_replay_with_the_judge_stopped() {
     let edited = r#"{"id":"edited","text":"Hello, nice to meet you.","grader":"judge","expect":{"criterion":"The reply is kind"}}"#;
     let more_votes = r#"{"id":"votes","text":"Hi [split] there","grader":"judge","expect":{"criterion":"The reply is polite","votes":5}}"#;
     let missed = run("replay", &format!("{edited}\n{more_votes}\n"));
-    assert_eq!(code(&missed), 0, "each line has its verdict: {}", both(&missed));
+    assert_eq!(
+        code(&missed),
+        0,
+        "each line has its verdict: {}",
+        both(&missed)
+    );
     let missed = json_lines(&missed);
     assert_eq!(missed.len(), 2);
     for line in &missed {
@@ -204,16 +226,26 @@ fn judged_expectations_record_once_and_replay_with_the_judge_stopped() {
         message.starts_with("replay miss: the judge's verdict is not recorded"),
         "{message}"
     );
-    assert!(message.contains("Record it with CASSETTE_MODE=record"), "{message}");
+    assert!(
+        message.contains("Record it with CASSETTE_MODE=record"),
+        "{message}"
+    );
     let explained = missed[1]["miss"]["explanation"].to_string();
-    assert!(explained.contains("[-3.)-]{+5.)+}") || explained.contains("[-3-]{+5+}"), "{explained}");
+    assert!(
+        explained.contains("[-3.)-]{+5.)+}") || explained.contains("[-3-]{+5+}"),
+        "{explained}"
+    );
 
     // One request alone: a miss exits 2 and explains itself on stderr.
     let args = args("replay");
     let single: Vec<&str> = args[1..].iter().map(String::as_str).collect();
     let out = grade(&dir, &single, edited);
     assert_eq!(code(&out), 2, "{}", both(&out));
-    assert!(common::stderr(&out).contains("[-polite-]{+kind+}"), "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("[-polite-]{+kind+}"),
+        "{}",
+        both(&out)
+    );
     let out = grade(&dir, &single, &requests.lines().nth(1).unwrap());
     assert_eq!(code(&out), 0, "{}", both(&out));
 }
@@ -258,16 +290,30 @@ fn a_suite_reports_each_judged_criterion_and_the_judge_s_disagreement() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|j| (j["grader"].as_str().unwrap(), j["criterion"].as_str().unwrap()))
+        .map(|j| {
+            (
+                j["grader"].as_str().unwrap(),
+                j["criterion"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         criteria,
-        [("judge", "The reply is polite"), ("tone", "The tone of the text is warm")]
+        [
+            ("judge", "The reply is polite"),
+            ("tone", "The tone of the text is warm")
+        ]
     );
-    assert_eq!(two["judge"], json!({"passed": 0, "failed": 6, "disagreement": 0.0}));
+    assert_eq!(
+        two["judge"],
+        json!({"passed": 0, "failed": 6, "disagreement": 0.0})
+    );
     // Similarity passed at 1.0, but the case failed: its score is a failing grader's.
     assert_eq!(two["scores"][2]["score"], 1.0);
-    assert_eq!((&two["score"], &two["threshold"]), (&json!(0.0), &json!(0.5)));
+    assert_eq!(
+        (&two["score"], &two["threshold"]),
+        (&json!(0.0), &json!(0.5))
+    );
 
     let split = &lines[1];
     assert_eq!(split["verdict"], "pass");

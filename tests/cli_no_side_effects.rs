@@ -18,7 +18,14 @@ fn mode_off_creates_no_cassette_folder() {
         r#"{"id":"capital","prompt":"What is the capital of France?","params":{"model":"m"},"grader":"contains","expect":{"needle":"paris"}}"#,
     );
     // The default store (cassettes/ here) and a named one: neither appears.
-    let out = dir.run(&["run", "suite.jsonl", "--mode", "off", "--upstream", &fake.url]);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "off",
+        "--upstream",
+        &fake.url,
+    ]);
     assert_eq!(code(&out), 0, "{}", both(&out));
     let named = dir.store("named");
     let out = dir.run(&[
@@ -54,7 +61,11 @@ fn exec_refuses_an_unknown_flag_instead_of_running_it() {
     let out = dir.run(&["exec", "--strict", "--", "sh", "-c", "touch ran"]);
     assert_eq!(code(&out), 2, "{}", both(&out));
     let err = common::stderr(&out);
-    assert!(err.contains("unexpected argument '--strict'"), "{}", both(&out));
+    assert!(
+        err.contains("unexpected argument '--strict'"),
+        "{}",
+        both(&out)
+    );
     assert!(!dir.join("ran").exists(), "nothing runs: {}", both(&out));
     // The command's own flags still reach it, with or without `--`.
     let out = dir.run(&["exec", "--", "sh", "-c", "touch ran1", "--strict"]);

@@ -36,7 +36,8 @@ use std::process::ExitCode;
 
 /// Arguments of `cassette grade`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "A request (one JSON object; with --jsonl, one a line):\n  \
+#[command(
+    after_help = "A request (one JSON object; with --jsonl, one a line):\n  \
 {\"text\": \"...\" | \"response\": {...}, \"grader\": NAME | [...], \"expect\": {...}, \"id\": ANY}\n\
 The grader and expect are a suite case's (docs/suite.md); `response` is a whole OpenAI chat, \
 Responses, Anthropic, Gemini or Ollama response. The answer: {\"id\", \"verdict\": \
@@ -44,7 +45,8 @@ Responses, Anthropic, Gemini or Ollama response. The answer: {\"id\", \"verdict\
 Exit status: 0 pass, 1 fail, 2 a replay miss or an error; with --jsonl 0 unless stdin or \
 stdout failed (each line has its verdict).\n\nExamples:\n  \
 echo '{\"text\":\"Paris\",\"grader\":\"contains\",\"expect\":{\"needle\":\"paris\"}}' | cassette grade\n  \
-cassette grade --jsonl --judge-model gpt-4o-mini   # what the test helpers run")]
+cassette grade --jsonl --judge-model gpt-4o-mini   # what the test helpers run"
+)]
 pub(crate) struct GradeArgs {
     /// A file holding the request [default: stdin].
     #[arg(value_name = "REQUEST.json", conflicts_with = "jsonl")]
@@ -174,8 +176,7 @@ pub(crate) fn run(args: GradeArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
     };
     let answered = grader.answer(&runtime, &text);
     grader.finish(&runtime);
-    if let (Verdict::Miss | Verdict::Error, Some(message)) = (answered.verdict, &answered.message)
-    {
+    if let (Verdict::Miss | Verdict::Error, Some(message)) = (answered.verdict, &answered.message) {
         eprintln!("cassette grade: {message}");
     }
     let mut out = std::io::stdout().lock();
@@ -190,7 +191,10 @@ pub(crate) fn run(args: GradeArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
 }
 
 /// Answers lines until stdin closes. Each line gets one answer line, whatever it held.
-fn serve_lines(grader: &mut Session, runtime: &tokio::runtime::Runtime) -> anyhow::Result<ExitCode> {
+fn serve_lines(
+    grader: &mut Session,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

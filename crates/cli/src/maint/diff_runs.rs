@@ -101,9 +101,16 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
     for (id, new) in &recorded {
         match (new.result.verdict, new.result.reason.as_deref()) {
             (Verdict::Fail, Some(reason)) => {
-                println!("recorded: {id} (missed in {}, now fail: {reason})", args.run_a)
+                println!(
+                    "recorded: {id} (missed in {}, now fail: {reason})",
+                    args.run_a
+                )
             }
-            (now, _) => println!("recorded: {id} (missed in {}, now {})", args.run_a, verdict(now)),
+            (now, _) => println!(
+                "recorded: {id} (missed in {}, now {})",
+                args.run_a,
+                verdict(now)
+            ),
         }
     }
     for id in &added {

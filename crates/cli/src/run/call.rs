@@ -2,8 +2,8 @@
 //! do.
 
 use crate::answer::{self, Answer};
-use cassette_keying::Profile;
 use cassette_keying::Key;
+use cassette_keying::Profile;
 use cassette_recorder::miss::{Explanation, Nearest};
 use cassette_recorder::{Error, Miss, Recorder, Request, Source};
 use serde_json::Value;
@@ -182,7 +182,10 @@ mod tests {
             json!({"error": {"code": "cassette_miss", "key": "not a key", "explanation": {"summary": "s"}}}),
             json!({"error": "overloaded"}),
         ] {
-            assert!(relayed_miss(body.to_string().as_bytes()).is_none(), "{body}");
+            assert!(
+                relayed_miss(body.to_string().as_bytes()).is_none(),
+                "{body}"
+            );
         }
         assert!(relayed_miss(b"<html>502</html>").is_none());
     }

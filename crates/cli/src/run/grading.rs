@@ -143,7 +143,11 @@ impl Graded {
     pub(crate) fn criteria(&self) -> Vec<CriterionTally> {
         self.outcomes
             .iter()
-            .filter_map(|o| o.judgement.as_ref().map(|j| CriterionTally::new(o.grader, j)))
+            .filter_map(|o| {
+                o.judgement
+                    .as_ref()
+                    .map(|j| CriterionTally::new(o.grader, j))
+            })
             .collect()
     }
 
@@ -228,7 +232,11 @@ mod tests {
         );
         assert!(!graded.passed());
         assert_eq!(graded.scores()[0].score, 1.0);
-        assert!(graded.verdict_score().is_none(), "{:?}", graded.verdict_score());
+        assert!(
+            graded.verdict_score().is_none(),
+            "{:?}",
+            graded.verdict_score()
+        );
         // Two scoring graders, one failing: the failing one stands for the verdict.
         let graded = local(
             json!([

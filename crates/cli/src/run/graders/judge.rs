@@ -76,7 +76,11 @@ pub(super) fn intent(f: &Fields, want: Intent) -> anyhow::Result<JudgeSpec> {
         Intent::Present => INTENT,
         Intent::Absent => NOT_INTENT,
     };
-    judged(f, template.replace("{}", intent.trim()), f.optional_string("context")?)
+    judged(
+        f,
+        template.replace("{}", intent.trim()),
+        f.optional_string("context")?,
+    )
 }
 
 /// `tone`: `tone`, optional `votes`, `model`.
