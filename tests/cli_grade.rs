@@ -246,7 +246,7 @@ fn judged_expectations_record_once_and_replay_with_the_judge_stopped() {
         "{}",
         both(&out)
     );
-    let out = grade(&dir, &single, &requests.lines().nth(1).unwrap());
+    let out = grade(&dir, &single, requests.lines().nth(1).unwrap());
     assert_eq!(code(&out), 0, "{}", both(&out));
 }
 
