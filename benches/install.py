@@ -6,9 +6,9 @@
 - the artifacts' sizes (the wheel, the npm platform package);
 - fresh venv + `pip install --no-index WHEEL` + the first replayed test (the example suite),
   wall time, RUNS times, each from nothing (a new venv each time);
-- the shims' overhead on `cassette --version`: the bare binary, the npm shim (`node
-  .../bin/cassette.js`, what `node_modules/.bin/cassette` runs), `npx cassette`, and `python -m
-  cassette_cli`, called in turn CALLS times in one loop (so the machine's load falls on each
+- the shims' overhead on `cassette --version`: the bare binary, `node_modules/.bin/cassette`
+  installed by npm as usual (its postinstall step puts the binary in the JS shim's place) and
+  with `--ignore-scripts` (the JS shim runs), `npx cassette`, and `python -m cassette_cli`, called in turn CALLS times in one loop (so the machine's load falls on each
   alike), medians compared with the bare binary's;
 - a replay miss through the npm shim and `python -m cassette_cli` still exits 2 and prints the
   explanation (checked, not timed).
@@ -94,18 +94,27 @@ def main() -> None:
               f"+ replay {done - installed:.2f} = {done - start:.2f}")
     print(f"  median {statistics.median(totals):.2f} s")
 
-    project = work / "project"
-    project.mkdir()
-    sh(["npm", "init", "-y"], cwd=project)
-    sh(["npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error",
-        args.platform_tgz.resolve(), args.main_tgz.resolve()], cwd=project)
+    # Installed twice: as npm does by default (the postinstall step puts the platform binary in
+    # the shim's place), and with `--ignore-scripts` (the JS shim stays).
+    projects = {}
+    for name, extra in (("project", []), ("project-no-scripts", ["--ignore-scripts"])):
+        project = work / name
+        project.mkdir()
+        sh(["npm", "init", "-y"], cwd=project)
+        sh(["npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", *extra,
+            args.platform_tgz.resolve(), args.main_tgz.resolve()], cwd=project)
+        projects[name] = project
+    project = projects["project"]
     venv = work / "venv0"
     binary = project / "node_modules" / "cassette-cli-linux-x64" / "bin" / "cassette"
+    swapped = "node_modules/.bin/cassette (postinstall: the binary in the shim's place)"
+    shim = "node_modules/.bin/cassette (--ignore-scripts: the JS shim)"
     ways = {
         "bare binary": [binary],
         # Node's own start-up, the floor of any JS shim.
         "node -e 0 (no shim: Node alone)": ["node", "-e", "0"],
-        "npm shim (node bin/cassette.js)": ["node", project / "node_modules" / "cassette-cli" / "bin" / "cassette.js"],
+        swapped: [project / "node_modules" / ".bin" / "cassette"],
+        shim: [projects["project-no-scripts"] / "node_modules" / ".bin" / "cassette"],
         "npx cassette": ["npx", "--offline", "cassette"],
         "python -m cassette_cli": [venv / "bin" / "python", "-m", "cassette_cli"],
     }
@@ -133,7 +142,7 @@ def main() -> None:
         print(f"| {name} | {median * 1e3:.1f} | {p90 * 1e3:.1f} | {(median - bare) * 1e3:+.1f} "
               f"| {used * 1e3:.1f} | {(used - bare_cpu) * 1e3:+.1f} |")
 
-    for name in ("npm shim (node bin/cassette.js)", "python -m cassette_cli"):
+    for name in (swapped, shim, "python -m cassette_cli"):
         miss = sh([*ways[name], *STALE], expect=2)
         assert 'replay miss in case "capital"' in miss.stderr, miss.stderr
         print(f"\na miss through {name}: exit 2, explained ({miss.stderr.count('replay miss in case')} misses named)")

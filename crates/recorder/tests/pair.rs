@@ -136,3 +136,23 @@ async fn pairs_are_one_to_one_and_within_the_distance() {
         .await
         .is_empty());
 }
+
+/// Two old recordings equally near, recorded in the same second: the nearest is the same one
+/// every time (the one with the smaller key), not whichever a hash map lists first. A miss
+/// explanation and a review that changed from run to run would read as drift that is not there.
+#[tokio::test]
+async fn a_tie_is_broken_the_same_way_every_time() {
+    let system = "You are a support agent.";
+    let old = recorded(vec![
+        chat("/v1/chat/completions", system, "Question alpha"),
+        chat("/v1/chat/completions", system, "Question gamma"),
+    ])
+    .await;
+    let new = recorded(vec![chat("/v1/chat/completions", system, "Question delta")]).await;
+    let smaller = old.iter().map(|c| c.key.clone()).min().unwrap();
+    for round in 0..24 {
+        let pairs = pair(&old, &new, &KeyConfig::default(), 10.0).await;
+        assert_eq!(pairs.len(), 1, "{pairs:?}");
+        assert_eq!(pairs[0].old, smaller, "round {round}: {pairs:?}");
+    }
+}

@@ -777,8 +777,11 @@ impl NearestIndex {
             }
         }
         ranked.sort_by(|(da, a), (db, b)| {
+            // Newest first, then by key: never the hash map's order, so a miss names the same
+            // recording on every run.
             da.total_cmp(db)
                 .then_with(|| b.record.recorded_at.cmp(&a.record.recorded_at))
+                .then_with(|| a.record.key.cmp(&b.record.key))
         });
         let candidates: Vec<Key> = ranked
             .iter()
@@ -809,7 +812,10 @@ impl NearestIndex {
             let better = match &best {
                 None => true,
                 Some((bd, found)) => {
-                    d < *bd || (d == *bd && cassette.recorded_at > found.recorded_at)
+                    d < *bd
+                        || (d == *bd
+                            && (cassette.recorded_at > found.recorded_at
+                                || (cassette.recorded_at == found.recorded_at && key < found.key)))
                 }
             };
             if better {
