@@ -116,6 +116,8 @@ def test_pytest_suite_records_then_replays_with_vendor_and_judge_stopped(project
     assert "ReplayMiss: replay miss: the judge's verdict is not recorded" in edited.stdout, both(edited)
     assert "[-polite-]{+kind+}" in edited.stdout, both(edited)
     assert "Record it with CASSETTE_MODE=record (or auto)" in edited.stdout, both(edited)
+    # The store is named as it is: no placeholder key taken for a secret and redacted out of it.
+    assert f"store:   file://{project.root / 'cassettes'} (read-only)" in edited.stdout, both(edited)
     # Another vote count asks other questions too.
     more_votes = project.pytest("replay", EXPECT_VOTES="5")
     assert more_votes.returncode == 2, both(more_votes)
