@@ -48,6 +48,8 @@ if [ -d tests/sdk ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
   # The openai npm client and the Vercel AI SDK, for the Node tests.
   npm ci --prefix tests/sdk/node --no-audit --no-fund --silent
+  # vitest and jest, for the suites using cassette-cli's expect() (tests/sdk/test_expect.py).
+  npm ci --prefix tests/sdk/expect_node --no-audit --no-fund --silent
   "$venv/bin/python" -m pytest -q tests/sdk
 
   echo "== the pip and npm packages, built from target/debug and installed offline"

@@ -889,7 +889,8 @@ fn diff_runs_reports_regressions_fixes_and_membership() {
     let replay = dir.run(&["run", "suite.jsonl", "--store", &store]);
     assert_eq!(code(&replay), 2, "{}", both(&replay));
     let out = dir.run(&["diff-runs", "after", "last", "--fail-on-regression"]);
-    assert_eq!(code(&out), 0, "a miss is not a regression: {}", both(&out));
+    // A miss is not a regression, but its verdict is unknown: the gate cannot pass.
+    assert_eq!(code(&out), 2, "{}", both(&out));
     let report = common::stdout(&out);
     assert!(
         report.contains("missed: echo (was pass; its recording is stale or missing)"),
@@ -900,6 +901,65 @@ fn diff_runs_reports_regressions_fixes_and_membership() {
         "{}",
         both(&out)
     );
+}
+
+#[test]
+fn diff_runs_names_a_case_recorded_since_and_gates_on_new_misses() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let suite = [
+        case("capital", "What is the capital of France?", "paris"),
+        case("echo", "Repeat x", "nope"),
+    ]
+    .join("\n");
+    dir.write("suite.jsonl", &suite);
+    let run = |mode: &str, name: &str| {
+        dir.run(&[
+            "run",
+            "suite.jsonl",
+            "--mode",
+            mode,
+            "--store",
+            &store,
+            "--upstream",
+            &fake.url,
+            "--save-run",
+            name,
+        ])
+    };
+    // Nothing recorded yet: both cases miss.
+    let missed = run("replay", "missed");
+    assert_eq!(code(&missed), 2, "{}", both(&missed));
+    let recorded = run("auto", "recorded");
+    assert_eq!(code(&recorded), 1, "{}", both(&recorded));
+
+    let out = dir.run(&["diff-runs", "missed", "recorded", "--fail-on-regression"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(
+        common::stdout(&out),
+        "recorded: capital (missed in missed, now pass)\n\
+         recorded: echo (missed in missed, now fail: text does not contain \"nope\")\n",
+        "{}",
+        both(&out)
+    );
+    assert!(
+        common::stderr(&out).contains("0 regressions, 0 fixes, 0 missed, 2 recorded"),
+        "{}",
+        both(&out)
+    );
+
+    // The other way round, the new misses fail the gate with the miss status, not 0.
+    let out = dir.run(&["diff-runs", "recorded", "missed", "--fail-on-regression"]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        common::stderr(&out).contains("2 case(s) miss in missed and have no verdict to compare"),
+        "{}",
+        both(&out)
+    );
+    // Without the flag it only reports.
+    let out = dir.run(&["diff-runs", "recorded", "missed"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
 }
 
 #[test]

@@ -52,6 +52,7 @@ const GUESSES: &[Profile] = &[
     Profile::OpenaiResponses,
     Profile::OllamaChat,
     Profile::OllamaGenerate,
+    Profile::GeminiGenerate,
 ];
 
 /// Reads the answer out of a JSON response with the recorder's own normalization.

@@ -89,12 +89,9 @@ pub(crate) struct ExecArgs {
     markdown: Option<PathBuf>,
 
     /// The command and its arguments (after `--`).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    // No `allow_hyphen_values`: with it, a mistyped flag before the command (`exec --strict
+    // ...`) became the command's name. After the first value every argument is the command's.
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 

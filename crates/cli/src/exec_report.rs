@@ -358,6 +358,7 @@ impl ExecReport {
                     reason: None,
                     summary: None,
                     judge: None,
+                    judges: Vec::new(),
                     score: None,
                     threshold: None,
                     scores: Vec::new(),

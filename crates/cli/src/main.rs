@@ -12,6 +12,7 @@ mod child_env;
 mod config;
 mod exec;
 mod exec_report;
+mod grade;
 mod init;
 mod key;
 mod maint;
@@ -71,6 +72,9 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Run a JSONL prompt suite through the recorder and grade each answer.
     Run(run::RunArgs),
+    /// Grade one answer (or, with --jsonl, one a line) with the suite graders, the judge
+    /// recorded and replayed: what the pytest, vitest and jest helpers call.
+    Grade(grade::GradeArgs),
     /// Record or replay a stdio MCP tool server: `cassette mcp -- COMMAND [ARGS...]`.
     Mcp(mcp::McpArgs),
     /// Is a request recorded? If not, the nearest recording and what differs.
@@ -182,6 +186,7 @@ fn run_command(
         Command::Proxy(args) => proxy::run(args, file),
         Command::Exec(args) => exec::run(args, file),
         Command::Run(args) => run::run(args, file),
+        Command::Grade(args) => grade::run(args, file),
         Command::Mcp(args) => mcp::run(args, file),
         Command::Explain(args) => maint::explain::run(args, file),
         Command::Ls(args) => maint::ls::run(args, file),

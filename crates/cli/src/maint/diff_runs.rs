@@ -1,9 +1,9 @@
 //! `cassette diff-runs RUN_A RUN_B`: compares two runs that `cassette run` kept (every run is
 //! kept as `last`; `--save-run NAME` keeps one under a name): regressions (passed in A, failed
-//! in B), fixes, cases that missed in B, added and removed cases, and cases whose answer
-//! changed with the same verdict. Two reports of `cassette exec --report` compare the same way,
-//! request by request (by route, method, path and key): a request that was replayed in A and
-//! missed in B is named with its explanation.
+//! in B), fixes, cases that missed in B, cases that missed in A and have a verdict in B, added
+//! and removed cases, and cases whose answer changed with the same verdict. Two reports of
+//! `cassette exec --report` compare the same way, request by request (by route, method, path
+//! and key): a request that was replayed in A and missed in B is named with its explanation.
 
 use crate::run::{run_file, SavedCase, Verdict, RUNS_DIR};
 use anyhow::{bail, Context};
@@ -16,7 +16,8 @@ use std::process::ExitCode;
 #[command(
     after_help = "RUN_A and RUN_B are names given to --save-run, `last` (the latest run), or \
 paths to saved run files, or two reports of `cassette exec --report`.\n\
-Exit status: 0, or 1 with --fail-on-regression when a case regressed; 2 error."
+Exit status: 0; with --fail-on-regression, 2 when a case misses in RUN_B that did not in \
+RUN_A (its verdict is unknown, so the gate cannot pass), else 1 when a case regressed; 2 error."
 )]
 pub(crate) struct DiffRunsArgs {
     /// The earlier run.
@@ -24,7 +25,8 @@ pub(crate) struct DiffRunsArgs {
     /// The later run.
     run_b: String,
 
-    /// Exit 1 when any case passed in RUN_A and fails in RUN_B.
+    /// Exit 1 when any case passed in RUN_A and fails in RUN_B, and 2 when a case misses in
+    /// RUN_B that did not in RUN_A.
     #[arg(long)]
     fail_on_regression: bool,
 
@@ -58,7 +60,7 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let (mut regressions, mut fixes, mut changed) = (Vec::new(), Vec::new(), Vec::new());
-    let mut missed = Vec::new();
+    let (mut missed, mut recorded) = (Vec::new(), Vec::new());
     for (id, old) in &a {
         let Some(new) = b.get(id) else { continue };
         match (old.result.verdict, new.result.verdict) {
@@ -66,6 +68,8 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
             (Verdict::Fail, Verdict::Pass) => fixes.push(id),
             // A miss says the tape is stale, not that the model got worse.
             (was, Verdict::Miss) if was != Verdict::Miss => missed.push((id, was)),
+            // Recorded since: a verdict again, though none to compare it with.
+            (Verdict::Miss, now) if now != Verdict::Miss => recorded.push((id, new)),
             (Verdict::Miss, _) | (_, Verdict::Miss) => {}
             _ if old.text != new.text || old.tool_calls != new.tool_calls => changed.push(id),
             _ => {}
@@ -94,6 +98,21 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
             verdict(*was)
         );
     }
+    for (id, new) in &recorded {
+        match (new.result.verdict, new.result.reason.as_deref()) {
+            (Verdict::Fail, Some(reason)) => {
+                println!(
+                    "recorded: {id} (missed in {}, now fail: {reason})",
+                    args.run_a
+                )
+            }
+            (now, _) => println!(
+                "recorded: {id} (missed in {}, now {})",
+                args.run_a,
+                verdict(now)
+            ),
+        }
+    }
     for id in &added {
         println!("added: {id} ({})", verdict(b[*id].result.verdict));
     }
@@ -106,17 +125,31 @@ pub(crate) fn run(args: DiffRunsArgs) -> anyhow::Result<ExitCode> {
             verdict(b[*id].result.verdict)
         );
     }
+    // A case added in B that misses is as unknown as one that used to have a verdict.
+    let new_misses = missed.len()
+        + added
+            .iter()
+            .filter(|id| b[**id].result.verdict == Verdict::Miss)
+            .count();
     eprintln!(
-        "{} regressions, {} fixes, {} missed, {} added, {} removed, {} answers changed ({} -> {})",
+        "{} regressions, {} fixes, {} missed, {} recorded, {} added, {} removed, {} answers changed ({} -> {})",
         regressions.len(),
         fixes.len(),
         missed.len(),
+        recorded.len(),
         added.len(),
         removed.len(),
         changed.len(),
         args.run_a,
         args.run_b
     );
+    if policy == OnRegression::Fail && new_misses > 0 {
+        eprintln!(
+            "{new_misses} case(s) miss in {} and have no verdict to compare: record them (CASSETTE_MODE=record or auto) and run again",
+            args.run_b
+        );
+        return Ok(ExitCode::from(crate::EXIT_ERROR));
+    }
     Ok(match (policy, regressions.is_empty()) {
         (OnRegression::Fail, false) => ExitCode::from(1),
         _ => ExitCode::SUCCESS,

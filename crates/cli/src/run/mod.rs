@@ -9,6 +9,7 @@
 mod call;
 mod case;
 pub(crate) mod graders;
+pub(crate) mod grading;
 pub(crate) mod junit;
 mod live;
 mod report;
@@ -16,19 +17,18 @@ mod result;
 mod reviewed;
 pub(crate) mod suite;
 
-pub(crate) use report::print_miss;
+pub(crate) use call::Stop;
+pub(crate) use report::{miss_lines, print_miss};
 pub(crate) use result::{CaseResult, SavedCase, Verdict};
 
 use crate::progress::Progress;
 use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
 pub(crate) use call::redacted_answer;
-use call::Stop;
 use case::{run_case, Done};
-use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::{Miss, Recorder};
 use futures::StreamExt;
-use graders::judge::{JudgeApi, JudgeConfig};
+use graders::judge::{JudgeArgs, JudgeConfig};
 use graders::Check;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -108,22 +108,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DIR")]
     runs_dir: Option<PathBuf>,
 
-    /// The judge's model, for cases graded by `judge` that do not name one.
-    #[arg(long, env = "CASSETTE_JUDGE_MODEL", value_name = "MODEL")]
-    judge_model: Option<String>,
-
-    /// The route (key target) the judge is reached through, e.g. `ollama` or a `--route` name
-    /// [default: default].
-    #[arg(long, value_name = "NAME")]
-    judge_route: Option<String>,
-
-    /// The judge endpoint's API [default: openai].
-    #[arg(long, value_enum)]
-    judge_api: Option<JudgeApi>,
-
-    /// The judge request path [default: /v1/chat/completions, or /api/chat for ollama].
-    #[arg(long, value_name = "PATH")]
-    judge_path: Option<String>,
+    #[command(flatten)]
+    judge: JudgeArgs,
 }
 
 /// `cassette run`'s settings, validated before the store is opened or a request is sent.
@@ -171,22 +157,7 @@ impl RunArgs {
     /// Loads the suite and validates every setting; no store is opened, no request sent.
     fn resolve(&self, file: &SettingsFile) -> anyhow::Result<RunSettings> {
         let cases = self.pick(suite::load(&self.suite)?)?;
-        let api = self.judge_api.unwrap_or(JudgeApi::Openai);
-        let judge = JudgeConfig {
-            model: self.judge_model.clone(),
-            route: self
-                .judge_route
-                .clone()
-                .unwrap_or_else(|| DEFAULT_TARGET.to_owned()),
-            api,
-            path: self.judge_path.clone().unwrap_or_else(|| {
-                match api {
-                    JudgeApi::Openai => suite::CHAT_PATH,
-                    JudgeApi::Ollama => "/api/chat",
-                }
-                .to_owned()
-            }),
-        };
+        let judge = self.judge.resolve();
         let mut recorder = self.recorder.resolve(file)?;
         // A suite asks each request once: answers kept ready to send would only take memory
         // (about 15% of a 100,000-case replay's time and 80 MB), unless asked for.
@@ -330,12 +301,8 @@ impl RunArgs {
                 );
             }
         }
-        if judged && recorder.config.route(&judge.route).is_none() {
-            bail!(
-                "--judge-route {:?} is not a route; mount it with --route {}=URL",
-                judge.route,
-                judge.route
-            );
+        if judged {
+            judge.check_route(recorder)?;
         }
         Ok(())
     }

@@ -58,6 +58,7 @@ pub(super) fn miss_result(case: &Case, miss: &Miss) -> CaseResult {
         reason: None,
         summary: Some(miss.explanation.summary.clone()),
         judge: None,
+        judges: Vec::new(),
         score: None,
         threshold: None,
         scores: Vec::new(),
@@ -112,6 +113,9 @@ pub(super) fn summary(done: &[Done], missed: usize, recorder: &Recorder, seconds
         stats.recorded,
         recorder.mode(),
     );
+    if let Some(line) = judge_summary(done) {
+        eprintln!("cassette run: judge: {line}");
+    }
     if failed > 0 {
         ExitCode::from(1)
     } else {
@@ -119,32 +123,76 @@ pub(super) fn summary(done: &[Done], missed: usize, recorder: &Recorder, seconds
     }
 }
 
+/// How far the suite's judge verdicts can be trusted: how many there were, the disagreement
+/// (flip) rate, the share of verdicts asked with several votes whose votes split, how many of
+/// those one vote the other way would have flipped, and how many rest on a single vote. `None`
+/// when nothing was judged.
+pub(super) fn judge_summary(done: &[Done]) -> Option<String> {
+    let verdicts: Vec<&super::result::CriterionTally> =
+        done.iter().flat_map(|d| &d.result.judges).collect();
+    if verdicts.is_empty() {
+        return None;
+    }
+    let criteria: std::collections::BTreeSet<&str> =
+        verdicts.iter().map(|v| v.criterion.as_str()).collect();
+    let several: Vec<_> = verdicts
+        .iter()
+        .filter(|v| v.passed + v.failed > 1)
+        .collect();
+    let split = several
+        .iter()
+        .filter(|v| v.passed > 0 && v.failed > 0)
+        .count();
+    let by_one = several.iter().filter(|v| v.by_one_vote).count();
+    let single = verdicts.len() - several.len();
+    let rate = if several.is_empty() {
+        "n/a".to_owned()
+    } else {
+        format!("{:.2}", split as f64 / several.len() as f64)
+    };
+    Some(format!(
+        "{} verdicts on {} criteria, disagreement rate {rate} ({split} of {} verdicts with several votes split), {by_one} decided by one vote, {single} from a single vote",
+        verdicts.len(),
+        criteria.len(),
+        several.len(),
+    ))
+}
+
 /// Prints a miss the way every command does: key, request, nearest recording, differences.
 pub(crate) fn print_miss(miss: &Miss) {
-    eprintln!("  key:     {}", miss.key);
-    eprintln!(
-        "  request: {} {} (target {}, profile {}{})",
-        miss.method,
-        miss.path,
-        miss.target,
-        miss.profile,
-        miss.model
-            .as_deref()
-            .map(|m| format!(", model {m}"))
-            .unwrap_or_default()
-    );
-    eprintln!("  store:   {}", miss.store);
+    for line in miss_lines(miss) {
+        eprintln!("{line}");
+    }
+}
+
+/// A miss as every command explains it, one line each: key, request, store, the nearest
+/// recording and what differs, and what to do.
+pub(crate) fn miss_lines(miss: &Miss) -> Vec<String> {
+    let mut lines = vec![
+        format!("  key:     {}", miss.key),
+        format!(
+            "  request: {} {} (target {}, profile {}{})",
+            miss.method,
+            miss.path,
+            miss.target,
+            miss.profile,
+            miss.model
+                .as_deref()
+                .map(|m| format!(", model {m}"))
+                .unwrap_or_default()
+        ),
+        format!("  store:   {}", miss.store),
+    ];
     match &miss.explanation.nearest {
         Some(nearest) => {
-            eprintln!(
+            lines.push(format!(
                 "  nearest: {} (recorded {}), which differs in:",
                 nearest.key, nearest.recorded_at
-            );
-            for line in &nearest.differences {
-                eprintln!("    - {line}");
-            }
+            ));
+            lines.extend(nearest.differences.iter().map(|l| format!("    - {l}")));
         }
-        None => eprintln!("  {}", miss.explanation.summary),
+        None => lines.push(format!("  {}", miss.explanation.summary)),
     }
-    eprintln!("  Record it with CASSETTE_MODE=record (or auto), or fix the request.");
+    lines.push("  Record it with CASSETTE_MODE=record (or auto), or fix the request.".to_owned());
+    lines
 }

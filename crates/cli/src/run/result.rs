@@ -45,9 +45,12 @@ pub(crate) struct CaseResult {
     /// For a miss: the explanation's one-line summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) summary: Option<String>,
-    /// The judge's tally, for judged cases.
+    /// The judge's votes over all its criteria, for judged cases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) judge: Option<JudgeTally>,
+    /// Each judged criterion's votes, for judged cases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) judges: Vec<CriterionTally>,
     /// The score closest to flipping its verdict, when a grader scores (for `cassette canary`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) score: Option<f64>,
@@ -70,15 +73,34 @@ pub(crate) struct GraderScore {
     pub(crate) threshold: f64,
 }
 
-/// The judge's tally in a case result.
+/// The judge's tally in a case result, over every criterion the case judges.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct JudgeTally {
     /// Votes that passed.
     pub(crate) passed: u32,
     /// Votes that failed or did not start with PASS/FAIL.
     pub(crate) failed: u32,
-    /// Share of votes against the majority.
+    /// Share of votes against their own criterion's majority.
     pub(crate) disagreement: f64,
+}
+
+/// One judged criterion in a case result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct CriterionTally {
+    /// The grader (`judge`, `contains_intent`, `tone`, ...).
+    pub(crate) grader: String,
+    /// What the text was judged against.
+    pub(crate) criterion: String,
+    /// Whether a strict majority of its votes passed.
+    pub(crate) pass: bool,
+    /// Votes that passed.
+    pub(crate) passed: u32,
+    /// Votes that failed or did not start with PASS/FAIL.
+    pub(crate) failed: u32,
+    /// Share of votes against the majority: 0 when all agree.
+    pub(crate) disagreement: f64,
+    /// Whether one vote the other way would have changed the verdict.
+    pub(crate) by_one_vote: bool,
 }
 
 impl SavedCase {

@@ -32,6 +32,7 @@ mod keying;
 mod recorder;
 mod serve;
 mod store;
+mod unopened;
 mod values;
 
 pub(crate) use file::{FileArgs, SettingsFile, FILE_NAME};

@@ -25,6 +25,7 @@
 use super::file::SettingsFile;
 use super::keying::KeyingArgs;
 use super::store::{StoreArgs, StoreSpec};
+use super::unopened::Unopened;
 use super::values::{parse_base_url, parse_memory, parse_route, parse_size, BUILT_IN_ROUTES};
 use anyhow::{bail, Context};
 use cassette_recorder::config::{
@@ -487,15 +488,16 @@ impl RecorderSettings {
     }
 
     /// Opens the store and builds the recorder. In replay mode the store is wrapped read-only,
-    /// so replay cannot write.
+    /// so replay cannot write; in mode off it is not opened at all.
     pub(crate) fn build(self) -> anyhow::Result<Recorder> {
         if let Some(log) = &self.usage_log {
             check_usage_log(log)?;
         }
-        let store = self.open_store()?;
         let store: DynStore = match self.config.mode {
-            Mode::Replay => Arc::new(ReadOnlyStore::new(store)),
-            _ => store,
+            Mode::Replay => Arc::new(ReadOnlyStore::new(self.open_store()?)),
+            // Mode off reads and writes nothing: opening the store would create its folder.
+            Mode::Off => Arc::new(Unopened::new(self.store.to_string())),
+            Mode::Record | Mode::Auto => self.open_store()?,
         };
         Recorder::with_usage_log(self.config, store, self.usage_log)
             .context("cannot build the recorder")

@@ -9,7 +9,10 @@
 use super::fields::Fields;
 use crate::answer::shorten;
 use crate::run::call::{call, Stop};
+use crate::run::suite::CHAT_PATH;
+use crate::settings::RecorderSettings;
 use anyhow::bail;
+use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::{Recorder, Request};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -44,17 +47,73 @@ pub(crate) struct JudgeSpec {
 /// Reads a judged case's `expect`: `criterion`, `context`, `votes` and `model`.
 pub(super) fn spec(f: &Fields) -> anyhow::Result<JudgeSpec> {
     f.only(&["criterion", "context", "votes", "model"])?;
-    let criterion = f.string("criterion")?;
-    if criterion.trim().is_empty() {
-        bail!("expect.criterion must not be empty");
+    let criterion = non_empty(f, "criterion")?;
+    judged(f, criterion, f.optional_string("context")?)
+}
+
+/// Criteria of the judge graders that name what the text must do rather than spell out a
+/// criterion. Each template is part of the judge's question, and so of every key it is asked
+/// under: editing one re-asks every verdict of its grader.
+const INTENT: &str = "The text expresses this intent: {}";
+const NOT_INTENT: &str = "The text does not express this intent: {}";
+const TONE: &str = "The tone of the text is {}";
+const GROUNDED: &str = "Every claim the text makes is supported by the context";
+
+/// Whether `contains_intent` asks for the intent or for its absence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Intent {
+    /// `contains_intent`.
+    Present,
+    /// `not_contains_intent`.
+    Absent,
+}
+
+/// `contains_intent` and `not_contains_intent`: `intent`, optional `context`, `votes`, `model`.
+pub(super) fn intent(f: &Fields, want: Intent) -> anyhow::Result<JudgeSpec> {
+    f.only(&["intent", "context", "votes", "model"])?;
+    let intent = non_empty(f, "intent")?;
+    let template = match want {
+        Intent::Present => INTENT,
+        Intent::Absent => NOT_INTENT,
+    };
+    judged(
+        f,
+        template.replace("{}", intent.trim()),
+        f.optional_string("context")?,
+    )
+}
+
+/// `tone`: `tone`, optional `votes`, `model`.
+pub(super) fn tone(f: &Fields) -> anyhow::Result<JudgeSpec> {
+    f.only(&["tone", "votes", "model"])?;
+    let tone = non_empty(f, "tone")?;
+    judged(f, TONE.replace("{}", tone.trim()), None)
+}
+
+/// `grounded`: `context` (required), optional `votes`, `model`.
+pub(super) fn grounded(f: &Fields) -> anyhow::Result<JudgeSpec> {
+    f.only(&["context", "votes", "model"])?;
+    let context = non_empty(f, "context")?;
+    judged(f, GROUNDED.to_owned(), Some(context))
+}
+
+fn non_empty(f: &Fields, name: &str) -> anyhow::Result<String> {
+    let value = f.string(name)?;
+    if value.trim().is_empty() {
+        bail!("expect.{name} must not be empty");
     }
+    Ok(value)
+}
+
+/// The fields every judge grader shares: `votes` and `model`.
+fn judged(f: &Fields, criterion: String, context: Option<String>) -> anyhow::Result<JudgeSpec> {
     let votes = f.optional_count("votes", MAX_VOTES)?.unwrap_or(1);
     if votes == 0 {
         bail!("expect.votes must be at least 1");
     }
     Ok(JudgeSpec {
         criterion,
-        context: f.optional_string("context")?,
+        context,
         votes: votes as u32,
         model: f.optional_string("model")?,
     })
@@ -67,6 +126,49 @@ pub(crate) enum JudgeApi {
     Openai,
     /// Ollama `/api/chat` with `stream: false`.
     Ollama,
+}
+
+/// The judge's flags, shared by `cassette run` and `cassette grade`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct JudgeArgs {
+    /// The judge's model, for judge graders that do not name one (`expect.model`).
+    #[arg(long, env = "CASSETTE_JUDGE_MODEL", value_name = "MODEL")]
+    judge_model: Option<String>,
+
+    /// The route (key target) the judge is reached through, e.g. `ollama` or a `--route` name
+    /// [default: default].
+    #[arg(long, env = "CASSETTE_JUDGE_ROUTE", value_name = "NAME")]
+    judge_route: Option<String>,
+
+    /// The judge endpoint's API [default: openai].
+    #[arg(long, env = "CASSETTE_JUDGE_API", value_enum)]
+    judge_api: Option<JudgeApi>,
+
+    /// The judge request path [default: /v1/chat/completions, or /api/chat for ollama].
+    #[arg(long, env = "CASSETTE_JUDGE_PATH", value_name = "PATH")]
+    judge_path: Option<String>,
+}
+
+impl JudgeArgs {
+    /// The judge endpoint the flags name.
+    pub(crate) fn resolve(&self) -> JudgeConfig {
+        let api = self.judge_api.unwrap_or(JudgeApi::Openai);
+        JudgeConfig {
+            model: self.judge_model.clone(),
+            route: self
+                .judge_route
+                .clone()
+                .unwrap_or_else(|| DEFAULT_TARGET.to_owned()),
+            api,
+            path: self.judge_path.clone().unwrap_or_else(|| {
+                match api {
+                    JudgeApi::Openai => CHAT_PATH,
+                    JudgeApi::Ollama => "/api/chat",
+                }
+                .to_owned()
+            }),
+        }
+    }
 }
 
 /// The judge endpoint, from the command line.
@@ -95,9 +197,11 @@ pub(crate) struct Vote {
     pub(crate) reply: String,
 }
 
-/// A judged case.
+/// One criterion judged.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Judgement {
+    /// What the text was judged against.
+    pub(crate) criterion: String,
     /// Whether a strict majority of votes passed.
     pub(crate) pass: bool,
     /// Votes that passed.
@@ -119,7 +223,7 @@ impl Judgement {
         }
     }
 
-    /// The case's verdict: `Ok` when the majority passed, else the votes' replies.
+    /// The verdict: `Ok` when the majority passed, else the criterion and every vote's reply.
     pub(crate) fn verdict(&self) -> Result<(), String> {
         if self.pass {
             return Ok(());
@@ -130,11 +234,22 @@ impl Judgement {
             .map(|v| format!("{}: {}", v.verdict, v.reply))
             .collect();
         Err(format!(
-            "judge: {} of {} votes passed ({})",
+            "criterion {:?}: {} of {} votes passed ({})",
+            self.criterion,
             self.passed,
             self.votes.len(),
             replies.join(" | ")
         ))
+    }
+
+    /// Whether changing one vote would change the verdict (a single vote always would).
+    pub(crate) fn decided_by_one_vote(&self) -> bool {
+        let total = self.votes.len() as u32;
+        if self.pass {
+            (self.passed - 1) * 2 <= total
+        } else {
+            (self.passed + 1) * 2 > total
+        }
     }
 }
 
@@ -152,6 +267,18 @@ pub(crate) fn parse_verdict(reply: &str) -> Option<bool> {
 }
 
 impl JudgeConfig {
+    /// The judge's route exists in the recorder's settings.
+    pub(crate) fn check_route(&self, recorder: &RecorderSettings) -> anyhow::Result<()> {
+        if recorder.config.route(&self.route).is_none() {
+            bail!(
+                "--judge-route {:?} is not a route; mount it with --route {}=URL",
+                self.route,
+                self.route
+            );
+        }
+        Ok(())
+    }
+
     /// The model for a case, or `None` when neither the case nor `--judge-model` names one.
     pub(crate) fn model_for<'a>(&'a self, spec: &'a JudgeSpec) -> Option<&'a str> {
         spec.model.as_deref().or(self.model.as_deref())
@@ -231,6 +358,7 @@ impl JudgeConfig {
         let failed = spec.votes - passed;
         let majority = passed.max(failed);
         Ok(Judgement {
+            criterion: spec.criterion.clone(),
             pass: passed * 2 > spec.votes,
             passed,
             failed,

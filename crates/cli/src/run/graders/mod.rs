@@ -1,6 +1,8 @@
 //! The grader registry: graders are looked up by name and configured from a case's `expect`
-//! object, never loaded as code. The deterministic graders are in [`deterministic`]; the one
-//! that is not, `judge`, asks a model through the recorder and is in [`judge`].
+//! object, never loaded as code. The deterministic graders are in [`deterministic`]; the ones
+//! that are not (`judge`, and `contains_intent`, `not_contains_intent`, `tone` and `grounded`,
+//! which are the judge with a fixed criterion) ask a model through the recorder and are in
+//! [`judge`]. `cassette run` and `cassette grade` build and run graders only through here.
 //!
 //! A case names one grader (`"grader": "contains", "expect": {...}`) or several, each with its
 //! own fields (`"grader": [{"grader": "contains", "expect": {...}}, "refusal"]`); all must pass,
@@ -71,6 +73,14 @@ const REGISTRY: &[(&str, Builder)] = &[
     }),
     ("length", |f| deterministic::length(f).map(Check::Local)),
     ("judge", |f| judge::spec(f).map(Check::Judge)),
+    ("contains_intent", |f| {
+        judge::intent(f, judge::Intent::Present).map(Check::Judge)
+    }),
+    ("not_contains_intent", |f| {
+        judge::intent(f, judge::Intent::Absent).map(Check::Judge)
+    }),
+    ("tone", |f| judge::tone(f).map(Check::Judge)),
+    ("grounded", |f| judge::grounded(f).map(Check::Judge)),
 ];
 
 /// The registered grader names.
