@@ -8,6 +8,9 @@ use cassette_recorder::miss::{Explanation, Nearest};
 use cassette_recorder::{Error, Miss, Recorder, Request, Source};
 use serde_json::Value;
 
+/// The path the prompt shorthand posts to.
+pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
+
 /// Why a run stops early.
 pub(crate) enum Stop {
     /// Replay found no cassette.

@@ -15,8 +15,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// The path the prompt shorthand posts to.
-pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
+pub(crate) use super::call::CHAT_PATH;
 
 /// Members a case may have.
 const MEMBERS: &[&str] = &["id", "prompt", "params", "request", "grader", "expect"];

@@ -8,8 +8,7 @@
 
 use super::fields::Fields;
 use crate::answer::shorten;
-use crate::run::call::{call, Stop};
-use crate::run::suite::CHAT_PATH;
+use crate::run::call::{call, Stop, CHAT_PATH};
 use crate::settings::RecorderSettings;
 use anyhow::bail;
 use cassette_recorder::config::DEFAULT_TARGET;
