@@ -14,6 +14,7 @@ pub(crate) mod ls;
 pub(crate) mod probe;
 pub(crate) mod show;
 pub(crate) mod verify;
+mod vcr;
 mod yaml_depth;
 
 use crate::answer::{self, Answer};

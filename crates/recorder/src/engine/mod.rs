@@ -11,7 +11,7 @@ mod recording;
 mod replay;
 mod write;
 
-pub use import::Exchange;
+pub use import::{Exchange, Imported};
 pub(crate) use write::Stamp;
 pub use write::Stored;
 
