@@ -104,9 +104,10 @@ enum Source {
     Vcr,
 }
 
-/// What the files imported so far stored under a key: where from, and a fingerprint of the
-/// answer (status and body as the tape holds them), so a dry run sees conflicts between tapes
-/// too.
+/// What an earlier interaction of this run stored under a key: where from, and a fingerprint
+/// of the answer (status and body as the tape holds them). A later one with the same key is
+/// decided against it without touching the store, so the first in file order wins and the
+/// writes themselves can run in parallel.
 struct Seen {
     at: String,
     test: Option<String>,
@@ -137,6 +138,39 @@ impl Counts {
     }
 }
 
+/// How many imports write at once: a file store spends most of an import waiting for its
+/// atomic writes to reach the disk.
+const PARALLEL_WRITES: usize = 32;
+
+/// One interaction on its way: what it is, and once decided, what happened to it.
+struct Entry {
+    at: String,
+    request: String,
+    key: String,
+    occurrence: u32,
+    state: State,
+}
+
+enum State {
+    /// To be imported.
+    Pending(Box<Exchange>),
+    /// Imported (or not) as the recorder or an earlier tape of this run decided.
+    Done(Imported),
+    /// Not converted or not stored: the message says why.
+    Failed(String),
+    /// A download from a host no route serves.
+    Download(String),
+}
+
+/// One source file: its interactions and what is said about it as a whole.
+struct FileResult {
+    path: PathBuf,
+    test: Option<String>,
+    interactions: usize,
+    entries: Vec<Entry>,
+    notes: Vec<String>,
+}
+
 /// Runs `cassette import`.
 pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
     let write = if args.dry_run {
@@ -159,6 +193,8 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     let mut total = Counts::default();
     let mut seen: HashMap<String, Seen> = HashMap::new();
     let progress = Progress::bar(files.len() as u64, "files");
+    // Read, convert, number and decide against this run's earlier tapes, in file order.
+    let mut results = Vec::new();
     for (path, source) in &files {
         progress.inc();
         let recorded_at = modified(path);
@@ -188,19 +224,23 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
                 continue;
             }
         };
-        let interactions = items.len();
-        let tape = Tape {
+        let plan = Plan {
             path,
             single: matches!(source, Source::Seed),
             test,
-            write,
             restore: &args.restore_header,
             recorder: &recorder,
-            progress: &progress,
         };
-        let counts = runtime.block_on(tape.import(items, &mut seen));
+        results.push(plan.plan(items, &mut seen));
+    }
+    // Store what is pending, several at once; the outcomes are reported in file order.
+    runtime.block_on(store_all(&recorder, &mut results, write));
+    for result in &results {
+        let counts = report(result, write, &progress);
         if args.dry_run {
-            progress.suspend(|| println!("{}", dry_run_line(path, interactions, counts)));
+            progress.suspend(|| {
+                println!("{}", dry_run_line(&result.path, result.interactions, counts))
+            });
         }
         total.add(counts);
     }
@@ -231,6 +271,38 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     })
 }
 
+/// Imports every pending entry, [`PARALLEL_WRITES`] at a time.
+async fn store_all(recorder: &Recorder, results: &mut [FileResult], write: Write) {
+    use futures::StreamExt;
+    let mut pending = Vec::new();
+    for (f, result) in results.iter_mut().enumerate() {
+        for (e, entry) in result.entries.iter_mut().enumerate() {
+            if let State::Pending(_) = entry.state {
+                let State::Pending(exchange) =
+                    std::mem::replace(&mut entry.state, State::Failed(String::new()))
+                else {
+                    continue;
+                };
+                pending.push((f, e, exchange));
+            }
+        }
+    }
+    let outcomes: Vec<(usize, usize, State)> = futures::stream::iter(pending)
+        .map(|(f, e, exchange)| async move {
+            let state = match recorder.import(*exchange, write).await {
+                Ok((_, outcome)) => State::Done(outcome),
+                Err(err) => State::Failed(format!("{:#}", anyhow::Error::new(err))),
+            };
+            (f, e, state)
+        })
+        .buffer_unordered(PARALLEL_WRITES)
+        .collect()
+        .await;
+    for (f, e, state) in outcomes {
+        results[f].entries[e].state = state;
+    }
+}
+
 fn dry_run_line(path: &Path, interactions: usize, c: Counts) -> String {
     format!(
         "{}: {interactions} interaction(s): {} would be imported ({} as later occurrences), {} \
@@ -245,106 +317,102 @@ fn dry_run_line(path: &Path, interactions: usize, c: Counts) -> String {
     )
 }
 
-/// One source file being imported.
-struct Tape<'a> {
+/// One source file being converted and decided.
+struct Plan<'a> {
     path: &'a Path,
     /// A file holding one exchange (a seed tape): named without an interaction number.
     single: bool,
     test: Option<String>,
-    write: Write,
     restore: &'a [Restore],
     recorder: &'a Recorder,
-    progress: &'a Progress,
 }
 
-impl Tape<'_> {
-    /// Imports the tape's converted interactions: repeats numbered, conflicts with what
-    /// another tape stored named, every outcome reported.
-    async fn import(
-        &self,
-        items: Vec<anyhow::Result<Item>>,
-        seen: &mut HashMap<String, Seen>,
-    ) -> Counts {
-        let mut counts = Counts::default();
-        // Per base key: the answers of its occurrences so far, and the first one's request.
+impl Plan<'_> {
+    /// The tape's converted interactions: repeats numbered, keys another tape of this run
+    /// already has decided against it (same answer kept, another one a conflict).
+    fn plan(&self, items: Vec<anyhow::Result<Item>>, seen: &mut HashMap<String, Seen>) -> FileResult {
+        let mut result = FileResult {
+            path: self.path.to_owned(),
+            test: self.test.clone(),
+            interactions: items.len(),
+            entries: Vec::new(),
+            notes: Vec::new(),
+        };
+        // Per base key: the answers of its occurrences so far, and the request.
         let mut occurrences: HashMap<String, (Vec<(u16, u64)>, String)> = HashMap::new();
+        let mut order = Vec::new();
         for (i, item) in items.into_iter().enumerate() {
             let at = if self.single {
                 self.path.display().to_string()
             } else {
                 format!("{} interaction {}", self.path.display(), i + 1)
             };
+            let mut entry = Entry {
+                at: at.clone(),
+                request: String::new(),
+                key: String::new(),
+                occurrence: 1,
+                state: State::Failed(String::new()),
+            };
             let mut exchange = match item {
                 Ok(Item::Exchange(exchange)) => *exchange,
                 Ok(Item::Download { method, url }) => {
-                    counts.downloads += 1;
-                    self.progress.println(format!(
-                        "not imported {at}: {method} {url} is not an API call a route serves (no \
-                         route has its host): a test that needs it should read it from a file, \
-                         since nothing asks the proxy for it on replay"
-                    ));
+                    entry.state = State::Download(format!("{method} {url}"));
+                    result.entries.push(entry);
                     continue;
                 }
                 Err(err) => {
-                    counts.failed += 1;
-                    self.progress
-                        .println(format!("cannot import {at}: {err:#}; skipped it"));
+                    entry.state = State::Failed(format!("{err:#}"));
+                    result.entries.push(entry);
                     continue;
                 }
             };
-            self.restore_headers(&mut exchange, &at);
+            self.restore_headers(&mut exchange, &at, &mut result.notes);
             let answer = (exchange.status, fingerprint(&exchange.body));
-            let request = format!("{} {}", exchange.request.method, exchange.request.path);
-            let base = self.recorder.key_of(&exchange.request).as_str().to_owned();
-            let (answers, _) = occurrences
-                .entry(base.clone())
-                .or_insert_with(|| (Vec::new(), request.clone()));
+            entry.request = format!("{} {}", exchange.request.method, exchange.request.path);
+            let base = self.recorder.key_of(&exchange.request, 1).as_str().to_owned();
+            let (answers, _) = occurrences.entry(base.clone()).or_insert_with(|| {
+                order.push(base.clone());
+                (Vec::new(), entry.request.clone())
+            });
             answers.push(answer);
-            exchange.occurrence = u32::try_from(answers.len()).unwrap_or(u32::MAX);
+            entry.occurrence = u32::try_from(answers.len()).unwrap_or(u32::MAX);
+            entry.key = if entry.occurrence == 1 {
+                base
+            } else {
+                self.recorder
+                    .key_of(&exchange.request, entry.occurrence)
+                    .as_str()
+                    .to_owned()
+            };
+            exchange.occurrence = entry.occurrence;
             exchange.test = self.test.clone();
             exchange.source = Some(at.clone());
-            let occurrence = exchange.occurrence;
-            match self.recorder.import(exchange, self.write).await {
-                Ok((key, outcome)) => {
-                    if occurrence > 1 {
-                        counts.repeats += 1;
-                    }
-                    let key = key.as_str().to_owned();
-                    let outcome = match (outcome, seen.get(&key)) {
-                        // A dry run stores nothing: what an earlier tape of this run would
-                        // have stored decides.
-                        (Imported::Stored, Some(earlier)) if self.write == Write::Nothing => {
-                            if earlier.answer == answer {
-                                Imported::Same
-                            } else {
-                                Imported::Conflict {
-                                    test: earlier.test.clone(),
-                                    source: earlier.at.clone(),
-                                }
-                            }
-                        }
-                        (outcome, _) => outcome,
-                    };
-                    self.report(&mut counts, &at, &key, &request, occurrence, outcome);
-                    seen.entry(key).or_insert_with(|| Seen {
-                        at: at.clone(),
-                        test: self.test.clone(),
-                        answer,
-                    });
+            entry.state = match seen.get(&entry.key) {
+                Some(earlier) if earlier.answer == answer => State::Done(Imported::Same),
+                Some(earlier) => State::Done(Imported::Conflict {
+                    test: earlier.test.clone(),
+                    source: earlier.at.clone(),
+                }),
+                None => {
+                    seen.insert(
+                        entry.key.clone(),
+                        Seen {
+                            at,
+                            test: self.test.clone(),
+                            answer,
+                        },
+                    );
+                    State::Pending(Box::new(exchange))
                 }
-                Err(err) => {
-                    counts.failed += 1;
-                    self.progress.println(format!(
-                        "cannot import {at}: {:#}; skipped it",
-                        anyhow::Error::new(err)
-                    ));
-                }
-            }
+            };
+            result.entries.push(entry);
         }
-        for (answers, request) in occurrences.values() {
+        for base in order {
+            let (answers, request) = &occurrences[&base];
             let differ = answers.windows(2).any(|w| w[0] != w[1]);
             if answers.len() > 1 && differ {
-                self.progress.println(format!(
+                result.notes.push(format!(
                     "sequence: {} sends {request} {} times with different answers: stored as its \
                      occurrences 1 to {}; replay them in order with repeats = \"sequence\" \
                      (without it every repeat gets the first answer)",
@@ -354,12 +422,12 @@ impl Tape<'_> {
                 ));
             }
         }
-        counts
+        result
     }
 
     /// Fills in the headers `--restore-header` names where a request lacks them, and says
     /// where a header every SDK sends is missing without such a rule.
-    fn restore_headers(&self, exchange: &mut Exchange, at: &str) {
+    fn restore_headers(&self, exchange: &mut Exchange, at: &str, notes: &mut Vec<String>) {
         let request = &mut exchange.request;
         let has = |request: &Request, name: &str| {
             request.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -367,7 +435,7 @@ impl Tape<'_> {
         for rule in self.restore.iter().filter(|r| r.route == request.target) {
             if !has(request, &rule.name) {
                 request.headers.push((rule.name.clone(), rule.value.clone()));
-                self.progress.println(format!(
+                notes.push(format!(
                     "restored {at}: {}: {} (--restore-header), missing from the tape",
                     rule.name, rule.value
                 ));
@@ -376,7 +444,7 @@ impl Tape<'_> {
         let profile = cassette_keying::Profile::from_path(&request.path).to_string();
         for (_, name) in ALWAYS_SENT.iter().filter(|(p, _)| *p == profile) {
             if !has(request, name) {
-                self.progress.println(format!(
+                notes.push(format!(
                     "note {at}: the request has no {name} header (deleted by the tape's \
                      serializer?); the SDK sends one, so its replay will miss: import with \
                      --restore-header {}:{name}=VALUE",
@@ -385,63 +453,86 @@ impl Tape<'_> {
             }
         }
     }
+}
 
-    fn report(
-        &self,
-        counts: &mut Counts,
-        at: &str,
-        key: &str,
-        request: &str,
-        occurrence: u32,
-        outcome: Imported,
-    ) {
-        let dry = self.write == Write::Nothing;
-        let nth = if occurrence > 1 {
+/// Says what happened to each interaction of a file, and counts it.
+fn report(result: &FileResult, write: Write, progress: &Progress) -> Counts {
+    let mut counts = Counts::default();
+    let dry = write == Write::Nothing;
+    for note in &result.notes {
+        progress.println(note.clone());
+    }
+    for entry in &result.entries {
+        let Entry {
+            at,
+            request,
+            key,
+            occurrence,
+            state,
+        } = entry;
+        let nth = if *occurrence > 1 {
             format!(", occurrence {occurrence}")
         } else {
             String::new()
         };
-        match outcome {
-            Imported::Stored => {
+        if *occurrence > 1 && matches!(state, State::Done(_)) {
+            counts.repeats += 1;
+        }
+        match state {
+            State::Pending(_) => {}
+            State::Failed(err) => {
+                counts.failed += 1;
+                progress.println(format!("cannot import {at}: {err}; skipped it"));
+            }
+            State::Download(what) => {
+                counts.downloads += 1;
+                progress.println(format!(
+                    "not imported {at}: {what} is not an API call a route serves (no route has \
+                     its host): a test that needs it should read it from a file, since nothing \
+                     asks the proxy for it on replay"
+                ));
+            }
+            State::Done(Imported::Stored) => {
                 counts.imported += 1;
                 let verb = if dry { "would import" } else { "imported" };
-                self.progress
-                    .suspend(|| println!("{verb} {at} as {key} ({request}{nth})"));
+                progress.suspend(|| println!("{verb} {at} as {key} ({request}{nth})"));
             }
-            Imported::Replaced => {
+            State::Done(Imported::Replaced) => {
                 counts.replaced += 1;
-                self.progress.suspend(|| {
+                progress.suspend(|| {
                     println!("replaced {key} with {at} ({request}{nth}): it answered differently")
                 });
             }
-            Imported::Same => {
+            State::Done(Imported::Same) => {
                 counts.kept += 1;
-                self.progress
-                    .suspend(|| println!("kept {key}: already stored, same answer ({at})"));
+                progress.suspend(|| println!("kept {key}: already stored, same answer ({at})"));
             }
-            Imported::Conflict { test, source } => {
+            State::Done(Imported::Conflict { test, source }) => {
                 counts.conflicts += 1;
-                let ours = self
+                let ours = result
                     .test
                     .as_deref()
                     .map(|t| format!(" (test {t})"))
                     .unwrap_or_default();
-                let theirs = test.map(|t| format!(" (test {t})")).unwrap_or_default();
+                let theirs = test
+                    .as_deref()
+                    .map(|t| format!(" (test {t})"))
+                    .unwrap_or_default();
                 let kept = if dry { "would keep" } else { "kept" };
-                self.progress.println(format!(
+                progress.println(format!(
                     "conflict {key}: {at}{ours} answers {request} differently from {source}{theirs}, \
                      stored first; {kept} that one and not this: a replay would give one test \
                      the other's answer, so make the requests differ (or import the other tape \
                      into its own store)"
                 ));
             }
-            other => {
+            State::Done(other) => {
                 counts.imported += 1;
-                self.progress
-                    .suspend(|| println!("imported {at} as {key} ({request}{nth}): {other:?}"));
+                progress.suspend(|| println!("imported {at} as {key} ({request}{nth}): {other:?}"));
             }
         }
     }
+    counts
 }
 
 /// A fingerprint of an answer's body, to tell answers apart (not a security boundary).

@@ -64,9 +64,13 @@ pub enum Imported {
 }
 
 impl Recorder {
-    /// The key the current contract gives `request`'s first occurrence.
-    pub fn key_of(&self, request: &Request) -> Key {
-        request.hit_key(&self.inner.config.key).key
+    /// The key the current contract gives the `occurrence`-th occurrence of `request` (1 for
+    /// the first), as [`Recorder::import`] stores it.
+    pub fn key_of(&self, request: &Request, occurrence: u32) -> Key {
+        if occurrence <= 1 {
+            return request.hit_key(&self.inner.config.key).key;
+        }
+        request.key(&self.inner.config.key).occurrence(occurrence).key
     }
 
     /// Stores `exchange` as a cassette under the key the current contract gives its request
