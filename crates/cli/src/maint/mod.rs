@@ -9,6 +9,7 @@ pub(crate) mod explain;
 pub(crate) mod gc;
 pub(crate) mod git;
 pub(crate) mod import;
+pub(crate) mod rekey;
 pub(crate) mod index;
 pub(crate) mod ls;
 pub(crate) mod probe;

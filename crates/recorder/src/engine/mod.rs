@@ -8,10 +8,12 @@ mod flight;
 mod hit;
 mod import;
 mod recording;
+mod rekey;
 mod replay;
 mod write;
 
 pub use import::{Exchange, Imported};
+pub use rekey::Rekeyed;
 pub(crate) use write::Stamp;
 pub use write::Stored;
 
