@@ -577,6 +577,8 @@ fn collect(path: &Path, out: &mut Vec<(PathBuf, Source)>) -> anyhow::Result<()> 
             out.push((path.to_owned(), Source::Seed));
         }
         Some(v) if v.get("key_version").is_some() && v.get("request").is_some() => {}
+        // A suite's own code beside its tapes (`cassette import tests/`) is no tape to mention.
+        _ if name.ends_with(".py") => {}
         _ => eprintln!(
             "skipped {}: not a seed-harness tape or a vcrpy cassette",
             path.display()
