@@ -126,8 +126,13 @@ def test_a_pytest_recording_suite_imports_and_replays_under_cassette(tmp_path: P
     replayed = run([*pytest_cmd, "--record-mode=none"], project, record_env)
     assert "9 passed" in replayed.stdout, replayed.stdout
 
+    # The serializer deleted anthropic-version, which is keyed: filled in with the version this
+    # SDK sends (a miss names the one it sends otherwise).
+    import anthropic
+
+    version = anthropic.Anthropic(api_key="x").default_headers["anthropic-version"]
     imported = run([cassette_bin(), "import", "tests", "--restore-header",
-                    "anthropic:anthropic-version=2023-06-01"], project, clean_env(), expect=2)
+                    f"anthropic:anthropic-version={version}"], project, clean_env(), expect=2)
     report = imported.stdout + imported.stderr
     assert "imported 9, kept 0 already stored, failed 0, 1 conflict(s)" in report, report
     assert "2 repeat(s) numbered for sequence mode, 1 download(s) not imported" in report, report
@@ -149,4 +154,4 @@ def test_a_pytest_recording_suite_imports_and_replays_under_cassette(tmp_path: P
     assert "7 passed" in out and "2 failed" in out, out
     failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
     assert failed == ["tests/test_chat.py::test_download", "tests/test_chat.py::test_same_request_second"], out
-    assert "0 misses" in out, out
+    assert " 0 misses" in out, out
