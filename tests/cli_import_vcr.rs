@@ -220,7 +220,10 @@ version: 1
         text.contains("tests/cassettes/test_custom/test_parsed.yaml: 5 interaction(s): 2 would be imported (0 as later occurrences), 0 already stored, 0 conflict(s), 2 cannot be imported, 1 download(s) not imported"),
         "{text}"
     );
-    assert!(text.contains("would import 7, kept 1 already stored, failed 2, 1 conflict(s)"), "{text}");
+    assert!(
+        text.contains("would import 7, kept 1 already stored, failed 2, 1 conflict(s)"),
+        "{text}"
+    );
 
     // The import itself, the deleted anthropic-version restored by a rule.
     let out = dir.run(&[
@@ -315,13 +318,21 @@ version: 1
         parsed["request"]["body"]["json"]["messages"][0]["content"],
         "What is the capital of France?"
     );
-    assert_eq!(parsed["response"]["body"]["json"]["content"][0]["text"], "Paris.");
-    assert_eq!(parsed["request"]["headers"]["anthropic-version"], "2023-06-01");
+    assert_eq!(
+        parsed["response"]["body"]["json"]["content"][0]["text"],
+        "Paris."
+    );
+    assert_eq!(
+        parsed["request"]["headers"]["anthropic-version"],
+        "2023-06-01"
+    );
     // The mapping body with the binary header.
     assert!(stored
         .iter()
-        .any(|c| c["request"]["body"]["json"]["messages"][0]["content"] == "Capital of Italy?"
-            && content(c) == "Rome."));
+        .any(
+            |c| c["request"]["body"]["json"]["messages"][0]["content"] == "Capital of Italy?"
+                && content(c) == "Rome."
+        ));
     // The error stream is kept event by event.
     let overloaded = stored
         .iter()
@@ -380,7 +391,18 @@ fn without_a_rule_a_deleted_vendor_header_is_noted_not_invented() {
         .get("anthropic-version")
         .is_none());
     assert_eq!(stored[0]["meta"]["test"], "t/test_x.py::test_y");
-    let out = dir.run(&["import", "t", "--store", "memory://", "--restore-header", "nonsense"]);
+    let out = dir.run(&[
+        "import",
+        "t",
+        "--store",
+        "memory://",
+        "--restore-header",
+        "nonsense",
+    ]);
     assert_eq!(code(&out), 2, "{}", both(&out));
-    assert!(both(&out).contains("expected ROUTE:NAME=VALUE"), "{}", both(&out));
+    assert!(
+        both(&out).contains("expected ROUTE:NAME=VALUE"),
+        "{}",
+        both(&out)
+    );
 }

@@ -28,7 +28,12 @@ fn keys(dir: &Workdir, store: &str) -> Vec<String> {
     assert_eq!(code(&out), 0, "{}", both(&out));
     let mut keys: Vec<String> = common::stdout(&out)
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["key"].as_str().unwrap().to_owned())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     keys.sort();
     keys
@@ -64,8 +69,12 @@ fn a_settings_change_rekeys_instead_of_orphaning() {
         .unwrap();
     let edited_dir = Workdir::new();
     let edited = edited_dir.store("e");
-    std::fs::create_dir_all(edited_dir.join("e").join(city.parent().unwrap().file_name().unwrap()))
-        .unwrap();
+    std::fs::create_dir_all(
+        edited_dir
+            .join("e")
+            .join(city.parent().unwrap().file_name().unwrap()),
+    )
+    .unwrap();
     let target = edited_dir
         .join("e")
         .join(city.parent().unwrap().file_name().unwrap())
@@ -83,7 +92,11 @@ fn a_settings_change_rekeys_instead_of_orphaning() {
     let out = dir.run(&["rekey", "--dry-run", "--store", &store]);
     let text = both(&out);
     assert_eq!(code(&out), 2, "{text}");
-    assert_eq!(keys(&dir, &store), before, "a dry run changed the store: {text}");
+    assert_eq!(
+        keys(&dir, &store),
+        before,
+        "a dry run changed the store: {text}"
+    );
     assert!(text.contains("would move 2, 0 already current"), "{text}");
 
     let out = dir.run(&["rekey", "--store", &store]);
@@ -93,7 +106,10 @@ fn a_settings_change_rekeys_instead_of_orphaning() {
         text.contains("moved 2, 0 already current, 0 merged into an equal answer, 1 collision(s), 1 whose stored request cannot give back its key"),
         "{text}"
     );
-    assert!(text.contains("which holds another answer, from tapes/t.yaml interaction"), "{text}");
+    assert!(
+        text.contains("which holds another answer, from tapes/t.yaml interaction"),
+        "{text}"
+    );
     assert!(text.contains("redaction replaced keyed material"), "{text}");
     let after = keys(&dir, &store);
     // Two moved (old removed), the collided and the redacted one stay: four documents.
@@ -114,13 +130,26 @@ fn a_settings_change_rekeys_instead_of_orphaning() {
 
     // Run again: the moved ones are current, the others are reported again.
     let out = dir.run(&["rekey", "--store", &store]);
-    assert!(both(&out).contains("moved 0, 2 already current"), "{}", both(&out));
+    assert!(
+        both(&out).contains("moved 0, 2 already current"),
+        "{}",
+        both(&out)
+    );
 
     // An edited stored request cannot give back its key: never moved.
-    let out = edited_dir.run(&["rekey", "--store", &edited, "--ignore-path", "$.temperature"]);
+    let out = edited_dir.run(&[
+        "rekey",
+        "--store",
+        &edited,
+        "--ignore-path",
+        "$.temperature",
+    ]);
     let text = both(&out);
     assert_eq!(code(&out), 2, "{text}");
-    assert!(text.contains("the request was edited or redacted after it was keyed"), "{text}");
+    assert!(
+        text.contains("the request was edited or redacted after it was keyed"),
+        "{text}"
+    );
     assert!(target.exists());
 }
 

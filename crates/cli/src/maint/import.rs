@@ -80,11 +80,16 @@ struct Restore {
 }
 
 fn parse_restore(text: &str) -> Result<Restore, String> {
-    let shape = || format!("{text:?}: expected ROUTE:NAME=VALUE, e.g. anthropic:anthropic-version=2023-06-01");
+    let shape = || {
+        format!("{text:?}: expected ROUTE:NAME=VALUE, e.g. anthropic:anthropic-version=2023-06-01")
+    };
     let (route, rest) = text.split_once(':').ok_or_else(shape)?;
     let (name, value) = rest.split_once('=').ok_or_else(shape)?;
     let (route, name) = (route.trim(), name.trim().to_ascii_lowercase());
-    if route.is_empty() || name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+    if route.is_empty()
+        || name.is_empty()
+        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
         return Err(shape());
     }
     Ok(Restore {
@@ -239,14 +244,21 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         let counts = report(result, write, &progress);
         if args.dry_run {
             progress.suspend(|| {
-                println!("{}", dry_run_line(&result.path, result.interactions, counts))
+                println!(
+                    "{}",
+                    dry_run_line(&result.path, result.interactions, counts)
+                )
             });
         }
         total.add(counts);
     }
     progress.finish();
     runtime.block_on(crate::flush_index(&recorder));
-    let verb = if args.dry_run { "would import" } else { "imported" };
+    let verb = if args.dry_run {
+        "would import"
+    } else {
+        "imported"
+    };
     eprintln!(
         "{verb} {}, kept {} already stored, failed {}, {} conflict(s) with another tape's answer, \
          {} repeat(s) numbered for sequence mode{}, {} download(s) not imported ({}); the \
@@ -330,7 +342,11 @@ struct Plan<'a> {
 impl Plan<'_> {
     /// The tape's converted interactions: repeats numbered, keys another tape of this run
     /// already has decided against it (same answer kept, another one a conflict).
-    fn plan(&self, items: Vec<anyhow::Result<Item>>, seen: &mut HashMap<String, Seen>) -> FileResult {
+    fn plan(
+        &self,
+        items: Vec<anyhow::Result<Item>>,
+        seen: &mut HashMap<String, Seen>,
+    ) -> FileResult {
         let mut result = FileResult {
             path: self.path.to_owned(),
             test: self.test.clone(),
@@ -370,7 +386,11 @@ impl Plan<'_> {
             self.restore_headers(&mut exchange, &at, &mut result.notes);
             let answer = (exchange.status, fingerprint(&exchange.body));
             entry.request = format!("{} {}", exchange.request.method, exchange.request.path);
-            let base = self.recorder.key_of(&exchange.request, 1).as_str().to_owned();
+            let base = self
+                .recorder
+                .key_of(&exchange.request, 1)
+                .as_str()
+                .to_owned();
             let (answers, _) = occurrences.entry(base.clone()).or_insert_with(|| {
                 order.push(base.clone());
                 (Vec::new(), entry.request.clone())
@@ -430,11 +450,16 @@ impl Plan<'_> {
     fn restore_headers(&self, exchange: &mut Exchange, at: &str, notes: &mut Vec<String>) {
         let request = &mut exchange.request;
         let has = |request: &Request, name: &str| {
-            request.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+            request
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
         };
         for rule in self.restore.iter().filter(|r| r.route == request.target) {
             if !has(request, &rule.name) {
-                request.headers.push((rule.name.clone(), rule.value.clone()));
+                request
+                    .headers
+                    .push((rule.name.clone(), rule.value.clone()));
                 notes.push(format!(
                     "restored {at}: {}: {} (--restore-header), missing from the tape",
                     rule.name, rule.value

@@ -9,13 +9,13 @@ pub(crate) mod explain;
 pub(crate) mod gc;
 pub(crate) mod git;
 pub(crate) mod import;
-pub(crate) mod rekey;
 pub(crate) mod index;
 pub(crate) mod ls;
 pub(crate) mod probe;
+pub(crate) mod rekey;
 pub(crate) mod show;
-pub(crate) mod verify;
 mod vcr;
+pub(crate) mod verify;
 mod yaml_depth;
 
 use crate::answer::{self, Answer};

@@ -154,11 +154,9 @@ pub(crate) fn run(args: RekeyArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
          key, {failed} failed ({})",
         store.location()
     );
-    Ok(
-        if collisions + unrecoverable + failed > 0 {
-            ExitCode::from(crate::EXIT_ERROR)
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    Ok(if collisions + unrecoverable + failed > 0 {
+        ExitCode::from(crate::EXIT_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

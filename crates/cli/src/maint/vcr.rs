@@ -278,13 +278,8 @@ pub(crate) fn route_of(url: &url::Url, routes: &[Route]) -> Option<(String, Stri
             return Some((route.name.clone(), route.base_url.clone(), rest.to_owned()));
         }
     }
-    (Profile::from_path(url.path()) != Profile::Http).then(|| {
-        (
-            DEFAULT_TARGET.to_owned(),
-            origin,
-            url.path().to_owned(),
-        )
-    })
+    (Profile::from_path(url.path()) != Profile::Http)
+        .then(|| (DEFAULT_TARGET.to_owned(), origin, url.path().to_owned()))
 }
 
 /// vcrpy headers: a map of names to lists of values (or single values).
@@ -491,7 +486,10 @@ mod tests {
         );
         assert_eq!(of("https://files.example/fixtures/cat.png"), "download");
         // A host a route serves is imported whatever its path.
-        assert_eq!(of("https://api.openai.com/v1/files/x"), "default /v1/files/x");
+        assert_eq!(
+            of("https://api.openai.com/v1/files/x"),
+            "default /v1/files/x"
+        );
     }
 
     #[test]

@@ -70,7 +70,10 @@ impl Recorder {
         if occurrence <= 1 {
             return request.hit_key(&self.inner.config.key).key;
         }
-        request.key(&self.inner.config.key).occurrence(occurrence).key
+        request
+            .key(&self.inner.config.key)
+            .occurrence(occurrence)
+            .key
     }
 
     /// Stores `exchange` as a cassette under the key the current contract gives its request

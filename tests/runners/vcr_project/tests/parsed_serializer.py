@@ -26,7 +26,7 @@ def deserialize(text: str) -> dict[str, Any]:
 
 def serialize(data: dict[str, Any]) -> str:
     for interaction in data["interactions"]:
-        for _, part in interaction.items():
+        for part in interaction.values():
             headers = {k.lower(): v for k, v in (part.get("headers") or {}).items()}
             part["headers"] = {
                 k: v for k, v in headers.items() if k not in DROPPED and not k.startswith(DROPPED_PREFIXES)
