@@ -356,6 +356,20 @@ version: 1
         "{text}"
     );
 
+    // A tape imported alone meets the stored answer of another tape: named from its meta.
+    let out = dir.run(&[
+        "import",
+        "tests/cassettes/test_chat/test_b.yaml",
+        "--store",
+        &store,
+    ]);
+    let text = both(&out);
+    assert_eq!(code(&out), 2, "{text}");
+    assert!(
+        text.contains("differently from tests/cassettes/test_chat/test_a.yaml interaction 1 (test tests/test_chat.py::test_a), stored first"),
+        "{text}"
+    );
+
     // The imported recordings replay: the parsed_body request as the SDK sends it (with the
     // restored header), and the mapping body.
     dir.write(
