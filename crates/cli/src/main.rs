@@ -91,6 +91,9 @@ enum Command {
     Copy(maint::copy::CopyArgs),
     /// Convert tapes of other tools (seed-harness JSON, vcrpy YAML) into cassettes.
     Import(maint::import::ImportArgs),
+    /// Key every cassette again from its stored request under today's keying settings and key
+    /// version (after a change to `ignore` or `volatile`, or an upgrade).
+    Rekey(maint::rekey::RekeyArgs),
     /// Compact the nearest-recording index, so a miss does not read every cassette.
     Index(maint::index::IndexArgs),
     /// Compare two sets of cassettes (stores, folders, git revisions): re-recorded pairs,
@@ -195,6 +198,7 @@ fn run_command(
         Command::Gc(args) => maint::gc::run(args, file),
         Command::Copy(args) => maint::copy::run(args),
         Command::Import(args) => maint::import::run(args, file),
+        Command::Rekey(args) => maint::rekey::run(args, file),
         Command::Index(args) => maint::index::run(args, file),
         Command::Diff(args) => maint::diff::run(args, file),
         Command::DiffRuns(args) => maint::diff_runs::run(args),

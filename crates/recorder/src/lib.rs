@@ -57,7 +57,7 @@ pub use cassette_wire as stream;
 
 pub use cassette_tape::{Cassette, Request, Sealed};
 pub use config::{ErrorRecording, RecorderConfig, Repeats, Route, StreamReplay};
-pub use engine::{Exchange, Recorder, RecordingFailure, Stats, Stored};
+pub use engine::{Exchange, Imported, Recorder, RecordingFailure, Rekeyed, Stats, Stored};
 pub use error::{BoxError, Error, Result, Setting};
 pub use hit_cache::HitCacheStats;
 pub use miss::Miss;

@@ -54,6 +54,9 @@ async fn record(recorder: &Recorder, request: Request) {
         upstream: "https://api.openai.com".into(),
         recorded_at: "2026-01-01T00:00:00Z".into(),
         tool: "test".into(),
+        occurrence: 1,
+        test: None,
+        source: None,
     };
     recorder
         .import(exchange, cassette_recorder::Write::Overwrite)

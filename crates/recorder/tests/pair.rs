@@ -37,6 +37,9 @@ async fn recorded(requests: Vec<Request>) -> Vec<Cassette> {
             upstream: "https://api.openai.com".into(),
             recorded_at: "2026-01-01T00:00:00Z".into(),
             tool: "test".into(),
+            occurrence: 1,
+            test: None,
+            source: None,
         };
         let (key, _) = recorder
             .import(exchange, cassette_recorder::Write::Overwrite)

@@ -264,6 +264,11 @@ pub struct Meta {
     /// compared with first. Never used for matching.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test: Option<String>,
+    /// Where an imported recording came from: the tape file of another tool and the place in
+    /// it (`tests/cassettes/test_chat/test_hello.yaml interaction 2`). Provenance for review
+    /// (and for naming both sides of a conflict), never used for matching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A writer that only counts what it is given.

@@ -221,9 +221,10 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         latency_ms: _,
         request_redacted: _,
         test,
+        source,
     } = meta;
     *profile = redactor.text(profile);
-    for fact in [requested_model, response_model, finish_reason, test]
+    for fact in [requested_model, response_model, finish_reason, test, source]
         .into_iter()
         .flatten()
     {

@@ -72,6 +72,7 @@ fn full() -> Cassette {
             latency_ms: 1,
             request_redacted: false,
             test: Some("tests/test_chat.py::test_greeting[gpt-4o]".into()),
+            source: Some("tests/cassettes/test_chat/test_greeting.yaml interaction 1".into()),
         },
     }
 }

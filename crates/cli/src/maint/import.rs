@@ -4,28 +4,32 @@
 //! - the seed harness's flat `<16 hex>.json` files, `{"key", "params", "text"}`: `params` is
 //!   the chat request (a `messages` list, or a `prompt` with an optional `system`, as the suite
 //!   shorthand takes it) and `text` the answer, stored as an OpenAI-compatible chat completion;
-//! - vcrpy YAML cassettes of OpenAI and Anthropic calls (`interactions` of `request` and
-//!   `response`), bodies as strings or `!!binary`, gzip or deflate answers decoded, streamed
-//!   answers assembled into their final response as when recording.
+//! - vcrpy YAML cassettes (`interactions` of `request` and `response`), in every shape
+//!   `maint/vcr.rs` reads, streamed answers assembled into their final response as when
+//!   recording.
+//!
+//! No answer is lost or mixed with another: an interaction that cannot be converted is named
+//! and skipped (the rest of its file is imported); the n-th repeat of one request within a
+//! tape is stored as its n-th occurrence (sequence mode replays them in order); a key another
+//! tape already stored with a different answer is a conflict naming both tapes (the stored
+//! one is kept); every cassette keeps its provenance (`meta.source`, and `meta.test` from the
+//! tape's place in a pytest-recording suite). Requests to hosts no route serves (fixtures
+//! downloaded from the web) are reported, since nothing asks the proxy for them on replay.
 //!
 //! Imports go through the recorder's redaction (credentials in headers and queries are never
 //! stored) and are create-only unless `--overwrite`; the source files are left in place.
 
+use super::vcr::{self, Item};
 use crate::progress::Progress;
 use crate::run::suite::CHAT_PATH;
 use crate::settings::{RecorderArgs, SettingsFile};
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
 use bytes::Bytes;
-use cassette_recorder::config::DEFAULT_TARGET;
-use cassette_recorder::{Exchange, Mode, Request, Route, Stored, Write};
+use cassette_recorder::{Exchange, Imported, Mode, Recorder, Request, Write};
 use serde_json::{json, Map, Value};
-use std::io::Read;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use yaml_serde::Value as Yaml;
-
-/// The largest vcrpy cassette read.
-const MAX_YAML_FILE: u64 = 256 << 20;
 
 /// Arguments of `cassette import`.
 #[derive(Debug, clap::Args)]
@@ -33,8 +37,12 @@ const MAX_YAML_FILE: u64 = 256 << 20;
     after_help = "PATH is a file or a folder (searched recursively): seed-harness tapes \
 (<16 hex>.json with key, params, text) and vcrpy cassettes (.yaml, .yml) are imported, anything \
 else is skipped and named.\n\
-Exit status: 0 all imported (or already there), 2 some could not be imported.\n\n\
+Repeats of one request within a tape are stored as its occurrences: replay them with \
+repeats = \"sequence\". A key another tape stored with a different answer is a conflict: \
+the first is kept and both tapes are named.\n\
+Exit status: 0 all imported (or already there), 2 some could not be imported or conflict.\n\n\
 Examples:\n  \
+cassette import tests/cassettes --dry-run\n  \
 cassette import old_cassettes/ --store file://cassettes\n  \
 cassette import tests/cassettes/test_chat.yaml --route anthropic=https://api.anthropic.com"
 )]
@@ -44,12 +52,56 @@ pub(crate) struct ImportArgs {
     paths: Vec<PathBuf>,
 
     /// Replace cassettes already stored under the same keys.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dry_run")]
     overwrite: bool,
+
+    /// Store nothing: print, per file, what would be imported, kept, numbered, skipped or in
+    /// conflict, with counts.
+    #[arg(long)]
+    dry_run: bool,
+
+    /// Fill in a header the tape's serializer deleted from requests of a route:
+    /// `ROUTE:NAME=VALUE` (e.g. `anthropic:anthropic-version=2023-06-01`), for a keyed header
+    /// whose value the SDK always sends. Applied only where a request lacks it; each use is
+    /// reported.
+    #[arg(long, value_name = "ROUTE:NAME=VALUE", value_parser = parse_restore)]
+    restore_header: Vec<Restore>,
 
     #[command(flatten)]
     recorder: RecorderArgs,
 }
+
+/// A header filled in on imported requests of a route that lack it.
+#[derive(Debug, Clone)]
+struct Restore {
+    route: String,
+    name: String,
+    value: String,
+}
+
+fn parse_restore(text: &str) -> Result<Restore, String> {
+    let shape = || {
+        format!("{text:?}: expected ROUTE:NAME=VALUE, e.g. anthropic:anthropic-version=2023-06-01")
+    };
+    let (route, rest) = text.split_once(':').ok_or_else(shape)?;
+    let (name, value) = rest.split_once('=').ok_or_else(shape)?;
+    let (route, name) = (route.trim(), name.trim().to_ascii_lowercase());
+    if route.is_empty()
+        || name.is_empty()
+        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return Err(shape());
+    }
+    Ok(Restore {
+        route: route.to_owned(),
+        name,
+        value: value.trim().to_owned(),
+    })
+}
+
+/// Keyed headers a vendor's SDK always sends, which serializers that delete vendor headers
+/// drop: an imported request without one will not be asked for on replay.
+const ALWAYS_SENT: &[(&str, &str)] = &[("anthropic.messages", "anthropic-version")];
 
 /// What one source file held.
 enum Source {
@@ -57,9 +109,78 @@ enum Source {
     Vcr,
 }
 
+/// What an earlier interaction of this run stored under a key: where from, and a fingerprint
+/// of the answer (status and body as the tape holds them). A later one with the same key is
+/// decided against it without touching the store, so the first in file order wins and the
+/// writes themselves can run in parallel.
+struct Seen {
+    at: String,
+    test: Option<String>,
+    answer: (u16, u64),
+}
+
+/// Counts for one file, or for the whole run.
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    imported: usize,
+    kept: usize,
+    replaced: usize,
+    failed: usize,
+    conflicts: usize,
+    repeats: usize,
+    downloads: usize,
+}
+
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        self.imported += other.imported;
+        self.kept += other.kept;
+        self.replaced += other.replaced;
+        self.failed += other.failed;
+        self.conflicts += other.conflicts;
+        self.repeats += other.repeats;
+        self.downloads += other.downloads;
+    }
+}
+
+/// How many imports write at once: a file store spends most of an import waiting for its
+/// atomic writes to reach the disk.
+const PARALLEL_WRITES: usize = 32;
+
+/// One interaction on its way: what it is, and once decided, what happened to it.
+struct Entry {
+    at: String,
+    request: String,
+    key: String,
+    occurrence: u32,
+    state: State,
+}
+
+enum State {
+    /// To be imported.
+    Pending(Box<Exchange>),
+    /// Imported (or not) as the recorder or an earlier tape of this run decided.
+    Done(Imported),
+    /// Not converted or not stored: the message says why.
+    Failed(String),
+    /// A download from a host no route serves.
+    Download(String),
+}
+
+/// One source file: its interactions and what is said about it as a whole.
+struct FileResult {
+    path: PathBuf,
+    test: Option<String>,
+    interactions: usize,
+    entries: Vec<Entry>,
+    notes: Vec<String>,
+}
+
 /// Runs `cassette import`.
 pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
-    let write = if args.overwrite {
+    let write = if args.dry_run {
+        Write::Nothing
+    } else if args.overwrite {
         Write::Overwrite
     } else {
         Write::CreateOnly
@@ -74,55 +195,377 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         collect(path, &mut files)?;
     }
     let runtime = super::runtime()?;
-    let (mut imported, mut kept, mut failed) = (0usize, 0usize, 0usize);
+    let mut total = Counts::default();
+    let mut seen: HashMap<String, Seen> = HashMap::new();
     let progress = Progress::bar(files.len() as u64, "files");
+    // Read, convert, number and decide against this run's earlier tapes, in file order.
+    let mut results = Vec::new();
     for (path, source) in &files {
         progress.inc();
-        let exchanges = match source {
-            Source::Seed => seed_exchange(path).map(|e| vec![e]),
-            Source::Vcr => vcr_exchanges(path, &routes),
+        let recorded_at = modified(path);
+        let (items, test) = match source {
+            Source::Seed => (
+                seed_exchange(path).map(|e| vec![Ok(Item::Exchange(Box::new(e)))]),
+                None,
+            ),
+            Source::Vcr => (
+                vcr::read_tape(
+                    path,
+                    &routes,
+                    &recorded_at,
+                    &tool("the vcrpy cassette", path),
+                ),
+                vcr::test_id(path),
+            ),
         };
-        let exchanges = match exchanges {
-            Ok(exchanges) => exchanges,
+        let items = match items {
+            Ok(items) => items,
             Err(err) => {
-                failed += 1;
+                total.failed += 1;
                 progress.println(format!("cannot import {}: {err:#}", path.display()));
+                if args.dry_run {
+                    progress.suspend(|| println!("{}: not a tape that imports", path.display()));
+                }
                 continue;
             }
         };
-        for (i, exchange) in exchanges.into_iter().enumerate() {
-            let at = match source {
-                Source::Seed => path.display().to_string(),
-                Source::Vcr => format!("{} interaction {}", path.display(), i + 1),
-            };
-            let request = format!("{} {}", exchange.request.method, exchange.request.path);
-            match runtime.block_on(recorder.import(exchange, write)) {
-                Ok((key, Stored::Won)) => {
-                    imported += 1;
-                    progress.suspend(|| println!("imported {at} as {key} ({request})"));
-                }
-                Ok((key, Stored::Kept | Stored::Nothing)) => {
-                    kept += 1;
-                    progress.suspend(|| println!("kept {key}: already stored ({at})"));
-                }
-                Err(err) => {
-                    failed += 1;
-                    progress.println(format!("cannot import {at}: {:#}", anyhow::Error::new(err)));
-                }
-            }
+        let plan = Plan {
+            path,
+            single: matches!(source, Source::Seed),
+            test,
+            restore: &args.restore_header,
+            recorder: &recorder,
+        };
+        results.push(plan.plan(items, &mut seen));
+    }
+    // Store what is pending, several at once; the outcomes are reported in file order.
+    runtime.block_on(store_all(&recorder, &mut results, write));
+    for result in &results {
+        let counts = report(result, write, &progress);
+        if args.dry_run {
+            progress.suspend(|| {
+                println!(
+                    "{}",
+                    dry_run_line(&result.path, result.interactions, counts)
+                )
+            });
         }
+        total.add(counts);
     }
     progress.finish();
     runtime.block_on(crate::flush_index(&recorder));
+    let verb = if args.dry_run {
+        "would import"
+    } else {
+        "imported"
+    };
     eprintln!(
-        "imported {imported}, kept {kept} already stored, failed {failed} ({}); the source files are left in place",
+        "{verb} {}, kept {} already stored, failed {}, {} conflict(s) with another tape's answer, \
+         {} repeat(s) numbered for sequence mode{}, {} download(s) not imported ({}); the \
+         source files are left in place",
+        total.imported,
+        total.kept,
+        total.failed,
+        total.conflicts,
+        total.repeats,
+        if total.replaced > 0 {
+            format!(", {} replaced", total.replaced)
+        } else {
+            String::new()
+        },
+        total.downloads,
         recorder.store().location()
     );
-    Ok(if failed > 0 {
+    Ok(if total.failed > 0 || total.conflicts > 0 {
         ExitCode::from(crate::EXIT_ERROR)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Imports every pending entry, [`PARALLEL_WRITES`] at a time.
+async fn store_all(recorder: &Recorder, results: &mut [FileResult], write: Write) {
+    use futures::StreamExt;
+    let mut pending = Vec::new();
+    for (f, result) in results.iter_mut().enumerate() {
+        for (e, entry) in result.entries.iter_mut().enumerate() {
+            if let State::Pending(_) = entry.state {
+                let State::Pending(exchange) =
+                    std::mem::replace(&mut entry.state, State::Failed(String::new()))
+                else {
+                    continue;
+                };
+                pending.push((f, e, exchange));
+            }
+        }
+    }
+    let outcomes: Vec<(usize, usize, State)> = futures::stream::iter(pending)
+        .map(|(f, e, exchange)| async move {
+            let state = match recorder.import(*exchange, write).await {
+                Ok((_, outcome)) => State::Done(outcome),
+                Err(err) => State::Failed(format!("{:#}", anyhow::Error::new(err))),
+            };
+            (f, e, state)
+        })
+        .buffer_unordered(PARALLEL_WRITES)
+        .collect()
+        .await;
+    for (f, e, state) in outcomes {
+        results[f].entries[e].state = state;
+    }
+}
+
+fn dry_run_line(path: &Path, interactions: usize, c: Counts) -> String {
+    format!(
+        "{}: {interactions} interaction(s): {} would be imported ({} as later occurrences), {} \
+         already stored, {} conflict(s), {} cannot be imported, {} download(s) not imported",
+        path.display(),
+        c.imported + c.replaced,
+        c.repeats,
+        c.kept,
+        c.conflicts,
+        c.failed,
+        c.downloads
+    )
+}
+
+/// One source file being converted and decided.
+struct Plan<'a> {
+    path: &'a Path,
+    /// A file holding one exchange (a seed tape): named without an interaction number.
+    single: bool,
+    test: Option<String>,
+    restore: &'a [Restore],
+    recorder: &'a Recorder,
+}
+
+impl Plan<'_> {
+    /// The tape's converted interactions: repeats numbered, keys another tape of this run
+    /// already has decided against it (same answer kept, another one a conflict).
+    fn plan(
+        &self,
+        items: Vec<anyhow::Result<Item>>,
+        seen: &mut HashMap<String, Seen>,
+    ) -> FileResult {
+        let mut result = FileResult {
+            path: self.path.to_owned(),
+            test: self.test.clone(),
+            interactions: items.len(),
+            entries: Vec::new(),
+            notes: Vec::new(),
+        };
+        // Per base key: the answers of its occurrences so far, and the request.
+        let mut occurrences: HashMap<String, (Vec<(u16, u64)>, String)> = HashMap::new();
+        let mut order = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            let at = if self.single {
+                self.path.display().to_string()
+            } else {
+                format!("{} interaction {}", self.path.display(), i + 1)
+            };
+            let mut entry = Entry {
+                at: at.clone(),
+                request: String::new(),
+                key: String::new(),
+                occurrence: 1,
+                state: State::Failed(String::new()),
+            };
+            let mut exchange = match item {
+                Ok(Item::Exchange(exchange)) => *exchange,
+                Ok(Item::Download { method, url }) => {
+                    entry.state = State::Download(format!("{method} {url}"));
+                    result.entries.push(entry);
+                    continue;
+                }
+                Err(err) => {
+                    entry.state = State::Failed(format!("{err:#}"));
+                    result.entries.push(entry);
+                    continue;
+                }
+            };
+            self.restore_headers(&mut exchange, &at, &mut result.notes);
+            let answer = (exchange.status, fingerprint(&exchange.body));
+            entry.request = format!("{} {}", exchange.request.method, exchange.request.path);
+            let base = self
+                .recorder
+                .key_of(&exchange.request, 1)
+                .as_str()
+                .to_owned();
+            let (answers, _) = occurrences.entry(base.clone()).or_insert_with(|| {
+                order.push(base.clone());
+                (Vec::new(), entry.request.clone())
+            });
+            answers.push(answer);
+            entry.occurrence = u32::try_from(answers.len()).unwrap_or(u32::MAX);
+            entry.key = if entry.occurrence == 1 {
+                base
+            } else {
+                self.recorder
+                    .key_of(&exchange.request, entry.occurrence)
+                    .as_str()
+                    .to_owned()
+            };
+            exchange.occurrence = entry.occurrence;
+            exchange.test = self.test.clone();
+            exchange.source = Some(at.clone());
+            entry.state = match seen.get(&entry.key) {
+                Some(earlier) if earlier.answer == answer => State::Done(Imported::Same),
+                Some(earlier) => State::Done(Imported::Conflict {
+                    test: earlier.test.clone(),
+                    source: earlier.at.clone(),
+                }),
+                None => {
+                    seen.insert(
+                        entry.key.clone(),
+                        Seen {
+                            at,
+                            test: self.test.clone(),
+                            answer,
+                        },
+                    );
+                    State::Pending(Box::new(exchange))
+                }
+            };
+            result.entries.push(entry);
+        }
+        for base in order {
+            let (answers, request) = &occurrences[&base];
+            let differ = answers.windows(2).any(|w| w[0] != w[1]);
+            if answers.len() > 1 && differ {
+                result.notes.push(format!(
+                    "sequence: {} sends {request} {} times with different answers: stored as its \
+                     occurrences 1 to {}; replay them in order with repeats = \"sequence\" \
+                     (without it every repeat gets the first answer)",
+                    self.path.display(),
+                    answers.len(),
+                    answers.len()
+                ));
+            }
+        }
+        result
+    }
+
+    /// Fills in the headers `--restore-header` names where a request lacks them, and says
+    /// where a header every SDK sends is missing without such a rule.
+    fn restore_headers(&self, exchange: &mut Exchange, at: &str, notes: &mut Vec<String>) {
+        let request = &mut exchange.request;
+        let has = |request: &Request, name: &str| {
+            request
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        for rule in self.restore.iter().filter(|r| r.route == request.target) {
+            if !has(request, &rule.name) {
+                request
+                    .headers
+                    .push((rule.name.clone(), rule.value.clone()));
+                notes.push(format!(
+                    "restored {at}: {}: {} (--restore-header), missing from the tape",
+                    rule.name, rule.value
+                ));
+            }
+        }
+        let profile = cassette_keying::Profile::from_path(&request.path).to_string();
+        for (_, name) in ALWAYS_SENT.iter().filter(|(p, _)| *p == profile) {
+            if !has(request, name) {
+                notes.push(format!(
+                    "note {at}: the request has no {name} header (deleted by the tape's \
+                     serializer?); the SDK sends one, so its replay will miss: import with \
+                     --restore-header {}:{name}=VALUE",
+                    request.target
+                ));
+            }
+        }
+    }
+}
+
+/// Says what happened to each interaction of a file, and counts it.
+fn report(result: &FileResult, write: Write, progress: &Progress) -> Counts {
+    let mut counts = Counts::default();
+    let dry = write == Write::Nothing;
+    for note in &result.notes {
+        progress.println(note.clone());
+    }
+    for entry in &result.entries {
+        let Entry {
+            at,
+            request,
+            key,
+            occurrence,
+            state,
+        } = entry;
+        let nth = if *occurrence > 1 {
+            format!(", occurrence {occurrence}")
+        } else {
+            String::new()
+        };
+        if *occurrence > 1 && matches!(state, State::Done(_)) {
+            counts.repeats += 1;
+        }
+        match state {
+            State::Pending(_) => {}
+            State::Failed(err) => {
+                counts.failed += 1;
+                progress.println(format!("cannot import {at}: {err}; skipped it"));
+            }
+            State::Download(what) => {
+                counts.downloads += 1;
+                progress.println(format!(
+                    "not imported {at}: {what} is not an API call a route serves (no route has \
+                     its host): a test that needs it should read it from a file, since nothing \
+                     asks the proxy for it on replay"
+                ));
+            }
+            State::Done(Imported::Stored) => {
+                counts.imported += 1;
+                let verb = if dry { "would import" } else { "imported" };
+                progress.suspend(|| println!("{verb} {at} as {key} ({request}{nth})"));
+            }
+            State::Done(Imported::Replaced) => {
+                counts.replaced += 1;
+                progress.suspend(|| {
+                    println!("replaced {key} with {at} ({request}{nth}): it answered differently")
+                });
+            }
+            State::Done(Imported::Same) => {
+                counts.kept += 1;
+                progress.suspend(|| println!("kept {key}: already stored, same answer ({at})"));
+            }
+            State::Done(Imported::Conflict { test, source }) => {
+                counts.conflicts += 1;
+                let ours = result
+                    .test
+                    .as_deref()
+                    .map(|t| format!(" (test {t})"))
+                    .unwrap_or_default();
+                let theirs = test
+                    .as_deref()
+                    .map(|t| format!(" (test {t})"))
+                    .unwrap_or_default();
+                let kept = if dry { "would keep" } else { "kept" };
+                progress.println(format!(
+                    "conflict {key}: {at}{ours} answers {request} differently from {source}{theirs}, \
+                     stored first; {kept} that one and not this: a replay would give one test \
+                     the other's answer, so make the requests differ (or import the other tape \
+                     into its own store)"
+                ));
+            }
+            State::Done(other) => {
+                counts.imported += 1;
+                progress.suspend(|| println!("imported {at} as {key} ({request}{nth}): {other:?}"));
+            }
+        }
+    }
+    counts
+}
+
+/// A fingerprint of an answer's body, to tell answers apart (not a security boundary).
+fn fingerprint(body: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The importable files under `path`: seed tapes and vcrpy cassettes; other files are named
@@ -159,6 +602,8 @@ fn collect(path: &Path, out: &mut Vec<(PathBuf, Source)>) -> anyhow::Result<()> 
             out.push((path.to_owned(), Source::Seed));
         }
         Some(v) if v.get("key_version").is_some() && v.get("request").is_some() => {}
+        // A suite's own code beside its tapes (`cassette import tests/`) is no tape to mention.
+        _ if name.ends_with(".py") => {}
         _ => eprintln!(
             "skipped {}: not a seed-harness tape or a vcrpy cassette",
             path.display()
@@ -211,6 +656,9 @@ fn seed_exchange(path: &Path) -> anyhow::Result<Exchange> {
         upstream: "https://api.openai.com".to_owned(),
         recorded_at: modified(path),
         tool: tool("the seed-harness tape", path),
+        occurrence: 1,
+        test: None,
+        source: None,
     })
 }
 
@@ -236,242 +684,9 @@ fn seed_body(mut params: Map<String, Value>) -> anyhow::Result<Value> {
     Ok(Value::Object(params))
 }
 
-/// The interactions of a vcrpy cassette.
-fn vcr_exchanges(path: &Path, routes: &[Route]) -> anyhow::Result<Vec<Exchange>> {
-    let size = std::fs::metadata(path)?.len();
-    if size > MAX_YAML_FILE {
-        bail!("it is {size} bytes; a vcrpy cassette read here is at most {MAX_YAML_FILE}");
-    }
-    let text = std::fs::read_to_string(path)?;
-    // Before the YAML library: its parser takes time quadratic in flow nesting.
-    if let Some((line, column)) = super::yaml_depth::too_deep(&text, super::yaml_depth::MAX_DEPTH) {
-        bail!(
-            "not a vcrpy cassette: it nests collections more than {} levels deep at line {line}, \
-             column {column} (a vcrpy cassette nests a few), so it is not read",
-            super::yaml_depth::MAX_DEPTH
-        );
-    }
-    // The YAML library resolves the standard `!!binary` tag to its base64 text, losing that
-    // the body was binary; a local tag in its place keeps it.
-    let binary = regex::Regex::new(r"(:[ \t]+|-[ \t]+)!!binary(\s)").expect("a valid regex");
-    let text = binary.replace_all(&text, "$1!binary$2");
-    let doc: Yaml = yaml_serde::from_str(&text).map_err(|err| {
-        let err = err.to_string();
-        if err.contains("recursion limit exceeded") {
-            // Block nesting: the library stops at its limit, in linear time.
-            anyhow!(
-                "not a vcrpy cassette: it nests collections too deeply for the YAML reader ({err})"
-            )
-        } else {
-            anyhow!("not valid YAML: {err}")
-        }
-    })?;
-    let interactions = doc
-        .get("interactions")
-        .and_then(Yaml::as_sequence)
-        .ok_or_else(|| anyhow!("no \"interactions\" list: not a vcrpy cassette"))?;
-    let recorded_at = modified(path);
-    interactions
-        .iter()
-        .enumerate()
-        .map(|(i, interaction)| {
-            vcr_exchange(interaction, routes, &recorded_at, path)
-                .with_context(|| format!("interaction {}", i + 1))
-        })
-        .collect()
-}
-
-fn vcr_exchange(
-    interaction: &Yaml,
-    routes: &[Route],
-    recorded_at: &str,
-    path: &Path,
-) -> anyhow::Result<Exchange> {
-    let request = interaction
-        .get("request")
-        .ok_or_else(|| anyhow!("no \"request\""))?;
-    let response = interaction
-        .get("response")
-        .ok_or_else(|| anyhow!("no \"response\""))?;
-    let uri = request
-        .get("uri")
-        .and_then(Yaml::as_str)
-        .ok_or_else(|| anyhow!("request.uri is missing"))?;
-    let url = url::Url::parse(uri).with_context(|| format!("request.uri {uri:?}"))?;
-    let (target, upstream, path_for_key) = route_of(&url, routes);
-    let method = request
-        .get("method")
-        .and_then(Yaml::as_str)
-        .unwrap_or("POST")
-        .to_ascii_uppercase();
-    let request_headers = headers(request.get("headers"))?;
-    let request_body = body(request.get("body"))?;
-    let status = response
-        .get("status")
-        .and_then(|s| s.get("code"))
-        .and_then(Yaml::as_u64)
-        .and_then(|c| u16::try_from(c).ok())
-        .ok_or_else(|| anyhow!("response.status.code is missing"))?;
-    let response_headers = headers(response.get("headers"))?;
-    let raw = body(response.get("body").and_then(|b| b.get("string")))?;
-    let response_body = decode(raw, &response_headers)?;
-    Ok(Exchange {
-        request: Request {
-            target,
-            method,
-            path: path_for_key,
-            query: url.query().unwrap_or("").to_owned(),
-            headers: request_headers,
-            body: request_body,
-        },
-        status,
-        headers: response_headers
-            .into_iter()
-            .filter(|(n, _)| !n.eq_ignore_ascii_case("content-encoding"))
-            .collect(),
-        body: response_body,
-        upstream,
-        recorded_at: recorded_at.to_owned(),
-        tool: tool("the vcrpy cassette", path),
-    })
-}
-
-/// The route a recorded URL belongs to, its upstream, and the path a client of the proxy
-/// sends: a route whose upstream has the URL's scheme, host and port (the route's own path
-/// removed, keeping its last segment, which the proxy shares with the request path); else the
-/// default route with the whole path.
-fn route_of(url: &url::Url, routes: &[Route]) -> (String, String, String) {
-    let origin = url.origin().ascii_serialization();
-    for route in routes {
-        let Ok(base) = url::Url::parse(&route.base_url) else {
-            continue;
-        };
-        if base.origin().ascii_serialization() != origin {
-            continue;
-        }
-        let base_path = base.path().trim_end_matches('/');
-        let kept = base_path.rsplit('/').next().unwrap_or("");
-        let prefix = &base_path[..base_path.len() - kept.len()];
-        let rest = url
-            .path()
-            .strip_prefix(prefix.trim_end_matches('/'))
-            .filter(|rest| rest.starts_with('/'));
-        if let Some(rest) = rest {
-            return (route.name.clone(), route.base_url.clone(), rest.to_owned());
-        }
-    }
-    (DEFAULT_TARGET.to_owned(), origin, url.path().to_owned())
-}
-
-/// vcrpy headers: a map of names to lists of values (or single values).
-fn headers(value: Option<&Yaml>) -> anyhow::Result<Vec<(String, String)>> {
-    let Some(Yaml::Mapping(map)) = value else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for (name, values) in map {
-        let name = name
-            .as_str()
-            .ok_or_else(|| anyhow!("a header name is not a string"))?;
-        let values = match values {
-            Yaml::Sequence(list) => list.iter().collect::<Vec<_>>(),
-            single => vec![single],
-        };
-        for value in values {
-            let value = match value {
-                Yaml::String(s) => s.clone(),
-                Yaml::Number(n) => n.to_string(),
-                Yaml::Bool(b) => b.to_string(),
-                other => bail!("header {name}: unexpected value {other:?}"),
-            };
-            out.push((name.to_owned(), value));
-        }
-    }
-    Ok(out)
-}
-
-/// A vcrpy body: a string, `!!binary` base64, or nothing.
-fn body(value: Option<&Yaml>) -> anyhow::Result<Bytes> {
-    use base64::Engine;
-    match value {
-        None | Some(Yaml::Null) => Ok(Bytes::new()),
-        Some(Yaml::String(s)) => Ok(Bytes::from(s.clone())),
-        Some(Yaml::Tagged(tagged)) if tagged.tag == "binary" => {
-            let Yaml::String(b64) = &tagged.value else {
-                bail!("a !!binary body is not a string");
-            };
-            let compact: String = b64.split_whitespace().collect();
-            base64::engine::general_purpose::STANDARD
-                .decode(compact)
-                .map(Bytes::from)
-                .context("a !!binary body is not valid base64")
-        }
-        Some(Yaml::Mapping(map)) if map.contains_key("string") => body(map.get("string")),
-        Some(other) => bail!("unexpected body {other:?}"),
-    }
-}
-
-/// The body without its content encoding: gzip and deflate are decoded; another encoding is
-/// an error rather than a cassette holding compressed bytes.
-fn decode(body: Bytes, headers: &[(String, String)]) -> anyhow::Result<Bytes> {
-    let encoding = headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("content-encoding"))
-        .map(|(_, v)| v.trim().to_ascii_lowercase());
-    let mut out = Vec::new();
-    match encoding.as_deref() {
-        None | Some("" | "identity") => return Ok(body),
-        Some("gzip" | "x-gzip") => flate2::read::MultiGzDecoder::new(&body[..])
-            .read_to_end(&mut out)
-            .context("the gzip answer does not decode (truncated?)")?,
-        Some("deflate") => flate2::read::ZlibDecoder::new(&body[..])
-            .read_to_end(&mut out)
-            .context("the deflate answer does not decode (truncated?)")?,
-        Some(other) => bail!(
-            "the answer is {other}-encoded, which cannot be decoded here; re-record it with vcrpy's decode_compressed_response=True"
-        ),
-    };
-    Ok(Bytes::from(out))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn routes() -> Vec<Route> {
-        [
-            ("default", "https://api.openai.com"),
-            ("anthropic", "https://api.anthropic.com"),
-            ("groq", "https://api.groq.com/openai/v1"),
-        ]
-        .iter()
-        .map(|(name, base)| Route::new(*name, *base))
-        .collect()
-    }
-
-    #[test]
-    fn urls_map_to_the_route_and_path_a_proxy_client_sends() {
-        let of = |uri: &str| {
-            let (target, _, path) = route_of(&url::Url::parse(uri).unwrap(), &routes());
-            format!("{target} {path}")
-        };
-        assert_eq!(
-            of("https://api.openai.com/v1/chat/completions"),
-            "default /v1/chat/completions"
-        );
-        assert_eq!(
-            of("https://api.anthropic.com/v1/messages"),
-            "anthropic /v1/messages"
-        );
-        assert_eq!(
-            of("https://api.groq.com/openai/v1/chat/completions"),
-            "groq /v1/chat/completions"
-        );
-        assert_eq!(
-            of("https://elsewhere.example/v1/chat/completions"),
-            "default /v1/chat/completions"
-        );
-    }
 
     #[test]
     fn seed_params_become_a_chat_body() {
@@ -488,25 +703,5 @@ mod tests {
                 {"role": "system", "content": "Be brief"}, {"role": "user", "content": "Hi"}]})
         );
         assert!(seed_body(Map::new()).is_err());
-    }
-
-    #[test]
-    fn compressed_answers_are_decoded_and_bad_ones_refused() {
-        use std::io::Write;
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        gz.write_all(b"{\"ok\":true}").unwrap();
-        let bytes = Bytes::from(gz.finish().unwrap());
-        let gzip = vec![("Content-Encoding".to_owned(), "gzip".to_owned())];
-        assert_eq!(
-            decode(bytes.clone(), &gzip).unwrap(),
-            Bytes::from("{\"ok\":true}")
-        );
-        let truncated = bytes.slice(..bytes.len() / 2);
-        assert!(format!("{:#}", decode(truncated, &gzip).unwrap_err()).contains("truncated"));
-        let br = vec![("content-encoding".to_owned(), "br".to_owned())];
-        assert!(decode(bytes, &br)
-            .unwrap_err()
-            .to_string()
-            .contains("decode_compressed_response"));
     }
 }

@@ -12,7 +12,9 @@ pub(crate) mod import;
 pub(crate) mod index;
 pub(crate) mod ls;
 pub(crate) mod probe;
+pub(crate) mod rekey;
 pub(crate) mod show;
+mod vcr;
 pub(crate) mod verify;
 mod yaml_depth;
 

@@ -1,6 +1,8 @@
 //! Importing: an exchange recorded by another tool (a vcrpy cassette, an older harness's tape)
 //! becomes a cassette keyed by the current contract, through the same redaction, stream
-//! assembly and atomic writes as a live recording. Nothing is sent anywhere.
+//! assembly and atomic writes as a live recording. Nothing is sent anywhere. An answer already
+//! stored under the same key is compared with the imported one, so that two recordings of one
+//! request with different answers are reported, never silently merged.
 
 use super::recording::Draft;
 use super::write::{Stamp, Stored};
@@ -10,8 +12,8 @@ use crate::mode::Write;
 use bytes::Bytes;
 use cassette_keying::Key;
 use cassette_tape::headers::header;
-use cassette_tape::{Request, StoredBody};
-use cassette_wire::{Assembler, StreamFormat};
+use cassette_tape::{Cassette, Request, Sealed, Sequence, StoredBody};
+use cassette_wire::{Assembler, StreamError, StreamFormat};
 use std::time::Instant;
 
 /// A finished exchange recorded elsewhere.
@@ -31,41 +33,98 @@ pub struct Exchange {
     pub recorded_at: String,
     /// What recorded it, for the cassette's `tool` field.
     pub tool: String,
+    /// Which occurrence of its request within its recording this is (1 for the first): the
+    /// n-th is stored under its sequence-mode occurrence key, as a live recording in sequence
+    /// mode would be.
+    pub occurrence: u32,
+    /// The test that made the request, when known (`meta.test`).
+    pub test: Option<String>,
+    /// Where it was recorded: the other tool's file and the place in it (`meta.source`).
+    pub source: Option<String>,
+}
+
+/// What importing one exchange did (or, for [`Write::Nothing`], would do).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Imported {
+    /// Stored under its key (a dry run: nothing is stored there yet).
+    Stored,
+    /// Stored in place of a cassette that answered differently ([`Write::Overwrite`]).
+    Replaced,
+    /// A cassette with the same answer is already stored under the key; it is kept.
+    Same,
+    /// A cassette with another answer is already stored under the key; it is kept and this
+    /// exchange is not stored. Holds where the stored one came from.
+    Conflict {
+        /// The stored cassette's test, when known.
+        test: Option<String>,
+        /// The stored cassette's source (an imported one) or its tool.
+        source: String,
+    },
 }
 
 impl Recorder {
-    /// Stores `exchange` as a cassette under the key the current contract gives its request.
-    /// A streamed answer of a known format is assembled into its final response, as when
-    /// recording. `write` says whether a cassette stored under the same key is replaced
+    /// The key the current contract gives the `occurrence`-th occurrence of `request` (1 for
+    /// the first), as [`Recorder::import`] stores it.
+    pub fn key_of(&self, request: &Request, occurrence: u32) -> Key {
+        if occurrence <= 1 {
+            return request.hit_key(&self.inner.config.key).key;
+        }
+        request
+            .key(&self.inner.config.key)
+            .occurrence(occurrence)
+            .key
+    }
+
+    /// Stores `exchange` as a cassette under the key the current contract gives its request
+    /// (its occurrence key for a later occurrence). A streamed answer of a known format is
+    /// assembled into its final response, as when recording; a stream that ends in an error
+    /// event the upstream sent is kept event by event, so replay sends what was recorded.
+    /// `write` says whether a cassette stored under the same key is replaced
     /// ([`Write::Overwrite`]), kept ([`Write::CreateOnly`]: an import run twice changes
     /// nothing), or nothing is written at all ([`Write::Nothing`]: a dry run that still checks
-    /// the exchange converts). Returns the key and what was written.
-    pub async fn import(&self, exchange: Exchange, write: Write) -> Result<(Key, Stored)> {
-        let keyed = exchange.request.key(&self.inner.config.key);
+    /// the exchange converts and what it would meet in the store). Returns the key and what
+    /// was done.
+    pub async fn import(&self, exchange: Exchange, write: Write) -> Result<(Key, Imported)> {
+        let keyed = exchange
+            .request
+            .key(&self.inner.config.key)
+            .occurrence(exchange.occurrence);
+        let sequence = Sequence::of(&keyed);
         let success = (200..300).contains(&exchange.status);
-        let format = success
+        let detected = success
             .then(|| {
                 let content_type = header(&exchange.headers, "content-type").unwrap_or_default();
                 StreamFormat::detect(keyed.profile, content_type)
             })
             .flatten();
-        let body = match format {
+        let (body, format) = match detected {
             Some(format) => {
                 let mut assembler = Assembler::new(format);
                 assembler.push(&exchange.body);
-                StoredBody::Json(assembler.finish()?)
+                match assembler.finish() {
+                    Ok(final_response) => (StoredBody::Json(final_response), Some(format)),
+                    // The upstream's own error event ends the stream: what the test saw is
+                    // the events, kept verbatim in the format's framing.
+                    Err(StreamError::Upstream { .. }) => {
+                        let framing = format.framing();
+                        let mut events = Assembler::new(framing);
+                        events.push(&exchange.body);
+                        (StoredBody::Json(events.finish()?), Some(framing))
+                    }
+                    Err(err) => return Err(err.into()),
+                }
             }
-            None => StoredBody::from_bytes(&exchange.body),
+            None => (StoredBody::from_bytes(&exchange.body), None),
         };
-        let mut draft = Draft {
+        let draft = Draft {
             recorder: self.clone(),
             upstream: self.inner.redactor.url(&exchange.upstream),
             request: exchange.request,
             keyed_key: keyed.key.clone(),
             profile: keyed.profile,
-            test: None,
-            // An imported exchange is its request's first occurrence.
-            sequence: None,
+            test: exchange.test,
+            sequence,
             material: None,
             status: exchange.status,
             headers: exchange.headers,
@@ -73,12 +132,69 @@ impl Recorder {
             write,
             flight: None,
         };
+        let mut cassette = draft.cassette(body, format, None);
+        cassette.meta.source = exchange.source;
         let stamp = Stamp {
             recorded_at: exchange.recorded_at,
             tool: exchange.tool,
             latency_ms: 0,
         };
-        let stored = draft.store_stamped(body, format, None, stamp).await?;
-        Ok((keyed.key, stored))
+        let key = keyed.key;
+        let existing = match write {
+            Write::CreateOnly => None,
+            Write::Overwrite | Write::Nothing => self.inner.store.get(&key).await?,
+        };
+        let outcome = match write {
+            Write::Nothing => match existing {
+                None => Imported::Stored,
+                Some(document) => self.compare(&cassette, &document),
+            },
+            Write::Overwrite => {
+                let before = existing.map(|document| self.compare(&cassette, &document));
+                self.write(cassette, stamp, write, None).await?;
+                match before {
+                    None | Some(Imported::Same) => Imported::Stored,
+                    Some(_) => Imported::Replaced,
+                }
+            }
+            Write::CreateOnly => {
+                let probe = cassette.clone();
+                match self.write(cassette, stamp, write, None).await? {
+                    Stored::Won | Stored::Nothing => Imported::Stored,
+                    Stored::Kept => match self.inner.store.get(&key).await? {
+                        Some(document) => self.compare(&probe, &document),
+                        // Deleted since: nothing to compare with, and nothing was stored.
+                        None => Imported::Conflict {
+                            test: None,
+                            source: "a cassette deleted while importing".to_owned(),
+                        },
+                    },
+                }
+            }
+        };
+        Ok((key, outcome))
+    }
+
+    /// Whether the stored `document` answers as `cassette` would once sealed: the same status
+    /// and body (headers such as dates and request ids differ between any two recordings).
+    fn compare(&self, cassette: &Cassette, document: &Bytes) -> Imported {
+        let stored = match Cassette::from_document(document) {
+            Ok(stored) => stored,
+            Err(err) => {
+                return Imported::Conflict {
+                    test: None,
+                    source: format!("a stored document that does not parse ({err})"),
+                }
+            }
+        };
+        let sealed = Sealed::seal(cassette.clone(), &self.inner.redactor, None);
+        let ours = &sealed.cassette().response;
+        if ours.status == stored.response.status && ours.body == stored.response.body {
+            return Imported::Same;
+        }
+        Imported::Conflict {
+            test: stored.meta.test,
+            source: stored.meta.source.unwrap_or(stored.tool),
+        }
     }
 }

@@ -8,11 +8,13 @@ mod flight;
 mod hit;
 mod import;
 mod recording;
+mod rekey;
 mod replay;
 mod write;
 
-pub use import::Exchange;
+pub use import::{Exchange, Imported};
 pub(crate) use recording::read_whole;
+pub use rekey::Rekeyed;
 pub(crate) use write::Stamp;
 pub use write::Stored;
 

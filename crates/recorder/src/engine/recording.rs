@@ -221,7 +221,7 @@ impl Draft {
     }
 
     /// The cassette of this exchange as received; the write path seals it.
-    fn cassette(
+    pub(super) fn cassette(
         &self,
         response_body: StoredBody,
         stream: Option<StreamFormat>,
