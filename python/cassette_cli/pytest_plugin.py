@@ -317,6 +317,20 @@ def _marker(item: pytest.Item, session_mode: str) -> tuple[str | None, bool, boo
 
 
 @pytest.hookimpl(tryfirst=True)
+def _test_id(item: pytest.Item) -> str:
+    """The test's node id as a serial run spells it: pytest-xdist's `--dist loadgroup` appends
+    `@GROUP` to the ids of `xdist_group` tests, and the cassettes' provenance (`meta.test`, the
+    nearest recording of the same test) must not change with how the suite was scheduled."""
+    nodeid = item.nodeid
+    marker = item.get_closest_marker("xdist_group")
+    if marker is not None:
+        group = marker.args[0] if marker.args else marker.kwargs.get("name", "")
+        suffix = f"@{group}"
+        if group and nodeid.endswith(suffix):
+            return nodeid[: -len(suffix)]
+    return nodeid
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     session = item.config.stash.get(_SESSION, None)
     if session is None or session.proxy is None:
@@ -325,7 +339,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     proxy = session.proxy
     mode, sequence, strict = _marker(item, session.session_mode)
-    begin: dict[str, Any] = {"test": item.nodeid}
+    test_id = _test_id(item)
+    begin: dict[str, Any] = {"test": test_id}
     if mode is not None:
         begin["mode"] = mode
     if sequence:
@@ -338,7 +353,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     except ProxyError as error:
         pytest.fail(f"cassette error: {error}", pytrace=False)
     item.stash[_TEST] = _Test(
-        nodeid=item.nodeid, mode=mode or session.session_mode, strict=strict, sequence=sequence
+        nodeid=test_id, mode=mode or session.session_mode, strict=strict, sequence=sequence
     )
 
 

@@ -105,7 +105,8 @@ def junit_failures(path: Path) -> dict[str, str]:
 def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path):
     project = tmp_path / "project"
     shutil.copytree(PROJECT, project)
-    xdist = ["-n", str(workers)] if workers else []
+    # loadgroup: the tests of one xdist_group share a worker, in file order.
+    xdist = ["-n", str(workers), "--dist", "loadgroup"] if workers else []
     upstream = FakeUpstream()
     try:
         env = clean_env(WEATHER_URL=upstream.url)

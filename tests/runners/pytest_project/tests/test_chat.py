@@ -51,6 +51,9 @@ def test_hardcoded_vendor_url() -> None:
         pass  # swallowed: only cassette can fail this test
 
 
+# One xdist group with test_replay_marker (run with --dist loadgroup): under -n 2 it records
+# what that test replays, so the two run on one worker, in this order.
+@pytest.mark.xdist_group("counted")
 def test_counts(cassette_cli) -> None:
     ask("Count me.")
     ask("Count me.")
@@ -75,6 +78,7 @@ def test_sequence(cassette_cli) -> None:
     assert counts.requests == 3
 
 
+@pytest.mark.xdist_group("counted")
 @pytest.mark.cassette_cli(mode="replay")
 def test_replay_marker(cassette_cli) -> None:
     # Recorded elsewhere (by test_counts): this test replays even in a recording run.
