@@ -34,9 +34,18 @@ if TYPE_CHECKING:
 
     from _pytest._code.code import TerminalRepr
 
+    from cassette_cli._adopt import TapeServer
     from cassette_cli._proxy import Proxy
 
 MODES = ("replay", "record", "auto", "off")
+# A session mode only (never a marker's): answer misses from each test's own vcrpy tape and store
+# them as cassettes (`_adopt.py`).
+ADOPT = "adopt"
+SESSION_MODES = (*MODES, ADOPT)
+ADOPT_REPORT = Path(".cassette") / "adopt-report.json"
+# The variables that send a client's bypassing traffic to a forward proxy: in adopt they name the
+# tape server, which refuses it (the proxy would tunnel it out in auto mode).
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 # The modes that call the upstream: a test may ask for one only when the session records.
 CALLING_MODES = ("record", "auto", "off")
 NAME = "cassette_cli"
@@ -74,9 +83,15 @@ class _Session:
     # Requests made outside any test (module-level code, session fixtures between tests).
     strays: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     modes_seen: set[str] = dataclasses.field(default_factory=set)
+    tapes: TapeServer | None = None
+    # Adopt: what each test's tape answered, by node id (gathered from workers' reports too).
+    adopted: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    adopt_report: Path | None = None
 
     @property
     def session_mode(self) -> str:
+        if self.mode == ADOPT:
+            return ADOPT
         if self.proxy is not None:
             return str(self.proxy.ready.get("mode", self.mode or "replay"))
         return self.mode or "replay"
@@ -95,6 +110,9 @@ class _Test:
     bypassed: dict[str, int] = dataclasses.field(default_factory=dict)
     unused_reported: bool = False
     tally: dict[str, Any] = dataclasses.field(default_factory=dict)
+    adopt_unmatched: int = 0
+    adopt_refused: int = 0
+    adopt_errors: int = 0
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -111,11 +129,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--cassette",
         dest="cassette_cli_mode",
-        choices=MODES,
+        choices=SESSION_MODES,
         default=None,
         metavar="MODE",
-        help="replay (the default where cassette.toml exists), record, auto, or off (the plugin "
-        "does nothing). Wins over the ini key cassette_mode and CASSETTE_MODE.",
+        help="replay (the default where cassette.toml exists), record, auto, off (the plugin "
+        "does nothing), or adopt (answer from each test's vcrpy tape, store cassettes, report "
+        "drift; never calls a vendor). Wins over the ini key cassette_mode and CASSETTE_MODE.",
     )
     parser.addini(
         "cassette_mode",
@@ -134,15 +153,18 @@ def _asked_mode(config: pytest.Config) -> tuple[str | None, str]:
         return str(option), "--cassette"
     ini = str(config.getini("cassette_mode") or "").strip()
     if ini:
-        if ini not in MODES:
+        if ini not in SESSION_MODES:
             raise pytest.UsageError(
-                f"cassette_mode = {ini!r} in {config.inipath}: expected one of {', '.join(MODES)}"
+                f"cassette_mode = {ini!r} in {config.inipath}: expected one of "
+                f"{', '.join(SESSION_MODES)}"
             )
         return ini, f"cassette_mode in {config.inipath.name if config.inipath else 'the ini file'}"
     env = os.environ.get(MODE_ENV, "").strip()
     if env:
-        if env not in MODES:
-            raise pytest.UsageError(f"{MODE_ENV}={env!r}: expected one of {', '.join(MODES)}")
+        if env not in SESSION_MODES:
+            raise pytest.UsageError(
+                f"{MODE_ENV}={env!r}: expected one of {', '.join(SESSION_MODES)}"
+            )
         return env, MODE_ENV
     return None, ""
 
@@ -233,16 +255,65 @@ def _start(config: pytest.Config, session: _Session) -> None:
 
     args = ["--mode", session.mode] if session.mode else []
     started = time.perf_counter()
+    if session.mode == ADOPT:
+        args = _adopt_args(config, session)
     try:
         proxy = Proxy(args, cwd=str(config.rootpath))
     except (ProxyError, FileNotFoundError) as error:
+        if session.tapes is not None:
+            session.tapes.stop()
         raise pytest.UsageError(f"cassette: {error}") from error
     session.startup_ms = monotonic_ms(started)
     session.proxy = proxy
     changes, unset = proxy.env_changes()
     changes[OWN_PROXY_ENV] = proxy.url
+    if session.tapes is not None:
+        changes.update(dict.fromkeys(PROXY_VARS, session.tapes.url))
     session.env_before = apply_env(changes, unset)
     config.add_cleanup(lambda: _stop(session))
+
+
+def _adopt_args(config: pytest.Config, session: _Session) -> list[str]:
+    """Starts the tape server; the proxy's arguments: auto (a stored cassette is kept and
+    replayed, a miss is answered by the tape server and stored create-only), every route's
+    upstream the tape server."""
+    import json
+    import subprocess
+
+    from cassette_cli._adopt import TapeServer, Vendor
+    from cassette_cli._find_cassette import find_cassette_bin
+
+    try:
+        import yaml  # noqa: F401 (only whether it is there)
+    except ImportError as error:
+        raise pytest.UsageError(
+            "cassette adopt reads vcrpy tapes with PyYAML: install vcrpy (which brings it) in "
+            "this environment"
+        ) from error
+    # The routes as the proxy will see them (built-in, cassette.toml, environment).
+    shown = subprocess.run(
+        [find_cassette_bin(), "config", "--json"],
+        cwd=str(config.rootpath),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if shown.returncode != 0:
+        raise pytest.UsageError(f"cassette adopt: `cassette config --json` failed:\n{shown.stderr}")
+    vendors: dict[str, Vendor] = {}
+    for row in json.loads(shown.stdout).get("settings", []):
+        name = str(row.get("name", ""))
+        if name.startswith("routes.") and name.endswith(".upstream"):
+            vendors[name[len("routes.") : -len(".upstream")]] = Vendor.parse(str(row["value"]))
+    tapes = TapeServer(vendors)
+    session.tapes = tapes
+    args = ["--mode", "auto"]
+    for route in vendors:
+        if route == "default":
+            args += ["--upstream", tapes.route_url(route)]
+        else:
+            args += ["--route", f"{route}={tapes.route_url(route)}"]
+    return args
 
 
 def _stop(session: _Session) -> None:
@@ -253,6 +324,9 @@ def _stop(session: _Session) -> None:
     if proxy is None:
         return
     status = proxy.stop()
+    if session.tapes is not None:
+        session.tapes.stop()
+        session.tapes = None
     # The proxy's own counters and bypass lines are in the summary already; what else it said
     # (an index it could not update, a recording that failed) is worth showing.
     worth = [
@@ -368,6 +442,15 @@ def pytest_runtest_makereport(
         return report
     test.tally = tally
     problems = _new_problems(test, tally)
+    adopted = None
+    if session.tapes is not None:
+        adopted = session.tapes.end() if call.when == "teardown" else session.tapes.peek()
+        if adopted is not None:
+            problems += _adopt_problems(test, adopted)
+            if call.when == "teardown":
+                adopted["from_cassettes"] = int(tally.get("hits", 0))
+                adopted["recorded"] = int(tally.get("recorded", 0))
+                report.cassette_cli_adopt = adopted
     if problems:
         _fail(report, problems)
         report.cassette_cli_missed = _one_line(tally, problems)
@@ -561,6 +644,50 @@ def cassette_cli_fixture(request: pytest.FixtureRequest) -> CassetteTest:
     return CassetteTest(session.proxy, test)
 
 
+@pytest.fixture(autouse=True)
+def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
+    """Adopt: names this test's vcrpy tapes (pytest-recording's layout, or the suite's
+    `vcr_cassette_dir`) and its `match_on` (`vcr_config`'s, else vcrpy's default) to the tape
+    server."""
+    session = request.config.stash.get(_SESSION, None)
+    if session is None or session.tapes is None or request.node.stash.get(_TEST, None) is None:
+        return
+    from cassette_cli._adopt import DEFAULT_MATCH_ON, Tape, default_cassette_name, tape_paths
+
+    def fixture(name: str) -> Any:
+        try:
+            return request.getfixturevalue(name)
+        except pytest.FixtureLookupError:
+            return None
+
+    directory = fixture("vcr_cassette_dir")
+    if directory is None:
+        path = Path(str(request.node.path))
+        directory = str(path.parent / "cassettes" / path.stem)
+    names = [default_cassette_name(request.cls, request.node.name)]
+    marker = request.node.get_closest_marker("vcr")
+    if marker is not None:
+        names += [str(arg) for arg in marker.args]
+    vcr_config = fixture("vcr_config") or {}
+    match_on = tuple(vcr_config.get("match_on") or DEFAULT_MATCH_ON)
+    if marker is not None and marker.kwargs.get("match_on"):
+        match_on = tuple(marker.kwargs["match_on"])
+    session.tapes.begin(
+        Tape(test=request.node.nodeid, paths=tape_paths(str(directory), names), match_on=match_on)
+    )
+
+
+def _adopt_problems(test: _Test, result: dict[str, Any]) -> list[str]:
+    """What in the tape server's notes fails the test and was not reported yet."""
+    lines = [f"cassette adopt: {why}" for why in result["unmatched"][test.adopt_unmatched :]]
+    lines += [f"cassette adopt: {why}" for why in result["refused"][test.adopt_refused :]]
+    lines += [f"cassette adopt: {why}" for why in result["errors"][test.adopt_errors :]]
+    test.adopt_unmatched = len(result["unmatched"])
+    test.adopt_refused = len(result["refused"])
+    test.adopt_errors = len(result["errors"])
+    return lines
+
+
 # ------------------------------------------------------------------------------------------------
 # The summary
 
@@ -579,6 +706,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     missed = getattr(report, "cassette_cli_missed", None)
     if missed:
         session.missed.append((report.nodeid, str(missed)))
+    adopted = getattr(report, "cassette_cli_adopt", None)
+    if adopted:
+        session.adopted[report.nodeid] = adopted
     counts = getattr(report, "cassette_cli_counts", None)
     if counts:
         for name, value in counts.items():
@@ -619,6 +749,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if output is not None:
             output["cassette_cli_strays"] = state.strays
             output["cassette_cli_mode"] = state.session_mode
+    if state.mode == ADOPT and state.role != "worker":
+        from cassette_cli._adopt import write_report
+
+        state.adopt_report = session.config.rootpath / ADOPT_REPORT
+        write_report(state.adopt_report, {"tests": state.adopted})
     if (
         state.role != "worker"
         and any(_stray_fails(t) for t in state.strays)
@@ -660,6 +795,8 @@ def pytest_terminal_summary(
         )
         for nodeid, line in session.missed:
             terminalreporter.write_line(f"  {nodeid}: {line}")
+    if session.mode == ADOPT:
+        _adopt_summary(terminalreporter, session)
     for tally in session.strays:
         if not _stray_fails(tally) and not int(tally.get("requests", 0)):
             continue
@@ -672,3 +809,33 @@ def pytest_terminal_summary(
         )
         for line in problems:
             terminalreporter.write_line(f"  {line}")
+
+
+def _adopt_summary(terminalreporter: pytest.TerminalReporter, session: _Session) -> None:
+    adopted = session.adopted
+    answered = sum(len(r["adopted"]) for r in adopted.values())
+    drifted = {n: r for n, r in adopted.items() if any(a["drift"] for a in r["adopted"])}
+    terminalreporter.write_line(
+        f"cassette adopt: {answered} answers from vcrpy tapes in {len(adopted)} tests, "
+        f"{len(drifted)} tests whose tapes drifted from today's requests"
+        + (f"; report in {session.adopt_report}" if session.adopt_report else "")
+    )
+    for nodeid, result in adopted.items():
+        lines = [
+            f"interaction {a['interaction']} of its tape ({a['request']}): {line}"
+            for a in result["adopted"]
+            for line in a["drift"]
+        ]
+        lines += [f"not answered: {why}" for why in result["unmatched"] + result["refused"]]
+        if result.get("from_cassettes"):
+            lines.append(
+                f"{result['from_cassettes']} request(s) answered by a cassette already stored, "
+                "not by this test's tape (another test's recording of the same request?)"
+            )
+        if result.get("matchers_not_applied"):
+            lines.append("match_on not applied: " + ", ".join(result["matchers_not_applied"]))
+        if not lines:
+            continue
+        terminalreporter.write_line(f"  {nodeid}:")
+        for line in lines:
+            terminalreporter.write_line(f"    {line}")

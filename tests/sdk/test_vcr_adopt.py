@@ -1,0 +1,137 @@
+"""Issue 23, adopt: the pytest-recording suite of tests/runners/vcr_project is recorded with real
+vcrpy against the fake vendor of test_vcr_import.py, one tape's recorded prompt is edited (the
+code moved on, vcrpy's default matching never noticed), the vendor is stopped and counted, and
+`pytest --cassette=adopt` answers each test from its own tape through the plugin's proxy: the
+tests pass, cassettes are stored, the edited test's drift is reported as a word diff, and
+nothing connects to the vendor. A plain replay with the tapes moved away then passes the same
+tests. A test whose tape has no matching interaction fails naming the tape."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from conftest import cassette_bin
+from test_vcr_import import PROJECT, ROOT, Vendor, clean_env, run
+
+# vcrpy passes them all; the download goes to a file host no route stands for (import reports
+# it too), and the second of two tests sending one request gets the first's stored answer.
+NOT_ADOPTED = ["tests/test_chat.py::test_download", "tests/test_chat.py::test_same_request_second"]
+
+
+class Counting(Vendor):
+    """Where the vendor was: answers nothing, counts every connection."""
+
+    connections = 0
+
+    def setup(self) -> None:
+        Counting.connections += 1
+        super().setup()
+
+    def do_GET(self) -> None:
+        self.send(503, "text/plain", b"the vendor is stopped")
+
+    do_POST = do_GET
+
+
+def record(project: Path) -> str:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Vendor)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    vendor = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        env = clean_env(
+            VENDOR_URL=vendor, OPENAI_BASE_URL=f"{vendor}/openai/v1", ANTHROPIC_BASE_URL=f"{vendor}/anthropic",
+            FILES_URL=f"{vendor}/files", OPENAI_API_KEY="sk-test-VCRRECORDKEY0123456789abcdef",
+            ANTHROPIC_API_KEY="sk-ant-api03-VCRRECORDKEY0123456789abcdef",
+        )
+        out = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=once"], project, env)
+        assert "9 passed" in out.stdout, out.stdout
+    finally:
+        server.shutdown()
+        server.server_close()
+    return vendor
+
+
+def plugin_env(files_url: str) -> dict[str, str]:
+    return clean_env(PYTHONPATH=str(ROOT / "python"), CASSETTE_BINARY=cassette_bin(), FILES_URL=files_url)
+
+
+def plugin_pytest(mode: str, *more: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin",
+            "-rf", f"--cassette={mode}", *more]
+
+
+def failed(out: str) -> list[str]:
+    return sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+
+
+def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    vendor = record(project)
+    tape = project / "tests" / "cassettes" / "test_chat" / "test_plain.yaml"
+    text = tape.read_text()
+    assert "Name a capital." in text, text
+    tape.write_text(text.replace("Name a capital.", "Name a city."))  # drift: the code moved on
+
+    # The vendor is gone; a server on its port answers nothing and counts any connection. The
+    # fixture download goes to a port nothing listens on (vcrpy alone could answer it).
+    port = int(vendor.rsplit(":", 1)[1])
+    stopped = ThreadingHTTPServer(("127.0.0.1", port), Counting)
+    threading.Thread(target=stopped.serve_forever, daemon=True).start()
+    files = "http://127.0.0.1:9/files"
+    (project / "cassette.toml").write_text('store = "cassettes"\nrepeats = "sequence"\n')
+    try:
+        adopt = run(plugin_pytest("adopt"), project, plugin_env(files), expect=1)
+        out = adopt.stdout
+        assert "7 passed" in out and "2 failed" in out, out
+        assert failed(out) == NOT_ADOPTED, out
+        assert "cassette adopt:" in out and "report in" in out, out
+        # The word diff of the edited prompt, named for its test.
+        assert "tests/test_chat.py::test_plain:" in out, out
+        assert "body $.messages[0].content: Name a [-city.-] {+capital.+}" in out, out
+        report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
+        plain = report["tests"]["tests/test_chat.py::test_plain"]
+        assert plain["adopted"][0]["drift"] == ["body $.messages[0].content: Name a [-city.-] {+capital.+}"], plain
+        assert plain["recorded"] == 1, plain
+        assert len(report["tests"]["tests/test_chat.py::test_repeats"]["adopted"]) == 3, report
+        assert report["tests"]["tests/test_chat.py::test_same_request_second"]["from_cassettes"] == 1, report
+        # The custom serializer deleted vendor headers: today's request has them, the report says so.
+        parsed = report["tests"]["tests/custom/test_parsed.py::test_anthropic_parsed"]["adopted"][0]["drift"]
+        assert "header anthropic-version added" in parsed, parsed
+        assert not [line for line in out.splitlines() if "x-api-key" in line.lower() or "authorization" in line.lower()]
+        stored = "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
+        assert "VCRRECORDKEY" not in stored and "VCRRECORDKEY" not in json.dumps(report)
+        assert "tests/test_chat.py::test_plain" in stored  # the node id in meta
+        assert Counting.connections == 0
+
+        # Replay alone: the tapes moved away, pytest-recording off, no vendor.
+        shutil.move(project / "tests" / "cassettes", tmp_path / "tapes-away")
+        shutil.move(project / "tests" / "custom" / "cassettes", tmp_path / "custom-tapes-away")
+        replay = run(plugin_pytest("replay"), project, plugin_env(files), expect=1)
+        assert "7 passed" in replay.stdout and "2 failed" in replay.stdout, replay.stdout
+        assert failed(replay.stdout) == NOT_ADOPTED, replay.stdout
+        assert Counting.connections == 0
+    finally:
+        stopped.shutdown()
+        stopped.server_close()
+
+
+def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    record(project)
+    tape = project / "tests" / "cassettes" / "test_chat" / "test_plain.yaml"
+    # The path recorded no longer matches what the code calls (vcrpy would fail it too).
+    tape.write_text(tape.read_text().replace("/v1/chat/completions", "/v1/completions"))
+    (project / "cassette.toml").write_text('store = "cassettes"\n')
+    out = run(plugin_pytest("adopt", "tests/test_chat.py::test_plain"), project, plugin_env("http://127.0.0.1:9"),
+              expect=1).stdout
+    assert failed(out) == ["tests/test_chat.py::test_plain"], out
+    assert "cassette adopt: no unused interaction of" in out, out
+    assert "tests/cassettes/test_chat/test_plain.yaml matches POST https://api.openai.com/v1/chat/completions" in out, out
+    assert not list((project / "cassettes").rglob("*.json")) if (project / "cassettes").exists() else True
