@@ -32,11 +32,22 @@ KNOWN_MATCHERS = {"method", "scheme", "host", "port", "path", "query", "uri", "b
 # Compared by name only, never by value, and left out of the header drift: credentials, and
 # what the transport (or the proxy in front) sets.
 AUTH_HEADERS = {
-    "authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "proxy-authorization",
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "cookie",
+    "proxy-authorization",
 }
 TRANSPORT_HEADERS = {
-    "host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive",
-    "te", "upgrade",
+    "host",
+    "content-length",
+    "connection",
+    "transfer-encoding",
+    "accept-encoding",
+    "keep-alive",
+    "te",
+    "upgrade",
 }
 # The tape server's paths: /_r/<route>/<the vendor's path>.
 ROUTE_PREFIX = "/_r/"
@@ -85,13 +96,13 @@ class Interaction:
     used: bool = False
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
 
 
-def _bytes(value: Any) -> bytes:
+def _bytes(value: object) -> bytes:
     if value is None:
         return b""
     if isinstance(value, bytes):
@@ -101,9 +112,11 @@ def _bytes(value: Any) -> bytes:
     return str(value).encode()
 
 
-def _headers(raw: Any) -> dict[str, list[str]]:
+def _headers(raw: object) -> dict[str, list[str]]:
     headers: dict[str, list[str]] = {}
-    for name, values in (raw or {}).items():
+    if not isinstance(raw, dict):
+        return headers
+    for name, values in raw.items():
         if not isinstance(values, list):
             values = [values]
         headers.setdefault(str(name).lower(), []).extend(_text(v) for v in values)
@@ -162,7 +175,9 @@ def read_tape(path: Path) -> list[Interaction]:
                     status=int(status.get("code", 200)),
                     reason=str(status.get("message", "")),
                     response_headers=[
-                        (k, v) for k, vs in response_headers.items() for v in vs
+                        (k, v)
+                        for k, vs in response_headers.items()
+                        for v in vs
                         if k not in TRANSPORT_HEADERS
                     ],
                     response_body=response_body,
@@ -193,7 +208,7 @@ class Sent:
         return redact(f"{self.method} {self.scheme}://{self.host}{port}{self.path}{query}")
 
 
-def _json_or_none(body: bytes) -> Any:
+def _json_or_none(body: bytes) -> object:
     try:
         return json.loads(body)
     except ValueError:
@@ -225,9 +240,9 @@ def matches(matcher: str, sent: Sent, recorded: Interaction) -> bool:
     return True
 
 
-def _flatten(value: Any, path: str = "$") -> dict[str, Any]:
+def _flatten(value: object, path: str = "$") -> dict[str, object]:
     if isinstance(value, dict):
-        flat: dict[str, Any] = {}
+        flat: dict[str, object] = {}
         for key, item in value.items():
             flat.update(_flatten(item, f"{path}.{key}"))
         return flat or {path: {}}
@@ -268,8 +283,9 @@ def drift(sent: Sent, recorded: Interaction) -> list[str]:
                 elif path not in now:
                     lines.append(f"body {path} removed (was {json.dumps(then[path])[:200]})")
                 elif now[path] != then[path]:
-                    if isinstance(now[path], str) and isinstance(then[path], str):
-                        lines.append(f"body {path}: {_word_diff(then[path], now[path])}")
+                    today, recorded_value = now[path], then[path]
+                    if isinstance(today, str) and isinstance(recorded_value, str):
+                        lines.append(f"body {path}: {_word_diff(recorded_value, today)}")
                     else:
                         lines.append(
                             f"body {path}: {json.dumps(then[path])[:100]} -> "
@@ -359,7 +375,9 @@ class TapeServer:
         server.daemon_threads = True
         self.server = server
         self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        self.thread = threading.Thread(target=server.serve_forever, name="cassette-adopt", daemon=True)
+        self.thread = threading.Thread(
+            target=server.serve_forever, name="cassette-adopt", daemon=True
+        )
         self.thread.start()
 
     def route_url(self, route: str) -> str:
@@ -390,7 +408,7 @@ def _handler(owner: TapeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
         def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
@@ -448,7 +466,9 @@ def _handler(owner: TapeServer) -> type[BaseHTTPRequestHandler]:
 
 
 def tape_paths(directory: str, names: list[str]) -> list[Path]:
-    return [Path(directory) / (name if name.endswith(".yaml") else f"{name}.yaml") for name in names]
+    return [
+        Path(directory) / (name if name.endswith(".yaml") else f"{name}.yaml") for name in names
+    ]
 
 
 def default_cassette_name(cls: type | None, name: str) -> str:

@@ -307,6 +307,9 @@ def _adopt_args(config: pytest.Config, session: _Session) -> list[str]:
             vendors[name[len("routes.") : -len(".upstream")]] = Vendor.parse(str(row["value"]))
     tapes = TapeServer(vendors)
     session.tapes = tapes
+    # Without --record-errors: the tape server's own "no match" answer must never be stored. A
+    # tape's error answers (and streams ending in an error event) are therefore not stored
+    # either; the summary names each test so answered (replay will miss it).
     args = ["--mode", "auto"]
     for route in vendors:
         if route == "default":
@@ -450,6 +453,7 @@ def pytest_runtest_makereport(
             if call.when == "teardown":
                 adopted["from_cassettes"] = int(tally.get("hits", 0))
                 adopted["recorded"] = int(tally.get("recorded", 0))
+                adopted["not_stored"] = _not_stored(session.proxy, tally)
                 report.cassette_cli_adopt = adopted
     if problems:
         _fail(report, problems)
@@ -654,7 +658,7 @@ def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
         return
     from cassette_cli._adopt import DEFAULT_MATCH_ON, Tape, default_cassette_name, tape_paths
 
-    def fixture(name: str) -> Any:
+    def fixture(name: str) -> object:
         try:
             return request.getfixturevalue(name)
         except pytest.FixtureLookupError:
@@ -668,13 +672,29 @@ def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
     marker = request.node.get_closest_marker("vcr")
     if marker is not None:
         names += [str(arg) for arg in marker.args]
-    vcr_config = fixture("vcr_config") or {}
-    match_on = tuple(vcr_config.get("match_on") or DEFAULT_MATCH_ON)
+    vcr_config = fixture("vcr_config")
+    match_on = tuple(DEFAULT_MATCH_ON)
+    if isinstance(vcr_config, dict) and vcr_config.get("match_on"):
+        match_on = tuple(str(m) for m in vcr_config["match_on"])
     if marker is not None and marker.kwargs.get("match_on"):
         match_on = tuple(marker.kwargs["match_on"])
     session.tapes.begin(
         Tape(test=request.node.nodeid, paths=tape_paths(str(directory), names), match_on=match_on)
     )
+
+
+def _not_stored(proxy: Proxy, tally: dict[str, Any]) -> list[str]:
+    """The recordings of this test's requests the proxy logged as failed (a stream is counted as
+    recorded while it is being stored, so the tally alone cannot say)."""
+    from cassette_cli._adopt import redact
+
+    keys = set(tally.get("keys") or ())
+    lines = []
+    for line in proxy.log_text().splitlines():
+        words = line.split("the recording of ", 1)
+        if len(words) == 2 and words[1].split(" ", 1)[0] in keys and " failed" in words[1]:
+            lines.append(redact(words[1])[:500])
+    return lines
 
 
 def _adopt_problems(test: _Test, result: dict[str, Any]) -> list[str]:
@@ -815,8 +835,10 @@ def _adopt_summary(terminalreporter: pytest.TerminalReporter, session: _Session)
     adopted = session.adopted
     answered = sum(len(r["adopted"]) for r in adopted.values())
     drifted = {n: r for n, r in adopted.items() if any(a["drift"] for a in r["adopted"])}
+    unstored = sum(len(r.get("not_stored") or ()) for r in adopted.values())
     terminalreporter.write_line(
         f"cassette adopt: {answered} answers from vcrpy tapes in {len(adopted)} tests, "
+        f"{unstored} not stored, "
         f"{len(drifted)} tests whose tapes drifted from today's requests"
         + (f"; report in {session.adopt_report}" if session.adopt_report else "")
     )
@@ -832,6 +854,14 @@ def _adopt_summary(terminalreporter: pytest.TerminalReporter, session: _Session)
                 f"{result['from_cassettes']} request(s) answered by a cassette already stored, "
                 "not by this test's tape (another test's recording of the same request?)"
             )
+        if result.get("not_stored"):
+            lines.append(
+                f"{len(result['not_stored'])} answer(s) from the tape were not stored as "
+                "cassettes (an error answer, or a stream ending in an error event, is never "
+                "recorded live): replay will miss them; `cassette import` this tape, or keep the "
+                "test on vcrpy"
+            )
+            lines += [f"  the recording of {why}" for why in result["not_stored"]]
         if result.get("matchers_not_applied"):
             lines.append("match_on not applied: " + ", ".join(result["matchers_not_applied"]))
         if not lines:
