@@ -52,6 +52,10 @@ TRANSPORT_HEADERS = {
 # The tape server's paths: /_r/<route>/<the vendor's path>.
 ROUTE_PREFIX = "/_r/"
 SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+|AIza[0-9A-Za-z_\-]{20,})")
+# Credential parameters of a query string (`?key=...`, `&api_key=...`).
+SECRET_PARAM = re.compile(
+    r"(?i)([?&](?:key|api[_-]?key|token|access[_-]?token|sig|signature|auth)=)[^&\s]+"
+)
 # Status of a request no interaction of the tape matches: not 409 (clients that retry it) and
 # not a 5xx (clients retry those), and the plugin fails the test whatever the client did.
 NO_MATCH_STATUS = 418
@@ -63,7 +67,7 @@ class AdoptError(RuntimeError):
 
 def redact(text: str) -> str:
     """Key-shaped strings replaced, for the report."""
-    return SECRET.sub("[REDACTED]", text)
+    return SECRET_PARAM.sub(r"\1[REDACTED]", SECRET.sub("[REDACTED]", text))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +153,7 @@ def read_tape(path: Path) -> list[Interaction]:
         ) from error
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:
         raise AdoptError(f"cannot read the vcrpy tape {path}: {error}") from error
     if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
         raise AdoptError(f"{path} is not a vcrpy tape (no `interactions` list)")

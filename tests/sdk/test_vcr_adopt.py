@@ -131,6 +131,32 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
         stopped.server_close()
 
 
+BYPASS_TEST = """
+import httpx
+import pytest
+
+
+@pytest.mark.vcr
+def test_bypass() -> None:
+    # A client with a hard-coded vendor URL, its error swallowed: adopt must still fail it, and
+    # nothing may leave the machine (the proxy would tunnel it in auto mode).
+    try:
+        httpx.post("https://api.mistral.ai/v1/chat/completions?key=sk-BYPASSKEY0123456789", json={}, timeout=5)
+    except httpx.HTTPError:
+        pass
+
+
+@pytest.mark.vcr
+def test_no_tape() -> None:
+    import openai
+
+    try:
+        openai.OpenAI(max_retries=0).models.list()
+    except openai.APIStatusError:
+        pass
+"""
+
+
 def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(PROJECT, project)
@@ -138,10 +164,22 @@ def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
     tape = project / "tests" / "cassettes" / "test_chat" / "test_plain.yaml"
     # The path recorded no longer matches what the code calls (vcrpy would fail it too).
     tape.write_text(tape.read_text().replace("/v1/chat/completions", "/v1/completions"))
+    (project / "tests" / "test_hostile.py").write_text(BYPASS_TEST)
+    broken = project / "tests" / "cassettes" / "test_chat" / "test_stream.yaml"
+    broken.write_text("interactions: [" * 5000)  # a hostile tape: deep nesting, never closed
     (project / "cassette.toml").write_text('store = "cassettes"\n')
-    out = run(plugin_pytest("adopt", "tests/test_chat.py::test_plain"), project, plugin_env("http://127.0.0.1:9"),
-              expect=1).stdout
-    assert failed(out) == ["tests/test_chat.py::test_plain"], out
+    out = run(plugin_pytest("adopt", "tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
+                            "tests/test_hostile.py"), project, plugin_env("http://127.0.0.1:9"), expect=1).stdout
+    assert failed(out) == ["tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
+                           "tests/test_hostile.py::test_bypass", "tests/test_hostile.py::test_no_tape"], out
     assert "cassette adopt: no unused interaction of" in out, out
-    assert "tests/cassettes/test_chat/test_plain.yaml matches POST https://api.openai.com/v1/chat/completions" in out, out
-    assert not list((project / "cassettes").rglob("*.json")) if (project / "cassettes").exists() else True
+    assert ("tests/cassettes/test_chat/test_plain.yaml matches POST https://api.openai.com/v1/chat/completions "
+            "on method, scheme, host, port, path, query") in out, out
+    assert "cassette adopt: cannot read the vcrpy tape" in out and "test_stream.yaml" in out, out
+    assert "a request bypassed the base URL (CONNECT api.mistral.ai:443) and was refused" in out, out
+    assert "no vcrpy tape for this test" in out and "tests/cassettes/test_hostile/test_no_tape.yaml" in out, out
+    assert "BYPASSKEY" not in out
+    # The tape server's refusals are never stored as cassettes.
+    assert not list(project.glob("cassettes/**/*.json")), list(project.glob("cassettes/**/*"))
+    report = (project / ".cassette" / "adopt-report.json").read_text()
+    assert "BYPASSKEY" not in report and "test_no_tape" in report
