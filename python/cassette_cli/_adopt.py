@@ -316,6 +316,7 @@ class Tape:
     test: str
     paths: list[Path]
     match_on: tuple[str, ...]
+    root: Path | None = None
     interactions: list[Interaction] = dataclasses.field(default_factory=list)
     errors: list[str] = dataclasses.field(default_factory=list)
     adopted: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -329,10 +330,19 @@ class Tape:
             try:
                 self.interactions.extend(read_tape(path))
             except AdoptError as error:
-                self.errors.append(str(error))
+                self.errors.append(str(error).replace(str(path), self.shown(path)))
+
+    def shown(self, path: Path) -> str:
+        """A tape's path, relative to the rootdir when it is inside it."""
+        if self.root is not None:
+            try:
+                return str(path.resolve().relative_to(self.root.resolve()))
+            except ValueError:
+                pass
+        return str(path)
 
     def names(self) -> str:
-        return ", ".join(str(p) for p in self.paths) or "(no tape)"
+        return ", ".join(self.shown(p) for p in self.paths) or "(no tape)"
 
     def answer(self, sent: Sent) -> Interaction | None:
         for number, recorded in enumerate(self.interactions, 1):
@@ -357,7 +367,7 @@ class Tape:
     def result(self) -> dict[str, Any]:
         unknown = sorted(set(self.match_on) - KNOWN_MATCHERS)
         return {
-            "tapes": [str(p) for p in self.paths],
+            "tapes": [self.shown(p) for p in self.paths],
             "match_on": list(self.match_on),
             "matchers_not_applied": unknown,
             "adopted": self.adopted,
@@ -469,10 +479,9 @@ def _handler(owner: TapeServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def tape_paths(directory: str, names: list[str]) -> list[Path]:
-    return [
-        Path(directory) / (name if name.endswith(".yaml") else f"{name}.yaml") for name in names
-    ]
+def tape_paths(directory: str, name: str) -> list[Path]:
+    """The default tape of a test (pytest-recording adds `.yaml`)."""
+    return [Path(directory) / (name if name.endswith(".yaml") else f"{name}.yaml")]
 
 
 def default_cassette_name(cls: type | None, name: str) -> str:

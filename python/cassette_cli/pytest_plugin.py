@@ -668,10 +668,18 @@ def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
     if directory is None:
         path = Path(str(request.node.path))
         directory = str(path.parent / "cassettes" / path.stem)
-    names = [default_cassette_name(request.cls, request.node.name)]
+    named = request.node.get_closest_marker("default_cassette")
+    default = str(named.args[0]) if named is not None and named.args else None
+    paths = tape_paths(
+        str(directory), default or default_cassette_name(request.cls, request.node.name)
+    )
+    # pytest-recording's extra tapes: relative to the tape directory, taken as written.
+    paths += [
+        Path(str(directory)) / str(arg)
+        for marker in request.node.iter_markers("vcr")
+        for arg in marker.args
+    ]
     marker = request.node.get_closest_marker("vcr")
-    if marker is not None:
-        names += [str(arg) for arg in marker.args]
     vcr_config = fixture("vcr_config")
     match_on = tuple(DEFAULT_MATCH_ON)
     if isinstance(vcr_config, dict) and vcr_config.get("match_on"):
@@ -679,7 +687,7 @@ def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
     if marker is not None and marker.kwargs.get("match_on"):
         match_on = tuple(marker.kwargs["match_on"])
     session.tapes.begin(
-        Tape(test=request.node.nodeid, paths=tape_paths(str(directory), names), match_on=match_on)
+        Tape(test=request.node.nodeid, paths=paths, match_on=match_on, root=request.config.rootpath)
     )
 
 

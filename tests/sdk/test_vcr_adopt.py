@@ -172,7 +172,7 @@ def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
                             "tests/test_hostile.py"), project, plugin_env("http://127.0.0.1:9"), expect=1).stdout
     assert failed(out) == ["tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
                            "tests/test_hostile.py::test_bypass", "tests/test_hostile.py::test_no_tape"], out
-    assert "cassette adopt: no unused interaction of" in out, out
+    assert "cassette adopt: no unused interaction of tests/cassettes/test_chat/test_plain.yaml matches" in out, out
     assert ("tests/cassettes/test_chat/test_plain.yaml matches POST https://api.openai.com/v1/chat/completions "
             "on method, scheme, host, port, path, query") in out, out
     assert "cassette adopt: cannot read the vcrpy tape" in out and "test_stream.yaml" in out, out
