@@ -9,6 +9,7 @@ tests. A test whose tape has no matching interaction fails naming the tape."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import threading
@@ -63,7 +64,8 @@ def record(project: Path) -> str:
 
 
 def plugin_env(files_url: str) -> dict[str, str]:
-    return clean_env(PYTHONPATH=str(ROOT / "python"), CASSETTE_BINARY=cassette_bin(), FILES_URL=files_url)
+    path = os.pathsep.join(filter(None, [str(ROOT / "python"), os.environ.get("PYTHONPATH")]))
+    return clean_env(PYTHONPATH=path, CASSETTE_BINARY=cassette_bin(), FILES_URL=files_url)
 
 
 def plugin_pytest(mode: str, *more: str) -> list[str]:
@@ -183,3 +185,23 @@ def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
     assert not list(project.glob("cassettes/**/*.json")), list(project.glob("cassettes/**/*"))
     report = (project / ".cassette" / "adopt-report.json").read_text()
     assert "BYPASSKEY" not in report and "test_no_tape" in report
+
+
+def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    record(project)
+    tape = project / "tests" / "cassettes" / "test_chat" / "test_plain.yaml"
+    tape.write_text(tape.read_text().replace("Name a capital.", "Name a city."))
+    (project / "cassette.toml").write_text('store = "cassettes"\nrepeats = "sequence"\n')
+    out = run(plugin_pytest("adopt", "-n", "2", "-p", "xdist"), project, plugin_env("http://127.0.0.1:9"),
+              expect=1).stdout
+    assert "2 workers [9 items]" in out, out
+    assert "7 passed" in out and "2 failed" in out, out
+    assert failed(out) == NOT_ADOPTED, out
+    assert "body $.messages[0].content: Name a [-city.-] {+capital.+}" in out, out
+    report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
+    assert len(report["tests"]) == 9, report
+    assert report["tests"]["tests/test_chat.py::test_plain"]["recorded"] == 1, report
+    replay = run(plugin_pytest("replay", "-p", "no:xdist"), project, plugin_env("http://127.0.0.1:9"), expect=1)
+    assert sorted(failed(replay.stdout)) == sorted(NOT_REPLAYED), replay.stdout
