@@ -8,6 +8,8 @@ variables `cassette exec` sets (base URLs, placeholder keys, proxy variables) ar
 miss, recording and bypass is counted for it; a test during which a request missed, a bypass
 was refused or the proxy failed, fails with the proxy's explanation, whatever the application
 did with the error. `--cassette=off`, or no opt-in, leaves pytest exactly as it was.
+`--cassette=adopt` answers misses from each test's own vcrpy tape instead of a vendor, stores
+them, and reports the drift between tape and today's requests (`_adopt.py`).
 
 Under pytest-xdist every worker starts its own proxy (in its own start-up, like a plain run):
 a worker runs one test at a time, so the proxy's default scope is that test, and traffic that
