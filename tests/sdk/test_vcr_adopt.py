@@ -198,10 +198,15 @@ def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> 
               expect=1).stdout
     assert "bringing up nodes" in out, out  # distributed: the tests ran in the workers
     assert "7 passed" in out and "2 failed" in out, out
-    assert failed(out) == NOT_ADOPTED, out
+    # Two workers share the store: whichever of the two tests sending one request runs first
+    # stores its answer, and the other is answered by it (and named in the report).
+    pair = {"tests/test_chat.py::test_same_request_first", "tests/test_chat.py::test_same_request_second"}
+    adopt_failed = failed(out)
+    assert adopt_failed[0] == "tests/test_chat.py::test_download" and adopt_failed[1] in pair, out
     assert "body $.messages[0].content: Name a [-city.-] {+capital.+}" in out, out
     report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
     assert len(report["tests"]) == 9, report
     assert report["tests"]["tests/test_chat.py::test_plain"]["recorded"] == 1, report
+    assert report["tests"][adopt_failed[1]]["from_cassettes"] == 1, report
     replay = run(plugin_pytest("replay", "-p", "no:xdist"), project, plugin_env("http://127.0.0.1:9"), expect=1)
-    assert sorted(failed(replay.stdout)) == sorted(NOT_REPLAYED), replay.stdout
+    assert failed(replay.stdout) == sorted([*adopt_failed, "tests/test_chat.py::test_error_stream"]), replay.stdout
