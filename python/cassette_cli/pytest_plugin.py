@@ -456,6 +456,7 @@ def pytest_runtest_makereport(
                 adopted["from_cassettes"] = int(tally.get("hits", 0))
                 adopted["recorded"] = int(tally.get("recorded", 0))
                 adopted["not_stored"] = _not_stored(session.proxy, tally)
+                adopted["keys"] = list(tally.get("keys") or ())
                 report.cassette_cli_adopt = adopted
     if problems:
         _fail(report, problems)
@@ -759,6 +760,9 @@ def pytest_testnodedown(node: object, error: object) -> None:
     if session is None:
         return
     session.strays.extend(output.get("cassette_cli_strays", []))
+    for nodeid, lines in (output.get("cassette_cli_not_stored") or {}).items():
+        if nodeid in session.adopted:
+            session.adopted[nodeid]["not_stored"] = lines
     if output.get("cassette_cli_mode"):
         session.modes_seen.add(str(output["cassette_cli_mode"]))
 
@@ -779,6 +783,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if output is not None:
             output["cassette_cli_strays"] = state.strays
             output["cassette_cli_mode"] = state.session_mode
+        if state.mode == ADOPT:
+            # A stream's recording may fail after its test's teardown read the log: once more,
+            # now that every test is done.
+            late = {}
+            for nodeid, result in state.adopted.items():
+                lines = _not_stored(state.proxy, {"keys": result.get("keys") or []})
+                if lines != result.get("not_stored"):
+                    result["not_stored"] = late[nodeid] = lines
+            if output is not None:
+                output["cassette_cli_not_stored"] = late
     if state.mode == ADOPT and state.role != "worker":
         from cassette_cli._adopt import write_report
 
