@@ -294,7 +294,8 @@ def _adopt_args(config: pytest.Config, session: _Session) -> list[str]:
         ) from error
     # The routes as the proxy will see them (built-in, cassette.toml, environment).
     shown = subprocess.run(
-        [find_cassette_bin(), "config", "--json"],
+        # --mode: CASSETTE_MODE may say adopt, which only this plugin knows.
+        [find_cassette_bin(), "config", "--json", "--mode", "auto"],
         cwd=str(config.rootpath),
         capture_output=True,
         text=True,

@@ -68,9 +68,9 @@ def plugin_env(files_url: str) -> dict[str, str]:
     return clean_env(PYTHONPATH=path, CASSETTE_BINARY=cassette_bin(), FILES_URL=files_url)
 
 
-def plugin_pytest(mode: str, *more: str) -> list[str]:
+def plugin_pytest(mode: str | None, *more: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin",
-            "-rf", f"--cassette={mode}", *more]
+            "-rf", *([f"--cassette={mode}"] if mode else []), *more]
 
 
 def failed(out: str) -> list[str]:
@@ -170,8 +170,11 @@ def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
     broken = project / "tests" / "cassettes" / "test_chat" / "test_stream.yaml"
     broken.write_text("interactions: [" * 5000)  # a hostile tape: deep nesting, never closed
     (project / "cassette.toml").write_text('store = "cassettes"\n')
-    out = run(plugin_pytest("adopt", "tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
-                            "tests/test_hostile.py"), project, plugin_env("http://127.0.0.1:9"), expect=1).stdout
+    # Asked for by the variable this time (which the binary itself does not know as a mode).
+    out = run(plugin_pytest(None, "tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
+                            "tests/test_hostile.py"), project, {**plugin_env("http://127.0.0.1:9"), "CASSETTE_MODE": "adopt"},
+              expect=1).stdout
+    assert "cassette (adopt):" in out, out
     assert failed(out) == ["tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
                            "tests/test_hostile.py::test_bypass", "tests/test_hostile.py::test_no_tape"], out
     assert "cassette adopt: no unused interaction of tests/cassettes/test_chat/test_plain.yaml matches" in out, out
