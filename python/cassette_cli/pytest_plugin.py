@@ -8,6 +8,8 @@ variables `cassette exec` sets (base URLs, placeholder keys, proxy variables) ar
 miss, recording and bypass is counted for it; a test during which a request missed, a bypass
 was refused or the proxy failed, fails with the proxy's explanation, whatever the application
 did with the error. `--cassette=off`, or no opt-in, leaves pytest exactly as it was.
+`--cassette=adopt` answers misses from each test's own vcrpy tape instead of a vendor, stores
+them, and reports the drift between tape and today's requests (`_adopt.py`).
 
 Under pytest-xdist every worker starts its own proxy (in its own start-up, like a plain run):
 a worker runs one test at a time, so the proxy's default scope is that test, and traffic that
@@ -34,9 +36,18 @@ if TYPE_CHECKING:
 
     from _pytest._code.code import TerminalRepr
 
+    from cassette_cli._adopt import TapeServer
     from cassette_cli._proxy import Proxy
 
 MODES = ("replay", "record", "auto", "off")
+# A session mode only (never a marker's): answer misses from each test's own vcrpy tape and store
+# them as cassettes (`_adopt.py`).
+ADOPT = "adopt"
+SESSION_MODES = (*MODES, ADOPT)
+ADOPT_REPORT = Path(".cassette") / "adopt-report.json"
+# The variables that send a client's bypassing traffic to a forward proxy: in adopt they name the
+# tape server, which refuses it (the proxy would tunnel it out in auto mode).
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 # The modes that call the upstream: a test may ask for one only when the session records.
 CALLING_MODES = ("record", "auto", "off")
 NAME = "cassette_cli"
@@ -74,9 +85,15 @@ class _Session:
     # Requests made outside any test (module-level code, session fixtures between tests).
     strays: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     modes_seen: set[str] = dataclasses.field(default_factory=set)
+    tapes: TapeServer | None = None
+    # Adopt: what each test's tape answered, by node id (gathered from workers' reports too).
+    adopted: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    adopt_report: Path | None = None
 
     @property
     def session_mode(self) -> str:
+        if self.mode == ADOPT:
+            return ADOPT
         if self.proxy is not None:
             return str(self.proxy.ready.get("mode", self.mode or "replay"))
         return self.mode or "replay"
@@ -95,6 +112,9 @@ class _Test:
     bypassed: dict[str, int] = dataclasses.field(default_factory=dict)
     unused_reported: bool = False
     tally: dict[str, Any] = dataclasses.field(default_factory=dict)
+    adopt_unmatched: int = 0
+    adopt_refused: int = 0
+    adopt_errors: int = 0
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -111,11 +131,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--cassette",
         dest="cassette_cli_mode",
-        choices=MODES,
+        choices=SESSION_MODES,
         default=None,
         metavar="MODE",
-        help="replay (the default where cassette.toml exists), record, auto, or off (the plugin "
-        "does nothing). Wins over the ini key cassette_mode and CASSETTE_MODE.",
+        help="replay (the default where cassette.toml exists), record, auto, off (the plugin "
+        "does nothing), or adopt (answer from each test's vcrpy tape, store cassettes, report "
+        "drift; never calls a vendor). Wins over the ini key cassette_mode and CASSETTE_MODE.",
     )
     parser.addini(
         "cassette_mode",
@@ -134,15 +155,18 @@ def _asked_mode(config: pytest.Config) -> tuple[str | None, str]:
         return str(option), "--cassette"
     ini = str(config.getini("cassette_mode") or "").strip()
     if ini:
-        if ini not in MODES:
+        if ini not in SESSION_MODES:
             raise pytest.UsageError(
-                f"cassette_mode = {ini!r} in {config.inipath}: expected one of {', '.join(MODES)}"
+                f"cassette_mode = {ini!r} in {config.inipath}: expected one of "
+                f"{', '.join(SESSION_MODES)}"
             )
         return ini, f"cassette_mode in {config.inipath.name if config.inipath else 'the ini file'}"
     env = os.environ.get(MODE_ENV, "").strip()
     if env:
-        if env not in MODES:
-            raise pytest.UsageError(f"{MODE_ENV}={env!r}: expected one of {', '.join(MODES)}")
+        if env not in SESSION_MODES:
+            raise pytest.UsageError(
+                f"{MODE_ENV}={env!r}: expected one of {', '.join(SESSION_MODES)}"
+            )
         return env, MODE_ENV
     return None, ""
 
@@ -233,16 +257,69 @@ def _start(config: pytest.Config, session: _Session) -> None:
 
     args = ["--mode", session.mode] if session.mode else []
     started = time.perf_counter()
+    if session.mode == ADOPT:
+        args = _adopt_args(config, session)
     try:
         proxy = Proxy(args, cwd=str(config.rootpath))
     except (ProxyError, FileNotFoundError) as error:
+        if session.tapes is not None:
+            session.tapes.stop()
         raise pytest.UsageError(f"cassette: {error}") from error
     session.startup_ms = monotonic_ms(started)
     session.proxy = proxy
     changes, unset = proxy.env_changes()
     changes[OWN_PROXY_ENV] = proxy.url
+    if session.tapes is not None:
+        changes.update(dict.fromkeys(PROXY_VARS, session.tapes.url))
     session.env_before = apply_env(changes, unset)
     config.add_cleanup(lambda: _stop(session))
+
+
+def _adopt_args(config: pytest.Config, session: _Session) -> list[str]:
+    """Starts the tape server; the proxy's arguments: auto (a stored cassette is kept and
+    replayed, a miss is answered by the tape server and stored create-only), every route's
+    upstream the tape server."""
+    import json
+    import subprocess
+
+    from cassette_cli._adopt import TapeServer, Vendor
+    from cassette_cli._find_cassette import find_cassette_bin
+
+    try:
+        import yaml  # noqa: F401 (only whether it is there)
+    except ImportError as error:
+        raise pytest.UsageError(
+            "cassette adopt reads vcrpy tapes with PyYAML: install vcrpy (which brings it) in "
+            "this environment"
+        ) from error
+    # The routes as the proxy will see them (built-in, cassette.toml, environment).
+    shown = subprocess.run(
+        # --mode: CASSETTE_MODE may say adopt, which only this plugin knows.
+        [find_cassette_bin(), "config", "--json", "--mode", "auto"],
+        cwd=str(config.rootpath),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if shown.returncode != 0:
+        raise pytest.UsageError(f"cassette adopt: `cassette config --json` failed:\n{shown.stderr}")
+    vendors: dict[str, Vendor] = {}
+    for row in json.loads(shown.stdout).get("settings", []):
+        name = str(row.get("name", ""))
+        if name.startswith("routes.") and name.endswith(".upstream"):
+            vendors[name[len("routes.") : -len(".upstream")]] = Vendor.parse(str(row["value"]))
+    tapes = TapeServer(vendors)
+    session.tapes = tapes
+    # Without --record-errors: the tape server's own "no match" answer must never be stored. A
+    # tape's error answers (and streams ending in an error event) are therefore not stored
+    # either; the summary names each test so answered (replay will miss it).
+    args = ["--mode", "auto"]
+    for route in vendors:
+        if route == "default":
+            args += ["--upstream", tapes.route_url(route)]
+        else:
+            args += ["--route", f"{route}={tapes.route_url(route)}"]
+    return args
 
 
 def _stop(session: _Session) -> None:
@@ -253,6 +330,9 @@ def _stop(session: _Session) -> None:
     if proxy is None:
         return
     status = proxy.stop()
+    if session.tapes is not None:
+        session.tapes.stop()
+        session.tapes = None
     # The proxy's own counters and bypass lines are in the summary already; what else it said
     # (an index it could not update, a recording that failed) is worth showing.
     worth = [
@@ -383,6 +463,17 @@ def pytest_runtest_makereport(
         return report
     test.tally = tally
     problems = _new_problems(test, tally)
+    adopted = None
+    if session.tapes is not None:
+        adopted = session.tapes.end() if call.when == "teardown" else session.tapes.peek()
+        if adopted is not None:
+            problems += _adopt_problems(test, adopted)
+            if call.when == "teardown":
+                adopted["from_cassettes"] = int(tally.get("hits", 0))
+                adopted["recorded"] = int(tally.get("recorded", 0))
+                adopted["not_stored"] = _not_stored(session.proxy, tally)
+                adopted["keys"] = list(tally.get("keys") or ())
+                report.cassette_cli_adopt = adopted
     if problems:
         _fail(report, problems)
         report.cassette_cli_missed = _one_line(tally, problems)
@@ -576,6 +667,74 @@ def cassette_cli_fixture(request: pytest.FixtureRequest) -> CassetteTest:
     return CassetteTest(session.proxy, test)
 
 
+@pytest.fixture(autouse=True)
+def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
+    """Adopt: names this test's vcrpy tapes (pytest-recording's layout, or the suite's
+    `vcr_cassette_dir`) and its `match_on` (`vcr_config`'s, else vcrpy's default) to the tape
+    server."""
+    session = request.config.stash.get(_SESSION, None)
+    if session is None or session.tapes is None or request.node.stash.get(_TEST, None) is None:
+        return
+    from cassette_cli._adopt import DEFAULT_MATCH_ON, Tape, default_cassette_name, tape_paths
+
+    def fixture(name: str) -> object:
+        try:
+            return request.getfixturevalue(name)
+        except pytest.FixtureLookupError:
+            return None
+
+    directory = fixture("vcr_cassette_dir")
+    if directory is None:
+        path = Path(str(request.node.path))
+        directory = str(path.parent / "cassettes" / path.stem)
+    named = request.node.get_closest_marker("default_cassette")
+    default = str(named.args[0]) if named is not None and named.args else None
+    paths = tape_paths(
+        str(directory), default or default_cassette_name(request.cls, request.node.name)
+    )
+    # pytest-recording's extra tapes: relative to the tape directory, taken as written.
+    paths += [
+        Path(str(directory)) / str(arg)
+        for marker in request.node.iter_markers("vcr")
+        for arg in marker.args
+    ]
+    marker = request.node.get_closest_marker("vcr")
+    vcr_config = fixture("vcr_config")
+    match_on = tuple(DEFAULT_MATCH_ON)
+    if isinstance(vcr_config, dict) and vcr_config.get("match_on"):
+        match_on = tuple(str(m) for m in vcr_config["match_on"])
+    if marker is not None and marker.kwargs.get("match_on"):
+        match_on = tuple(marker.kwargs["match_on"])
+    session.tapes.begin(
+        Tape(test=request.node.nodeid, paths=paths, match_on=match_on, root=request.config.rootpath)
+    )
+
+
+def _not_stored(proxy: Proxy, tally: dict[str, Any]) -> list[str]:
+    """The recordings of this test's requests the proxy logged as failed (a stream is counted as
+    recorded while it is being stored, so the tally alone cannot say)."""
+    from cassette_cli._adopt import redact
+
+    keys = set(tally.get("keys") or ())
+    lines = []
+    for line in proxy.log_text().splitlines():
+        words = line.split("the recording of ", 1)
+        if len(words) == 2 and words[1].split(" ", 1)[0] in keys and " failed" in words[1]:
+            lines.append(redact(words[1])[:500])
+    return lines
+
+
+def _adopt_problems(test: _Test, result: dict[str, Any]) -> list[str]:
+    """What in the tape server's notes fails the test and was not reported yet."""
+    lines = [f"cassette adopt: {why}" for why in result["unmatched"][test.adopt_unmatched :]]
+    lines += [f"cassette adopt: {why}" for why in result["refused"][test.adopt_refused :]]
+    lines += [f"cassette adopt: {why}" for why in result["errors"][test.adopt_errors :]]
+    test.adopt_unmatched = len(result["unmatched"])
+    test.adopt_refused = len(result["refused"])
+    test.adopt_errors = len(result["errors"])
+    return lines
+
+
 # ------------------------------------------------------------------------------------------------
 # The summary
 
@@ -594,6 +753,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     missed = getattr(report, "cassette_cli_missed", None)
     if missed:
         session.missed.append((report.nodeid, str(missed)))
+    adopted = getattr(report, "cassette_cli_adopt", None)
+    if adopted:
+        session.adopted[report.nodeid] = adopted
     counts = getattr(report, "cassette_cli_counts", None)
     if counts:
         for name, value in counts.items():
@@ -614,6 +776,9 @@ def pytest_testnodedown(node: object, error: object) -> None:
     if session is None:
         return
     session.strays.extend(output.get("cassette_cli_strays", []))
+    for nodeid, lines in (output.get("cassette_cli_not_stored") or {}).items():
+        if nodeid in session.adopted:
+            session.adopted[nodeid]["not_stored"] = lines
     if output.get("cassette_cli_mode"):
         session.modes_seen.add(str(output["cassette_cli_mode"]))
 
@@ -634,6 +799,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if output is not None:
             output["cassette_cli_strays"] = state.strays
             output["cassette_cli_mode"] = state.session_mode
+        if state.mode == ADOPT:
+            # A stream's recording may fail after its test's teardown read the log: once more,
+            # now that every test is done.
+            late = {}
+            for nodeid, result in state.adopted.items():
+                lines = _not_stored(state.proxy, {"keys": result.get("keys") or []})
+                if lines != result.get("not_stored"):
+                    result["not_stored"] = late[nodeid] = lines
+            if output is not None:
+                output["cassette_cli_not_stored"] = late
+    if state.mode == ADOPT and state.role != "worker":
+        from cassette_cli._adopt import write_report
+
+        state.adopt_report = session.config.rootpath / ADOPT_REPORT
+        write_report(state.adopt_report, {"tests": state.adopted})
     if (
         state.role != "worker"
         and any(_stray_fails(t) for t in state.strays)
@@ -675,6 +855,8 @@ def pytest_terminal_summary(
         )
         for nodeid, line in session.missed:
             terminalreporter.write_line(f"  {nodeid}: {line}")
+    if session.mode == ADOPT:
+        _adopt_summary(terminalreporter, session)
     for tally in session.strays:
         if not _stray_fails(tally) and not int(tally.get("requests", 0)):
             continue
@@ -687,3 +869,43 @@ def pytest_terminal_summary(
         )
         for line in problems:
             terminalreporter.write_line(f"  {line}")
+
+
+def _adopt_summary(terminalreporter: pytest.TerminalReporter, session: _Session) -> None:
+    adopted = session.adopted
+    answered = sum(len(r["adopted"]) for r in adopted.values())
+    drifted = {n: r for n, r in adopted.items() if any(a["drift"] for a in r["adopted"])}
+    unstored = sum(len(r.get("not_stored") or ()) for r in adopted.values())
+    terminalreporter.write_line(
+        f"cassette adopt: {answered} answers from vcrpy tapes in {len(adopted)} tests, "
+        f"{unstored} not stored, "
+        f"{len(drifted)} tests whose tapes drifted from today's requests"
+        + (f"; report in {session.adopt_report}" if session.adopt_report else "")
+    )
+    for nodeid, result in adopted.items():
+        lines = [
+            f"interaction {a['interaction']} of its tape ({a['request']}): {line}"
+            for a in result["adopted"]
+            for line in a["drift"]
+        ]
+        lines += [f"not answered: {why}" for why in result["unmatched"] + result["refused"]]
+        if result.get("from_cassettes"):
+            lines.append(
+                f"{result['from_cassettes']} request(s) answered by a cassette already stored, "
+                "not by this test's tape (another test's recording of the same request?)"
+            )
+        if result.get("not_stored"):
+            lines.append(
+                f"{len(result['not_stored'])} answer(s) from the tape were not stored as "
+                "cassettes (an error answer, or a stream ending in an error event, is never "
+                "recorded live): replay will miss them; `cassette import` this tape, or keep the "
+                "test on vcrpy"
+            )
+            lines += [f"  the recording of {why}" for why in result["not_stored"]]
+        if result.get("matchers_not_applied"):
+            lines.append("match_on not applied: " + ", ".join(result["matchers_not_applied"]))
+        if not lines:
+            continue
+        terminalreporter.write_line(f"  {nodeid}:")
+        for line in lines:
+            terminalreporter.write_line(f"    {line}")

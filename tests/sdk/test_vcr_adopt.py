@@ -1,0 +1,215 @@
+"""Issue 23, adopt: the pytest-recording suite of tests/runners/vcr_project is recorded with real
+vcrpy against the fake vendor of test_vcr_import.py, one tape's recorded prompt is edited (the
+code moved on, vcrpy's default matching never noticed), the vendor is stopped and counted, and
+`pytest --cassette=adopt` answers each test from its own tape through the plugin's proxy: the
+tests pass, cassettes are stored, the edited test's drift is reported as a word diff, and
+nothing connects to the vendor. A plain replay with the tapes moved away then passes the same
+tests. A test whose tape has no matching interaction fails naming the tape."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from conftest import cassette_bin
+from test_vcr_import import PROJECT, ROOT, Vendor, clean_env, run
+
+# vcrpy passes them all. The download goes to a file host no route stands for (import reports it
+# too); the second of two tests sending one request gets the first's stored answer; the stream
+# ending in an error event passes under adopt but is not stored (the proxy never records one).
+# The report names each.
+NOT_ADOPTED = ["tests/test_chat.py::test_download", "tests/test_chat.py::test_same_request_second"]
+NOT_REPLAYED = [*NOT_ADOPTED, "tests/test_chat.py::test_error_stream"]
+
+
+class Counting(Vendor):
+    """Where the vendor was: answers nothing, counts every connection."""
+
+    connections = 0
+
+    def setup(self) -> None:
+        Counting.connections += 1
+        super().setup()
+
+    def do_GET(self) -> None:
+        self.send(503, "text/plain", b"the vendor is stopped")
+
+    do_POST = do_GET
+
+
+def record(project: Path) -> str:
+    # The suite expects the vendor's answers numbered from 1 (and test_vcr_import's run after).
+    Vendor.calls = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Vendor)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    vendor = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        env = clean_env(
+            VENDOR_URL=vendor, OPENAI_BASE_URL=f"{vendor}/openai/v1", ANTHROPIC_BASE_URL=f"{vendor}/anthropic",
+            FILES_URL=f"{vendor}/files", OPENAI_API_KEY="sk-test-VCRRECORDKEY0123456789abcdef",
+            ANTHROPIC_API_KEY="sk-ant-api03-VCRRECORDKEY0123456789abcdef",
+        )
+        out = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=once"], project, env)
+        assert "9 passed" in out.stdout, out.stdout
+    finally:
+        server.shutdown()
+        server.server_close()
+        Vendor.calls = 0
+    return vendor
+
+
+def plugin_env(files_url: str) -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(ROOT / "python"), os.environ.get("PYTHONPATH")]))
+    return clean_env(PYTHONPATH=path, CASSETTE_BINARY=cassette_bin(), FILES_URL=files_url)
+
+
+def plugin_pytest(mode: str | None, *more: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin",
+            "-rf", *([f"--cassette={mode}"] if mode else []), *more]
+
+
+def failed(out: str) -> list[str]:
+    return sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+
+
+def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    vendor = record(project)
+    tape = project / "tests" / "cassettes" / "test_chat" / "test_plain.yaml"
+    text = tape.read_text()
+    assert "Name a capital." in text, text
+    tape.write_text(text.replace("Name a capital.", "Name a city."))  # drift: the code moved on
+
+    # The vendor is gone; a server on its port answers nothing and counts any connection. The
+    # fixture download goes to a port nothing listens on (vcrpy alone could answer it).
+    port = int(vendor.rsplit(":", 1)[1])
+    stopped = ThreadingHTTPServer(("127.0.0.1", port), Counting)
+    threading.Thread(target=stopped.serve_forever, daemon=True).start()
+    files = "http://127.0.0.1:9/files"
+    (project / "cassette.toml").write_text('store = "cassettes"\nrepeats = "sequence"\n')
+    try:
+        adopt = run(plugin_pytest("adopt"), project, plugin_env(files), expect=1)
+        out = adopt.stdout
+        assert "7 passed" in out and "2 failed" in out, out
+        assert failed(out) == NOT_ADOPTED, out
+        assert "cassette adopt:" in out and "report in" in out, out
+        # The word diff of the edited prompt, named for its test.
+        assert "tests/test_chat.py::test_plain:" in out, out
+        assert "body $.messages[0].content: Name a [-city.-] {+capital.+}" in out, out
+        report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
+        plain = report["tests"]["tests/test_chat.py::test_plain"]
+        assert plain["adopted"][0]["drift"] == ["body $.messages[0].content: Name a [-city.-] {+capital.+}"], plain
+        assert plain["recorded"] == 1, plain
+        assert len(report["tests"]["tests/test_chat.py::test_repeats"]["adopted"]) == 3, report
+        assert report["tests"]["tests/test_chat.py::test_same_request_second"]["from_cassettes"] == 1, report
+        not_stored = report["tests"]["tests/test_chat.py::test_error_stream"]["not_stored"]
+        assert len(not_stored) == 1 and "overloaded_error" in not_stored[0], report
+        assert all(not r["not_stored"] for n, r in report["tests"].items() if n != "tests/test_chat.py::test_error_stream")
+        assert "1 answer(s) from the tape were not stored as cassettes" in out, out
+        # The custom serializer deleted vendor headers: today's request has them, the report says so.
+        parsed = report["tests"]["tests/custom/test_parsed.py::test_anthropic_parsed"]["adopted"][0]["drift"]
+        assert "header anthropic-version added" in parsed, parsed
+        assert not [line for line in out.splitlines() if "x-api-key" in line.lower() or "authorization" in line.lower()]
+        stored = "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
+        assert "VCRRECORDKEY" not in stored and "VCRRECORDKEY" not in json.dumps(report)
+        assert "tests/test_chat.py::test_plain" in stored  # the node id in meta
+        assert Counting.connections == 0
+
+        # Replay alone: the tapes moved away, pytest-recording off, no vendor.
+        shutil.move(project / "tests" / "cassettes", tmp_path / "tapes-away")
+        shutil.move(project / "tests" / "custom" / "cassettes", tmp_path / "custom-tapes-away")
+        replay = run(plugin_pytest("replay"), project, plugin_env(files), expect=1)
+        assert "6 passed" in replay.stdout and "3 failed" in replay.stdout, replay.stdout
+        assert failed(replay.stdout) == sorted(NOT_REPLAYED), replay.stdout
+        assert Counting.connections == 0
+    finally:
+        stopped.shutdown()
+        stopped.server_close()
+
+
+BYPASS_TEST = """
+import httpx
+import pytest
+
+
+@pytest.mark.vcr
+def test_bypass() -> None:
+    # A client with a hard-coded vendor URL, its error swallowed: adopt must still fail it, and
+    # nothing may leave the machine (the proxy would tunnel it in auto mode).
+    try:
+        httpx.post("https://api.mistral.ai/v1/chat/completions?key=sk-BYPASSKEY0123456789", json={}, timeout=5)
+    except httpx.HTTPError:
+        pass
+
+
+@pytest.mark.vcr
+def test_no_tape() -> None:
+    import openai
+
+    try:
+        openai.OpenAI(max_retries=0).models.list()
+    except openai.APIStatusError:
+        pass
+"""
+
+
+def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    record(project)
+    tape = project / "tests" / "cassettes" / "test_chat" / "test_plain.yaml"
+    # The path recorded no longer matches what the code calls (vcrpy would fail it too).
+    tape.write_text(tape.read_text().replace("/v1/chat/completions", "/v1/completions"))
+    (project / "tests" / "test_hostile.py").write_text(BYPASS_TEST)
+    broken = project / "tests" / "cassettes" / "test_chat" / "test_stream.yaml"
+    broken.write_text("interactions: [" * 5000)  # a hostile tape: deep nesting, never closed
+    (project / "cassette.toml").write_text('store = "cassettes"\n')
+    # Asked for by the variable this time (which the binary itself does not know as a mode).
+    out = run(plugin_pytest(None, "tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
+                            "tests/test_hostile.py"), project, {**plugin_env("http://127.0.0.1:9"), "CASSETTE_MODE": "adopt"},
+              expect=1).stdout
+    assert "cassette (adopt):" in out, out
+    assert failed(out) == ["tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
+                           "tests/test_hostile.py::test_bypass", "tests/test_hostile.py::test_no_tape"], out
+    assert "cassette adopt: no unused interaction of tests/cassettes/test_chat/test_plain.yaml matches" in out, out
+    assert ("tests/cassettes/test_chat/test_plain.yaml matches POST https://api.openai.com/v1/chat/completions "
+            "on method, scheme, host, port, path, query") in out, out
+    assert "cassette adopt: cannot read the vcrpy tape" in out and "test_stream.yaml" in out, out
+    assert "a request bypassed the base URL (CONNECT api.mistral.ai:443) and was refused" in out, out
+    assert "no vcrpy tape for this test" in out and "tests/cassettes/test_hostile/test_no_tape.yaml" in out, out
+    assert "BYPASSKEY" not in out
+    # The tape server's refusals are never stored as cassettes.
+    assert not list(project.glob("cassettes/**/*.json")), list(project.glob("cassettes/**/*"))
+    report = (project / ".cassette" / "adopt-report.json").read_text()
+    assert "BYPASSKEY" not in report and "test_no_tape" in report
+
+
+def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    record(project)
+    tape = project / "tests" / "cassettes" / "test_chat" / "test_plain.yaml"
+    tape.write_text(tape.read_text().replace("Name a capital.", "Name a city."))
+    (project / "cassette.toml").write_text('store = "cassettes"\nrepeats = "sequence"\n')
+    out = run(plugin_pytest("adopt", "-n", "2", "-p", "xdist"), project, plugin_env("http://127.0.0.1:9"),
+              expect=1).stdout
+    assert "bringing up nodes" in out, out  # distributed: the tests ran in the workers
+    assert "7 passed" in out and "2 failed" in out, out
+    # Two workers share the store: whichever of the two tests sending one request runs first
+    # stores its answer, and the other is answered by it (and named in the report).
+    pair = {"tests/test_chat.py::test_same_request_first", "tests/test_chat.py::test_same_request_second"}
+    adopt_failed = failed(out)
+    assert adopt_failed[0] == "tests/test_chat.py::test_download" and adopt_failed[1] in pair, out
+    assert "body $.messages[0].content: Name a [-city.-] {+capital.+}" in out, out
+    report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
+    assert len(report["tests"]) == 9, report
+    assert report["tests"]["tests/test_chat.py::test_plain"]["recorded"] == 1, report
+    assert report["tests"][adopt_failed[1]]["from_cassettes"] == 1, report
+    replay = run(plugin_pytest("replay", "-p", "no:xdist"), project, plugin_env("http://127.0.0.1:9"), expect=1)
+    assert failed(replay.stdout) == sorted([*adopt_failed, "tests/test_chat.py::test_error_stream"]), replay.stdout
