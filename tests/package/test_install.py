@@ -14,7 +14,6 @@ Inputs (scripts/package-test.sh sets them): CASSETTE_WHEEL_DIR holding one
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -31,24 +30,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from sdk_fakes import FakeUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]["version"]
 SUITE = ["run", "examples/suite/suite.jsonl", "--store", "file://examples/suite/cassettes"]
 STALE = ["run", "examples/triage/stale.jsonl", "--store", "file://examples/triage/cassettes"]
-
-
-def _load_fakes():
-    # The fake vendor of the SDK tests (tests/sdk/conftest.py), loaded under its own name so
-    # that it is not a second `conftest` module.
-    spec = importlib.util.spec_from_file_location("cassette_sdk_fakes", ROOT / "tests" / "sdk" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FakeUpstream = _load_fakes().FakeUpstream
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -16,7 +16,6 @@ Inputs: CASSETTE_NPM_DIR (scripts/package-test.sh); tests/runners/node/node_modu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from sdk_fakes import FakeUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNERS = ROOT / "tests" / "runners"
@@ -40,17 +40,6 @@ RUNNER_COMMANDS = {
 }
 # Each runner's files and tests (vitest's ESM files, jest's CommonJS ones; the same tests).
 EXTENSION = {"vitest3": "js", "jest29": "cjs", "jest30": "cjs"}
-
-
-def _load_fakes():
-    spec = importlib.util.spec_from_file_location("cassette_sdk_fakes", ROOT / "tests" / "sdk" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FakeUpstream = _load_fakes().FakeUpstream
 
 
 def clean_env(**extra: str) -> dict[str, str]:

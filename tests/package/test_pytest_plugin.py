@@ -17,7 +17,6 @@ Inputs: CASSETTE_WHEEL_DIR (scripts/package-test.sh).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -27,22 +26,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from sdk_fakes import FakeUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNERS = ROOT / "tests" / "runners"
 PROJECT = RUNNERS / "pytest_project"
 SECRET = "sk-test-PLUGINRECORDKEY0123456789abcdef"
-
-
-def _load_fakes():
-    spec = importlib.util.spec_from_file_location("cassette_sdk_fakes", ROOT / "tests" / "sdk" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FakeUpstream = _load_fakes().FakeUpstream
 
 
 def clean_env(**extra: str) -> dict[str, str]:
