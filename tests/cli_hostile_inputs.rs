@@ -5,11 +5,11 @@
 
 mod common;
 
-use common::cli_env::{both, code, Workdir};
+use common::cli_env::{both, code, output_within, Workdir};
 use common::fake_llm::FakeLlm;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 /// Address space allowed to the command: far above what cassette needs, far below the machine.
 const MEMORY_LIMIT: u64 = 3 << 30;
@@ -30,21 +30,7 @@ fn bounded(mut cmd: Command, deadline: Duration) -> (Output, Duration) {
             Ok(())
         });
     }
-    let started = Instant::now();
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (out, started.elapsed())
+    output_within(cmd, deadline)
 }
 
 /// Item 6: `$ref`s pointing at each other (`a -> b -> a`) and references fanning out are

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::cli_env::{both, code, Workdir};
+use common::cli_env::{both, code, output_within, Workdir};
 use common::fake_llm::FakeLlm;
 
 fn case(id: &str, prompt: &str) -> String {
@@ -85,23 +85,9 @@ fn under_ci_a_checked_in_file_cannot_record_or_send_the_jobs_token() {
 /// Runs `cassette ARGS` in `dir/sub`, killing it after ten seconds: reading a FIFO or a device
 /// must fail the test, not hang it.
 fn run_with_deadline(dir: &Workdir, sub: &str, args: &[&str]) -> std::process::Output {
-    let mut child = dir
-        .cassette()
-        .current_dir(dir.join(sub))
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    let mut command = dir.cassette();
+    command.current_dir(dir.join(sub)).args(args);
+    output_within(command, std::time::Duration::from_secs(10)).0
 }
 
 /// Item 14: a usage log outside the file's folder is refused, and inside it a file that is no

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::cli_env::{both, code, Workdir};
+use common::cli_env::{both, code, output_within, Workdir};
 use common::fake_llm::FakeLlm;
 
 fn case(id: &str, prompt: &str) -> String {
@@ -146,22 +146,9 @@ fn gc_with_a_usage_log_of_another_store_deletes_nothing() {
 /// Runs `cassette ARGS`, killing it after ten seconds: a proxy that wrongly starts must fail the
 /// test, not hang it.
 fn run_with_deadline(dir: &Workdir, args: &[&str]) -> std::process::Output {
-    let mut child = dir
-        .cassette()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    let mut command = dir.cassette();
+    command.args(args);
+    output_within(command, std::time::Duration::from_secs(10)).0
 }
 
 #[test]

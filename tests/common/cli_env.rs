@@ -103,6 +103,30 @@ impl Workdir {
     }
 }
 
+/// Runs `cmd` with both streams captured, killed once `deadline` has passed: a command that
+/// wrongly waits (a proxy that starts, a FIFO it reads) fails its test instead of hanging it.
+/// The output, and how long the command took.
+pub(crate) fn output_within(
+    mut cmd: Command,
+    deadline: std::time::Duration,
+) -> (Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (out, started.elapsed())
+}
+
 /// The exit code, with both streams in the message when there is none.
 pub(crate) fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or_else(|| {
