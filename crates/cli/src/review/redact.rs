@@ -4,7 +4,7 @@
 //! the environment, as a recorder replaces them. Stored cassettes went through it when they were
 //! recorded; a review redacts them again (a rule added since, a tape written by another tool).
 
-use crate::settings::{built_in_key_sources, SettingsFile, BUILT_IN_ROUTES};
+use crate::settings::{key_sources, SettingsFile, BUILT_IN_ROUTES};
 use anyhow::Context;
 use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::redact::{RedactionRules, Redactor};
@@ -25,15 +25,7 @@ pub(crate) fn output_redactor(file: &SettingsFile) -> anyhow::Result<Redactor> {
     routes.extend(BUILT_IN_ROUTES.iter().map(|(name, _)| *name));
     routes.extend(file.routes.iter().map(|r| r.name.as_str()));
     for route in routes {
-        let sources: Vec<String> = match file.route(route).and_then(|r| r.api_key_env.clone()) {
-            Some(Some(var)) => vec![var],
-            Some(None) => Vec::new(),
-            None => built_in_key_sources(route)
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
-        };
-        for var in sources {
+        for var in key_sources(route, file) {
             if let Ok(value) = std::env::var(&var) {
                 let value = value.trim();
                 if value.len() >= MIN_REDACTED_KEY {

@@ -459,7 +459,7 @@ pub(crate) fn keys_summary(keys: &[RouteKey]) -> String {
 
 /// The variables a route's key is read from: the file's `api_key_env` when it sets one,
 /// else the built-in sources.
-fn key_sources(route: &str, file: &SettingsFile) -> Vec<String> {
+pub(crate) fn key_sources(route: &str, file: &SettingsFile) -> Vec<String> {
     match file.route(route).and_then(|r| r.api_key_env.clone()) {
         Some(Some(var)) => vec![var],
         Some(None) => Vec::new(),
