@@ -100,13 +100,19 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
     try:
         env = clean_env(WEATHER_URL=upstream.url)
 
+        # test_replay_marker replays test_counts' tape even in a recording run; under -n 2 no
+        # schedule promises test_counts runs first, so its tape is recorded once beforehand.
+        run([*pytest_in(venv), "--cassette=record", "-k", "test_counts"], project,
+            {**env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET})
+        first = len(upstream.requests)
+
         # Record: the real key stays with the proxy; pytest-recording records its own call.
         recorded = run([*pytest_in(venv), "--cassette=record", "--record-mode=once", *xdist], project,
                        {**env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET})
         assert "12 passed, 1 skipped" in recorded.stdout, recorded.stdout
         assert "cassette (record): 15 requests in tests" in recorded.stdout, recorded.stdout
         # 14 chat calls reach the vendor (test_replay_marker replays test_counts' tape), plus vcr's.
-        chat_calls = [path for path, _, _ in upstream.requests if path == "/v1/chat/completions"]
+        chat_calls = [path for path, _, _ in upstream.requests[first:] if path == "/v1/chat/completions"]
         assert len(chat_calls) == 14, upstream.requests
         listing = run([venv / "bin" / "cassette", "ls", "--json"], project, env)
         rows = [json.loads(line) for line in listing.stdout.splitlines()]
