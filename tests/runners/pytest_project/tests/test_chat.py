@@ -51,8 +51,9 @@ def test_hardcoded_vendor_url() -> None:
         pass  # swallowed: only cassette can fail this test
 
 
-# One xdist group with test_replay_marker (run with --dist loadgroup): under -n 2 it records
-# what that test replays, so the two run on one worker, in this order.
+# One xdist group with test_replay_marker (the package test runs -n 2 with --dist loadgroup, which
+# appends @counted to both node ids: the plugin must record and report them without it). The
+# tape test_replay_marker replays is recorded before that run, not by this test's place in it.
 @pytest.mark.xdist_group("counted")
 def test_counts(cassette_cli) -> None:
     ask("Count me.")
