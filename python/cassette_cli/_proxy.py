@@ -2,6 +2,11 @@
 read once it prints its ready line, asked about its test scopes over a keep-alive connection,
 stopped with SIGTERM.
 
+On POSIX it is also started with `--control-pipe`: a test's scope begins and ends with one line
+written on the proxy's stdin, and the proxy writes a line on its stdout when a scope sees a
+miss, an error or a refused bypass, so a test that went well costs two writes and one read that
+finds nothing, not three round trips to the control endpoint.
+
 The binary does the work (keys, replay, misses and their explanation, counts per test); this
 module only starts it, reads its one JSON line and speaks to its control endpoint.
 """
@@ -34,8 +39,9 @@ class ProxyError(RuntimeError):
 class Proxy:
     """A running `cassette proxy --ready json --control` child."""
 
-    def __init__(self, args: list[str], cwd: str) -> None:
+    def __init__(self, args: list[str], cwd: str, *, pipe: bool = True) -> None:
         binary = find_cassette_bin()
+        pipe = pipe and sys.platform != "win32"
         # Its stderr goes to a file, never a pipe nobody reads: a chatty proxy (every miss is
         # logged there) must not block on a full pipe, and the text is there if it fails.
         self._log: IO[bytes] = tempfile.TemporaryFile(prefix="cassette-proxy-")  # noqa: SIM115 (closed with the proxy)
@@ -47,13 +53,14 @@ class Proxy:
             "--ready",
             "json",
             "--control",
+            *(["--control-pipe"] if pipe else []),
             *args,
         ]
         try:
             self.process = subprocess.Popen(
                 command,
                 cwd=cwd,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if pipe else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=self._log,
             )
@@ -65,6 +72,13 @@ class Proxy:
         self._token: str = control.get("token", "")
         self._scopes_path: str = urlsplit(control.get("scopes", "")).path
         self.prefix: str = control.get("prefix", f"{self.url}/_scope")
+        # The pipe's ends, when the proxy says it reads one.
+        self.piped: bool = bool(control.get("pipe")) and self.process.stdin is not None
+        if self.piped:
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self._pipe_in = self.process.stdin.fileno()
+            self._pipe_out = self.process.stdout.fileno()
+            os.set_blocking(self._pipe_out, False)
         address = urlsplit(self.url)
         self._host, self._port = address.hostname or "127.0.0.1", address.port or 80
         self._connection: http.client.HTTPConnection | None = None
@@ -124,7 +138,7 @@ class Proxy:
         self, method: str, scope: str, body: dict[str, Any] | None = None, query: str = ""
     ) -> dict[str, Any]:
         """One request to the control endpoint; its JSON answer."""
-        path = f"{self._scopes_path}/{scope}" + (f"?{query}" if query else "")
+        path = self._scopes_path + (f"/{scope}" if scope else "") + (f"?{query}" if query else "")
         payload = json.dumps(body).encode() if body is not None else None
         headers = {"x-cassette-control": self._token, "content-type": "application/json"}
         for attempt in (1, 2):
@@ -158,6 +172,39 @@ class Proxy:
             return answer
         raise AssertionError("unreachable")
 
+    def send(self, message: dict[str, Any]) -> None:
+        """One message on the control pipe (`{"op": "begin", "scope": ..., "test": ...}`, or
+        `"end"`): read by the proxy before any request sent after it."""
+        data = memoryview((json.dumps(message, separators=(",", ":")) + "\n").encode())
+        try:
+            while data:
+                data = data[os.write(self._pipe_in, data) :]
+        except OSError as error:
+            raise ProxyError(
+                f"the cassette proxy at {self.url} stopped reading its control pipe: {error}\n"
+                f"{self.log_text()}"
+            ) from error
+
+    def noticed(self) -> bool:
+        """Whether the proxy wrote a notice since the last call (a scope saw a miss, an error
+        or a refused bypass: its tally is worth reading), or is gone."""
+        seen = False
+        while True:
+            try:
+                chunk = os.read(self._pipe_out, 4096)
+            except BlockingIOError:
+                return seen
+            except OSError:
+                return True
+            if not chunk:
+                # It exited: asking the control endpoint says so.
+                return True
+            seen = True
+
+    def ended(self) -> dict[str, Any]:
+        """The counts of every test that ended, summed."""
+        return self.control("GET", "")
+
     def get(self, path: str) -> dict[str, Any]:
         """A GET of one of the proxy's own paths (`/_cassette/stats`, `/healthz`)."""
         connection = http.client.HTTPConnection(self._host, self._port, timeout=STOP_TIMEOUT)
@@ -187,6 +234,8 @@ class Proxy:
                 self.process.wait(timeout=STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 self.kill()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
         if self.process.stdout is not None:
             self.process.stdout.close()
         return self.process.returncode

@@ -429,7 +429,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if not session.began_any:
             session.began_any = True
             _note_strays(session, proxy.control("GET", SCOPE))
-        proxy.control("PUT", SCOPE, begin)
+            if _piped(session):
+                proxy.noticed()  # the strays' notices: read with their tally just now
+        if _piped(session):
+            proxy.send({"op": "begin", "scope": SCOPE, **begin})
+        else:
+            proxy.control("PUT", SCOPE, begin)
     except ProxyError as error:
         pytest.fail(f"cassette error: {error}", pytrace=False)
     item.stash[_TEST] = _Test(
@@ -452,6 +457,12 @@ def pytest_runtest_makereport(
 
     strict = test.strict and call.when == "call" and test.mode == "replay"
     try:
+        if _piped(session) and not strict and not session.proxy.noticed():
+            # No miss, error or refused bypass since the tally was last read: nothing to read.
+            if call.when == "teardown":
+                del item.stash[_TEST]
+                session.proxy.send({"op": "end", "scope": SCOPE})
+            return report
         if call.when == "teardown":
             del item.stash[_TEST]
             tally = session.proxy.control("DELETE", SCOPE)
@@ -477,9 +488,13 @@ def pytest_runtest_makereport(
     if problems:
         _fail(report, problems)
         report.cassette_cli_missed = _one_line(tally, problems)
-    if call.when == "teardown":
-        report.cassette_cli_counts = {name: int(tally.get(name, 0)) for name in COUNTS}
     return report
+
+
+def _piped(session: _Session) -> bool:
+    """Whether tests begin and end on the proxy's control pipe (adopt reads every test's
+    tally, so it asks the control endpoint)."""
+    return session.proxy is not None and session.proxy.piped and session.tapes is None
 
 
 def _new_problems(test: _Test, tally: dict[str, Any]) -> list[str]:
@@ -756,10 +771,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     adopted = getattr(report, "cassette_cli_adopt", None)
     if adopted:
         session.adopted[report.nodeid] = adopted
-    counts = getattr(report, "cassette_cli_counts", None)
-    if counts:
-        for name, value in counts.items():
-            session.totals[name] = session.totals.get(name, 0) + int(value)
 
 
 # The session of the run in progress (pytest_runtest_logreport is given no config); a stack,
@@ -776,6 +787,8 @@ def pytest_testnodedown(node: object, error: object) -> None:
     if session is None:
         return
     session.strays.extend(output.get("cassette_cli_strays", []))
+    for name, value in (output.get("cassette_cli_totals") or {}).items():
+        session.totals[name] = session.totals.get(name, 0) + int(value)
     for nodeid, lines in (output.get("cassette_cli_not_stored") or {}).items():
         if nodeid in session.adopted:
             session.adopted[nodeid]["not_stored"] = lines
@@ -792,13 +805,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         try:
             _note_strays(state, state.proxy.control("GET", SCOPE))
+            ended = state.proxy.ended().get("ended") or {}
+            totals = {name: int(ended.get(name, 0)) for name in COUNTS}
         except ProxyError as error:
             state.strays.append({"errors": 1, "failed": [str(error)]})
+            totals = {}
         state.modes_seen.add(state.session_mode)
         output = getattr(session.config, "workeroutput", None)
         if output is not None:
             output["cassette_cli_strays"] = state.strays
+            output["cassette_cli_totals"] = totals
             output["cassette_cli_mode"] = state.session_mode
+        else:
+            # xdist's controller has its workers' totals already (pytest_testnodedown).
+            for name, value in totals.items():
+                state.totals[name] = state.totals.get(name, 0) + value
         if state.mode == ADOPT:
             # A stream's recording may fail after its test's teardown read the log: once more,
             # now that every test is done.

@@ -6,7 +6,7 @@ use crate::settings::{
     parse_size, RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
 };
 use anyhow::{bail, Context};
-use cassette_recorder::proxy::{Exposure, Proxy, ProxyConfig, ProxyStats};
+use cassette_recorder::proxy::{ControlPipe, Exposure, Proxy, ProxyConfig, ProxyStats};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -57,7 +57,7 @@ pub(crate) struct ProxyArgs {
 
     /// Once the proxy answers, print one line of JSON on stdout: its URL, process id and mode,
     /// and the environment a test process needs (what `cassette exec` sets), for test runner
-    /// plugins that start it. Nothing else is printed on stdout.
+    /// plugins that start it. Nothing else is printed on stdout but --control-pipe's notices.
     #[arg(long, value_name = "FORMAT", value_enum)]
     ready: Option<Ready>,
 
@@ -65,6 +65,12 @@ pub(crate) struct ProxyArgs {
     /// with a fresh token, printed on the --ready line only.
     #[arg(long, requires = "ready")]
     control: bool,
+
+    /// With --control: also begin and end test scopes by lines of JSON on stdin, and print
+    /// `{"problem":SCOPE}` on stdout when a scope sees a miss, an error or a refused bypass
+    /// (Unix; for a runner plugin that starts the proxy with pipes, see docs/pytest.md).
+    #[arg(long, requires = "control")]
+    control_pipe: bool,
 }
 
 /// How `cassette proxy` says it is ready.
@@ -114,21 +120,27 @@ impl ProxyArgs {
             forwarding: serve.forwarding.clone(),
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),
-            control_token: None,
+            control_token: if self.control {
+                Some(control_token()?)
+            } else {
+                None
+            },
+            control_pipe: if self.control_pipe {
+                ControlPipe::Stdio
+            } else {
+                ControlPipe::Off
+            },
             ..defaults
         };
         proxy.validate()?;
         let mut recorder = self.recorder.resolve(file)?;
         recorder.config.max_body = proxy.max_body;
-        let mut settings = ProxySettings {
+        let settings = ProxySettings {
             recorder,
             proxy,
             serve,
             ready: self.ready,
         };
-        if self.control {
-            settings.proxy.control_token = Some(control_token()?);
-        }
         Ok(settings)
     }
 }
@@ -187,6 +199,7 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
             mode,
             &env,
             settings.proxy.control_token.as_deref(),
+            settings.proxy.control_pipe,
         );
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
@@ -218,12 +231,14 @@ pub(crate) fn summary(stats: &ProxyStats) -> String {
 }
 
 /// The ready line: the URL, the process id, the mode, the environment a test process needs
-/// (variables to set, and to remove), and the control token when there is one.
+/// (variables to set, and to remove), and the control token when there is one (and whether
+/// the control pipe is open).
 fn ready_line(
     url: &str,
     mode: cassette_recorder::Mode,
     env: &[EnvChange],
     control_token: Option<&str>,
+    pipe: ControlPipe,
 ) -> serde_json::Value {
     let mut set = serde_json::Map::new();
     let mut unset = Vec::new();
@@ -247,6 +262,7 @@ fn ready_line(
             "token": token,
             "scopes": format!("{url}/_cassette/scopes"),
             "prefix": format!("{url}/_scope"),
+            "pipe": pipe == ControlPipe::Stdio,
         });
     }
     line

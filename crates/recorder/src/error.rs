@@ -222,6 +222,8 @@ pub enum Setting {
     AllowedOrigin,
     /// The HTTP status a replay miss is answered with.
     MissStatus,
+    /// The control pipe of a test runner (the proxy's stdin and stdout).
+    ControlPipe,
 }
 
 impl fmt::Display for Setting {
@@ -235,6 +237,7 @@ impl fmt::Display for Setting {
             Setting::BodyTimeout => "body timeout",
             Setting::AllowedOrigin => "allowed origin",
             Setting::MissStatus => "miss status",
+            Setting::ControlPipe => "control pipe",
         })
     }
 }

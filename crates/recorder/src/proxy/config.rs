@@ -75,10 +75,26 @@ pub struct ProxyConfig {
     /// `x-cassette-control` header, and a path may name its scope (`/_scope/ID/...`).
     /// None by default: no control endpoint, no scope prefixes.
     pub control_token: Option<String>,
+    /// Whether a test runner that started the proxy also speaks to it over its stdin and
+    /// stdout (see [`ControlPipe`]); needs `control_token`.
+    pub control_pipe: ControlPipe,
     /// The route of a request whose path names none: `default` (the default), or another
     /// route for a proxy that stands where one upstream is expected (the default Ollama port,
     /// for a client that ignores every variable).
     pub unrouted: String,
+}
+
+/// Where test scopes are begun and ended besides the control endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ControlPipe {
+    /// The control endpoint only.
+    #[default]
+    Off,
+    /// Also one JSON line a message on stdin (`{"op":"begin","scope":ID,"test":...}`,
+    /// `{"op":"end","scope":ID}`), and `{"problem":ID}` on stdout when a scope sees a miss, an
+    /// error or a refused bypass: a runner's plugin that started the proxy with pipes as its
+    /// stdin and stdout. Unix only.
+    Stdio,
 }
 
 /// The status a replay miss is answered with unless configured otherwise.
@@ -116,6 +132,7 @@ impl Default for ProxyConfig {
             forwarding: Forwarding::default(),
             journal: Journal::Off,
             control_token: None,
+            control_pipe: ControlPipe::Off,
             retrying_miss_status: Some(DEFAULT_RETRYING_MISS_STATUS),
             unrouted: crate::config::DEFAULT_TARGET.to_owned(),
         }
@@ -151,6 +168,20 @@ impl ProxyConfig {
         }
         if !self.listen.ip().is_loopback() && self.exposure == Exposure::LoopbackOnly {
             return Err(Error::NotLoopback { addr: self.listen });
+        }
+        if self.control_pipe == ControlPipe::Stdio {
+            if self.control_token.is_none() {
+                return Err(Error::InvalidSetting {
+                    setting: Setting::ControlPipe,
+                    reason: "it serves test scopes, which need the control endpoint's token",
+                });
+            }
+            if cfg!(not(unix)) {
+                return Err(Error::InvalidSetting {
+                    setting: Setting::ControlPipe,
+                    reason: "it is a Unix pipe; use the control endpoint on this platform",
+                });
+            }
         }
         if self.max_connections == 0 {
             return Err(Error::InvalidSetting {

@@ -58,11 +58,13 @@
 mod config;
 mod forward;
 mod journal;
+#[cfg(unix)]
+mod pipe;
 mod scopes;
 mod server;
 
 pub use config::{
-    Advice, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN,
+    Advice, ControlPipe, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS, DEFAULT_RETRYING_MISS_STATUS,
 };
 pub use forward::{Bypassed, Forwarding, HostPattern};
@@ -119,7 +121,7 @@ impl Proxy {
             source: Box::new(e),
         })?;
         Ok(Proxy {
-            state: Arc::new(AppState::new(recorder, config, addr)),
+            state: Arc::new(AppState::new(recorder, config, addr, server::open_pipe(config)?)),
             listener,
             addr,
         })

@@ -19,7 +19,9 @@ use crate::mode::Mode;
 use crate::response::{Outcome, Source};
 use crate::scope::Scope;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::collections::HashMap;
+use std::io::Write;
 use std::sync::Mutex;
 
 /// The scope of requests whose path names none.
@@ -70,6 +72,70 @@ impl Begin {
             test: self.test,
             mode,
             repeats,
+        })
+    }
+}
+
+/// A message of the control pipe (one JSON object a line on the proxy's stdin, see
+/// [`super::pipe`]): what `PUT` and `DELETE` of the control endpoint do, without a round trip.
+#[derive(Debug)]
+#[cfg_attr(not(unix), allow(dead_code))]
+pub(super) enum Control {
+    /// `{"op":"begin","scope":ID, "test":..., "mode":..., "repeats":...}`: `PUT`.
+    Begin { id: String, scope: Scope },
+    /// `{"op":"end","scope":ID}`: `DELETE`, whose tally nobody reads (the runner asks the
+    /// endpoint when a notice told it something went wrong).
+    End { id: String },
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+enum Message {
+    Begin {
+        scope: String,
+        #[serde(default)]
+        test: Option<String>,
+        #[serde(default)]
+        mode: Option<String>,
+        #[serde(default)]
+        repeats: Option<String>,
+    },
+    End {
+        scope: String,
+    },
+}
+
+impl Control {
+    /// One line of the pipe; a line that is not a message names what is wrong with it.
+    pub(super) fn parse(line: &[u8]) -> Result<Control, String> {
+        let message: Message = serde_json::from_slice(line)
+            .map_err(|e| format!("a control message is one line of JSON: {e}"))?;
+        let id = match &message {
+            Message::Begin { scope, .. } | Message::End { scope } => scope,
+        };
+        if !valid_scope_id(id) {
+            return Err(format!(
+                "a control message's scope is 1 to 128 letters, digits, `-`, `_` or `.`, not \
+                 `{}`",
+                id.chars().take(MAX_SCOPE_ID).collect::<String>()
+            ));
+        }
+        Ok(match message {
+            Message::Begin {
+                scope,
+                test,
+                mode,
+                repeats,
+            } => Control::Begin {
+                id: scope,
+                scope: Begin {
+                    test,
+                    mode,
+                    repeats,
+                }
+                .scope()?,
+            },
+            Message::End { scope } => Control::End { id: scope },
         })
     }
 }
@@ -161,6 +227,20 @@ impl Tally {
         self.note_key(outcome.key.to_string());
     }
 
+    /// Misses and errors so far: what fails a test (with refused bypasses, counted apart).
+    fn problems(&self) -> u64 {
+        self.misses + self.errors
+    }
+
+    /// A control message that could not be followed: the test it was meant for cannot be
+    /// vouched for.
+    pub(super) fn control_error(&mut self, reason: String) {
+        self.errors += 1;
+        if self.failed.len() < KEPT {
+            self.failed.push(format!("cassette control pipe: {reason}"));
+        }
+    }
+
     /// Counts one error answer; `message` is what the client was told.
     pub(super) fn error(&mut self, err: &Error, message: String) {
         self.requests += 1;
@@ -186,23 +266,70 @@ impl Tally {
     }
 }
 
+#[derive(Default)]
 struct Entry {
     scope: Scope,
     tally: Tally,
     /// Bypass counts by host when the test began (the `default` scope's are the difference).
     bypassed_before: HashMap<String, u64>,
+    /// Whether a notice was written that nobody has read the tally for since.
+    notice_pending: bool,
+    /// The tally's problems when it was last read or noticed: only more get a notice.
+    problems_told: u64,
+}
+
+/// The counts of every test that ended, summed (`GET /_cassette/scopes`): the runner's
+/// summary, without reading each test's tally.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(super) struct Ended {
+    tests: u64,
+    requests: u64,
+    hits: u64,
+    misses: u64,
+    recorded: u64,
+    passed_through: u64,
+    errors: u64,
+}
+
+impl Ended {
+    fn add(&mut self, tally: &Tally) {
+        self.tests += 1;
+        self.requests += tally.requests;
+        self.hits += tally.hits;
+        self.misses += tally.misses;
+        self.recorded += tally.recorded;
+        self.passed_through += tally.passed_through;
+        self.errors += tally.errors;
+    }
+}
+
+/// Whether a scope's problems are told on stdout as they happen (the control pipe's notices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Notices {
+    /// Only the control endpoint tells.
+    Off,
+    /// `{"problem":ID}` on stdout, before the answer that caused it leaves.
+    Stdout,
+}
+
+#[derive(Default)]
+struct Table {
+    entries: HashMap<String, Entry>,
+    ended: Ended,
 }
 
 /// The scopes of a proxy with a control token.
 pub(super) struct Scopes {
     token: String,
-    table: Mutex<HashMap<String, Entry>>,
+    notices: Notices,
+    table: Mutex<Table>,
 }
 
 impl Scopes {
-    pub(super) fn new(token: String) -> Scopes {
+    pub(super) fn new(token: String, notices: Notices) -> Scopes {
         Scopes {
             token,
+            notices,
             table: Mutex::default(),
         }
     }
@@ -217,7 +344,7 @@ impl Scopes {
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
         // Every update is one call that cannot panic half-way; a poisoned lock is still whole.
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -225,6 +352,7 @@ impl Scopes {
     /// The scope of a request in scope `id` (the default scope when none began).
     pub(super) fn scope(&self, id: &str) -> Scope {
         self.table()
+            .entries
             .get(id)
             .map(|e| e.scope.clone())
             .unwrap_or_default()
@@ -240,34 +368,62 @@ impl Scopes {
             .iter()
             .map(|b| (bypass_name(b), b.requests()))
             .collect();
-        self.table().insert(
+        self.table().entries.insert(
             id.to_owned(),
             Entry {
                 scope,
                 tally,
                 bypassed_before: before,
+                ..Entry::default()
             },
         );
     }
 
-    /// Counts something that happened in scope `id`.
+    /// Counts something that happened in scope `id`; a new problem is noticed.
     pub(super) fn count(&self, id: &str, note: impl FnOnce(&mut Tally)) {
         let mut table = self.table();
-        let entry = table.entry(id.to_owned()).or_insert_with(|| Entry {
-            scope: Scope::default(),
-            tally: Tally::default(),
-            bypassed_before: HashMap::new(),
-        });
+        let entry = table.entries.entry(id.to_owned()).or_default();
         note(&mut entry.tally);
+        if entry.tally.problems() > entry.problems_told {
+            entry.problems_told = entry.tally.problems();
+            self.notice(id, entry);
+        }
+    }
+
+    /// A forward-proxy request was refused: the `default` scope's test bypassed the base URL.
+    pub(super) fn refused_bypass(&self) {
+        let mut table = self.table();
+        let entry = table.entries.entry(DEFAULT_SCOPE.to_owned()).or_default();
+        self.notice(DEFAULT_SCOPE, entry);
+    }
+
+    /// Tells the runner that scope `id` saw a problem, once until it reads the tally: a test
+    /// that misses ten thousand times writes one line, and the pipe never fills.
+    fn notice(&self, id: &str, entry: &mut Entry) {
+        if self.notices == Notices::Off || entry.notice_pending {
+            return;
+        }
+        entry.notice_pending = true;
+        let line = json!({ "problem": id });
+        let mut out = std::io::stdout().lock();
+        // A runner that stopped reading is gone, and stops the proxy: nothing to tell anyone.
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+
+    /// The counts of every test that ended so far.
+    pub(super) fn ended(&self) -> Ended {
+        self.table().ended.clone()
     }
 
     /// What scope `id` saw so far; `end` also ends its test (its requests are the default
     /// scope's again).
     pub(super) fn tally(&self, id: &str, bypassed: &[Bypassed], end: bool) -> Tally {
         let mut table = self.table();
-        let Some(entry) = table.get_mut(id) else {
+        let Some(entry) = table.entries.get_mut(id) else {
             return Tally::default();
         };
+        entry.notice_pending = false;
+        entry.problems_told = entry.tally.problems();
         let mut tally = entry.tally.clone();
         if id == DEFAULT_SCOPE {
             tally.bypassed = bypassed
@@ -285,7 +441,8 @@ impl Scopes {
                 .collect();
         }
         if end {
-            table.remove(id);
+            table.entries.remove(id);
+            table.ended.add(&tally);
         }
         tally
     }
@@ -351,7 +508,7 @@ mod tests {
 
     #[test]
     fn the_token_is_compared_whole() {
-        let scopes = Scopes::new("secret-token".into());
+        let scopes = Scopes::new("secret-token".into(), Notices::Off);
         assert!(scopes.authorized(Some("secret-token")));
         for wrong in [None, Some(""), Some("secret-toke"), Some("secret-tokenX")] {
             assert!(!scopes.authorized(wrong), "{wrong:?}");

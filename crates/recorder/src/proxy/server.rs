@@ -3,10 +3,12 @@
 //! browser origins), turns HTTP requests into recorder requests and outcomes and errors back
 //! into HTTP answers. Nothing outside this module sees an axum or hyper type.
 
-use super::config::{parse_origin, retries_409, Advice, Exposure, ProxyConfig};
+use super::config::{parse_origin, retries_409, Advice, ControlPipe, Exposure, ProxyConfig};
 use super::forward::{self, Bypassed, Forwarder};
 use super::journal::{Answered, Book, JournalEntry};
-use super::scopes::{self, Begin, Scopes, DEFAULT_SCOPE};
+#[cfg(unix)]
+use super::pipe::Pipe;
+use super::scopes::{self, Begin, Control, Notices, Scopes, DEFAULT_SCOPE};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
 use crate::engine::Stats;
@@ -90,6 +92,32 @@ pub(super) struct AppState {
     pub(super) journal: Book,
     /// Test scopes, when a control token was configured.
     scopes: Option<Scopes>,
+    /// The control pipe (stdin), when the runner that started the proxy speaks through it.
+    #[cfg(unix)]
+    pipe: Option<Pipe>,
+}
+
+/// On Unix, a placeholder where there is no control pipe to open (the setting is refused).
+#[cfg(not(unix))]
+pub(super) struct Pipe;
+
+/// The proxy's stdin as a control pipe, when `config` asks for one.
+pub(super) fn open_pipe(config: &ProxyConfig) -> Result<Option<Pipe>, Error> {
+    if config.control_pipe == ControlPipe::Off {
+        return Ok(None);
+    }
+    #[cfg(unix)]
+    {
+        Pipe::stdin().map(Some).map_err(|e| {
+            tracing::warn!("cannot use stdin as the control pipe: {e}");
+            Error::InvalidSetting {
+                setting: crate::error::Setting::ControlPipe,
+                reason: "stdin must be a pipe the test runner that started the proxy writes to",
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    Ok(None)
 }
 
 impl AppState {
@@ -102,7 +130,18 @@ impl AppState {
         }
     }
 
-    pub(super) fn new(recorder: Recorder, config: &ProxyConfig, own: SocketAddr) -> AppState {
+    pub(super) fn new(
+        recorder: Recorder,
+        config: &ProxyConfig,
+        own: SocketAddr,
+        pipe: Option<Pipe>,
+    ) -> AppState {
+        #[cfg(not(unix))]
+        let _ = pipe;
+        let notices = match config.control_pipe {
+            ControlPipe::Off => Notices::Off,
+            ControlPipe::Stdio => Notices::Stdout,
+        };
         let mounts = recorder
             .config()
             .routes
@@ -138,7 +177,42 @@ impl AppState {
                 .and_then(|s| StatusCode::from_u16(s).ok()),
             forward: Forwarder::new(config.forwarding.clone(), own),
             journal: Book::new(config.journal),
-            scopes: config.control_token.clone().map(Scopes::new),
+            scopes: config
+                .control_token
+                .clone()
+                .map(|token| Scopes::new(token, notices)),
+            #[cfg(unix)]
+            pipe,
+        }
+    }
+
+    /// Follows the control pipe's messages written so far, in order (every request does
+    /// first: see [`super::pipe`]).
+    fn follow_pipe(&self) {
+        #[cfg(unix)]
+        if let Some(pipe) = &self.pipe {
+            pipe.drain(|line| self.follow_line(line));
+        }
+    }
+
+    /// Follows one line of the control pipe.
+    #[cfg(unix)]
+    fn follow_line(&self, line: Result<&[u8], String>) {
+        let Some(scopes) = &self.scopes else {
+            return;
+        };
+        match line.and_then(Control::parse) {
+            Ok(Control::Begin { id, scope }) => {
+                if let Some(test) = &scope.test {
+                    self.recorder.begin_test(test);
+                }
+                scopes.begin(&id, scope, &self.forward.bypassed());
+            }
+            Ok(Control::End { id }) => {
+                scopes.tally(&id, &self.forward.bypassed(), true);
+            }
+            // Whichever test runs now cannot be vouched for: the runner reads why.
+            Err(reason) => scopes.count(DEFAULT_SCOPE, |tally| tally.control_error(reason)),
         }
     }
 }
@@ -201,6 +275,19 @@ pub(super) async fn serve(
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(state.max_connections));
     let header_timeout = state.header_timeout;
+    // Lines of the control pipe are followed as they come too, not only when a request comes:
+    // a run of tests that send nothing must not fill the pipe and block their runner.
+    #[cfg(unix)]
+    let follower = state.pipe.is_some().then(|| {
+        let state = state.clone();
+        tokio::spawn(async move {
+            while let Some(pipe) = &state.pipe {
+                if !pipe.follow(|line| state.follow_line(line)).await {
+                    break;
+                }
+            }
+        })
+    });
     let router = router(state);
     // Connections watch `stop` to begin a graceful shutdown, and hold `open` until they end.
     let (stop_tx, stop_rx) = watch::channel(());
@@ -260,6 +347,10 @@ pub(super) async fn serve(
     drop(stop_tx);
     drop(open_rx);
     open_tx.closed().await;
+    #[cfg(unix)]
+    if let Some(follower) = follower {
+        follower.abort();
+    }
     Ok(())
 }
 
@@ -281,6 +372,7 @@ fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/_cassette/stats", get(stats))
+        .route("/_cassette/scopes", get(ended))
         .route(
             "/_cassette/scopes/{id}",
             get(control).put(control).delete(control),
@@ -299,7 +391,14 @@ async fn intercept(
     request: HttpRequest,
     next: Next,
 ) -> Response {
-    forward::intercept(&state.recorder, &state.forward, request, next).await
+    state.follow_pipe();
+    let response = forward::intercept(&state.recorder, &state.forward, request, next).await;
+    if let Some(scopes) = &state.scopes {
+        if response.headers().get("x-cassette").is_some_and(|v| v == "refused") {
+            scopes.refused_bypass();
+        }
+    }
+    response
 }
 
 /// Refuses requests from strangers before anything else looks at them: a `Host` that is not
@@ -623,6 +722,44 @@ fn in_scope(mut request: HttpRequest) -> (String, HttpRequest) {
     (id, request)
 }
 
+/// The counts of every test that ended (`GET /_cassette/scopes`), for the runner's summary.
+async fn ended(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    let scopes = match state.control_caller(&request) {
+        Ok(scopes) => scopes,
+        Err(refused) => return refused,
+    };
+    json_response(StatusCode::OK, &json!({ "ended": scopes.ended() }))
+}
+
+impl AppState {
+    /// The scopes, when `request` may use the control endpoint: the proxy has one and the
+    /// caller holds its token.
+    fn control_caller(&self, request: &HttpRequest) -> Result<&Scopes, Response> {
+        let Some(scopes) = &self.scopes else {
+            return Err(error_response(
+                StatusCode::NOT_FOUND,
+                "cassette_not_found",
+                "this proxy has no control endpoint: it was started without a control token",
+                None,
+            ));
+        };
+        let token = request
+            .headers()
+            .get("x-cassette-control")
+            .and_then(|v| v.to_str().ok());
+        if !scopes.authorized(token) {
+            return Err(error_response(
+                StatusCode::FORBIDDEN,
+                "cassette_forbidden",
+                "the control endpoint answers only the test runner that started the proxy (the \
+                 x-cassette-control token of its ready line)",
+                None,
+            ));
+        }
+        Ok(scopes)
+    }
+}
+
 /// The control endpoint of test runners (`/_cassette/scopes/ID`): `PUT` begins a test in the
 /// scope (a JSON body: `test`, and optionally `mode` and `repeats`), `GET` tells what the scope
 /// saw so far, `DELETE` tells it and ends the test (`?unused=true` also lists the recordings
@@ -632,27 +769,10 @@ async fn control(
     axum::extract::Path(id): axum::extract::Path<String>,
     request: HttpRequest,
 ) -> Response {
-    let Some(scopes) = &state.scopes else {
-        return error_response(
-            StatusCode::NOT_FOUND,
-            "cassette_not_found",
-            "this proxy has no control endpoint: it was started without a control token",
-            None,
-        );
+    let scopes = match state.control_caller(&request) {
+        Ok(scopes) => scopes,
+        Err(refused) => return refused,
     };
-    let token = request
-        .headers()
-        .get("x-cassette-control")
-        .and_then(|v| v.to_str().ok());
-    if !scopes.authorized(token) {
-        return error_response(
-            StatusCode::FORBIDDEN,
-            "cassette_forbidden",
-            "the control endpoint answers only the test runner that started the proxy (the \
-             x-cassette-control token of its ready line)",
-            None,
-        );
-    }
     if !scopes::valid_scope_id(&id) {
         return bad_request("a scope id is 1 to 128 letters, digits, `-`, `_` or `.`");
     }

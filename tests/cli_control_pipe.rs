@@ -1,0 +1,267 @@
+//! `cassette proxy --control-pipe`: test scopes begun and ended by lines on the proxy's stdin,
+//! and a line on its stdout when a scope sees a problem (what the pytest plugin uses instead of
+//! three round trips to the control endpoint a test).
+#![cfg(unix)]
+
+mod common;
+
+use common::cli_env::Workdir;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::Duration;
+
+/// A proxy started as a runner plugin starts it, in replay on an empty store: every request
+/// to a route misses.
+struct Piped {
+    child: Child,
+    stdin: ChildStdin,
+    notices: Receiver<String>,
+    port: u16,
+    token: String,
+}
+
+impl Piped {
+    fn start(work: &Workdir) -> Piped {
+        let store = work.store("tapes");
+        let mut child = work
+            .cassette()
+            .args([
+                "proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--ready",
+                "json",
+                "--control",
+                "--control-pipe",
+                "--mode",
+                "replay",
+                "--store",
+                &store,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting cassette proxy");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut ready = String::new();
+        stdout.read_line(&mut ready).expect("reading the ready line");
+        let ready: Value = serde_json::from_str(&ready).expect("the ready line is JSON");
+        assert_eq!(ready["control"]["pipe"], json!(true), "{ready}");
+        let port = ready["url"]
+            .as_str()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let token = ready["control"]["token"].as_str().unwrap().to_owned();
+        let (tx, notices) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Piped {
+            child,
+            stdin,
+            notices,
+            port,
+            token,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+    }
+
+    fn begin(&mut self, test: &str) {
+        self.send(&json!({"op": "begin", "scope": "default", "test": test}).to_string());
+    }
+
+    /// One HTTP/1.1 request on a fresh connection: its status and body.
+    fn http(&self, method: &str, path: &str, control: bool, body: &str) -> (u16, Value) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let token = if control {
+            format!("x-cassette-control: {}\r\n", self.token)
+        } else {
+            String::new()
+        };
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n{token}content-type: \
+             application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            self.port,
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let status = answer[9..12].parse().unwrap();
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+
+    /// A chat request nothing was recorded for, in the default scope or scope `scope`.
+    fn miss(&self, scope: Option<&str>, n: usize) {
+        let path = match scope {
+            Some(id) => format!("/_scope/{id}/v1/chat/completions"),
+            None => "/v1/chat/completions".to_owned(),
+        };
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": format!("q{n}")}]});
+        let (status, _) = self.http("POST", &path, false, &body.to_string());
+        assert_eq!(status, 409);
+    }
+
+    fn tally(&self) -> Value {
+        let (status, tally) = self.http("GET", "/_cassette/scopes/default", true, "");
+        assert_eq!(status, 200, "{tally}");
+        tally
+    }
+
+    fn notice(&self) -> String {
+        self.notices
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a notice on stdout")
+    }
+}
+
+impl Drop for Piped {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_begin_written_on_the_pipe_scopes_the_very_next_request() {
+    let work = Workdir::new();
+    let mut proxy = Piped::start(&work);
+    // No pause between the line and the request: the request drains the pipe first.
+    for n in 0..40 {
+        let test = format!("tests/test_x.py::test_{n}");
+        proxy.begin(&test);
+        proxy.miss(None, n);
+        assert_eq!(proxy.notice(), r#"{"problem":"default"}"#);
+        let tally = proxy.tally();
+        assert_eq!(tally["test"], json!(test), "{tally}");
+        assert_eq!((tally["requests"].clone(), tally["misses"].clone()), (json!(1), json!(1)));
+        assert_eq!(tally["missed"].as_array().unwrap().len(), 1, "{tally}");
+        proxy.send(r#"{"op":"end","scope":"default"}"#);
+    }
+    let (_, ended) = proxy.http("GET", "/_cassette/scopes", true, "");
+    assert_eq!(ended["ended"]["tests"], json!(40), "{ended}");
+    assert_eq!(ended["ended"]["misses"], json!(40), "{ended}");
+    // Strangers learn nothing of it.
+    let (status, _) = proxy.http("GET", "/_cassette/scopes", false, "");
+    assert_eq!(status, 403);
+}
+
+#[test]
+fn a_scope_gets_one_notice_until_its_tally_is_read() {
+    let work = Workdir::new();
+    let mut proxy = Piped::start(&work);
+    proxy.begin("t1");
+    for n in 0..20 {
+        proxy.miss(None, n);
+    }
+    // A miss in another scope marks where the default scope's notices must have ended (the
+    // proxy writes its lines in order).
+    proxy.miss(Some("w1"), 0);
+    assert_eq!(proxy.notice(), r#"{"problem":"default"}"#);
+    assert_eq!(proxy.notice(), r#"{"problem":"w1"}"#);
+    assert_eq!(proxy.tally()["misses"], json!(20));
+    // Read: the next problem is told again.
+    proxy.miss(None, 99);
+    proxy.miss(Some("w2"), 0);
+    assert_eq!(proxy.notice(), r#"{"problem":"default"}"#);
+    assert_eq!(proxy.notice(), r#"{"problem":"w2"}"#);
+}
+
+#[test]
+fn tests_that_send_nothing_never_fill_the_pipe() {
+    let work = Workdir::new();
+    let proxy = Piped::start(&work);
+    // Far more than a pipe holds (64 KiB), and no request to drain it: the proxy follows the
+    // pipe on its own, or this write blocks forever.
+    let mut lines = String::new();
+    for n in 0..20_000 {
+        lines.push_str(&json!({"op": "begin", "scope": "default", "test": format!("t{n}")}).to_string());
+        lines.push('\n');
+        lines.push_str("{\"op\":\"end\",\"scope\":\"default\"}\n");
+    }
+    let mut stdin = std::fs::File::from(
+        std::os::fd::AsFd::as_fd(&proxy.stdin)
+            .try_clone_to_owned()
+            .unwrap(),
+    );
+    let writer = std::thread::spawn(move || stdin.write_all(lines.as_bytes()).is_ok());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !writer.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runner's writes blocked on a full control pipe"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(writer.join().unwrap());
+    let (_, ended) = proxy.http("GET", "/_cassette/scopes", true, "");
+    assert_eq!(ended["ended"]["tests"], json!(20_000), "{ended}");
+}
+
+#[test]
+fn a_line_that_is_not_a_message_fails_the_test_that_runs() {
+    let work = Workdir::new();
+    let mut proxy = Piped::start(&work);
+    proxy.begin("t1");
+    proxy.send("not json");
+    proxy.send(r#"{"op":"begin","scope":"../etc","test":"x"}"#);
+    proxy.send(r#"{"op":"begin","scope":"default","mode":"record-everything"}"#);
+    let tally = proxy.tally();
+    assert_eq!(tally["test"], json!("t1"), "{tally}");
+    assert_eq!(tally["errors"], json!(3), "{tally}");
+    let failed = tally["failed"].to_string();
+    assert!(failed.contains("one line of JSON"), "{failed}");
+    assert!(failed.contains("../etc"), "{failed}");
+    assert!(failed.contains("record-everything"), "{failed}");
+    assert_eq!(proxy.notice(), r#"{"problem":"default"}"#);
+}
+
+#[test]
+fn the_control_pipe_needs_a_pipe_and_the_control_endpoint() {
+    let work = Workdir::new();
+    let out = work
+        .cassette()
+        .args([
+            "proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control", "--control-pipe",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(common::cli_env::code(&out), 2, "{}", common::cli_env::both(&out));
+    assert!(
+        common::stderr(&out).contains("stdin must be a pipe"),
+        "{}",
+        common::stderr(&out)
+    );
+    let out = work
+        .cassette()
+        .args(["proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control-pipe"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(common::stderr(&out).contains("--control"), "{}", common::stderr(&out));
+}
