@@ -6,6 +6,8 @@ each making one OpenAI chat call with the official SDK, under
 - `cassette exec -- pytest` (the plugin stays out under exec),
 - cassetter's pytest plugin (PyPI `cassetter`, `@pytest.mark.vcr`, `--record-mode=none`),
 - pytest-recording (vcrpy; `@pytest.mark.vcr`, `--record-mode=none`),
+- and a floor no tool can go under: the same tests with the SDK's HTTP client given an
+  in-memory transport that answers the recorded answer (no socket, no tool at all),
 
 same test file, same answers (each tool records once from the fake vendor of tests/sdk, which
 then stops). Each tool gets its own venv (cassetter and pytest-recording both add
@@ -51,6 +53,34 @@ client = openai.OpenAI(max_retries=0)
 
 
 @pytest.mark.vcr
+@pytest.mark.parametrize("n", range({tests}))
+def test_chat(n):
+    answer = client.chat.completions.create(
+        model="gpt-4o-mini", temperature=0,
+        messages=[{{"role": "user", "content": f"Question {{n}}: where is my refund?"}}],
+    )
+    assert answer.choices[0].message.content
+'''
+
+# The floor: the SDK's own cost, with an in-memory transport of its HTTP library (httpx, or
+# the fork the SDK names) answering the recorded answer.
+FLOOR_FILE = '''
+import importlib
+import openai
+import pytest
+
+httpx = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+BODY = {body!r}
+
+
+def answer(request):
+    return httpx.Response(200, content=BODY, headers={{"content-type": "application/json"}})
+
+
+client = openai.OpenAI(max_retries=0, base_url="http://127.0.0.1:9/v1",
+                       http_client=httpx.Client(transport=httpx.MockTransport(answer)))
+
+
 @pytest.mark.parametrize("n", range({tests}))
 def test_chat(n):
     answer = client.chat.completions.create(
@@ -142,6 +172,11 @@ def main() -> None:
         sh([pythons[name], "-m", "pytest", "-q", "--record-mode=once"], projects[name],
            {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench",
             "BENCH_OUT": str(work / "x.json")})
+    # The floor answers what the first test's cassette holds.
+    first = next((projects["cassette"] / "cassettes").rglob("*.json"))
+    body = json.dumps(json.loads(first.read_text())["response"]["body"]["json"]).encode()
+    floor = make_project(work / "p-floor", args.tests, False)
+    (floor / "tests" / "test_chat.py").write_text(FLOOR_FILE.format(body=body, tests=args.tests))
     recorded = len(upstream.requests)
     assert recorded == 3 * args.tests, recorded
     upstream.stop()
@@ -156,6 +191,8 @@ def main() -> None:
         "pytest-recording": ([pythons["recording"], "-m", "pytest", "-q", "--record-mode=none"],
                              projects["recording"],
                              {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"}),
+        "floor (no HTTP)": ([pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"], floor,
+                            {**env, "OPENAI_API_KEY": "sk-bench"}),
     }
     loops: dict[str, list[float]] = {name: [] for name in commands}
     walls: dict[str, list[float]] = {name: [] for name in commands}

@@ -17,7 +17,7 @@ use std::time::Duration;
 /// to a route misses.
 struct Piped {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     notices: Receiver<String>,
     port: u16,
     token: String,
@@ -49,7 +49,9 @@ impl Piped {
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut ready = String::new();
-        stdout.read_line(&mut ready).expect("reading the ready line");
+        stdout
+            .read_line(&mut ready)
+            .expect("reading the ready line");
         let ready: Value = serde_json::from_str(&ready).expect("the ready line is JSON");
         assert_eq!(ready["control"]["pipe"], json!(true), "{ready}");
         let port = ready["url"]
@@ -72,7 +74,7 @@ impl Piped {
         });
         Piped {
             child,
-            stdin,
+            stdin: Some(stdin),
             notices,
             port,
             token,
@@ -80,8 +82,9 @@ impl Piped {
     }
 
     fn send(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
     }
 
     fn begin(&mut self, test: &str) {
@@ -120,7 +123,8 @@ impl Piped {
             Some(id) => format!("/_scope/{id}/v1/chat/completions"),
             None => "/v1/chat/completions".to_owned(),
         };
-        let body = json!({"model": "m", "messages": [{"role": "user", "content": format!("q{n}")}]});
+        let body =
+            json!({"model": "m", "messages": [{"role": "user", "content": format!("q{n}")}]});
         let (status, _) = self.http("POST", &path, false, &body.to_string());
         assert_eq!(status, 409);
     }
@@ -157,7 +161,10 @@ fn a_begin_written_on_the_pipe_scopes_the_very_next_request() {
         assert_eq!(proxy.notice(), r#"{"problem":"default"}"#);
         let tally = proxy.tally();
         assert_eq!(tally["test"], json!(test), "{tally}");
-        assert_eq!((tally["requests"].clone(), tally["misses"].clone()), (json!(1), json!(1)));
+        assert_eq!(
+            (tally["requests"].clone(), tally["misses"].clone()),
+            (json!(1), json!(1))
+        );
         assert_eq!(tally["missed"].as_array().unwrap().len(), 1, "{tally}");
         proxy.send(r#"{"op":"end","scope":"default"}"#);
     }
@@ -198,12 +205,14 @@ fn tests_that_send_nothing_never_fill_the_pipe() {
     // pipe on its own, or this write blocks forever.
     let mut lines = String::new();
     for n in 0..20_000 {
-        lines.push_str(&json!({"op": "begin", "scope": "default", "test": format!("t{n}")}).to_string());
+        lines.push_str(
+            &json!({"op": "begin", "scope": "default", "test": format!("t{n}")}).to_string(),
+        );
         lines.push('\n');
         lines.push_str("{\"op\":\"end\",\"scope\":\"default\"}\n");
     }
     let mut stdin = std::fs::File::from(
-        std::os::fd::AsFd::as_fd(&proxy.stdin)
+        std::os::fd::AsFd::as_fd(proxy.stdin.as_ref().unwrap())
             .try_clone_to_owned()
             .unwrap(),
     );
@@ -245,12 +254,23 @@ fn the_control_pipe_needs_a_pipe_and_the_control_endpoint() {
     let out = work
         .cassette()
         .args([
-            "proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control", "--control-pipe",
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--ready",
+            "json",
+            "--control",
+            "--control-pipe",
         ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(common::cli_env::code(&out), 2, "{}", common::cli_env::both(&out));
+    assert_eq!(
+        common::cli_env::code(&out),
+        2,
+        "{}",
+        common::cli_env::both(&out)
+    );
     assert!(
         common::stderr(&out).contains("stdin must be a pipe"),
         "{}",
@@ -258,10 +278,41 @@ fn the_control_pipe_needs_a_pipe_and_the_control_endpoint() {
     );
     let out = work
         .cassette()
-        .args(["proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control-pipe"])
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--ready",
+            "json",
+            "--control-pipe",
+        ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(common::stderr(&out).contains("--control"), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("--control"),
+        "{}",
+        common::stderr(&out)
+    );
+}
+
+#[test]
+fn the_proxy_stops_when_its_runner_closes_the_pipe() {
+    // A runner killed with SIGKILL cannot stop its proxy; its end of the pipe closes, though.
+    let work = Workdir::new();
+    let mut proxy = Piped::start(&work);
+    drop(proxy.stdin.take());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = proxy.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the proxy kept serving after its runner closed the control pipe"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
 }

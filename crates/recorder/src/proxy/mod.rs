@@ -64,8 +64,8 @@ mod scopes;
 mod server;
 
 pub use config::{
-    Advice, ControlPipe, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS, DEFAULT_RETRYING_MISS_STATUS,
+    Advice, ControlPipe, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS, DEFAULT_RETRYING_MISS_STATUS,
 };
 pub use forward::{Bypassed, Forwarding, HostPattern};
 pub use journal::{Answered, Journal, JournalEntry, JournalLog, KEPT_ENTRIES};
@@ -121,7 +121,12 @@ impl Proxy {
             source: Box::new(e),
         })?;
         Ok(Proxy {
-            state: Arc::new(AppState::new(recorder, config, addr, server::open_pipe(config)?)),
+            state: Arc::new(AppState::new(
+                recorder,
+                config,
+                addr,
+                server::open_pipe(config)?,
+            )),
             listener,
             addr,
         })

@@ -276,18 +276,38 @@ pub(super) async fn serve(
     let slots = Arc::new(Semaphore::new(state.max_connections));
     let header_timeout = state.header_timeout;
     // Lines of the control pipe are followed as they come too, not only when a request comes:
-    // a run of tests that send nothing must not fill the pipe and block their runner.
+    // a run of tests that send nothing must not fill the pipe and block their runner. When the
+    // runner closes its end it is gone (killed, or crashed before it could stop us): the proxy
+    // stops as on SIGTERM instead of serving nobody forever.
     #[cfg(unix)]
-    let follower = state.pipe.is_some().then(|| {
-        let state = state.clone();
-        tokio::spawn(async move {
-            while let Some(pipe) = &state.pipe {
-                if !pipe.follow(|line| state.follow_line(line)).await {
-                    break;
+    let (follower, runner_gone) = match state.pipe.is_some() {
+        true => {
+            let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
+            let state = state.clone();
+            let follower = tokio::spawn(async move {
+                while let Some(pipe) = &state.pipe {
+                    if !pipe.follow(|line| state.follow_line(line)).await {
+                        break;
+                    }
                 }
+                tracing::info!("the test runner closed the control pipe (stdin): stopping");
+                let _ = gone_tx.send(());
+            });
+            (Some(follower), Some(gone_rx))
+        }
+        false => (None, None),
+    };
+    #[cfg(not(unix))]
+    let runner_gone: Option<tokio::sync::oneshot::Receiver<()>> = None;
+    let runner_gone = async move {
+        match runner_gone {
+            Some(gone) => {
+                let _ = gone.await;
             }
-        })
-    });
+            None => std::future::pending().await,
+        }
+    };
+    let mut runner_gone = std::pin::pin!(runner_gone);
     let router = router(state);
     // Connections watch `stop` to begin a graceful shutdown, and hold `open` until they end.
     let (stop_tx, stop_rx) = watch::channel(());
@@ -296,6 +316,7 @@ pub(super) async fn serve(
     loop {
         let slot = tokio::select! {
             () = &mut shutdown => break,
+            () = &mut runner_gone => break,
             slot = slots.clone().acquire_owned() => match slot {
                 Ok(slot) => slot,
                 Err(_) => break,
@@ -303,6 +324,7 @@ pub(super) async fn serve(
         };
         let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
+            () = &mut runner_gone => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -394,7 +416,11 @@ async fn intercept(
     state.follow_pipe();
     let response = forward::intercept(&state.recorder, &state.forward, request, next).await;
     if let Some(scopes) = &state.scopes {
-        if response.headers().get("x-cassette").is_some_and(|v| v == "refused") {
+        if response
+            .headers()
+            .get("x-cassette")
+            .is_some_and(|v| v == "refused")
+        {
             scopes.refused_bypass();
         }
     }
