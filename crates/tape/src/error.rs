@@ -55,6 +55,13 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
+    /// Secrets (API keys) that cannot be turned into redaction rules, named by whose they are
+    /// (their route), never quoted.
+    #[error("the secret of {names} cannot be turned into a redaction rule (too long?)")]
+    UnusableSecret {
+        /// Whose secrets they are, comma-separated.
+        names: String,
+    },
     /// A user redaction JSON path does not parse.
     #[error("invalid redaction JSON path `{path}`: {reason}")]
     InvalidJsonPath {

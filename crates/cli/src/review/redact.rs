@@ -7,36 +7,34 @@
 use crate::settings::{key_sources, SettingsFile, BUILT_IN_ROUTES};
 use anyhow::Context;
 use cassette_recorder::config::DEFAULT_TARGET;
-use cassette_recorder::redact::{RedactionRules, Redactor};
+use cassette_recorder::redact::{RedactionRules, Redactor, Secret};
 use cassette_recorder::{Cassette, Sealed};
 
-/// Keys shorter than this are not redacted as literal text: a short word would mangle every
-/// answer that holds it, and is no secret anyway (the recorder's rule).
-const MIN_REDACTED_KEY: usize = 8;
-
 /// The redactor of a review: the settings file's rules and the routes' keys from the
-/// environment.
+/// environment, built as the recorder builds its own ([`Redactor::with_secrets`]).
 pub(crate) fn output_redactor(file: &SettingsFile) -> anyhow::Result<Redactor> {
-    let mut rules = RedactionRules {
+    let rules = RedactionRules {
         json_paths: file.redact_paths.clone(),
         patterns: file.redact_patterns.clone(),
     };
     let mut routes: Vec<&str> = vec![DEFAULT_TARGET];
     routes.extend(BUILT_IN_ROUTES.iter().map(|(name, _)| *name));
     routes.extend(file.routes.iter().map(|r| r.name.as_str()));
-    for route in routes {
-        for var in key_sources(route, file) {
-            if let Ok(value) = std::env::var(&var) {
-                let value = value.trim();
-                if value.len() >= MIN_REDACTED_KEY {
-                    rules.patterns.push(regex::escape(value));
-                }
-            }
-        }
-    }
+    let keys: Vec<(&str, String)> = routes
+        .into_iter()
+        .flat_map(|route| {
+            key_sources(route, file)
+                .into_iter()
+                .filter_map(move |var| Some((route, std::env::var(&var).ok()?)))
+        })
+        .collect();
+    let secrets: Vec<Secret<'_>> = keys
+        .iter()
+        .map(|(route, value)| Secret { name: route, value })
+        .collect();
     // The file's rules were checked when it was read; a key too long for a pattern is named by
-    // its variable's route, never quoted.
-    Redactor::new(&rules)
+    // its route, never quoted.
+    Redactor::with_secrets(&rules, &secrets)
         .context("cannot build the redaction rules from the settings file and the routes' API keys")
 }
 

@@ -31,7 +31,7 @@ use crate::scope::Scope;
 use crate::upstream::Upstream;
 use cassette_keying::{Key, Keyed, Profile, Streaming};
 use cassette_store::{DynStore, StoreExt};
-use cassette_tape::redact::Redactor;
+use cassette_tape::redact::{Redactor, Secret};
 use cassette_tape::{Cassette, Request};
 use flight::{Flights, Landed, Turn};
 use replay::replay_response;
@@ -635,38 +635,26 @@ impl Recorder {
     }
 }
 
-/// Keys shorter than this are not added to the redaction rules: a short word ("local", "test")
-/// would mangle every stored answer that contains it, and is no secret anyway.
-const MIN_REDACTED_KEY: usize = 8;
-
 /// The configured redactor, also replacing every route key wherever it would be stored (an
 /// upstream that echoes the key in an error answer, say): keys never reach a cassette.
 fn redactor_with_keys(config: &RecorderConfig) -> Result<Redactor> {
-    let mut rules = config.redaction.clone();
-    let user_rules = rules.patterns.len();
-    let keyed: Vec<(&str, &str)> = config
+    let secrets: Vec<Secret<'_>> = config
         .routes
         .iter()
-        .filter_map(|r| Some((r.name.as_str(), r.api_key.as_ref()?.expose())))
-        .filter(|(_, key)| key.len() >= MIN_REDACTED_KEY)
+        .filter_map(|r| {
+            Some(Secret {
+                name: r.name.as_str(),
+                value: r.api_key.as_ref()?.expose(),
+            })
+        })
         .collect();
-    rules
-        .patterns
-        .extend(keyed.iter().map(|(_, key)| regex::escape(key)));
-    Redactor::new(&rules).or_else(|_| {
-        // The error would quote the pattern, which is a key: name the user's rule instead, or
-        // the route, never the key.
-        rules.patterns.truncate(user_rules);
-        Redactor::new(&rules)?;
-        Err(Error::InvalidRoute {
-            name: keyed
-                .iter()
-                .map(|(name, _)| *name)
-                .collect::<Vec<_>>()
-                .join(", "),
+    Redactor::with_secrets(&config.redaction, &secrets).map_err(|err| match err {
+        cassette_tape::Error::UnusableSecret { names } => Error::InvalidRoute {
+            name: names,
             reason: "a key of this route cannot be turned into a redaction rule (too long?)"
                 .to_owned(),
-        })
+        },
+        other => other.into(),
     })
 }
 

@@ -35,7 +35,7 @@ pub use names::{
     normalize_name, BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, QUERY_CREDENTIAL_NAMES,
     REQUEST_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_PREFIXES,
 };
-pub use redactor::Redactor;
+pub use redactor::{Redactor, Secret, MIN_REDACTED_SECRET};
 pub use shapes::{credential_shape_names, find_credentials, CredentialMatch};
 
 use serde::{Deserialize, Serialize};

@@ -41,7 +41,54 @@ impl Default for Redactor {
     }
 }
 
+/// Secrets shorter than this are not redacted as literal text: a short word would mangle every
+/// stored answer that holds it, and is no secret anyway.
+pub const MIN_REDACTED_SECRET: usize = 8;
+
+/// A secret replaced as literal text wherever it would be stored or shown (an API key an
+/// upstream echoes in an error answer), with whose it is, for errors.
+#[derive(Clone, Copy)]
+pub struct Secret<'a> {
+    /// Whose it is (a route's name), named in errors instead of the value.
+    pub name: &'a str,
+    /// The secret itself.
+    pub value: &'a str,
+}
+
+impl std::fmt::Debug for Secret<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Redactor {
+    /// The user's rules, plus every secret of at least [`MIN_REDACTED_SECRET`] bytes (trimmed)
+    /// replaced as literal text: the one way the recorder and a review build theirs. The user's
+    /// rules are checked first (their error quotes the rule); a secret that cannot become a rule
+    /// is an error naming whose it is, never quoting it.
+    pub fn with_secrets(rules: &RedactionRules, secrets: &[Secret<'_>]) -> Result<Redactor, Error> {
+        let kept: Vec<&Secret<'_>> = secrets
+            .iter()
+            .filter(|s| s.value.trim().len() >= MIN_REDACTED_SECRET)
+            .collect();
+        if kept.is_empty() {
+            return Redactor::new(rules);
+        }
+        Redactor::new(rules)?;
+        let mut all = rules.clone();
+        all.patterns
+            .extend(kept.iter().map(|s| regex::escape(s.value.trim())));
+        Redactor::new(&all).map_err(|_| {
+            let mut names: Vec<&str> = kept.iter().map(|s| s.name).collect();
+            names.dedup();
+            Error::UnusableSecret {
+                names: names.join(", "),
+            }
+        })
+    }
+
     /// Compiles the user's rules; an invalid regex or JSON path is an error naming it.
     pub fn new(rules: &RedactionRules) -> Result<Redactor, Error> {
         let mut json_paths = Vec::with_capacity(rules.json_paths.len());
@@ -371,6 +418,43 @@ mod tests {
             .iter()
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn secrets_are_replaced_as_text_unless_too_short_and_never_quoted_in_errors() {
+        let secrets = [
+            Secret {
+                name: "openai",
+                value: " not-a-shape-but-a-key.9z ",
+            },
+            Secret {
+                name: "local",
+                value: "test",
+            },
+        ];
+        let redactor = Redactor::with_secrets(&RedactionRules::default(), &secrets).unwrap();
+        assert_eq!(
+            redactor.text("key not-a-shape-but-a-key.9z; mode test"),
+            format!("key {REDACTED}; mode test")
+        );
+        // The user's rule is checked first and named; a secret is named by whose it is.
+        let bad_rule = RedactionRules {
+            patterns: vec!["(".into()],
+            ..RedactionRules::default()
+        };
+        let err = Redactor::with_secrets(&bad_rule, &secrets).unwrap_err();
+        assert!(matches!(err, Error::InvalidPattern { .. }), "{err}");
+        let huge = "k".repeat(20 << 20);
+        let err = Redactor::with_secrets(
+            &RedactionRules::default(),
+            &[Secret {
+                name: "anthropic",
+                value: &huge,
+            }],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("anthropic"), "{err}");
+        assert!(!err.to_string().contains("kkkkkkkk"), "{err}");
     }
 
     #[test]
