@@ -21,6 +21,7 @@ beside it. The plugin start-up (proxy spawned and ready, the plugin's own figure
 is the time from spawning `cassette proxy` to reading its ready line.
 
   python3 benches/pytest_plugins.py WHEEL [--binary target/release/cassette] [--tests 300] [--rounds 7]
+                                          [--work DIR]   # keeps the venvs there for the next run
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -122,6 +124,13 @@ def sh(args: list, cwd: Path, env: dict, expect: int = 0) -> subprocess.Complete
 
 
 def make_venv(folder: Path, packages: list[str]) -> Path:
+    if (folder / "bin" / "python").exists():
+        # A kept venv (--work): only the wheel of this checkout is installed again.
+        wheels = [p for p in packages if p.endswith(".whl")]
+        if wheels:
+            subprocess.run([str(folder / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                            "--force-reinstall", "--no-deps", *wheels], check=True)
+        return folder / "bin" / "python"
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     subprocess.run([str(folder / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *packages], check=True)
     return folder / "bin" / "python"
@@ -150,10 +159,13 @@ def main() -> None:
     parser.add_argument("--binary", type=Path, default=ROOT / "target" / "release" / "cassette")
     parser.add_argument("--tests", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--work", type=Path, help="a folder to keep the venvs in between runs")
     args = parser.parse_args()
 
     fakes = load_fakes()
-    work = Path(tempfile.mkdtemp(prefix="bench-runners-"))
+    work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-runners-"))
+    for old in work.glob("p-*"):
+        shutil.rmtree(old)
     print(f"# venvs and projects in {work}", file=sys.stderr)
     pythons = {
         "cassette": make_venv(work / "v-cassette", [PINS["pytest"], PINS["openai"], str(args.wheel.resolve())]),

@@ -752,7 +752,7 @@ fn in_scope(mut request: HttpRequest) -> (String, HttpRequest) {
 async fn ended(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     let scopes = match state.control_caller(&request) {
         Ok(scopes) => scopes,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     json_response(StatusCode::OK, &json!({ "ended": scopes.ended() }))
 }
@@ -760,27 +760,27 @@ async fn ended(State(state): State<Arc<AppState>>, request: HttpRequest) -> Resp
 impl AppState {
     /// The scopes, when `request` may use the control endpoint: the proxy has one and the
     /// caller holds its token.
-    fn control_caller(&self, request: &HttpRequest) -> Result<&Scopes, Response> {
+    fn control_caller(&self, request: &HttpRequest) -> Result<&Scopes, Box<Response>> {
         let Some(scopes) = &self.scopes else {
-            return Err(error_response(
+            return Err(Box::new(error_response(
                 StatusCode::NOT_FOUND,
                 "cassette_not_found",
                 "this proxy has no control endpoint: it was started without a control token",
                 None,
-            ));
+            )));
         };
         let token = request
             .headers()
             .get("x-cassette-control")
             .and_then(|v| v.to_str().ok());
         if !scopes.authorized(token) {
-            return Err(error_response(
+            return Err(Box::new(error_response(
                 StatusCode::FORBIDDEN,
                 "cassette_forbidden",
                 "the control endpoint answers only the test runner that started the proxy (the \
                  x-cassette-control token of its ready line)",
                 None,
-            ));
+            )));
         }
         Ok(scopes)
     }
@@ -797,7 +797,7 @@ async fn control(
 ) -> Response {
     let scopes = match state.control_caller(&request) {
         Ok(scopes) => scopes,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     if !scopes::valid_scope_id(&id) {
         return bad_request("a scope id is 1 to 128 letters, digits, `-`, `_` or `.`");
