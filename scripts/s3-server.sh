@@ -93,6 +93,14 @@ start() {
     exit 1
   fi
   ensure_weed
+  # SeaweedFS preallocates its volumes and answers 500 to every write once the disk is full:
+  # say so now instead of as a failed S3 test far later.
+  local free_mb
+  free_mb=$(df -Pm "$STATE_DIR" | awk 'NR == 2 {print $4}')
+  if [ -n "$free_mb" ] && [ "$free_mb" -lt "${CASSETTE_S3_MIN_FREE_MB:-2048}" ]; then
+    log "FAILED: only $free_mb MB free under $STATE_DIR (the S3 tests want CASSETTE_S3_MIN_FREE_MB, default 2048, for its volumes: free space or set CASSETTE_S3_STATE_DIR elsewhere)"
+    exit 1
+  fi
   local data_dir
   data_dir=$(mktemp -d "$STATE_DIR/data.XXXXXX")
   echo "$data_dir" >"$STATE_DIR/data_dir"
