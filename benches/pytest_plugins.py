@@ -6,8 +6,9 @@ each making one OpenAI chat call with the official SDK, under
 - `cassette exec -- pytest` (the plugin stays out under exec),
 - cassetter's pytest plugin (PyPI `cassetter`, `@pytest.mark.vcr`, `--record-mode=none`),
 - pytest-recording (vcrpy; `@pytest.mark.vcr`, `--record-mode=none`),
-- and a floor no tool can go under: the same tests with the SDK's HTTP client given an
-  in-memory transport that answers the recorded answer (no socket, no tool at all),
+- and two baselines without any tool: the SDK over real HTTP to a loopback server that
+  answers the recorded answer from memory (what HTTP itself costs the SDK), and a floor no tool
+  can go under: the SDK's HTTP client given an in-memory transport (no socket at all),
 
 same test file, same answers (each tool records once from the fake vendor of tests/sdk, which
 then stops). Each tool gets its own venv (cassetter and pytest-recording both add
@@ -32,10 +33,12 @@ import json
 import os
 import re
 import shutil
+import socketserver
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -148,6 +151,36 @@ def make_project(folder: Path, tests: int, ours: bool) -> Path:
     return folder
 
 
+class Canned(socketserver.StreamRequestHandler):
+    """A keep-alive HTTP/1.1 server answering every request with one answer from memory: the
+    least an HTTP upstream can cost (its latency, not ours, is in the figure)."""
+
+    answer = b""
+
+    def handle(self) -> None:
+        while True:
+            length = 0
+            line = self.rfile.readline()
+            if not line:
+                return
+            while line not in (b"\r\n", b"\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+                line = self.rfile.readline()
+            self.rfile.read(length)
+            self.wfile.write(self.answer)
+
+
+def canned_server(body: bytes) -> socketserver.ThreadingTCPServer:
+    Canned.answer = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Canned)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
             if not k.startswith(("CASSETTE_", "OPENAI_", "UPSTREAM_", "PYTEST", "VIRTUAL_ENV", "PYTHON"))}
@@ -189,6 +222,11 @@ def main() -> None:
     body = json.dumps(json.loads(first.read_text())["response"]["body"]["json"]).encode()
     floor = make_project(work / "p-floor", args.tests, False)
     (floor / "tests" / "test_chat.py").write_text(FLOOR_FILE.format(body=body, tests=args.tests))
+    direct = make_project(work / "p-direct", args.tests, False)
+    (direct / "tests" / "test_chat.py").write_text(
+        TEST_FILE.format(tests=args.tests).replace("@pytest.mark.vcr\n", ""))
+    canned = canned_server(body)
+    canned_url = f"http://127.0.0.1:{canned.server_address[1]}/v1"
     recorded = len(upstream.requests)
     assert recorded == 3 * args.tests, recorded
     upstream.stop()
@@ -203,6 +241,8 @@ def main() -> None:
         "pytest-recording": ([pythons["recording"], "-m", "pytest", "-q", "--record-mode=none"],
                              projects["recording"],
                              {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"}),
+        "no tool, HTTP": ([pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"], direct,
+                         {**env, "OPENAI_BASE_URL": canned_url, "OPENAI_API_KEY": "sk-bench"}),
         "floor (no HTTP)": ([pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"], floor,
                             {**env, "OPENAI_API_KEY": "sk-bench"}),
     }
@@ -226,6 +266,7 @@ def main() -> None:
                 startups.append(float(found.group(1)))
     assert upstream.connections == connections, "a replay connected to the vendor"
     upstream.close()
+    canned.shutdown()
 
     base = {name: statistics.median(values) for name, values in loops.items()}
     print(f"{args.tests} tests, one OpenAI chat call each, replayed; {args.rounds} rounds, medians")

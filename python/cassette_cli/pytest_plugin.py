@@ -260,7 +260,8 @@ def _start(config: pytest.Config, session: _Session) -> None:
     if session.mode == ADOPT:
         args = _adopt_args(config, session)
     try:
-        proxy = Proxy(args, cwd=str(config.rootpath))
+        # Adopt reads every test's tally anyway: the control endpoint alone.
+        proxy = Proxy(args, cwd=str(config.rootpath), pipe=session.mode != ADOPT)
     except (ProxyError, FileNotFoundError) as error:
         if session.tapes is not None:
             session.tapes.stop()

@@ -88,55 +88,38 @@ pub(super) enum Control {
     End { id: String },
 }
 
-#[derive(Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
-enum Message {
-    Begin {
-        scope: String,
-        #[serde(default)]
-        test: Option<String>,
-        #[serde(default)]
-        mode: Option<String>,
-        #[serde(default)]
-        repeats: Option<String>,
-    },
-    End {
-        scope: String,
-    },
-}
-
 impl Control {
-    /// One line of the pipe; a line that is not a message names what is wrong with it.
+    /// One line of the pipe; a line that is not a message names what is wrong with it. A
+    /// `begin` takes the members of `PUT`'s body, whatever they are, besides `op` and `scope`.
     pub(super) fn parse(line: &[u8]) -> Result<Control, String> {
-        let message: Message = serde_json::from_slice(line)
-            .map_err(|e| format!("a control message is one line of JSON: {e}"))?;
-        let id = match &message {
-            Message::Begin { scope, .. } | Message::End { scope } => scope,
+        let bad = |e: &dyn std::fmt::Display| format!("a control message is one line of JSON: {e}");
+        let mut members: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(line).map_err(|e| bad(&e))?;
+        let mut take = |name: &str| match members.remove(name) {
+            Some(serde_json::Value::String(text)) => Ok(text),
+            _ => Err(bad(&format!("`{name}` must be a string"))),
         };
-        if !valid_scope_id(id) {
+        let (op, id) = (take("op")?, take("scope")?);
+        if !valid_scope_id(&id) {
             return Err(format!(
                 "a control message's scope is 1 to 128 letters, digits, `-`, `_` or `.`, not \
                  `{}`",
                 id.chars().take(MAX_SCOPE_ID).collect::<String>()
             ));
         }
-        Ok(match message {
-            Message::Begin {
-                scope,
-                test,
-                mode,
-                repeats,
-            } => Control::Begin {
-                id: scope,
-                scope: Begin {
-                    test,
-                    mode,
-                    repeats,
-                }
-                .scope()?,
-            },
-            Message::End { scope } => Control::End { id: scope },
-        })
+        match op.as_str() {
+            "begin" => {
+                let begin: Begin = serde_json::from_value(serde_json::Value::Object(members))
+                    .map_err(|e| bad(&e))?;
+                Ok(Control::Begin {
+                    id,
+                    scope: begin.scope()?,
+                })
+            }
+            "end" if members.is_empty() => Ok(Control::End { id }),
+            "end" => Err(bad(&"`end` takes only `op` and `scope`")),
+            other => Err(bad(&format!("unknown op `{other}`: expected begin or end"))),
+        }
     }
 }
 
@@ -512,6 +495,36 @@ mod tests {
         assert!(scopes.authorized(Some("secret-token")));
         for wrong in [None, Some(""), Some("secret-toke"), Some("secret-tokenX")] {
             assert!(!scopes.authorized(wrong), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn a_pipe_line_is_a_begin_or_an_end_and_nothing_else() {
+        let parse = |line: &str| Control::parse(line.as_bytes());
+        match parse(r#"{"op":"begin","scope":"w1","test":"t","repeats":"sequence"}"#) {
+            Ok(Control::Begin { id, scope }) => {
+                assert_eq!((id.as_str(), scope.test.as_deref()), ("w1", Some("t")));
+                assert_eq!(scope.repeats, Some(Repeats::Sequence));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(r#"{"op":"end","scope":"default"}"#),
+            Ok(Control::End { id }) if id == "default"
+        ));
+        for (line, says) in [
+            (r#"{"op":"begin","scope":"w1","tset":"t"}"#, "tset"),
+            (
+                r#"{"op":"end","scope":"w1","test":"t"}"#,
+                "only `op` and `scope`",
+            ),
+            (r#"{"op":"restart","scope":"w1"}"#, "restart"),
+            (r#"{"op":"begin"}"#, "`scope`"),
+            (r#"{"op":"begin","scope":"a/b"}"#, "a/b"),
+            ("[1]", "one line of JSON"),
+        ] {
+            let err = parse(line).unwrap_err();
+            assert!(err.contains(says), "{line}: {err}");
         }
     }
 
