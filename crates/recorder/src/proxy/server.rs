@@ -97,7 +97,7 @@ pub(super) struct AppState {
     pipe: Option<Pipe>,
 }
 
-/// On Unix, a placeholder where there is no control pipe to open (the setting is refused).
+/// Where there are no Unix pipes, a placeholder: the control pipe setting is refused there.
 #[cfg(not(unix))]
 pub(super) struct Pipe;
 
