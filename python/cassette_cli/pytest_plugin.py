@@ -260,8 +260,7 @@ def _start(config: pytest.Config, session: _Session) -> None:
     if session.mode == ADOPT:
         args = _adopt_args(config, session)
     try:
-        # Adopt reads every test's tally anyway: the control endpoint alone.
-        proxy = Proxy(args, cwd=str(config.rootpath), pipe=session.mode != ADOPT)
+        proxy = Proxy(args, cwd=str(config.rootpath), pipe=_wants_pipe(session))
     except (ProxyError, FileNotFoundError) as error:
         if session.tapes is not None:
             session.tapes.stop()
@@ -274,6 +273,16 @@ def _start(config: pytest.Config, session: _Session) -> None:
         changes.update(dict.fromkeys(PROXY_VARS, session.tapes.url))
     session.env_before = apply_env(changes, unset)
     config.add_cleanup(lambda: _stop(session))
+
+
+def _wants_pipe(session: _Session) -> bool:
+    """Whether tests begin and end on the proxy's control pipe: unless CASSETTE_CONTROL_PIPE is
+    `off` (the control endpoint alone, what Windows gets), or in adopt, which reads every
+    test's tally anyway."""
+    asked = os.environ.get("CASSETTE_CONTROL_PIPE", "on").strip().lower()
+    if asked not in ("on", "off"):
+        raise pytest.UsageError(f"CASSETTE_CONTROL_PIPE is `on` or `off`, not `{asked}`")
+    return asked == "on" and session.mode != ADOPT
 
 
 def _adopt_args(config: pytest.Config, session: _Session) -> list[str]:
@@ -359,9 +368,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             f"cassette: {session.session_mode}, one proxy per pytest-xdist worker "
             f"(the controller's ready in {session.startup_ms:.0f} ms; {session.origin})"
         )
+    through = "" if session.proxy.piped else ", control endpoint only"
     return (
         f"cassette: {session.session_mode}, proxy {session.proxy.url} "
-        f"(ready in {session.startup_ms:.0f} ms; {session.origin})"
+        f"(ready in {session.startup_ms:.0f} ms{through}; {session.origin})"
     )
 
 

@@ -168,6 +168,21 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
         assert "5 tests failed on cassette's account" in broken.stdout, broken.stdout
         for name in ("test_plain[1]", "test_swallowed", "test_hardcoded_vendor_url", "test_strict"):
             assert f"tests/test_chat.py::{name}: " in broken.stdout, broken.stdout
+
+        if not workers:
+            # The control endpoint alone (what Windows gets: no control pipe) fails the same
+            # tests with the same explanations.
+            junit_endpoint = tmp_path / "junit-endpoint.xml"
+            endpoint = run([*pytest_in(venv), f"--junitxml={junit_endpoint}"], project,
+                           {**env, "CHANGE": "plain-1,swallowed,async-1", "HARDCODE": "1", "STRICT_SKIP": "1",
+                            "CASSETTE_CONTROL_PIPE": "off"}, expect=1)
+            # The cassette part of each failure (the traceback below it names objects by address).
+            def cassette_part(found: dict[str, str]) -> dict[str, list[str]]:
+                return {name: text.split("\n")[:3] for name, text in found.items()}
+
+            assert "control endpoint only" in endpoint.stdout and "control endpoint only" not in broken.stdout
+            assert cassette_part(junit_failures(junit_endpoint)) == cassette_part(failures), endpoint.stdout
+            assert upstream.connections == before
     finally:
         upstream.close()
 
