@@ -20,11 +20,12 @@ from conftest import cassette_bin
 from test_vcr_import import PROJECT, ROOT, Vendor, clean_env, run
 
 # vcrpy passes them all. The download goes to a file host no route stands for (import reports it
-# too); the second of two tests sending one request gets the first's stored answer; the stream
-# ending in an error event passes under adopt but is not stored (the proxy never records one).
-# The report names each.
-NOT_ADOPTED = ["tests/test_chat.py::test_download", "tests/test_chat.py::test_same_request_second"]
-NOT_REPLAYED = [*NOT_ADOPTED, "tests/test_chat.py::test_error_stream"]
+# too, and the report names it). The second of two tests sending one request with another
+# answer gets its own, stored under its test-scoped key; the stream ending in an error event is
+# stored as the vendor's error answer it is.
+NOT_ADOPTED = ["tests/test_chat.py::test_download"]
+NOT_REPLAYED = [*NOT_ADOPTED]
+PAIR = ("tests/test_chat.py::test_same_request_first", "tests/test_chat.py::test_same_request_second")
 
 
 class Counting(Vendor):
@@ -96,7 +97,7 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
     try:
         adopt = run(plugin_pytest("adopt"), project, plugin_env(files), expect=1)
         out = adopt.stdout
-        assert "7 passed" in out and "2 failed" in out, out
+        assert "8 passed" in out and "1 failed" in out, out
         assert failed(out) == NOT_ADOPTED, out
         assert "cassette adopt:" in out and "report in" in out, out
         # The word diff of the edited prompt, named for its test.
@@ -107,11 +108,27 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
         assert plain["adopted"][0]["drift"] == ["body $.messages[0].content: Name a [-city.-] {+capital.+}"], plain
         assert plain["recorded"] == 1, plain
         assert len(report["tests"]["tests/test_chat.py::test_repeats"]["adopted"]) == 3, report
-        assert report["tests"]["tests/test_chat.py::test_same_request_second"]["from_cassettes"] == 1, report
-        not_stored = report["tests"]["tests/test_chat.py::test_error_stream"]["not_stored"]
-        assert len(not_stored) == 1 and "overloaded_error" in not_stored[0], report
-        assert all(not r["not_stored"] for n, r in report["tests"].items() if n != "tests/test_chat.py::test_error_stream")
-        assert "1 answer(s) from the tape were not stored as cassettes" in out, out
+        # Never answered by the other test's cassette: its own tape answered, and was stored.
+        second = report["tests"][PAIR[1]]
+        assert second["from_cassettes"] == 0 and second["recorded"] == 1, second
+        assert report["tests"]["tests/test_chat.py::test_error_stream"]["recorded"] == 1, report
+        assert all(not r["not_stored"] for r in report["tests"].values()), report
+        assert "not stored as cassettes" not in out, out
+        documents = [json.loads(p.read_text()) for p in (project / "cassettes").rglob("*.json")]
+        scoped = [d for d in documents if d.get("test_scope")]
+        assert [d["test_scope"]["test"] for d in scoped] == [PAIR[1]], scoped
+        assert scoped[0]["format"] == 3 and scoped[0]["meta"]["test"] == PAIR[1], scoped[0]
+        plain = [d for d in documents if d["key"] == scoped[0]["test_scope"]["plain_key"]]
+        assert [d["meta"]["test"] for d in plain] == [PAIR[0]], plain
+        errors = [d for d in documents if d["meta"].get("test") == "tests/test_chat.py::test_error_stream"]
+        assert len(errors) == 1 and "overloaded_error" in json.dumps(errors[0]["response"]), errors
+        # The maintenance commands know a test-scoped cassette for what it is.
+        verify = run([cassette_bin(), "verify"], project, plugin_env(files))  # exit 0: no problem
+        assert "keys to" not in verify.stdout + verify.stderr, verify.stdout
+        listed = run([cassette_bin(), "ls"], project, plugin_env(files)).stdout
+        assert sum("(test-scoped)" in line for line in listed.splitlines()) == 1, listed
+        shown = run([cassette_bin(), "show", scoped[0]["key"]], project, plugin_env(files)).stdout
+        assert f"yes, for {PAIR[1]}" in shown, shown
         # The custom serializer deleted vendor headers: today's request has them, the report says so.
         parsed = report["tests"]["tests/custom/test_parsed.py::test_anthropic_parsed"]["adopted"][0]["drift"]
         assert "header anthropic-version added" in parsed, parsed
@@ -125,7 +142,7 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
         shutil.move(project / "tests" / "cassettes", tmp_path / "tapes-away")
         shutil.move(project / "tests" / "custom" / "cassettes", tmp_path / "custom-tapes-away")
         replay = run(plugin_pytest("replay"), project, plugin_env(files), expect=1)
-        assert "6 passed" in replay.stdout and "3 failed" in replay.stdout, replay.stdout
+        assert "8 passed" in replay.stdout and "1 failed" in replay.stdout, replay.stdout
         assert failed(replay.stdout) == sorted(NOT_REPLAYED), replay.stdout
         assert Counting.connections == 0
     finally:
@@ -200,16 +217,16 @@ def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> 
     out = run(plugin_pytest("adopt", "-n", "2", "-p", "xdist"), project, plugin_env("http://127.0.0.1:9"),
               expect=1).stdout
     assert "bringing up nodes" in out, out  # distributed: the tests ran in the workers
-    assert "7 passed" in out and "2 failed" in out, out
-    # Two workers share the store: whichever of the two tests sending one request runs first
-    # stores its answer, and the other is answered by it (and named in the report).
-    pair = {"tests/test_chat.py::test_same_request_first", "tests/test_chat.py::test_same_request_second"}
-    adopt_failed = failed(out)
-    assert adopt_failed[0] == "tests/test_chat.py::test_download" and adopt_failed[1] in pair, out
+    assert "8 passed" in out and "1 failed" in out, out
+    # Two workers share the store: whichever of the two tests sending one request runs second
+    # (or at once) finds the other's cassette and stores its own answer apart, never served the
+    # other's.
+    assert failed(out) == NOT_ADOPTED, out
     assert "body $.messages[0].content: Name a [-city.-] {+capital.+}" in out, out
     report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
     assert len(report["tests"]) == 9, report
     assert report["tests"]["tests/test_chat.py::test_plain"]["recorded"] == 1, report
-    assert report["tests"][adopt_failed[1]]["from_cassettes"] == 1, report
+    assert [report["tests"][t]["from_cassettes"] for t in PAIR] == [0, 0], report
+    assert [report["tests"][t]["recorded"] for t in PAIR] == [1, 1], report
     replay = run(plugin_pytest("replay", "-p", "no:xdist"), project, plugin_env("http://127.0.0.1:9"), expect=1)
-    assert failed(replay.stdout) == sorted([*adopt_failed, "tests/test_chat.py::test_error_stream"]), replay.stdout
+    assert failed(replay.stdout) == NOT_REPLAYED, replay.stdout

@@ -137,6 +137,7 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         key_version: _,
         key_settings,
         sequence: _,
+        test_scope,
         recorded_at,
         tool,
         target,
@@ -148,6 +149,12 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
     *upstream = redactor.url(upstream);
     for text in [recorded_at, tool, target] {
         *text = redactor.text(text);
+    }
+    // The test id is key material of a test-scoped recording, and shown like `meta.test`: a
+    // secret in it is redacted all the same (its key then cannot be recomputed, as when a
+    // keyed part of the request is redacted).
+    if let Some(scope) = test_scope {
+        scope.test = redactor.text(&scope.test);
     }
     if let Some(KeySettings {
         fingerprint,

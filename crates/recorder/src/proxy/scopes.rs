@@ -13,7 +13,7 @@
 //! (a loopback `Host`, no foreign browser origin).
 
 use super::forward::Bypassed;
-use crate::config::Repeats;
+use crate::config::{Repeats, Sharing};
 use crate::error::Error;
 use crate::mode::Mode;
 use crate::response::{Outcome, Source};
@@ -49,6 +49,10 @@ pub(super) struct Begin {
     /// `same` or `sequence`, for this test's repeats of one request.
     #[serde(default)]
     repeats: Option<String>,
+    /// `shared` (the default) or `own` (adopt: recordings other tests made answer this test
+    /// only when its upstream answers the same).
+    #[serde(default)]
+    sharing: Option<String>,
 }
 
 impl Begin {
@@ -68,10 +72,18 @@ impl Begin {
                 ))
             }
         };
+        let sharing = match self.sharing.as_deref() {
+            None | Some("shared") => Sharing::Shared,
+            Some("own") => Sharing::Own,
+            Some(other) => {
+                return Err(format!("unknown sharing `{other}`: expected shared or own"))
+            }
+        };
         Ok(Scope {
             test: self.test,
             mode,
             repeats,
+            sharing,
         })
     }
 }
@@ -534,8 +546,10 @@ mod tests {
             test: Some("t".into()),
             mode: mode.map(str::to_owned),
             repeats: repeats.map(str::to_owned),
+            sharing: None,
         };
         let scope = begin(Some("replay"), Some("sequence")).scope().unwrap();
+        assert_eq!(scope.sharing, Sharing::Shared);
         assert_eq!(
             (scope.mode, scope.repeats),
             (Some(Mode::Replay), Some(Repeats::Sequence))
@@ -548,5 +562,12 @@ mod tests {
             .scope()
             .unwrap_err()
             .contains("twice"));
+        let own = |sharing: &str| Begin {
+            sharing: Some(sharing.to_owned()),
+            ..Begin::default()
+        };
+        assert_eq!(own("own").scope().unwrap().sharing, Sharing::Own);
+        assert_eq!(own("shared").scope().unwrap().sharing, Sharing::Shared);
+        assert!(own("mine").scope().unwrap_err().contains("mine"));
     }
 }
