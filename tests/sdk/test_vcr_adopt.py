@@ -8,6 +8,7 @@ tests. A test whose tape has no matching interaction fails naming the tape."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -230,3 +231,120 @@ def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> 
     assert [report["tests"][t]["recorded"] for t in PAIR] == [1, 1], report
     replay = run(plugin_pytest("replay", "-p", "no:xdist"), project, plugin_env("http://127.0.0.1:9"), expect=1)
     assert failed(replay.stdout) == NOT_REPLAYED, replay.stdout
+
+
+SHAPES_TEST = '''
+import openai
+import pytest
+
+
+def ask(question: str) -> str:
+    r = openai.OpenAI(max_retries=0).chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": question}]
+    )
+    return r.choices[0].message.content or ""
+
+
+@pytest.mark.vcr
+def test_folded() -> None:
+    # The suite's serializer folded typographic characters to ASCII in the recorded body.
+    assert ask("It\u2019s \u201cquoted\u201d \u2014 really\u2026") == "folded ok"
+
+
+@pytest.mark.vcr
+def test_gzip() -> None:
+    assert ask("Zip it.") == "gzip ok"
+
+
+@pytest.mark.vcr("shared.yaml")
+def test_extra_tape() -> None:
+    assert ask("Only in the shared tape.") == "shared ok"
+'''
+
+MATCH_TEST = '''
+from typing import Any
+
+import pytest
+from test_shapes import ask
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> dict[str, Any]:
+    return {"match_on": ["method", "path", "body"]}
+
+
+@pytest.mark.vcr
+def test_match_on_body() -> None:
+    # Asked in the reverse of the tape's order: only matching on the body pairs them right.
+    assert ask("Second?") == "answer two"
+    assert ask("First?") == "answer one"
+'''
+
+
+def tape_interaction(question: str, answer: str, gzipped: bool = False) -> dict:
+    body = json.dumps({"messages": [{"role": "user", "content": question}], "model": "gpt-4o-mini"})
+    answer_body: bytes | str = json.dumps({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    })
+    headers = {"Content-Type": ["application/json"]}
+    if gzipped:
+        answer_body = gzip.compress(answer_body.encode())
+        headers["Content-Encoding"] = ["gzip"]
+    return {
+        "request": {"body": body, "headers": {"Content-Type": ["application/json"]}, "method": "POST",
+                    "uri": "https://api.openai.com/v1/chat/completions"},
+        "response": {"body": {"string": answer_body}, "headers": headers, "status": {"code": 200, "message": "OK"}},
+    }
+
+
+def write_tape(path: Path, *interactions: dict) -> None:
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"interactions": list(interactions), "version": 1}))
+
+
+def test_adopt_reads_folded_bodies_gzip_answers_extra_tapes_and_match_on(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    tests = project / "tests"
+    tests.mkdir(parents=True)
+    shutil.copy(PROJECT / "pytest.ini", project / "pytest.ini")
+    (tests / "test_shapes.py").write_text(SHAPES_TEST)
+    (tests / "test_match.py").write_text(MATCH_TEST)
+    tapes = tests / "cassettes"
+    write_tape(tapes / "test_shapes" / "test_folded.yaml",
+               tape_interaction("It's \"quoted\" - really...", "folded ok"))
+    write_tape(tapes / "test_shapes" / "test_gzip.yaml", tape_interaction("Zip it.", "gzip ok", gzipped=True))
+    assert "!!binary" in (tapes / "test_shapes" / "test_gzip.yaml").read_text()
+    write_tape(tapes / "test_shapes" / "shared.yaml", tape_interaction("Only in the shared tape.", "shared ok"))
+    write_tape(tapes / "test_match" / "test_match_on_body.yaml",
+               tape_interaction("First?", "answer one"), tape_interaction("Second?", "answer two"))
+    # vcrpy passes them all, offline (its own playback: nothing recorded, nothing sent).
+    vcr = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=none"], project,
+              clean_env(OPENAI_API_KEY="sk-test-VCRPLAYKEY0123456789abcdef"))
+    assert "4 passed" in vcr.stdout, vcr.stdout
+
+    (project / "cassette.toml").write_text('store = "cassettes"\n')
+    adopt = run(plugin_pytest("adopt"), project, plugin_env("http://127.0.0.1:9"))
+    assert "4 passed" in adopt.stdout, adopt.stdout
+    report = json.loads((project / ".cassette" / "adopt-report.json").read_text())["tests"]
+    folded = report["tests/test_shapes.py::test_folded"]["adopted"][0]["drift"]
+    # (The hand-written tape holds no headers: today's are all "added".)
+    assert folded[0] == ("body $.messages[0].content: [-It's \"quoted\" - really...-] "
+                         "{+It\u2019s \u201cquoted\u201d \u2014 really\u2026+}"), folded
+    assert report["tests/test_shapes.py::test_extra_tape"]["tapes"][-1] == "tests/cassettes/test_shapes/shared.yaml"
+    match = report["tests/test_match.py::test_match_on_body"]
+    assert match["match_on"] == ["method", "path", "body"], match
+    assert [a["interaction"] for a in match["adopted"]] == [2, 1], match
+    assert all(r["recorded"] == len(r["adopted"]) for r in report.values()), report
+    stored = [json.loads(p.read_text()) for p in (project / "cassettes").rglob("*.json")]
+    # The gzip answer is stored decoded, never compressed bytes.
+    gz = [d for d in stored if d["meta"].get("test") == "tests/test_shapes.py::test_gzip"]
+    assert len(gz) == 1 and gz[0]["response"]["body"]["json"]["choices"][0]["message"]["content"] == "gzip ok", gz
+    assert "content-encoding" not in gz[0]["response"]["headers"], gz[0]["response"]["headers"]
+
+    shutil.move(tapes, tmp_path / "tapes-away")
+    replay = run(plugin_pytest("replay"), project, plugin_env("http://127.0.0.1:9"))
+    assert "4 passed" in replay.stdout, replay.stdout
