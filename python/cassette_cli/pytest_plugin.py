@@ -484,7 +484,12 @@ def pytest_runtest_makereport(
     if session.tapes is not None:
         adopted = session.tapes.end() if call.when == "teardown" else session.tapes.peek()
         if adopted is not None:
-            problems += _adopt_problems(test, adopted)
+            noted = _adopt_problems(test, adopted)
+            if noted:
+                # The tape server's own note first; the proxy's word for its unanswered
+                # connection ("upstream ... unreachable", once per client retry) says no more.
+                own = session.tapes.url
+                problems = noted + [p for p in problems if own not in p]
             if call.when == "teardown":
                 adopted["from_cassettes"] = int(tally.get("hits", 0))
                 adopted["recorded"] = int(tally.get("recorded", 0))

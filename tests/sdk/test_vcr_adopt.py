@@ -202,6 +202,10 @@ def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
     assert "a request bypassed the base URL (CONNECT api.mistral.ai:443) and was refused" in out, out
     assert "no vcrpy tape for this test" in out and "tests/cassettes/test_hostile/test_no_tape.yaml" in out, out
     assert "BYPASSKEY" not in out
+    # What the tape server could not answer got no answer (never one the proxy might store):
+    # the tape's note says why, the proxy's "unreachable" for it (once per retry) is not repeated.
+    assert "cassette error: upstream" not in out, out
+    assert "tests/test_chat.py::test_plain: cassette adopt: no unused interaction" in out, out
     # The tape server's refusals are never stored as cassettes.
     assert not list(project.glob("cassettes/**/*.json")), list(project.glob("cassettes/**/*"))
     report = (project / ".cassette" / "adopt-report.json").read_text()
