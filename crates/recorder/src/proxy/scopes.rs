@@ -93,7 +93,7 @@ impl Begin {
 #[derive(Debug)]
 #[cfg_attr(not(unix), allow(dead_code))]
 pub(super) enum Control {
-    /// `{"op":"begin","scope":ID, "test":..., "mode":..., "repeats":...}`: `PUT`.
+    /// `{"op":"begin","scope":ID, "test":..., "mode":..., "repeats":..., "sharing":...}`: `PUT`.
     Begin { id: String, scope: Scope },
     /// `{"op":"end","scope":ID}`: `DELETE`, whose tally nobody reads (the runner asks the
     /// endpoint when a notice told it something went wrong).
@@ -569,5 +569,15 @@ mod tests {
         assert_eq!(own("own").scope().unwrap().sharing, Sharing::Own);
         assert_eq!(own("shared").scope().unwrap().sharing, Sharing::Shared);
         assert!(own("mine").scope().unwrap_err().contains("mine"));
+        // The control pipe's begin says the same.
+        let line = br#"{"op":"begin","scope":"default","test":"t","sharing":"own"}"#;
+        match Control::parse(line).unwrap() {
+            Control::Begin { id, scope } => {
+                assert_eq!((id.as_str(), scope.sharing), ("default", Sharing::Own));
+            }
+            other => panic!("{other:?}"),
+        }
+        let line = br#"{"op":"begin","scope":"default","sharing":"mine"}"#;
+        assert!(Control::parse(line).unwrap_err().contains("mine"));
     }
 }
