@@ -49,6 +49,8 @@ impl Sealed {
     /// nothing.
     pub fn seal(mut cassette: Cassette, redactor: &Redactor, received: Option<Value>) -> Sealed {
         let before = KeyedParts::of(&cassette.request);
+        // A test-scoped key reads the test id too (a secret in it is redacted like any).
+        let scope_before = cassette.test_scope.clone();
         let redaction = redact_fields(redactor, &mut cassette);
         if !cassette.is_mcp() {
             derive_facts(redactor, &mut cassette);
@@ -56,6 +58,7 @@ impl Sealed {
         let unchanged = received.as_ref().is_some_and(|material| {
             !redaction.request.changed
                 && before == KeyedParts::of(&cassette.request)
+                && scope_before == cassette.test_scope
                 && semantic_headers_kept(material, &cassette.request.headers)
         });
         let material = match received {

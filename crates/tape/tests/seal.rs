@@ -211,6 +211,33 @@ fn a_stored_request_redaction_changed_is_marked_and_keys_to_its_material() {
 }
 
 #[test]
+fn a_test_scoped_recording_keys_to_its_test_and_a_secret_in_the_id_is_marked() {
+    let mut cassette = full();
+    cassette.sequence = None;
+    cassette.key_settings = Some(KeySettings::of(&KeyConfig::default()));
+    let plain = cassette_tape::Request::from(&cassette).key(&KeyConfig::default());
+    for (test, redacted) in [
+        ("tests/test_chat.py::test_b", false),
+        (&*format!("tests/test_chat.py::test_b[{SECRET}]"), true),
+    ] {
+        let keyed = plain.clone().for_test(Some(test));
+        cassette.test_scope = TestScope::of(&keyed);
+        cassette.meta.test = Some(test.to_owned());
+        cassette.key = keyed.key.clone();
+        let sealed = Sealed::seal(cassette.clone(), &Redactor::default(), Some(keyed.material));
+        assert_eq!(sealed.cassette().meta.request_redacted, redacted, "{test}");
+        let text = String::from_utf8_lossy(&sealed.to_document()).into_owned();
+        assert!(!text.contains(SECRET), "{text}");
+        if !redacted {
+            assert_eq!(
+                sealed.material(),
+                &plain.clone().for_test(Some(test)).material
+            );
+        }
+    }
+}
+
+#[test]
 fn mcp_documents_get_no_llm_facts_and_key_by_the_mcp_profile() {
     let keyed = McpRequest::new("notes", "tools/call")
         .params(&json!({"name": "search", "arguments": {"q": "x"}}))
