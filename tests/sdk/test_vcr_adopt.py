@@ -109,6 +109,9 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
         assert plain["adopted"][0]["drift"] == ["body $.messages[0].content: Name a [-city.-] {+capital.+}"], plain
         assert plain["recorded"] == 1, plain
         assert len(report["tests"]["tests/test_chat.py::test_repeats"]["adopted"]) == 3, report
+        # The download is named in the report: its tape's interaction was never asked for.
+        download = report["tests"]["tests/test_chat.py::test_download"]
+        assert download["adopted"] == [] and download["unused_interactions"] == 1, download
         # Never answered by the other test's cassette: its own tape answered, and was stored.
         second = report["tests"][PAIR[1]]
         assert second["from_cassettes"] == 0 and second["recorded"] == 1, second
