@@ -165,3 +165,128 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A test-scoped cassette (adopt: `docs/keying.md`, "Test-scoped keys") beside the plain one of
+/// its request: `verify` finds nothing wrong with it, `ls` and `show` say what it is, `rekey`
+/// keeps it test-scoped under the new settings, and a hand-edited scope is named.
+#[test]
+fn a_test_scoped_cassette_is_verified_listed_and_rekeyed_as_one() {
+    use cassette_keying::KeyConfig;
+    use cassette_tape::{Cassette, StoredBody, TestScope};
+
+    let dir = Workdir::new();
+    dir.write(
+        "tapes/t.yaml",
+        &format!(
+            "interactions:\n{}version: 1\n",
+            interaction("1", "Pick a number.", "answer 5")
+        ),
+    );
+    let store = dir.store("c");
+    let out = dir.run(&["import", "tapes", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let plain_path = walk(&dir.join("c"))
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let plain_text = std::fs::read_to_string(&plain_path).unwrap();
+    let plain: Cassette = serde_json::from_str(&plain_text).unwrap();
+    // Another test's answer to the same request, as adopt stores it.
+    let test = "tests/test_chat.py::test_same_request_second";
+    let mut scoped = plain.clone();
+    scoped.test_scope = Some(TestScope {
+        test: test.into(),
+        plain_key: plain.key.clone(),
+    });
+    scoped.meta.test = Some(test.into());
+    scoped.format = 3;
+    scoped.key = scoped.keyed_request(&KeyConfig::default()).key;
+    assert_ne!(scoped.key, plain.key);
+    let text = serde_json::to_string_pretty(&scoped)
+        .unwrap()
+        .replace("answer 5", "answer 6");
+    let write = |cassette: &Cassette, text: &str| {
+        let key = cassette.key.as_str();
+        let path = plain_path
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join(&key[..2])
+            .join(format!("{key}.json"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    assert!(
+        plain_path.ends_with(format!("{}/{}.json", &plain.key.as_str()[..2], plain.key)),
+        "{plain_path:?}"
+    );
+    write(&scoped, &text);
+
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let out = dir.run(&["ls", "--store", &store]);
+    let listed = common::stdout(&out);
+    assert_eq!(
+        listed
+            .lines()
+            .filter(|l| l.contains("(test-scoped)"))
+            .count(),
+        1,
+        "{listed}"
+    );
+    let out = dir.run(&["ls", "--json", "--store", &store]);
+    let lines: Vec<Value> = common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let row = lines.iter().find(|l| l["test_scoped"] == true).unwrap();
+    assert_eq!(row["plain_key"], plain.key.as_str());
+    assert_eq!(row["test"], test);
+    let out = dir.run(&["show", scoped.key.as_str(), "--store", &store]);
+    assert!(
+        common::stdout(&out).contains(&format!("yes, for {test} (plain key {})", plain.key)),
+        "{}",
+        both(&out)
+    );
+
+    // New settings: both move, the scoped one stays scoped to its test and names the new plain
+    // key; verify under the new settings agrees.
+    dir.write("cassette.toml", "[keying]\nignore = [\"$.temperature\"]\n");
+    let out = dir.run(&["rekey", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(both(&out).contains("moved 2"), "{}", both(&out));
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let moved: Vec<Cassette> = walk(&dir.join("c"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect();
+    assert_eq!(moved.len(), 2, "{moved:?}");
+    let new_plain = moved.iter().find(|c| c.test_scope.is_none()).unwrap();
+    let new_scoped = moved.iter().find(|c| c.test_scope.is_some()).unwrap();
+    assert_ne!(new_plain.key, plain.key);
+    let scope = new_scoped.test_scope.as_ref().unwrap();
+    assert_eq!(
+        (scope.test.as_str(), &scope.plain_key),
+        (test, &new_plain.key)
+    );
+    assert!(
+        matches!(&new_scoped.response.body, StoredBody::Json(v) if v.to_string().contains("answer 6"))
+    );
+
+    // A scope edited by hand to name another request is named by verify.
+    let mut edited = new_scoped.clone();
+    edited.test_scope.as_mut().unwrap().plain_key = plain.key.clone();
+    let text = serde_json::to_string_pretty(&edited).unwrap();
+    write(&edited, &text);
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_ne!(code(&out), 0, "{}", both(&out));
+    assert!(
+        both(&out).contains("its test scope names the request"),
+        "{}",
+        both(&out)
+    );
+}

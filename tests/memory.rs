@@ -50,6 +50,7 @@ fn store_stream_recording(dir: &std::path::Path, question: &str, answer: &str) {
         key_version: cassette_keying::KEY_VERSION,
         key_settings: None,
         sequence: None,
+        test_scope: None,
         recorded_at: "2026-01-01T00:00:00Z".into(),
         tool: "test".into(),
         target: "default".into(),

@@ -56,8 +56,9 @@ SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+|AIza[0-9A-Za-z_\-]{20,
 SECRET_PARAM = re.compile(
     r"(?i)([?&](?:key|api[_-]?key|token|access[_-]?token|sig|signature|auth)=)[^&\s]+"
 )
-# Status of a request no interaction of the tape matches: not 409 (clients that retry it) and
-# not a 5xx (clients retry those), and the plugin fails the test whatever the client did.
+# Status of a request that bypassed the base URL and came here as to a forward proxy (not 409,
+# which clients retry, nor a 5xx): the proxy never sees it, so it is never stored. A request the
+# proxy forwards that no interaction of the tape matches gets no answer at all (see `_refuse`).
 NO_MATCH_STATUS = 418
 
 
@@ -361,7 +362,9 @@ class Tape:
             else f"no vcrpy tape for this test ({self.names()} does not exist), "
             f"asked for {sent.describe()}"
         )
-        self.unmatched.append(why)
+        # A client that retries what got no answer asks again: named once.
+        if why not in self.unmatched:
+            self.unmatched.append(why)
         return None
 
     def result(self) -> dict[str, Any]:
@@ -433,7 +436,15 @@ def _handler(owner: TapeServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def _refuse(self, why: str) -> None:
+        def _refuse(self, why: str, *, forwarded: bool = True) -> None:
+            # A request the proxy forwarded: the connection is closed unanswered. The proxy
+            # records error answers in adopt (a tape's 429 is the vendor's answer), and an
+            # answer from here would be one; no answer is an upstream failure, which it never
+            # records. A vendor can send no such signal that forges or hides a recording: not
+            # answering is all it means. The plugin fails the test with `why` either way.
+            if forwarded:
+                self.close_connection = True
+                return
             text = f"cassette adopt: {why}\n".encode()
             self._reply(NO_MATCH_STATUS, [("content-type", "text/plain; charset=utf-8")], text)
 
@@ -451,7 +462,7 @@ def _handler(owner: TapeServer) -> type[BaseHTTPRequestHandler]:
                     if tape is not None:
                         tape.refused.append(why)
                     self.close_connection = True
-                    return self._refuse(why)
+                    return self._refuse(why, forwarded=False)
                 route, _, rest = parts.path[len(ROUTE_PREFIX) :].partition("/")
                 vendor = owner.vendors.get(route)
                 if vendor is None:
@@ -470,7 +481,7 @@ def _handler(owner: TapeServer) -> type[BaseHTTPRequestHandler]:
                     return self._refuse(f"{sent.describe()} was sent outside any test")
                 recorded = tape.answer(sent)
             if recorded is None:
-                return self._refuse(tape.unmatched[-1])
+                return self._refuse("no interaction of the tape matches")
             self._reply(recorded.status, recorded.response_headers, recorded.response_body)
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle

@@ -320,10 +320,11 @@ def _adopt_args(config: pytest.Config, session: _Session) -> list[str]:
             vendors[name[len("routes.") : -len(".upstream")]] = Vendor.parse(str(row["value"]))
     tapes = TapeServer(vendors)
     session.tapes = tapes
-    # Without --record-errors: the tape server's own "no match" answer must never be stored. A
-    # tape's error answers (and streams ending in an error event) are therefore not stored
-    # either; the summary names each test so answered (replay will miss it).
-    args = ["--mode", "auto"]
+    # --record-errors: a tape's error answers (a 429 or 500 a test expects, a stream ending in
+    # an error event) are the vendor's answers, stored like any. The tape server's own "no
+    # match" is never an answer: it closes the connection unanswered, which the proxy passes
+    # on as an upstream failure and never records.
+    args = ["--mode", "auto", "--record-errors"]
     for route in vendors:
         if route == "default":
             args += ["--upstream", tapes.route_url(route)]
@@ -436,6 +437,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         begin["mode"] = mode
     if sequence:
         begin["repeats"] = "sequence"
+    if session.tapes is not None:
+        # Adopt: a cassette another test stored answers this test only when its tape answers
+        # the same; otherwise this test's answer is stored under its test-scoped key.
+        begin["sharing"] = "own"
     try:
         if not session.began_any:
             session.began_any = True
@@ -489,7 +494,12 @@ def pytest_runtest_makereport(
     if session.tapes is not None:
         adopted = session.tapes.end() if call.when == "teardown" else session.tapes.peek()
         if adopted is not None:
-            problems += _adopt_problems(test, adopted)
+            noted = _adopt_problems(test, adopted)
+            if noted:
+                # The tape server's own note first; the proxy's word for its unanswered
+                # connection ("upstream ... unreachable", once per client retry) says no more.
+                own = session.tapes.url
+                problems = noted + [p for p in problems if own not in p]
             if call.when == "teardown":
                 adopted["from_cassettes"] = int(tally.get("hits", 0))
                 adopted["recorded"] = int(tally.get("recorded", 0))

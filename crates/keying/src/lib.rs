@@ -498,6 +498,10 @@ pub struct Keyed {
 /// first occurrence, so every base key is the key of the contract without it.
 pub const OCCURRENCE_MEMBER: &str = "occurrence";
 
+/// The material member that scopes a key to one test (a test-scoped key): absent from every
+/// plain key's material.
+pub const TEST_MEMBER: &str = "test";
+
 impl Keyed {
     /// The key of the `n`-th occurrence of this request within one session, for recorders that
     /// answer repeats of one request in sequence (`docs/keying.md`, "Occurrences"). The first
@@ -543,6 +547,52 @@ impl Keyed {
             .and_then(Value::as_u64)
             .and_then(|n| u32::try_from(n).ok())
             .unwrap_or(1)
+    }
+
+    /// The *test-scoped key* of this request for `test` (a test runner's id of the test, as a
+    /// pytest node id), for recorders that keep one test's answer apart from another's to the
+    /// same request (`docs/keying.md`, "Test-scoped keys"): the material gains the member
+    /// `test: "<id>"` and the key is recomputed from it. `None` takes the member away again,
+    /// giving the plain key. No plain key changes, and no test-scoped key can equal a plain
+    /// key (its material has a member no plain material has). It combines with
+    /// [`Keyed::occurrence`] in either order.
+    pub fn for_test(self, test: Option<&str>) -> Keyed {
+        if test.is_none() && self.material.get(TEST_MEMBER).is_none() {
+            return self;
+        }
+        let Keyed {
+            profile,
+            mut material,
+            system_sha256,
+            streaming,
+            body,
+            ..
+        } = self;
+        if let Value::Object(members) = &mut material {
+            match test {
+                None => {
+                    members.remove(TEST_MEMBER);
+                }
+                Some(test) => {
+                    members.insert(TEST_MEMBER.into(), Value::from(test));
+                }
+            }
+        }
+        let canonical = to_canonical_string(&material);
+        Keyed {
+            key: Key(sha256_hex(canonical.as_bytes())),
+            profile,
+            material,
+            canonical,
+            system_sha256,
+            streaming,
+            body,
+        }
+    }
+
+    /// The test this key is scoped to, when made by [`Keyed::for_test`].
+    pub fn test_scope(&self) -> Option<&str> {
+        self.material.get(TEST_MEMBER).and_then(Value::as_str)
     }
 }
 

@@ -1254,3 +1254,77 @@ fn diff_names_the_occurrence() {
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert!(shown[0].starts_with("occurrence"), "{shown:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Test-scoped keys (adopt): an addition to key v1 that changes no plain key.
+// ---------------------------------------------------------------------------------------------
+
+const VECTOR1_TEST: &str = "tests/test_chat.py::test_same_request_second";
+const VECTOR1_TEST_KEY: &str = "d42377def8b783d8ff2c1a117e5d008945f0117f14092ef2c68f278fac8aec36";
+const VECTOR1_TEST_OCCURRENCE2_KEY: &str =
+    "e53c9b495d798fdec3fd43340f3d86999a16ae71c5a9a291fc8f0c94224ce49f";
+
+#[test]
+fn test_scoped_keys_pin_their_material_and_key() {
+    let base = vector1();
+    assert_eq!(base.test_scope(), None);
+    assert_eq!(base.clone().for_test(None).key.as_str(), VECTOR1_KEY);
+    let scoped = base.clone().for_test(Some(VECTOR1_TEST));
+    // The plain material with one member more, in its sorted place (after `target`, before `v`).
+    let expected = base.canonical.replacen(
+        r#","v":1}"#,
+        &format!(r#","test":"{VECTOR1_TEST}","v":1}}"#),
+        1,
+    );
+    assert_ne!(expected, base.canonical);
+    assert_eq!(scoped.canonical, expected);
+    assert_eq!(scoped.key.as_str(), sha256_hex(expected.as_bytes()));
+    assert_eq!(scoped.key.as_str(), VECTOR1_TEST_KEY);
+    assert_eq!(scoped.test_scope(), Some(VECTOR1_TEST));
+    assert_eq!(scoped.profile, base.profile);
+    assert_eq!(scoped.system_sha256, base.system_sha256);
+    // Another test, another key; none equal to the plain key.
+    let other = base
+        .clone()
+        .for_test(Some("tests/test_chat.py::test_same_request_first"));
+    assert_ne!(other.key, scoped.key);
+    assert_ne!(other.key.as_str(), VECTOR1_KEY);
+    // An empty id is still a scope: a member present is never the plain key.
+    assert_ne!(base.clone().for_test(Some("")).key.as_str(), VECTOR1_KEY);
+    // Scoping again replaces the test; `None` gives the plain key back, byte for byte.
+    assert_eq!(other.clone().for_test(Some(VECTOR1_TEST)).key, scoped.key);
+    let plain = scoped.clone().for_test(None);
+    assert_eq!(plain.key.as_str(), VECTOR1_KEY);
+    assert_eq!(plain.canonical, base.canonical);
+    // With occurrences, in either order: both members, one key.
+    let both = scoped.clone().occurrence(2);
+    assert_eq!(both.key.as_str(), VECTOR1_TEST_OCCURRENCE2_KEY);
+    assert_eq!(
+        base.clone().occurrence(2).for_test(Some(VECTOR1_TEST)).key,
+        both.key
+    );
+    assert_eq!(both.occurrence_number(), 2);
+    assert_eq!(both.test_scope(), Some(VECTOR1_TEST));
+    assert_eq!(
+        both.clone().occurrence(1).for_test(None).key.as_str(),
+        VECTOR1_KEY
+    );
+    // Characters JSON escapes are escaped as step 7 says (the id is a JSON string).
+    let quoted = base.clone().for_test(Some("t.py::t[\"a\\b\"]"));
+    assert!(
+        quoted.canonical.contains(r#""test":"t.py::t[\"a\\b\"]","#),
+        "{}",
+        quoted.canonical
+    );
+}
+
+#[test]
+fn diff_names_the_test_scope() {
+    let base = vector1();
+    let shown: Vec<String> = diff(&base.material, &base.clone().for_test(Some("t")).material)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].starts_with("test"), "{shown:?}");
+}

@@ -198,6 +198,30 @@ pub enum Repeats {
     Sequence,
 }
 
+/// Whether a recording made by one test answers another test that sends the same request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sharing {
+    /// A recording answers every test that sends its request, after the test's own
+    /// test-scoped recording of it when it has one (the default).
+    #[default]
+    Shared,
+    /// Adopt: this test's answers are its own. A recording another test made answers this
+    /// test only when the upstream gives this test the same answer; a different answer is
+    /// stored under the request's test-scoped key (`docs/keying.md`, "Test-scoped keys").
+    /// Applies only where the mode records create-only (auto); elsewhere it is `Shared`.
+    Own,
+}
+
+impl Sharing {
+    /// `shared` or `own`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sharing::Shared => "shared",
+            Sharing::Own => "own",
+        }
+    }
+}
+
 impl Repeats {
     /// `same` or `sequence`.
     pub fn as_str(self) -> &'static str {

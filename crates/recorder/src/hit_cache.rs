@@ -63,6 +63,9 @@ pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) headers: Arc<[(String, String)]>,
     pub(crate) body: Bytes,
+    /// The test that recorded it (`meta.test`): a request of another test looks for its own
+    /// test-scoped recording first.
+    pub(crate) test: Option<Arc<str>>,
 }
 
 impl Answer {
@@ -290,6 +293,7 @@ mod tests {
 
     fn answer(body: &str) -> Answer {
         Answer {
+            test: None,
             status: 200,
             headers: Arc::from(vec![(
                 "content-type".to_owned(),

@@ -56,7 +56,7 @@ pub use cassette_tape::redact;
 pub use cassette_wire as stream;
 
 pub use cassette_tape::{Cassette, Request, Sealed};
-pub use config::{ErrorRecording, RecorderConfig, Repeats, Route, StreamReplay};
+pub use config::{ErrorRecording, RecorderConfig, Repeats, Route, Sharing, StreamReplay};
 pub use engine::{Exchange, Imported, Recorder, RecordingFailure, Rekeyed, Stats, Stored};
 pub use error::{BoxError, Error, Result, Setting};
 pub use hit_cache::HitCacheStats;

@@ -1,9 +1,10 @@
 //! Who a request is for: the test a test runner is running when it arrives, and what that test
 //! asks of the recorder. A test runner's plugin names the test through the proxy's control
 //! endpoint; the recorder records the test as each cassette's provenance, numbers repeats per
-//! test in sequence mode, and compares a miss with that test's own recordings first.
+//! test in sequence mode, answers from the test's own test-scoped recordings first, and
+//! compares a miss with that test's own recordings first.
 
-use crate::config::Repeats;
+use crate::config::{Repeats, Sharing};
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 
@@ -17,6 +18,8 @@ pub struct Scope {
     pub mode: Option<Mode>,
     /// How this test's repeats of one request are answered, instead of the recorder's setting.
     pub repeats: Option<Repeats>,
+    /// Whether recordings other tests made answer this test (adopt asks for its own).
+    pub sharing: Sharing,
 }
 
 impl Scope {

@@ -20,14 +20,18 @@ use std::collections::BTreeMap;
 /// as format 2 (see [`format_for`]): every other document stays format 1, readable by every
 /// reader of format 1, while a reader of format 1 refuses a later occurrence of a request
 /// (which it would take for a hand-edited recording of the first) with a clear message.
-pub const FORMAT_VERSION: u32 = 2;
+/// Format 3 is format 2 plus [`Cassette::test_scope`], written only by documents that have
+/// one, for the same reason: a reader of format 2 would take a test-scoped recording for a
+/// plain one whose stored request no longer gives its key.
+pub const FORMAT_VERSION: u32 = 3;
 
-/// The format a document is written in: 2 for a later occurrence of a request (it has a
-/// [`Sequence`]), 1 otherwise.
-pub fn format_for(sequence: Option<&Sequence>) -> u32 {
-    match sequence {
-        Some(_) => 2,
-        None => 1,
+/// The format a document is written in: 3 for a test-scoped recording (it has a
+/// [`TestScope`]), 2 for a later occurrence of a request (it has a [`Sequence`]), 1 otherwise.
+pub fn format_for(sequence: Option<&Sequence>, test_scope: Option<&TestScope>) -> u32 {
+    match (sequence, test_scope) {
+        (_, Some(_)) => 3,
+        (Some(_), None) => 2,
+        (None, None) => 1,
     }
 }
 
@@ -50,6 +54,11 @@ pub struct Cassette {
     /// key (`docs/keying.md`, "Occurrences"). Format 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<Sequence>,
+    /// Set on a test-scoped recording: the answer one test got to a request another test's
+    /// recording answers differently (adopt, `docs/keying.md`, "Test-scoped keys"): `key` is
+    /// then the request's test-scoped key for [`TestScope::test`], not its plain key. Format 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_scope: Option<TestScope>,
     /// When it was recorded, RFC 3339 in UTC.
     pub recorded_at: String,
     /// The tool that recorded it, e.g. `cassette 0.1.0`.
@@ -122,7 +131,8 @@ impl KeySettings {
 /// Which occurrence of which request a recording answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sequence {
-    /// The request's base key: the key of its first occurrence.
+    /// The request's base key: the key of its first occurrence (its plain key, for a
+    /// test-scoped recording).
     pub base_key: Key,
     /// Which occurrence this is: 2 or more.
     pub occurrence: u32,
@@ -134,8 +144,31 @@ impl Sequence {
     pub fn of(keyed: &Keyed) -> Option<Sequence> {
         let occurrence = keyed.occurrence_number();
         (occurrence >= 2).then(|| Sequence {
-            base_key: keyed.clone().occurrence(1).key,
+            base_key: keyed.clone().occurrence(1).for_test(None).key,
             occurrence,
+        })
+    }
+}
+
+/// Which test a test-scoped recording answers, and the plain key of its request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestScope {
+    /// The test's id as its test runner names it (a pytest node id): the `test` member of the
+    /// key material.
+    pub test: String,
+    /// The plain key of the request (of its occurrence, in a sequence): the key without the
+    /// test.
+    pub plain_key: Key,
+}
+
+impl TestScope {
+    /// The scope of a test-scoped key (`None` for a plain one); `plain_key` is computed only
+    /// when there is one.
+    pub fn of(keyed: &Keyed) -> Option<TestScope> {
+        let test = keyed.test_scope()?.to_owned();
+        Some(TestScope {
+            test,
+            plain_key: keyed.clone().for_test(None).key,
         })
     }
 }
@@ -345,7 +378,8 @@ impl Cassette {
     /// [`Request::from`] gives it back, an MCP exchange with the `mcp` profile. It differs from
     /// [`Cassette::key`] when redaction changed a keyed part (`meta.request_redacted`), when the
     /// tape was edited by hand, or when keying changed without a key version bump.
-    /// A later occurrence of a request keys to its occurrence key ([`Cassette::sequence`]).
+    /// A later occurrence of a request keys to its occurrence key ([`Cassette::sequence`]), a
+    /// test-scoped recording to its test-scoped key ([`Cassette::test_scope`]).
     pub fn keyed_request(&self, config: &KeyConfig) -> Keyed {
         let keyed = if self.is_mcp() {
             let request = McpRequest::new(&self.target, &self.request.path);
@@ -356,7 +390,9 @@ impl Cassette {
         } else {
             Request::from(self).key(config)
         };
-        keyed.occurrence(self.occurrence())
+        keyed
+            .occurrence(self.occurrence())
+            .for_test(self.test_scope.as_ref().map(|s| s.test.as_str()))
     }
 
     /// Whether this cassette holds an MCP exchange (see [`crate::mcp`]).
@@ -430,6 +466,7 @@ mod tests {
             key_version: 1,
             key_settings: Some(KeySettings::of(&KeyConfig::default())),
             sequence: None,
+            test_scope: None,
             recorded_at: "2026-11-29T09:00:00Z".into(),
             tool: "cassette 0.1.0".into(),
             target: "default".into(),
@@ -501,14 +538,14 @@ mod tests {
     #[test]
     fn only_later_occurrences_are_format_2() {
         let first = sample();
-        assert_eq!(format_for(first.sequence.as_ref()), 1);
+        assert_eq!(format_for(first.sequence.as_ref(), None), 1);
         assert!(!String::from_utf8_lossy(&first.serialize()).contains("sequence"));
         let mut later = sample();
         later.sequence = Some(Sequence {
             base_key: Key::parse(&"cd".repeat(32)).unwrap(),
             occurrence: 3,
         });
-        later.format = format_for(later.sequence.as_ref());
+        later.format = format_for(later.sequence.as_ref(), None);
         assert_eq!(later.format, 2);
         let back = Cassette::from_document(&later.serialize()).unwrap();
         assert_eq!(back, later);
@@ -523,6 +560,50 @@ mod tests {
         assert_eq!(Sequence::of(&base), None);
         let third = Sequence::of(&base.clone().occurrence(3)).unwrap();
         assert_eq!((third.base_key, third.occurrence), (base.key, 3));
+    }
+
+    #[test]
+    fn only_test_scoped_recordings_are_format_3_and_key_to_their_test_scoped_key() {
+        let plain = sample();
+        assert!(!String::from_utf8_lossy(&plain.serialize()).contains("test_scope"));
+        let config = KeyConfig::default();
+        let request = Request::from(&plain).key(&config);
+        let test = "tests/test_chat.py::test_b";
+        let mut scoped = sample();
+        scoped.test_scope = TestScope::of(&request.clone().for_test(Some(test)));
+        assert_eq!(
+            scoped
+                .test_scope
+                .as_ref()
+                .map(|s| (s.test.as_str(), &s.plain_key)),
+            Some((test, &request.key))
+        );
+        assert_eq!(TestScope::of(&request), None);
+        scoped.format = format_for(None, scoped.test_scope.as_ref());
+        assert_eq!(scoped.format, 3);
+        let back = Cassette::from_document(&scoped.serialize()).unwrap();
+        assert_eq!(back, scoped);
+        let keyed = back.keyed_request(&config);
+        assert_eq!(keyed.key, request.clone().for_test(Some(test)).key);
+        assert_ne!(keyed.key, request.key);
+        // With a sequence: both members, and the sequence names the plain first occurrence.
+        scoped.sequence = Sequence::of(&request.clone().occurrence(2).for_test(Some(test)));
+        assert_eq!(
+            scoped.sequence.as_ref().map(|s| &s.base_key),
+            Some(&request.key)
+        );
+        assert_eq!(
+            format_for(scoped.sequence.as_ref(), scoped.test_scope.as_ref()),
+            3
+        );
+        assert_eq!(
+            scoped.keyed_request(&config).key,
+            request.clone().occurrence(2).for_test(Some(test)).key
+        );
+        // A reader of format 2 refuses it rather than take it for a plain recording.
+        let mut newer = scoped.clone();
+        newer.format = FORMAT_VERSION + 1;
+        assert!(Cassette::from_document(&newer.serialize()).is_err());
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod request;
 mod seal;
 
 pub use document::{
-    Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse,
+    Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse, TestScope,
 };
 pub use error::{Error, Result};
 pub use request::{model_in_path, Request, DEFAULT_TARGET};

@@ -49,6 +49,8 @@ impl Sealed {
     /// nothing.
     pub fn seal(mut cassette: Cassette, redactor: &Redactor, received: Option<Value>) -> Sealed {
         let before = KeyedParts::of(&cassette.request);
+        // A test-scoped key reads the test id too (a secret in it is redacted like any).
+        let scope_before = cassette.test_scope.clone();
         let redaction = redact_fields(redactor, &mut cassette);
         if !cassette.is_mcp() {
             derive_facts(redactor, &mut cassette);
@@ -56,6 +58,7 @@ impl Sealed {
         let unchanged = received.as_ref().is_some_and(|material| {
             !redaction.request.changed
                 && before == KeyedParts::of(&cassette.request)
+                && scope_before == cassette.test_scope
                 && semantic_headers_kept(material, &cassette.request.headers)
         });
         let material = match received {
@@ -137,6 +140,7 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         key_version: _,
         key_settings,
         sequence: _,
+        test_scope,
         recorded_at,
         tool,
         target,
@@ -148,6 +152,12 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
     *upstream = redactor.url(upstream);
     for text in [recorded_at, tool, target] {
         *text = redactor.text(text);
+    }
+    // The test id is key material of a test-scoped recording, and shown like `meta.test`: a
+    // secret in it is redacted all the same (its key then cannot be recomputed, as when a
+    // keyed part of the request is redacted).
+    if let Some(scope) = test_scope {
+        scope.test = redactor.text(&scope.test);
     }
     if let Some(KeySettings {
         fingerprint,

@@ -7,6 +7,7 @@ use cassette_tape::audit::audit;
 use cassette_tape::redact::{find_credentials, Redactor, REDACTED};
 use cassette_tape::{
     Cassette, KeySettings, Meta, Sealed, Sequence, StoredBody, StoredRequest, StoredResponse,
+    TestScope,
 };
 use cassette_wire::{Assembler, StreamFormat};
 use serde_json::{json, Value};
@@ -20,7 +21,7 @@ const SECRET: &str = "sk-proj-7Fh2kQ9xLm3Np8Rs5Tv1Wy4Za6Bc0De2Fg";
 /// puts a credential into it.
 fn full() -> Cassette {
     Cassette {
-        format: 2,
+        format: 3,
         key: Key::parse(&"ab".repeat(32)).expect("hex"),
         key_version: 1,
         key_settings: Some(KeySettings {
@@ -32,6 +33,10 @@ fn full() -> Cassette {
         sequence: Some(Sequence {
             base_key: Key::parse(&"cd".repeat(32)).expect("hex"),
             occurrence: 2,
+        }),
+        test_scope: Some(TestScope {
+            test: "tests/test_chat.py::test_b".into(),
+            plain_key: Key::parse(&"ef".repeat(32)).expect("hex"),
         }),
         recorded_at: "2026-12-01T00:00:00Z".into(),
         tool: "cassette 0.1.0".into(),
@@ -150,7 +155,7 @@ fn a_credential_planted_in_any_string_of_the_document_never_reaches_the_stored_b
         }
     }
     assert!(
-        planted >= 2 * (paths.len() - 2),
+        planted >= 2 * (paths.len() - 3),
         "{planted} of {}",
         paths.len()
     );
@@ -179,6 +184,7 @@ fn sealing_is_idempotent_and_derives_the_review_facts_from_what_is_stored() {
 fn a_stored_request_redaction_changed_is_marked_and_keys_to_its_material() {
     let mut cassette = full();
     cassette.sequence = None;
+    cassette.test_scope = None;
     cassette.key_settings = Some(KeySettings::of(&KeyConfig::default()));
     let request = cassette_tape::Request::from(&cassette);
     let keyed = request.key(&KeyConfig::default());
@@ -205,6 +211,33 @@ fn a_stored_request_redaction_changed_is_marked_and_keys_to_its_material() {
 }
 
 #[test]
+fn a_test_scoped_recording_keys_to_its_test_and_a_secret_in_the_id_is_marked() {
+    let mut cassette = full();
+    cassette.sequence = None;
+    cassette.key_settings = Some(KeySettings::of(&KeyConfig::default()));
+    let plain = cassette_tape::Request::from(&cassette).key(&KeyConfig::default());
+    for (test, redacted) in [
+        ("tests/test_chat.py::test_b", false),
+        (&*format!("tests/test_chat.py::test_b[{SECRET}]"), true),
+    ] {
+        let keyed = plain.clone().for_test(Some(test));
+        cassette.test_scope = TestScope::of(&keyed);
+        cassette.meta.test = Some(test.to_owned());
+        cassette.key = keyed.key.clone();
+        let sealed = Sealed::seal(cassette.clone(), &Redactor::default(), Some(keyed.material));
+        assert_eq!(sealed.cassette().meta.request_redacted, redacted, "{test}");
+        let text = String::from_utf8_lossy(&sealed.to_document()).into_owned();
+        assert!(!text.contains(SECRET), "{text}");
+        if !redacted {
+            assert_eq!(
+                sealed.material(),
+                &plain.clone().for_test(Some(test)).material
+            );
+        }
+    }
+}
+
+#[test]
 fn mcp_documents_get_no_llm_facts_and_key_by_the_mcp_profile() {
     let keyed = McpRequest::new("notes", "tools/call")
         .params(&json!({"name": "search", "arguments": {"q": "x"}}))
@@ -213,6 +246,7 @@ fn mcp_documents_get_no_llm_facts_and_key_by_the_mcp_profile() {
     cassette.key = keyed.key.clone();
     cassette.key_settings = None;
     cassette.sequence = None;
+    cassette.test_scope = None;
     cassette.target = "notes".into();
     cassette.request.method = "MCP".into();
     cassette.request.path = "tools/call".into();
@@ -300,6 +334,7 @@ fn exact_events(format: StreamFormat, stream: &str) -> Vec<Value> {
 fn streamed(format: StreamFormat, events: Vec<Value>) -> Cassette {
     let mut cassette = full();
     cassette.sequence = None;
+    cassette.test_scope = None;
     cassette.response.body = StoredBody::Json(json!({"choices": []}));
     cassette.response.stream = Some(format.name().to_owned());
     cassette.response.events = Some(events);

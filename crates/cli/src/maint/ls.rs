@@ -1,6 +1,6 @@
 //! `cassette ls [--json]`: what is recorded, one cassette a line, with model, path, size and
-//! recorded_at; a later occurrence of a request (sequence mode) shows which (`#3`), and a
-//! recording a test runner's plugin made names its test.
+//! recorded_at; a later occurrence of a request (sequence mode) shows which (`#3`), a
+//! test-scoped one says so, and a recording a test runner's plugin made names its test.
 
 use super::{foreign_files, load_all, runtime, StoreArgs};
 use crate::settings::SettingsFile;
@@ -18,8 +18,9 @@ pub(crate) struct LsArgs {
 
     /// One JSON object a line: key, target, method, path, model, response_model, status,
     /// size, recorded_at, key_version, test (the test that recorded it, when a test runner's
-    /// plugin named one), and for a later occurrence of a request (sequence mode) base_key and
-    /// occurrence (or key and error for unreadable cassettes).
+    /// plugin named one), for a later occurrence of a request (sequence mode) base_key and
+    /// occurrence, for a test-scoped recording (adopt) test_scoped and plain_key (or key and
+    /// error for unreadable cassettes).
     #[arg(long)]
     json: bool,
 }
@@ -112,6 +113,10 @@ fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
         line["base_key"] = json!(sequence.base_key);
         line["occurrence"] = json!(sequence.occurrence);
     }
+    if let Some(scope) = &c.test_scope {
+        line["test_scoped"] = json!(true);
+        line["plain_key"] = json!(scope.plain_key);
+    }
     line.to_string()
 }
 
@@ -125,6 +130,11 @@ fn table_row(key: &Key, size: usize, c: &Cassette) -> String {
     // A later occurrence of a request (sequence mode): which one.
     if let Some(sequence) = &c.sequence {
         path.push_str(&format!(" #{}", sequence.occurrence));
+    }
+    // A test-scoped recording (adopt): one test's own answer to a request another test's
+    // recording answers otherwise.
+    if c.test_scope.is_some() {
+        path.push_str(" (test-scoped)");
     }
     format!(
         "{:<16}  {:<20}  {:<24}  {:<28}  {:>6}  {:>8}  {}",

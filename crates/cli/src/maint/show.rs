@@ -55,6 +55,13 @@ fn render(c: &Cassette) -> String {
         // Provenance: the test a test runner's plugin said was running when it was recorded.
         fact("test", test);
     }
+    if let Some(scope) = &c.test_scope {
+        // Keyed for that test alone: another test's recording answers the plain key.
+        fact(
+            "test_scoped",
+            &format!("yes, for {} (plain key {})", scope.test, scope.plain_key),
+        );
+    }
     fact("target", &format!("{} ({})", c.target, c.upstream));
     fact("profile", &c.meta.profile);
     let model = match (

@@ -328,6 +328,7 @@ fn check_document(
         let base = cassette
             .keyed_request(recorded.as_ref().unwrap_or(config))
             .occurrence(1)
+            .for_test(None)
             .key;
         if base != sequence.base_key {
             let problem = format!(
@@ -338,6 +339,16 @@ fn check_document(
         }
     }
     let keyed = cassette.keyed_request(recorded.as_ref().unwrap_or(config));
+    if let Some(scope) = &cassette.test_scope {
+        let plain = keyed.clone().for_test(None).key;
+        if plain != scope.plain_key {
+            let problem = format!(
+                "its test scope names the request {}, but its stored request keys to {plain}; edited by hand",
+                scope.plain_key
+            );
+            return (Some(problem), KeyCheck::Done);
+        }
+    }
     let recomputed = keyed.key;
     if recomputed == *key {
         return (None, KeyCheck::Done);

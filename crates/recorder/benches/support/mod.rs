@@ -17,6 +17,7 @@ pub(crate) fn recorded(incoming: &Request, i: usize, upstream: &str) -> Cassette
         key_version: cassette_keying::KEY_VERSION,
         key_settings: None,
         sequence: None,
+        test_scope: None,
         recorded_at: "2026-11-29T09:00:00Z".into(),
         tool: "bench".into(),
         target: "default".into(),

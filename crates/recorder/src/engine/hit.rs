@@ -2,7 +2,8 @@
 //! cassette read from the store, and the answer sent from the hit cache when the stored
 //! document has the length and hash of the one it was rendered from; else the document is
 //! parsed, checked (it must be the recording of this key) and rendered as any replay is, and
-//! the answer cached. The document is read unchecked ([`cassette_store::Store::get_raw`]): a
+//! the answer cached. A test's request answered by a cassette another test recorded looks for
+//! the test's own test-scoped recording first (`docs/keying.md`, "Test-scoped keys"). The document is read unchecked ([`cassette_store::Store::get_raw`]): a
 //! fingerprint match means it is the document already checked, and parsing checks any other.
 //!
 //! Every hit reads the store, so the store's current content always decides: an edited or
@@ -18,8 +19,16 @@ use std::sync::Arc;
 
 impl Recorder {
     /// Answers `request` from the store if a cassette is stored under its key; `Ok(None)` when
-    /// none is (the caller keys the request fully for the miss or the recording).
-    pub(super) async fn replay_hit(&self, request: &Request) -> Result<Option<Outcome>> {
+    /// none is (the caller keys the request fully for the miss or the recording). For a
+    /// request of `test`, a cassette another test recorded (or none named) answers only when
+    /// `test` has no test-scoped recording of the request: the one extra lookup is made only
+    /// then, so a plain hit, and a test's own, costs what it did.
+    pub(super) async fn replay_hit(
+        &self,
+        request: &Request,
+        test: Option<&str>,
+    ) -> Result<Option<Outcome>> {
+        let another = |owner: Option<&str>| test.is_some_and(|test| owner != Some(test));
         let hit = request.hit_key(&self.inner.config.key);
         request.check_declared_json(hit.body)?;
         let Some(document) = self.inner.store.get_raw(&hit.key).await? else {
@@ -35,6 +44,11 @@ impl Recorder {
         };
         let cached = fingerprint.and_then(|f| cache.get(&hit.key, &f, &asked));
         if let Some(answer) = cached {
+            if another(answer.test.as_deref()) {
+                if let Some(outcome) = self.scoped_hit(request, test).await? {
+                    return Ok(Some(outcome));
+                }
+            }
             self.note_hit(&hit.key);
             return Ok(Some(Outcome {
                 key: hit.key,
@@ -55,6 +69,12 @@ impl Recorder {
                 return Err(err);
             }
         };
+        if another(cassette.meta.test.as_deref()) {
+            if let Some(outcome) = self.scoped_hit(request, test).await? {
+                return Ok(Some(outcome));
+            }
+        }
+        let owner: Option<Arc<str>> = cassette.meta.test.as_deref().map(Arc::from);
         self.note_hit(&hit.key);
         let response = self.render(
             &hit.key,
@@ -69,6 +89,7 @@ impl Recorder {
                 status: response.status,
                 headers: Arc::from(response.headers.as_slice()),
                 body: body.clone(),
+                test: owner,
             };
             cache.put(&hit.key, fingerprint, asked, answer);
         }
@@ -77,5 +98,14 @@ impl Recorder {
             source: Source::Replayed,
             response,
         }))
+    }
+
+    /// The answer of `test`'s test-scoped recording of `request`, when it has one.
+    async fn scoped_hit(&self, request: &Request, test: Option<&str>) -> Result<Option<Outcome>> {
+        let keyed = request.key(&self.inner.config.key).for_test(test);
+        match self.lookup(&keyed).await? {
+            Some(cassette) => self.replay(request, keyed, cassette).map(Some),
+            None => Ok(None),
+        }
     }
 }

@@ -124,6 +124,7 @@ impl Recorder {
             keyed_key: keyed.key.clone(),
             profile: keyed.profile,
             test: exchange.test,
+            sharing: crate::config::Sharing::Shared,
             sequence,
             material: None,
             status: exchange.status,

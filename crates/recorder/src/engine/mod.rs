@@ -18,7 +18,7 @@ pub use rekey::Rekeyed;
 pub(crate) use write::Stamp;
 pub use write::Stored;
 
-use crate::config::{RecorderConfig, Repeats};
+use crate::config::{RecorderConfig, Repeats, Sharing};
 use crate::error::{Error, Result};
 use crate::hit_cache::{HitCache, HitCacheStats};
 use crate::miss::{
@@ -95,6 +95,13 @@ impl fmt::Display for Stats {
             self.upstream_errors
         )
     }
+}
+
+/// Who asked for a recording: the test, and whether its answers are its own.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Asker {
+    pub(crate) test: Option<String>,
+    pub(crate) sharing: Sharing,
 }
 
 /// A recording that was to be stored and was not.
@@ -298,18 +305,28 @@ impl Recorder {
         let repeats = scope.repeats.unwrap_or(self.inner.config.repeats);
         // A hit needs only the key: keyed in one pass and answered from the hit cache when the
         // stored document is unchanged. In sequence mode the occurrence count needs the full key.
-        let hits_first = repeats == Repeats::Same && mode.reads_store();
+        // Adopt's own answers: a recording another test made is no hit, and what the upstream
+        // answers is compared with it when it is written (`Draft::store_stamped`).
+        let sharing = match scope.sharing {
+            Sharing::Own if mode.on_miss() == OnMiss::Forward(Write::CreateOnly) => Sharing::Own,
+            _ => Sharing::Shared,
+        };
+        let hits_first =
+            repeats == Repeats::Same && mode.reads_store() && sharing == Sharing::Shared;
         if hits_first {
-            if let Some(outcome) = self.replay_hit(&request).await? {
+            if let Some(outcome) = self.replay_hit(&request, scope.test.as_deref()).await? {
                 return Ok(outcome);
             }
         }
         let keyed = request.key(&self.inner.config.key);
         request.check_declared_json(keyed.body)?;
         let keyed = self.in_session(keyed, repeats, scope.test.as_deref());
-        let stored = match mode.reads_store() && !hits_first {
-            true => self.lookup(&keyed).await?,
-            false => None,
+        let (keyed, stored) = match mode.reads_store() {
+            true => {
+                self.lookup_for(keyed, scope.test.as_deref(), sharing, hits_first)
+                    .await?
+            }
+            false => (keyed, None),
         };
         let write = match stored {
             Some(cassette) => match mode.on_hit() {
@@ -322,16 +339,56 @@ impl Recorder {
             },
         };
         let upstream = self.upstream(&request.target)?;
-        let test = scope.test.clone();
+        let asker = Asker {
+            test: scope.test.clone(),
+            sharing,
+        };
         match write {
             Write::Nothing => {
-                self.forward(upstream, request, keyed, write, None, test)
+                self.forward(upstream, request, keyed, write, None, asker)
                     .await
             }
             Write::Overwrite | Write::CreateOnly => {
-                self.record_once(upstream, request, keyed, write, test)
+                self.record_once(upstream, request, keyed, write, asker)
                     .await
             }
+        }
+    }
+
+    /// What is stored for `keyed` (already looked up, and missing, when `plain_missed`), asked
+    /// by `test`: a recording `test` made itself, else its test-scoped recording of the
+    /// request, else the recording any test made (`Sharing::Shared`) or none
+    /// (`Sharing::Own`: the upstream is asked, and its answer compared when written). Without
+    /// a test, the plain recording. The key returned is the one answered or to record under.
+    async fn lookup_for(
+        &self,
+        keyed: Keyed,
+        test: Option<&str>,
+        sharing: Sharing,
+        plain_missed: bool,
+    ) -> Result<(Keyed, Option<Cassette>)> {
+        let plain = match plain_missed {
+            true => None,
+            false => self.lookup(&keyed).await?,
+        };
+        let Some(test) = test else {
+            return Ok((keyed, plain));
+        };
+        if plain
+            .as_ref()
+            .is_some_and(|c| c.meta.test.as_deref() == Some(test))
+        {
+            return Ok((keyed, plain));
+        }
+        // Only now, when another test (or none) recorded the plain key or nothing is stored:
+        // a test's own recordings cost no second lookup.
+        let scoped = keyed.clone().for_test(Some(test));
+        if let Some(cassette) = self.lookup(&scoped).await? {
+            return Ok((scoped, Some(cassette)));
+        }
+        match sharing {
+            Sharing::Shared => Ok((keyed, plain)),
+            Sharing::Own => Ok((keyed, None)),
         }
     }
 
@@ -344,21 +401,27 @@ impl Recorder {
         request: Request,
         keyed: Keyed,
         write: Write,
-        test: Option<String>,
+        asker: Asker,
     ) -> Result<Outcome> {
         match self.inner.flights.join(&keyed.key) {
             Turn::Lead(flight) => {
-                self.forward(upstream, request, keyed, write, Some(flight), test)
+                self.forward(upstream, request, keyed, write, Some(flight), asker)
                     .await
             }
-            Turn::Follow(wait) => {
+            // A test keeping its own answers asks for itself: what another test in flight
+            // stores is not its answer.
+            Turn::Follow(wait) if asker.sharing == Sharing::Shared => {
                 if wait.landed().await == Landed::Stored {
                     if let Some(cassette) = self.lookup(&keyed).await? {
                         return self.replay(&request, keyed, cassette);
                     }
                 }
                 // Nothing was kept (an error answer, a failure): ask for ourselves.
-                self.forward(upstream, request, keyed, write, None, test)
+                self.forward(upstream, request, keyed, write, None, asker)
+                    .await
+            }
+            Turn::Follow(_) => {
+                self.forward(upstream, request, keyed, write, None, asker)
                     .await
             }
         }

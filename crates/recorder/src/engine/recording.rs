@@ -3,8 +3,8 @@
 
 use super::flight::{Flight, Landed};
 use super::write::{Stamp, Stored};
-use super::Recorder;
-use crate::config::{ErrorRecording, StreamReplay};
+use super::{Asker, Recorder};
+use crate::config::{ErrorRecording, Sharing, StreamReplay};
 use crate::error::{report, Error, Result};
 use crate::mode::Write;
 use crate::response::{BodyStream, Outcome, Response, ResponseBody, Source};
@@ -16,7 +16,7 @@ use cassette_tape::headers::{declares_json, header, lowercased};
 use cassette_tape::{
     Cassette, KeySettings, Meta, Request, Sequence, StoredBody, StoredRequest, StoredResponse,
 };
-use cassette_wire::{Assembler, StreamFormat};
+use cassette_wire::{Assembler, StreamError, StreamFormat};
 use futures::StreamExt;
 use serde_json::Value;
 use std::sync::atomic::Ordering;
@@ -36,6 +36,9 @@ pub(super) struct Draft {
     pub(super) profile: Profile,
     /// The test that made the request, when a test runner named one.
     pub(super) test: Option<String>,
+    /// Whether the test's answers are its own (adopt): a create-only write that finds another
+    /// test's recording stored keeps this answer apart when it differs.
+    pub(super) sharing: Sharing,
     /// The route's base URL, without credentials.
     pub(super) upstream: String,
     pub(super) status: u16,
@@ -81,6 +84,9 @@ impl Draft {
         // Gemini's JSON array is one document, not a sequence of events to keep.
         let exact = self.recorder.inner.config.stream_replay == StreamReplay::Exact
             && format != StreamFormat::GeminiJson;
+        // A stream that ends in the upstream's own error event is an error answer: recorded
+        // when error answers are, event by event in its framing, as `import` keeps one.
+        let errors = self.recorder.inner.config.errors == ErrorRecording::Record;
         let limit = self.recorder.inner.config.max_answer;
         tokio::spawn(async move {
             let mut upstream = response.bytes_stream();
@@ -88,7 +94,7 @@ impl Draft {
             let mut assembly = Some(Assembly {
                 assembler: Assembler::new(format),
                 // The events as sent, kept beside the meaning when exact replay was asked for.
-                events: exact.then(|| Assembler::new(format.framing())),
+                events: (exact || errors).then(|| Assembler::new(format.framing())),
             });
             let mut received = 0usize;
             // The last bytes passed on, to end a cut stream after a whole event.
@@ -160,17 +166,30 @@ impl Draft {
             let Some(Assembly { assembler, events }) = assembly else {
                 return;
             };
-            let assembled = assembler.finish().and_then(|final_response| {
-                let events = events.map(Assembler::finish).transpose()?;
-                Ok((final_response, events))
-            });
+            let assembled = match assembler.finish() {
+                Ok(final_response) => {
+                    let events = match exact {
+                        true => events.map(Assembler::finish).transpose(),
+                        false => Ok(None),
+                    };
+                    events.map(|events| {
+                        let events = events.and_then(|mut e| match e.get_mut("events") {
+                            Some(Value::Array(list)) => Some(std::mem::take(list)),
+                            _ => None,
+                        });
+                        (StoredBody::Json(final_response), format, events)
+                    })
+                }
+                Err(err @ StreamError::Upstream { .. }) if errors => match events {
+                    Some(events) => events
+                        .finish()
+                        .map(|kept| (StoredBody::Json(kept), format.framing(), None)),
+                    None => Err(err),
+                },
+                Err(err) => Err(err),
+            };
             match assembled {
-                Ok((final_response, events)) => {
-                    let events = events.and_then(|mut e| match e.get_mut("events") {
-                        Some(Value::Array(list)) => Some(std::mem::take(list)),
-                        _ => None,
-                    });
-                    let body = StoredBody::Json(final_response);
+                Ok((body, format, events)) => {
                     match self.store(body, Some(format), events).await {
                         Ok(Stored::Nothing) => {}
                         // Its key was logged before it was stored (`Recorder::write`).
@@ -215,9 +234,18 @@ impl Draft {
         }
         let cassette = self.cassette(body, stream, events);
         let material = self.material.take();
-        self.recorder
+        let own = self.sharing == Sharing::Own && self.write == Write::CreateOnly;
+        let apart = own.then(|| (cassette.clone(), stamp.clone()));
+        let stored = self
+            .recorder
             .write(cassette, stamp, self.write, material)
-            .await
+            .await?;
+        match (stored, apart) {
+            (Stored::Kept, Some((cassette, stamp))) => {
+                self.recorder.keep_apart(cassette, stamp).await
+            }
+            (stored, _) => Ok(stored),
+        }
     }
 
     /// The cassette of this exchange as received; the write path seals it.
@@ -229,11 +257,12 @@ impl Draft {
     ) -> Cassette {
         let request = &self.request;
         Cassette {
-            format: format_for(self.sequence.as_ref()),
+            format: format_for(self.sequence.as_ref(), None),
             key: self.keyed_key.clone(),
             key_version: cassette_keying::KEY_VERSION,
             key_settings: Some(KeySettings::of(&self.recorder.inner.config.key)),
             sequence: self.sequence.clone(),
+            test_scope: None,
             // Stamped by the write path.
             recorded_at: String::new(),
             tool: String::new(),
@@ -274,7 +303,7 @@ impl Recorder {
         mut keyed: Keyed,
         write: Write,
         flight: Option<Flight>,
-        test: Option<String>,
+        asker: Asker,
     ) -> Result<Outcome> {
         // The canonical text is as large as the request and no longer needed: a large request
         // is not held twice while the upstream answers.
@@ -313,7 +342,8 @@ impl Recorder {
             sequence: Sequence::of(&keyed),
             material: Some(std::mem::take(&mut keyed.material)),
             profile: keyed.profile,
-            test,
+            test: asker.test,
+            sharing: asker.sharing,
             upstream: sent.upstream,
             status,
             headers,

@@ -84,8 +84,12 @@ impl Recorder {
         cassette.key = new.clone();
         cassette.key_version = KEY_VERSION;
         cassette.key_settings = Some(settings);
+        // A test-scoped recording stays test-scoped: its key and plain key both move.
+        if let Some(scope) = &mut cassette.test_scope {
+            scope.plain_key = keyed.clone().for_test(None).key;
+        }
         if let Some(sequence) = &mut cassette.sequence {
-            sequence.base_key = keyed.occurrence(1).key;
+            sequence.base_key = keyed.occurrence(1).for_test(None).key;
         }
         let outcome = match write {
             Write::Nothing => match self.inner.store.get(&new).await? {

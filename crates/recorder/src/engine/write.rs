@@ -5,7 +5,8 @@ use super::Recorder;
 use crate::error::Result;
 use crate::mode::Write;
 use cassette_store::Created;
-use cassette_tape::{Cassette, Sealed};
+use cassette_tape::document::format_for;
+use cassette_tape::{Cassette, Sealed, TestScope};
 use serde_json::Value;
 use std::sync::atomic::Ordering;
 
@@ -94,5 +95,64 @@ impl Recorder {
         self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
         self.note_recorded(sealed.cassette(), sealed.material());
         Ok(Stored::Won)
+    }
+
+    /// A create-only write of a test keeping its own answers (adopt) found the key of
+    /// `cassette` stored. A recording this test made is kept (and answers). One another test
+    /// made (or none named) never answers this test: `cassette` is stored under its
+    /// test-scoped key (`docs/keying.md`, "Test-scoped keys"), unless it answers the same
+    /// (status, body and events, as they would be stored), when the one recording serves
+    /// both and nothing is written. Either way the client gets its own answer (`Won` or
+    /// `Nothing`, never `Kept`).
+    pub(crate) async fn keep_apart(&self, mut cassette: Cassette, stamp: Stamp) -> Result<Stored> {
+        let plain_key = cassette.key.clone();
+        let Some(test) = cassette.meta.test.clone() else {
+            return Ok(Stored::Kept);
+        };
+        let kept = match self.inner.store.get(&plain_key).await? {
+            Some(document) => Cassette::from_document(&document).ok(),
+            None => None,
+        };
+        let Some(kept) = kept else {
+            // Deleted or unreadable since: nothing answers in its place, nothing is stored.
+            return Ok(Stored::Nothing);
+        };
+        if kept.meta.test.as_deref() == Some(test.as_str()) {
+            return Ok(Stored::Kept);
+        }
+        let sealed = Sealed::seal(cassette.clone(), &self.inner.redactor, None);
+        let ours = &sealed.cassette().response;
+        let theirs = &kept.response;
+        if ours.status == theirs.status && ours.body == theirs.body && ours.events == theirs.events
+        {
+            tracing::info!(
+                "cassette {plain_key}: test `{test}` got the answer another test recorded; the \
+                 one cassette serves both"
+            );
+            return Ok(Stored::Nothing);
+        }
+        cassette.test_scope = Some(TestScope {
+            test,
+            plain_key: plain_key.clone(),
+        });
+        let keyed = cassette.keyed_request(&self.inner.config.key);
+        if keyed.clone().for_test(None).key != plain_key {
+            let reason = format!(
+                "its answer differs from the one another test recorded under {plain_key}, and \
+                 its request as stored does not key back to that key, so it cannot be stored \
+                 under its test-scoped key"
+            );
+            self.record_failure(&plain_key, reason);
+            return Ok(Stored::Nothing);
+        }
+        cassette.key = keyed.key.clone();
+        cassette.format = format_for(cassette.sequence.as_ref(), cassette.test_scope.as_ref());
+        match self
+            .write(cassette, stamp, Write::CreateOnly, Some(keyed.material))
+            .await?
+        {
+            Stored::Won => Ok(Stored::Won),
+            Stored::Kept | Stored::Nothing => Ok(Stored::Nothing),
+        }
     }
 }

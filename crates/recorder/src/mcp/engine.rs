@@ -444,13 +444,14 @@ impl McpRecorder {
         };
         let sequence = Sequence::of(keyed);
         Cassette {
-            format: format_for(sequence.as_ref()),
+            format: format_for(sequence.as_ref(), None),
             key: keyed.key.clone(),
             key_version: cassette_keying::KEY_VERSION,
             // MCP keys take no keying settings: stored as the none they were keyed with, so a
             // miss or `verify` never takes the cassette for one keyed under unknown settings.
             key_settings: Some(KeySettings::of(&KeyConfig::default())),
             sequence,
+            test_scope: None,
             recorded_at: String::new(),
             tool: String::new(),
             target: self.inner.server.clone(),

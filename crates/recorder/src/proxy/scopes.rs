@@ -13,7 +13,7 @@
 //! (a loopback `Host`, no foreign browser origin).
 
 use super::forward::Bypassed;
-use crate::config::Repeats;
+use crate::config::{Repeats, Sharing};
 use crate::error::Error;
 use crate::mode::Mode;
 use crate::response::{Outcome, Source};
@@ -49,6 +49,10 @@ pub(super) struct Begin {
     /// `same` or `sequence`, for this test's repeats of one request.
     #[serde(default)]
     repeats: Option<String>,
+    /// `shared` (the default) or `own` (adopt: recordings other tests made answer this test
+    /// only when its upstream answers the same).
+    #[serde(default)]
+    sharing: Option<String>,
 }
 
 impl Begin {
@@ -68,10 +72,18 @@ impl Begin {
                 ))
             }
         };
+        let sharing = match self.sharing.as_deref() {
+            None | Some("shared") => Sharing::Shared,
+            Some("own") => Sharing::Own,
+            Some(other) => {
+                return Err(format!("unknown sharing `{other}`: expected shared or own"))
+            }
+        };
         Ok(Scope {
             test: self.test,
             mode,
             repeats,
+            sharing,
         })
     }
 }
@@ -81,7 +93,7 @@ impl Begin {
 #[derive(Debug)]
 #[cfg_attr(not(unix), allow(dead_code))]
 pub(super) enum Control {
-    /// `{"op":"begin","scope":ID, "test":..., "mode":..., "repeats":...}`: `PUT`.
+    /// `{"op":"begin","scope":ID, "test":..., "mode":..., "repeats":..., "sharing":...}`: `PUT`.
     Begin { id: String, scope: Scope },
     /// `{"op":"end","scope":ID}`: `DELETE`, whose tally nobody reads (the runner asks the
     /// endpoint when a notice told it something went wrong).
@@ -534,8 +546,10 @@ mod tests {
             test: Some("t".into()),
             mode: mode.map(str::to_owned),
             repeats: repeats.map(str::to_owned),
+            sharing: None,
         };
         let scope = begin(Some("replay"), Some("sequence")).scope().unwrap();
+        assert_eq!(scope.sharing, Sharing::Shared);
         assert_eq!(
             (scope.mode, scope.repeats),
             (Some(Mode::Replay), Some(Repeats::Sequence))
@@ -548,5 +562,22 @@ mod tests {
             .scope()
             .unwrap_err()
             .contains("twice"));
+        let own = |sharing: &str| Begin {
+            sharing: Some(sharing.to_owned()),
+            ..Begin::default()
+        };
+        assert_eq!(own("own").scope().unwrap().sharing, Sharing::Own);
+        assert_eq!(own("shared").scope().unwrap().sharing, Sharing::Shared);
+        assert!(own("mine").scope().unwrap_err().contains("mine"));
+        // The control pipe's begin says the same.
+        let line = br#"{"op":"begin","scope":"default","test":"t","sharing":"own"}"#;
+        match Control::parse(line).unwrap() {
+            Control::Begin { id, scope } => {
+                assert_eq!((id.as_str(), scope.sharing), ("default", Sharing::Own));
+            }
+            other => panic!("{other:?}"),
+        }
+        let line = br#"{"op":"begin","scope":"default","sharing":"mine"}"#;
+        assert!(Control::parse(line).unwrap_err().contains("mine"));
     }
 }
