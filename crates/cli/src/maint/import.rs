@@ -11,8 +11,9 @@
 //! No answer is lost or mixed with another: an interaction that cannot be converted is named
 //! and skipped (the rest of its file is imported); the n-th repeat of one request within a
 //! tape is stored as its n-th occurrence (sequence mode replays them in order); a key another
-//! tape already stored with a different answer is a conflict naming both tapes (the stored
-//! one is kept); every cassette keeps its provenance (`meta.source`, and `meta.test` from the
+//! test's tape already stored with a different answer keeps the first and stores this one
+//! under its test-scoped key (docs/keying.md), both tapes named; where the tests are not known
+//! (or are one test) it is a conflict naming both tapes (the stored one is kept); every cassette keeps its provenance (`meta.source`, and `meta.test` from the
 //! tape's place in a pytest-recording suite). Requests to hosts no route serves (fixtures
 //! downloaded from the web) are reported, since nothing asks the proxy for them on replay.
 //!
@@ -38,8 +39,9 @@ use std::process::ExitCode;
 (<16 hex>.json with key, params, text) and vcrpy cassettes (.yaml, .yml) are imported, anything \
 else is skipped and named.\n\
 Repeats of one request within a tape are stored as its occurrences: replay them with \
-repeats = \"sequence\". A key another tape stored with a different answer is a conflict: \
-the first is kept and both tapes are named.\n\
+repeats = \"sequence\". A key another test's tape stored with a different answer keeps the \
+first, and this answer is stored for its test alone (a test-scoped key); where the tests are \
+not known it is a conflict: the first is kept and both tapes are named.\n\
 Exit status: 0 all imported (or already there), 2 some could not be imported or conflict.\n\n\
 Examples:\n  \
 cassette import tests/cassettes --dry-run\n  \
@@ -119,6 +121,13 @@ struct Seen {
     answer: (u16, u64),
 }
 
+/// The earlier tape of this run whose answer to the same request differs.
+#[derive(Clone)]
+struct Earlier {
+    at: String,
+    test: Option<String>,
+}
+
 /// Counts for one file, or for the whole run.
 #[derive(Default, Clone, Copy)]
 struct Counts {
@@ -127,6 +136,7 @@ struct Counts {
     replaced: usize,
     failed: usize,
     conflicts: usize,
+    apart: usize,
     repeats: usize,
     downloads: usize,
 }
@@ -138,6 +148,7 @@ impl Counts {
         self.replaced += other.replaced;
         self.failed += other.failed;
         self.conflicts += other.conflicts;
+        self.apart += other.apart;
         self.repeats += other.repeats;
         self.downloads += other.downloads;
     }
@@ -159,6 +170,12 @@ struct Entry {
 enum State {
     /// To be imported.
     Pending(Box<Exchange>),
+    /// To be imported after every pending one: an earlier tape of this run, another test's,
+    /// answers the same request differently, so this one goes under its test-scoped key once
+    /// that one holds the plain key (the first in file order wins the plain key, as before).
+    Apart(Box<Exchange>, Earlier),
+    /// A dry run's [`State::Apart`]: it would be stored under its test-scoped key.
+    WouldApart(Earlier),
     /// Imported (or not) as the recorder or an earlier tape of this run decided.
     Done(Imported),
     /// Not converted or not stored: the message says why.
@@ -261,13 +278,14 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     };
     eprintln!(
         "{verb} {}, kept {} already stored, failed {}, {} conflict(s) with another tape's answer, \
-         {} repeat(s) numbered for sequence mode{}, {} download(s) not imported ({}); the \
+         {} repeat(s) numbered for sequence mode{}{}, {} download(s) not imported ({}); the \
          source files are left in place",
         total.imported,
         total.kept,
         total.failed,
         total.conflicts,
         total.repeats,
+        apart_count(total),
         if total.replaced > 0 {
             format!(", {} replaced", total.replaced)
         } else {
@@ -285,25 +303,44 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
 
 /// Imports every pending entry, [`PARALLEL_WRITES`] at a time.
 async fn store_all(recorder: &Recorder, results: &mut [FileResult], write: Write) {
+    // The exchanges kept apart for their test go second: the plain key is then the first
+    // tape's, whatever order the parallel writes finish in.
+    for apart in [false, true] {
+        store_pass(recorder, results, write, apart).await;
+    }
+}
+
+/// Imports the pending entries (`apart`: those kept apart for their test),
+/// [`PARALLEL_WRITES`] at a time.
+async fn store_pass(recorder: &Recorder, results: &mut [FileResult], write: Write, apart: bool) {
     use futures::StreamExt;
     let mut pending = Vec::new();
     for (f, result) in results.iter_mut().enumerate() {
         for (e, entry) in result.entries.iter_mut().enumerate() {
-            if let State::Pending(_) = entry.state {
-                let State::Pending(exchange) =
-                    std::mem::replace(&mut entry.state, State::Failed(String::new()))
-                else {
-                    continue;
-                };
-                pending.push((f, e, exchange));
+            let ready = match entry.state {
+                State::Pending(_) => !apart,
+                State::Apart(..) => apart,
+                _ => false,
+            };
+            if !ready {
+                continue;
+            }
+            match std::mem::replace(&mut entry.state, State::Failed(String::new())) {
+                State::Pending(exchange) => pending.push((f, e, exchange, None)),
+                State::Apart(exchange, earlier) => pending.push((f, e, exchange, Some(earlier))),
+                other => entry.state = other,
             }
         }
     }
     let outcomes: Vec<(usize, usize, State)> = futures::stream::iter(pending)
-        .map(|(f, e, exchange)| async move {
-            let state = match recorder.import(*exchange, write).await {
-                Ok((_, outcome)) => State::Done(outcome),
-                Err(err) => State::Failed(format!("{:#}", anyhow::Error::new(err))),
+        .map(|(f, e, exchange, earlier)| async move {
+            let state = match (recorder.import(*exchange, write).await, earlier) {
+                // A dry run stored nothing: the plain key is not the earlier tape's yet.
+                (Ok((_, Imported::Stored)), Some(earlier)) if write == Write::Nothing => {
+                    State::WouldApart(earlier)
+                }
+                (Ok((_, outcome)), _) => State::Done(outcome),
+                (Err(err), _) => State::Failed(format!("{:#}", anyhow::Error::new(err))),
             };
             (f, e, state)
         })
@@ -317,16 +354,25 @@ async fn store_all(recorder: &Recorder, results: &mut [FileResult], write: Write
 
 fn dry_run_line(path: &Path, interactions: usize, c: Counts) -> String {
     format!(
-        "{}: {interactions} interaction(s): {} would be imported ({} as later occurrences), {} \
+        "{}: {interactions} interaction(s): {} would be imported ({} as later occurrences{}), {} \
          already stored, {} conflict(s), {} cannot be imported, {} download(s) not imported",
         path.display(),
         c.imported + c.replaced,
         c.repeats,
+        apart_count(c),
         c.kept,
         c.conflicts,
         c.failed,
         c.downloads
     )
+}
+
+/// `, N kept apart for their test` when there are any.
+fn apart_count(c: Counts) -> String {
+    match c.apart {
+        0 => String::new(),
+        n => format!(", {n} kept apart for their test"),
+    }
 }
 
 /// One source file being converted and decided.
@@ -410,6 +456,13 @@ impl Plan<'_> {
             exchange.source = Some(at.clone());
             entry.state = match seen.get(&entry.key) {
                 Some(earlier) if earlier.answer == answer => State::Done(Imported::Same),
+                Some(earlier) if self.test.is_some() && earlier.test != self.test => State::Apart(
+                    Box::new(exchange),
+                    Earlier {
+                        at: earlier.at.clone(),
+                        test: earlier.test.clone(),
+                    },
+                ),
                 Some(earlier) => State::Done(Imported::Conflict {
                     test: earlier.test.clone(),
                     source: earlier.at.clone(),
@@ -532,6 +585,24 @@ fn report(result: &FileResult, write: Write, progress: &Progress) -> Counts {
                 counts.kept += 1;
                 progress.suspend(|| println!("kept {key}: already stored, same answer ({at})"));
             }
+            State::Apart(..) => {}
+            State::Done(Imported::TestScoped { key, test, source }) => {
+                counts.imported += 1;
+                counts.apart += 1;
+                let line = apart_line(result.test.as_deref(), request, source, test.as_deref());
+                progress.suspend(|| println!("imported {at} as {key} {line}"));
+            }
+            State::WouldApart(earlier) => {
+                counts.imported += 1;
+                counts.apart += 1;
+                let line = apart_line(
+                    result.test.as_deref(),
+                    request,
+                    &earlier.at,
+                    earlier.test.as_deref(),
+                );
+                progress.suspend(|| println!("would import {at} under its test-scoped key {line}"));
+            }
             State::Done(Imported::Conflict { test, source }) => {
                 counts.conflicts += 1;
                 let ours = result
@@ -558,6 +629,16 @@ fn report(result: &FileResult, write: Write, progress: &Progress) -> Counts {
         }
     }
     counts
+}
+
+/// Why an interaction is stored for its test alone.
+fn apart_line(ours: Option<&str>, request: &str, source: &str, theirs: Option<&str>) -> String {
+    let theirs = theirs.map(|t| format!(" (test {t})")).unwrap_or_default();
+    format!(
+        "for test {} only ({request}): {source}{theirs} answers the same request differently, \
+         so each test keeps its own answer (a test-scoped key, docs/keying.md)",
+        ours.unwrap_or("?")
+    )
 }
 
 /// A fingerprint of an answer's body, to tell answers apart (not a security boundary).

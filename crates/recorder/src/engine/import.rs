@@ -61,6 +61,17 @@ pub enum Imported {
         /// The stored cassette's source (an imported one) or its tool.
         source: String,
     },
+    /// Another test's cassette with another answer is stored under the key: this exchange,
+    /// whose test is known, is stored under its request's test-scoped key
+    /// (`docs/keying.md`, "Test-scoped keys"), so each test is answered with its own answer.
+    TestScoped {
+        /// The test-scoped key it is (or, for a dry run, would be) stored under.
+        key: Key,
+        /// The stored cassette's test, when known.
+        test: Option<String>,
+        /// The stored cassette's source (an imported one) or its tool.
+        source: String,
+    },
 }
 
 impl Recorder {
@@ -140,7 +151,8 @@ impl Recorder {
             tool: exchange.tool,
             latency_ms: 0,
         };
-        let key = keyed.key;
+        let key = keyed.key.clone();
+        let scoped_key = keyed.for_test(cassette.meta.test.as_deref()).key;
         let existing = match write {
             Write::CreateOnly => None,
             Write::Overwrite | Write::Nothing => self.inner.store.get(&key).await?,
@@ -148,7 +160,17 @@ impl Recorder {
         let outcome = match write {
             Write::Nothing => match existing {
                 None => Imported::Stored,
-                Some(document) => self.compare(&cassette, &document),
+                Some(document) => {
+                    match apart(self.compare(&cassette, &document), &cassette, &scoped_key) {
+                        scoped @ Imported::TestScoped { .. } => {
+                            match self.inner.store.get(&scoped_key).await? {
+                                Some(own) => self.compare(&cassette, &own),
+                                None => scoped,
+                            }
+                        }
+                        other => other,
+                    }
+                }
             },
             Write::Overwrite => {
                 let before = existing.map(|document| self.compare(&cassette, &document));
@@ -160,10 +182,27 @@ impl Recorder {
             }
             Write::CreateOnly => {
                 let probe = cassette.clone();
-                match self.write(cassette, stamp, write, None).await? {
+                match self.write(cassette, stamp.clone(), write, None).await? {
                     Stored::Won | Stored::Nothing => Imported::Stored,
                     Stored::Kept => match self.inner.store.get(&key).await? {
-                        Some(document) => self.compare(&probe, &document),
+                        Some(document) => {
+                            let found = self.compare(&probe, &document);
+                            match apart(found.clone(), &probe, &scoped_key) {
+                                scoped @ Imported::TestScoped { .. } => {
+                                    match self.inner.store.get(&scoped_key).await? {
+                                        // An earlier run stored it apart already.
+                                        Some(own) => self.compare(&probe, &own),
+                                        None => match self.keep_apart(probe, stamp).await? {
+                                            Stored::Won => scoped,
+                                            // It cannot key back (its request was redacted),
+                                            // or the plain cassette went: not its own.
+                                            Stored::Kept | Stored::Nothing => found,
+                                        },
+                                    }
+                                }
+                                other => other,
+                            }
+                        }
                         // Deleted since: nothing to compare with, and nothing was stored.
                         None => Imported::Conflict {
                             test: None,
@@ -197,5 +236,22 @@ impl Recorder {
             test: stored.meta.test,
             source: stored.meta.source.unwrap_or(stored.tool),
         }
+    }
+}
+
+/// A conflict with another test's cassette, for an exchange whose test is known, is no
+/// conflict: the exchange goes under its test-scoped key.
+fn apart(found: Imported, ours: &Cassette, scoped_key: &Key) -> Imported {
+    match found {
+        Imported::Conflict { test, source }
+            if ours.meta.test.is_some() && test.as_deref() != ours.meta.test.as_deref() =>
+        {
+            Imported::TestScoped {
+                key: scoped_key.clone(),
+                test,
+                source,
+            }
+        }
+        other => other,
     }
 }
