@@ -175,6 +175,15 @@ async fn replay_answers_each_test_from_its_own_recording_first() {
                 panic!("not a miss: {err}")
             };
             assert_eq!(miss.key, keyed.key, "a miss names the plain key");
+            // Explained against `b`'s recording, whose test is no difference of the request:
+            // said as what that recording is.
+            let lines = miss.explanation_lines().join("\n");
+            assert!(!lines.contains("test: "), "{lines}");
+            assert!(
+                miss.explanation.summary.contains("kept for test `b` alone"),
+                "{}",
+                miss.explanation.summary
+            );
         }
     }
 }

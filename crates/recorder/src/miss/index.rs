@@ -30,7 +30,7 @@
 use super::{distance, redacted_material, redacted_paths, render, Explanation, Nearest};
 use cassette_keying::{
     diff, normalize_path, to_canonical_string, CanonicalKeyConfig, Difference, Key, KeyConfig,
-    Profile, KEY_VERSION,
+    Profile, KEY_VERSION, TEST_MEMBER,
 };
 use cassette_store::{Created, DynStore, SegmentName};
 use cassette_tape::mcp::MCP_PROFILE;
@@ -232,7 +232,9 @@ fn walk(value: &Value, path: &mut String, out: &mut Vec<Leaf>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (name, child) in map {
-                if path.is_empty() && name == "v" {
+                // The key version, and the test a test-scoped recording is kept for: neither
+                // is part of what a request asks.
+                if path.is_empty() && (name == "v" || name == TEST_MEMBER) {
                     continue;
                 }
                 let len = path.len();
@@ -507,6 +509,8 @@ struct Found {
     profile: String,
     settings: Option<CanonicalKeyConfig>,
     request_redacted: bool,
+    /// The test a test-scoped recording is kept for.
+    kept_for: Option<String>,
     differences: Vec<Difference>,
     /// How far its request is from the one asked ([`distance`] of the differences).
     distance: f64,
@@ -689,6 +693,12 @@ impl NearestIndex {
     /// settings (named), or, when nothing else differs, redaction or a hand edit.
     fn keyed_under(&self, found: &Found, profile: &str, same_request: bool) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(test) = &found.kept_for {
+            out.push(format!(
+                "kept for test `{test}` alone (its own answer to this request, under its \
+                 test-scoped key)"
+            ));
+        }
         if found.key_version != KEY_VERSION {
             out.push(format!(
                 "keyed under key version {}; this tool keys with version {KEY_VERSION}",
@@ -824,7 +834,10 @@ impl NearestIndex {
                 self.entries.remove(&key);
                 continue;
             };
-            let differences = diff(&cassette.keyed_request(config).material, material);
+            // A test-scoped recording is compared as its plain request: the test it is kept
+            // for is no difference of the request (the miss names the plain key).
+            let recorded = cassette.keyed_request(config).for_test(None).material;
+            let differences = diff(&recorded, material);
             let d = distance(&differences);
             let better = match &best {
                 None => true,
@@ -843,6 +856,7 @@ impl NearestIndex {
                     profile: cassette.meta.profile.clone(),
                     settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
                     request_redacted: cassette.meta.request_redacted,
+                    kept_for: cassette.test_scope.as_ref().map(|scope| scope.test.clone()),
                     differences,
                     distance: d,
                 };
