@@ -513,31 +513,7 @@ impl Keyed {
         if n <= 1 && self.material.get(OCCURRENCE_MEMBER).is_none() {
             return self;
         }
-        let Keyed {
-            profile,
-            mut material,
-            system_sha256,
-            streaming,
-            body,
-            ..
-        } = self;
-        if let Value::Object(members) = &mut material {
-            if n <= 1 {
-                members.remove(OCCURRENCE_MEMBER);
-            } else {
-                members.insert(OCCURRENCE_MEMBER.into(), Value::from(n));
-            }
-        }
-        let canonical = to_canonical_string(&material);
-        Keyed {
-            key: Key(sha256_hex(canonical.as_bytes())),
-            profile,
-            material,
-            canonical,
-            system_sha256,
-            streaming,
-            body,
-        }
+        self.with_member(OCCURRENCE_MEMBER, (n > 1).then(|| Value::from(n)))
     }
 
     /// Which occurrence of its request this key is: 1 unless made by [`Keyed::occurrence`].
@@ -560,6 +536,13 @@ impl Keyed {
         if test.is_none() && self.material.get(TEST_MEMBER).is_none() {
             return self;
         }
+        self.with_member(TEST_MEMBER, test.map(Value::from))
+    }
+
+    /// This request with the top-level member `name` of its material set to `value` (taken
+    /// away for `None`), keyed again: the one way additions to the contract (occurrences,
+    /// test scopes) change a key.
+    fn with_member(self, name: &str, value: Option<Value>) -> Keyed {
         let Keyed {
             profile,
             mut material,
@@ -569,12 +552,12 @@ impl Keyed {
             ..
         } = self;
         if let Value::Object(members) = &mut material {
-            match test {
+            match value {
                 None => {
-                    members.remove(TEST_MEMBER);
+                    members.remove(name);
                 }
-                Some(test) => {
-                    members.insert(TEST_MEMBER.into(), Value::from(test));
+                Some(value) => {
+                    members.insert(name.into(), value);
                 }
             }
         }
