@@ -13,6 +13,17 @@ use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
+/// `cassette proxy` as a runner plugin starts it, before its mode and store.
+const AS_A_PLUGIN: &[&str] = &[
+    "proxy",
+    "--listen",
+    "127.0.0.1:0",
+    "--ready",
+    "json",
+    "--control",
+    "--control-pipe",
+];
+
 /// A proxy started as a runner plugin starts it, in replay on an empty store: every request
 /// to a route misses.
 struct Piped {
@@ -28,19 +39,8 @@ impl Piped {
         let store = work.store("tapes");
         let mut child = work
             .cassette()
-            .args([
-                "proxy",
-                "--listen",
-                "127.0.0.1:0",
-                "--ready",
-                "json",
-                "--control",
-                "--control-pipe",
-                "--mode",
-                "replay",
-                "--store",
-                &store,
-            ])
+            .args(AS_A_PLUGIN)
+            .args(["--mode", "replay", "--store", &store])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -253,15 +253,7 @@ fn the_control_pipe_needs_a_pipe_and_the_control_endpoint() {
     let work = Workdir::new();
     let out = work
         .cassette()
-        .args([
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--ready",
-            "json",
-            "--control",
-            "--control-pipe",
-        ])
+        .args(AS_A_PLUGIN)
         .stdin(Stdio::null())
         .output()
         .unwrap();

@@ -12,7 +12,7 @@ use cassette_recorder::{
 };
 use cassette_store::DynStore;
 use serde_json::{json, Value};
-use support::{FakeUpstream, Reply};
+use support::{completion, FakeUpstream, Reply};
 
 const CHAT: &str = "/v1/chat/completions";
 
@@ -35,14 +35,6 @@ fn sample() -> Request {
         &json!({"model": "gpt-4o-mini", "temperature": 1,
                 "messages": [{"role": "user", "content": "Name a colour."}]}),
     )
-}
-
-fn completion(text: &str) -> Value {
-    json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}
-    })
 }
 
 async fn answer(recorder: &Recorder) -> Result<(String, Source), Error> {

@@ -58,6 +58,15 @@ pub(crate) enum Reply {
     },
 }
 
+/// An OpenAI chat completion answering `text`.
+pub(crate) fn completion(text: &str) -> serde_json::Value {
+    serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}
+    })
+}
+
 impl Reply {
     pub(crate) fn json(status: u16, value: serde_json::Value) -> Reply {
         Reply::Body {
