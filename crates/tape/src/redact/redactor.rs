@@ -76,16 +76,18 @@ impl Redactor {
         if kept.is_empty() {
             return Redactor::new(rules);
         }
-        Redactor::new(rules)?;
         let mut all = rules.clone();
         all.patterns
             .extend(kept.iter().map(|s| regex::escape(s.value.trim())));
-        Redactor::new(&all).map_err(|_| {
+        Redactor::new(&all).or_else(|_| {
+            // The error would quote the pattern, which may be a secret: the user's own rule is
+            // named if it is the one at fault, else whose secret it is.
+            Redactor::new(rules)?;
             let mut names: Vec<&str> = kept.iter().map(|s| s.name).collect();
             names.dedup();
-            Error::UnusableSecret {
+            Err(Error::UnusableSecret {
                 names: names.join(", "),
-            }
+            })
         })
     }
 
