@@ -513,9 +513,8 @@ def pytest_runtest_makereport(
 
 
 def _piped(session: _Session) -> bool:
-    """Whether tests begin and end on the proxy's control pipe (adopt reads every test's
-    tally, so it asks the control endpoint)."""
-    return session.proxy is not None and session.proxy.piped and session.tapes is None
+    """Whether tests begin and end on the proxy's control pipe (see `_wants_pipe`)."""
+    return session.proxy is not None and session.proxy.piped
 
 
 def _new_problems(test: _Test, tally: dict[str, Any]) -> list[str]:
