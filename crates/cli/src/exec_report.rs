@@ -8,8 +8,8 @@
 //! to miss between two runs.
 
 use crate::mcp::ReportedMiss;
-use crate::review::markdown::{exec_summary, ExecMiss};
 use crate::review::output::write_atomic;
+use crate::review::RECORD;
 use crate::run::junit;
 use crate::run::{CaseResult, SavedCase, Verdict};
 use anyhow::Context;
@@ -17,6 +17,7 @@ use cassette_recorder::miss::{Explanation, MissLog};
 use cassette_recorder::proxy::{Answered, JournalEntry, JournalLog, ProxyStats};
 use cassette_recorder::redact::Redactor;
 use cassette_recorder::RecordingFailure;
+use cassette_review::markdown::{exec_summary, ExecMiss};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -233,7 +234,12 @@ impl Run<'_> {
             .map(|(key, request, why)| ExecMiss { key, request, why })
             .collect();
         let distinct = self.missed.distinct.max(misses.len() as u64);
-        exec_summary(&redactor.text(&self.summary_line), &misses, distinct)
+        exec_summary(
+            &redactor.text(&self.summary_line),
+            &misses,
+            distinct,
+            RECORD,
+        )
     }
 }
 

@@ -5,24 +5,26 @@
 //! has whose request a replay miss would name as its nearest recording (same route, path and
 //! profile, within `--pair-within`), so a prompt edit shows as the old request and answer next
 //! to the new ones instead of one cassette removed and one added. Each item gets a drift
-//! verdict (`review::verdict`): same, reworded, changed, added or removed. The text report goes
+//! verdict (`cassette_review::verdict`): same, reworded, changed, added or removed. The text report goes
 //! to stdout, `--html` and `--markdown` write review files, and under GitHub Actions a short
 //! summary is appended to the step summary.
 
 use super::git::{GitRevision, PREFIX as GIT_PREFIX};
 use super::{load_all, runtime};
 use crate::review::output::{append_step_summary, write_atomic};
-use crate::review::redact::{output_redactor, reseal};
-use crate::review::verdict::{answer_text, judge};
-use crate::review::{
-    html, markdown, DiffReview, Drift, FailOn, Judged, Pairing, Recording, RequestLine, Reviewed,
-};
+use crate::review::redact::output_redactor;
+use crate::review::{FailOn, WHOLE_DIFF};
 use crate::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::Context;
 use cassette_keying::KeyConfig;
-use cassette_recorder::miss::{difference_line, difference_pieces, pair};
+use cassette_recorder::miss::pair;
 use cassette_recorder::redact::Redactor;
 use cassette_recorder::Cassette;
+use cassette_review::redact::reseal;
+use cassette_review::verdict::{answer_text, judge};
+use cassette_review::{
+    html, markdown, DiffReview, Drift, Judged, Pairing, Recording, RequestLine, Reviewed,
+};
 use cassette_store::{DynStore, Key};
 use similar::{Algorithm, ChangeTag, TextDiff};
 use std::collections::BTreeMap;
@@ -30,9 +32,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::time::Duration;
-
-/// Request differences listed per pair; the rest are counted.
-const SHOWN_DIFFERENCES: usize = 8;
 
 /// The distance within which a key only A has is paired with one only B has, when
 /// `--pair-within` is not given: a rewritten system prompt (about 2: its text changed, and its
@@ -159,7 +158,7 @@ pub(crate) fn run(args: DiffArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .with_context(|| format!("writing the HTML review {}", path.display()))?;
         eprintln!("cassette diff: wrote {}", path.display());
     }
-    let summary = markdown::diff_summary(&review);
+    let summary = markdown::diff_summary(&review, WHOLE_DIFF);
     if let Some(path) = &args.markdown {
         write_atomic(path, summary.as_bytes())
             .with_context(|| format!("writing the Markdown summary {}", path.display()))?;
@@ -237,7 +236,7 @@ async fn review(
     for p in &pairs {
         paired_a.insert(p.old.clone());
         paired_b.insert(p.new.clone());
-        let lines = request_lines(&p.differences);
+        let lines = RequestLine::of_differences(&p.differences);
         items.push(compared(
             &p.old,
             &left[&p.old],
@@ -251,12 +250,20 @@ async fn review(
     }
     for (key, old) in left {
         if !right.contains_key(key) && !paired_a.contains(key) {
-            items.push(alone(Drift::Removed, Some(Recording::of(key, old)), None));
+            items.push(alone(
+                Drift::Removed,
+                Some(Recording::of(key, old, crate::review::facts)),
+                None,
+            ));
         }
     }
     for (key, new) in right {
         if !left.contains_key(key) && !paired_b.contains(key) {
-            items.push(alone(Drift::Added, None, Some(Recording::of(key, new))));
+            items.push(alone(
+                Drift::Added,
+                None,
+                Some(Recording::of(key, new, crate::review::facts)),
+            ));
         }
     }
     DiffReview::new(a, b, (left.len(), right.len()), items)
@@ -270,7 +277,10 @@ fn compared(
     pairing: Pairing,
     request: Vec<RequestLine>,
 ) -> Reviewed {
-    let (old, new) = (Recording::of(old_key, old), Recording::of(new_key, new));
+    let (old, new) = (
+        Recording::of(old_key, old, crate::review::facts),
+        Recording::of(new_key, new, crate::review::facts),
+    );
     let judged = judge(
         old.facts.as_ref().map_err(String::as_str),
         new.facts.as_ref().map_err(String::as_str),
@@ -301,31 +311,6 @@ fn alone(drift: Drift, old: Option<Recording>, new: Option<Recording>) -> Review
     }
 }
 
-/// The request differences of a pair as the miss explanation renders them, the first few.
-fn request_lines(differences: &[cassette_keying::Difference]) -> Vec<RequestLine> {
-    let mut lines: Vec<RequestLine> = differences
-        .iter()
-        .take(SHOWN_DIFFERENCES)
-        .map(|d| RequestLine {
-            path: d.path.clone(),
-            pieces: difference_pieces(d),
-            text: difference_line(d),
-        })
-        .collect();
-    if differences.len() > SHOWN_DIFFERENCES {
-        let more = format!(
-            "and {} more differences",
-            differences.len() - SHOWN_DIFFERENCES
-        );
-        lines.push(RequestLine {
-            path: String::new(),
-            pieces: vec![cassette_recorder::miss::Piece::Text(more.clone())],
-            text: more,
-        });
-    }
-    lines
-}
-
 /// Every item that differs, most severe first: a heading line, then what changed.
 fn print_each(review: &DiffReview) {
     for item in review.items.iter().filter(|i| i.differs()) {
@@ -350,7 +335,7 @@ fn print_each(review: &DiffReview) {
                         println!("    {name}: {x} -> {y}");
                     }
                 }
-                for line in line_diff(&answer_text(&a.answer), &answer_text(&b.answer)) {
+                for line in line_diff(&answer_text(a), &answer_text(b)) {
                     println!("    {line}");
                 }
             } else {

@@ -2,13 +2,12 @@
 //! the recorder's own [`Redactor`] with the configured rules (cassette.toml's `[redact]`), the
 //! built-in credential names and shapes, and the values of the API keys the routes read from
 //! the environment, as a recorder replaces them. Stored cassettes went through it when they were
-//! recorded; a review redacts them again (a rule added since, a tape written by another tool).
+//! recorded; a review redacts them again (`cassette_review::redact::reseal`).
 
 use crate::settings::{key_sources, SettingsFile, BUILT_IN_ROUTES};
 use anyhow::Context;
 use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::redact::{RedactionRules, Redactor, Secret};
-use cassette_recorder::{Cassette, Sealed};
 
 /// The redactor of a review: the settings file's rules and the routes' keys from the
 /// environment, built as the recorder builds its own ([`Redactor::with_secrets`]).
@@ -36,9 +35,4 @@ pub(crate) fn output_redactor(file: &SettingsFile) -> anyhow::Result<Redactor> {
     // its route, never quoted.
     Redactor::with_secrets(&rules, &secrets)
         .context("cannot build the redaction rules from the settings file and the routes' API keys")
-}
-
-/// A cassette as it would be stored today: every field through `redactor` again.
-pub(crate) fn reseal(cassette: Cassette, redactor: &Redactor) -> Cassette {
-    Sealed::seal(cassette, redactor, None).into_cassette()
 }

@@ -9,12 +9,11 @@ use super::report;
 use super::suite::Case;
 use super::{SavedCase, SuiteRun, Verdict};
 use crate::review::output::{append_step_summary, write_atomic};
-use crate::review::verdict::judge;
-use crate::review::{
-    html, markdown, DiffReview, Drift, Facts, Judged, Pairing, Recording, Reviewed,
-};
+use crate::review::{answer_facts, WHOLE_DIFF};
 use anyhow::Context;
 use cassette_recorder::Recorder;
+use cassette_review::verdict::judge;
+use cassette_review::{html, markdown, DiffReview, Drift, Judged, Pairing, Recording, Reviewed};
 use cassette_store::Key;
 use futures::StreamExt;
 use serde::Serialize;
@@ -128,14 +127,8 @@ fn review_item(case: &Case, replayed: Option<&Done>, live: &Done, recorder: &Rec
             route: case.request.target.clone(),
             requested_model: case.request.model().map(|m| redactor.text(&m)),
             recorded_at: when.to_owned(),
-            facts: Ok(Facts {
-                // A non-2xx answer fails the case already; the status is not what drifts here.
-                status: 0,
-                model: answer.model.clone(),
-                finish: answer.finish.clone(),
-                usage: None,
-                answer,
-            }),
+            // A non-2xx answer fails the case already; the status is not what drifts here.
+            facts: Ok(answer_facts(answer)),
         }
     };
     let new = recording(live, "live, now");
@@ -179,7 +172,7 @@ fn write_review(files: &super::reviewed::ReviewFiles, review: &DiffReview) -> an
         write_atomic(path, html::diff_page(review).as_bytes())
             .with_context(|| format!("writing the HTML review {}", path.display()))?;
     }
-    let summary = markdown::diff_summary(review);
+    let summary = markdown::diff_summary(review, WHOLE_DIFF);
     if let Some(path) = &files.markdown {
         write_atomic(path, summary.as_bytes())
             .with_context(|| format!("writing the Markdown summary {}", path.display()))?;

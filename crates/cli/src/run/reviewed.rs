@@ -4,12 +4,13 @@
 //! from answers and misses goes through the recorder's redaction again.
 
 use super::{Ran, SuiteRun, Verdict};
-use crate::review::html::{MissView, RunCase, RunReview};
 use crate::review::output::{append_step_summary, write_atomic};
-use crate::review::{html, markdown};
+use crate::review::{answer_facts, RECORD};
 use anyhow::Context;
 use cassette_recorder::redact::Redactor;
 use cassette_recorder::{Miss, Recorder};
+use cassette_review::html::{MissView, RunCase, RunReview};
+use cassette_review::{html, markdown};
 use std::path::PathBuf;
 
 /// Where a run's review files go.
@@ -34,7 +35,7 @@ pub(super) fn write(
         write_atomic(path, html::run_page(&review).as_bytes())
             .with_context(|| format!("writing the HTML review {}", path.display()))?;
     }
-    let summary = markdown::run_summary(&review);
+    let summary = markdown::run_summary(&review, RECORD);
     if let Some(path) = &files.markdown {
         write_atomic(path, summary.as_bytes())
             .with_context(|| format!("writing the Markdown summary {}", path.display()))?;
@@ -100,7 +101,7 @@ fn review(suite: &SuiteRun, ran: &Ran<'_>, recorder: &Recorder, seconds: f64) ->
                 hit: r.hit,
                 reason: r.reason.as_deref().map(text),
                 details,
-                answer: Some(answer),
+                answer: Some(answer_facts(answer)),
                 miss: None,
             },
         ));

@@ -27,11 +27,12 @@
 //! explanation is the same as a full scan would give whenever the ranking keeps the true
 //! nearest among them. Segments are hints: a record whose cassette is gone is skipped.
 
-use super::{distance, redacted_material, redacted_paths, render, Explanation, Nearest};
+use super::{distance, redacted_material, redacted_paths, Explanation, Nearest};
 use cassette_keying::{
     diff, normalize_path, to_canonical_string, CanonicalKeyConfig, Difference, Key, KeyConfig,
     Profile, KEY_VERSION, TEST_MEMBER,
 };
+use cassette_review::difference_lines;
 use cassette_store::{Created, DynStore, SegmentName};
 use cassette_tape::mcp::MCP_PROFILE;
 use cassette_tape::redact::Redactor;
@@ -657,7 +658,7 @@ impl NearestIndex {
     fn explained(&self, found: Found, profile: &str) -> Explanation {
         let same_request = found.differences.is_empty();
         let keyed_under = self.keyed_under(&found, profile, same_request);
-        let differences = render(&found.differences);
+        let differences = difference_lines(&found.differences);
         let mut shown = keyed_under.clone();
         shown.extend(differences.iter().cloned());
         let key = found.key.short();

@@ -3,28 +3,24 @@
 //! Finding the nearest recording runs only on a miss, through an index kept between misses
 //! (`index`: segments the store keeps, or a scan of the cassettes no segment covers); a hit
 //! never pays for it. The same rule pairs the recordings of a re-record with the ones they
-//! replace (`pair`, for `cassette diff`).
+//! replace (`pair`, for `cassette diff`). What differs is rendered by `cassette-review`, one
+//! line a difference, long strings as a word diff, as every review renders it.
 
 mod index;
 mod log;
 mod pair;
-mod render;
 
 pub(crate) use index::NearestIndex;
 pub use index::{compact, write_segment, Compacted, IndexRecord, SegmentKind};
 pub(crate) use log::MissBook;
 pub use log::{MissLog, MissNote};
 pub use pair::{pair, request_differences, Paired};
-pub use render::{difference_line, difference_pieces, word_diff, Piece};
 
 use cassette_keying::{Change, Difference, Key};
 use cassette_tape::redact::Redactor;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
-
-/// How many differences a miss message lists before summarizing the rest.
-const SHOWN_DIFFERENCES: usize = 8;
 
 /// A request that replay could not answer.
 #[derive(Debug, Clone, Serialize)]
@@ -250,21 +246,6 @@ fn changed_share(old: &str, new: &str) -> f64 {
         .count();
     let longest = a.len().max(b.len()).max(1);
     (longest - prefix - suffix) as f64 / longest as f64
-}
-
-fn render(differences: &[Difference]) -> Vec<String> {
-    let mut shown: Vec<String> = differences
-        .iter()
-        .take(SHOWN_DIFFERENCES)
-        .map(difference_line)
-        .collect();
-    if differences.len() > SHOWN_DIFFERENCES {
-        shown.push(format!(
-            "and {} more differences",
-            differences.len() - SHOWN_DIFFERENCES
-        ));
-    }
-    shown
 }
 
 #[cfg(test)]

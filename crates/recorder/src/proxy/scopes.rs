@@ -1,6 +1,8 @@
 //! Test scopes: which test each request belongs to, as a test runner's plugin says through the
 //! proxy's control endpoint, and what happened during each test: requests, replays, misses
-//! with their explanation, recordings, errors, and refused bypasses.
+//! with their explanation, recordings, errors, and refused bypasses; and what of it fails the
+//! test, as the failure text the runner prints (rendered by `cassette_review::failure`, so
+//! the pytest plugin and the vitest and jest helpers print the same lines and render none).
 //!
 //! A request belongs to the scope its path names (`/_scope/ID/...`, stripped before routing:
 //! a test runner whose workers share one proxy gives each worker or test file base URLs of
@@ -18,6 +20,7 @@ use crate::error::Error;
 use crate::mode::Mode;
 use crate::response::{Outcome, Source};
 use crate::scope::Scope;
+use cassette_review::failure::{self, Missed, Problems, Refused};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::HashMap;
@@ -156,6 +159,68 @@ pub(super) struct BypassedHost {
     refused: bool,
 }
 
+/// Requests a runner refused itself during a test, before they reached any proxy (the Node
+/// helpers' `fetch` in replay, for a client with the vendor's URL in code): `host:port` and
+/// how many. A runner hands them in when it reads the tally (`DELETE`'s body, `{"refused":
+/// [...]}`), so that its failure text is rendered here with the rest.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RunnerRefused {
+    host: String,
+    requests: u64,
+}
+
+impl RunnerRefused {
+    /// The refusals a read's body hands in: none for an empty body, else
+    /// `{"refused": [{"host": "api.openai.com:443", "requests": 2}]}`.
+    pub(super) fn from_body(body: &[u8]) -> Result<Vec<RunnerRefused>, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Body {
+            #[serde(default)]
+            refused: Vec<RunnerRefused>,
+        }
+        if body.is_empty() {
+            return Ok(Vec::new());
+        }
+        serde_json::from_slice::<Body>(body)
+            .map(|b| b.refused)
+            .map_err(|e| {
+                format!("a tally is read with no body, or with `{{\"refused\": [...]}}`: {e}")
+            })
+    }
+}
+
+/// How a tally is read (`GET` or `DELETE` of the control endpoint, or the control pipe's end).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Read {
+    /// Whether the test ends (`DELETE`).
+    pub(super) end: bool,
+    /// Whether the runner prints this read's failure text (`?report=true`): the next read's
+    /// leaves out what this one told. Other reads (a test asking for its counts) tell what no
+    /// reporting read told, and change nothing.
+    pub(super) report: bool,
+    /// The recordings of the tally's test, when asked for its unused ones (`?unused=true`).
+    pub(super) recorded: Option<Vec<String>>,
+    /// What the runner refused itself.
+    pub(super) refused: Vec<RunnerRefused>,
+}
+
+/// How much of a scope's problems a reporting read has told, so that the next tells only more.
+#[derive(Debug, Clone, Default)]
+struct Told {
+    /// Misses kept with their explanation.
+    missed: usize,
+    /// Misses counted.
+    misses: u64,
+    /// Errors kept.
+    failed: usize,
+    /// Refused requests by host.
+    refused: HashMap<String, u64>,
+    /// Whether the unused recordings were told.
+    unused: bool,
+}
+
 /// What happened in one scope since its test began.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(super) struct Tally {
@@ -185,14 +250,20 @@ pub(super) struct Tally {
     /// `DELETE ...?unused=true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     unused: Option<Vec<String>>,
+    /// What fails the test, one line each, as its runner prints it: what no earlier reporting
+    /// read told (see [`Read::report`]). Empty when nothing does.
+    failure: Vec<String>,
+    /// The last miss kept, in one line, for a runner's list of the tests that failed.
+    headline: Option<String>,
+    /// How to record a miss, in the embedder's words (its advice on one).
+    #[serde(skip)]
+    record: Option<String>,
+    /// What a reporting read told.
+    #[serde(skip)]
+    told: Told,
 }
 
 impl Tally {
-    /// The test, as its runner named it.
-    pub(super) fn test(&self) -> Option<&str> {
-        self.test.as_deref()
-    }
-
     fn note_key(&mut self, key: String) {
         if !self.keys.contains(&key) {
             self.keys.push(key);
@@ -236,12 +307,16 @@ impl Tally {
         }
     }
 
-    /// Counts one error answer; `message` is what the client was told.
-    pub(super) fn error(&mut self, err: &Error, message: String) {
+    /// Counts one error answer; `message` is what the client was told, `advice` what the
+    /// embedder says fixes the error (for a miss: how to record).
+    pub(super) fn error(&mut self, err: &Error, message: String, advice: Option<String>) {
         self.requests += 1;
         match err {
             Error::Miss(miss) => {
                 self.misses += 1;
+                if self.record.is_none() {
+                    self.record = advice;
+                }
                 if self.missed.len() < KEPT {
                     self.missed.push(MissedRequest {
                         key: miss.key.to_string(),
@@ -257,6 +332,68 @@ impl Tally {
                     self.failed.push(message);
                 }
             }
+        }
+    }
+}
+
+impl Tally {
+    /// Renders what fails the test and `told` has not told (the whole tally for a fresh
+    /// `told`) into `failure`, and notes it as told; `headline` is the last miss kept.
+    fn render(&mut self, told: &mut Told) {
+        let new_missed = self.missed.get(told.missed..).unwrap_or_default();
+        let counted = self.misses.saturating_sub(told.misses);
+        let unused = match &self.unused {
+            Some(unused) if !told.unused => unused.as_slice(),
+            _ => &[],
+        };
+        let problems = Problems {
+            missed: new_missed.iter().map(MissedRequest::as_missed).collect(),
+            more_misses: counted.saturating_sub(new_missed.len() as u64),
+            record: self.record.as_deref(),
+            failed: self
+                .failed
+                .get(told.failed..)
+                .unwrap_or_default()
+                .iter()
+                .map(String::as_str)
+                .collect(),
+            refused: self
+                .bypassed
+                .iter()
+                .filter(|b| b.refused)
+                .filter_map(|b| {
+                    let before = told.refused.get(&b.host).copied().unwrap_or(0);
+                    (b.requests > before).then(|| Refused {
+                        host: &b.host,
+                        requests: b.requests - before,
+                    })
+                })
+                .collect(),
+            unused,
+        };
+        let failure = failure::lines(&problems);
+        told.missed = self.missed.len();
+        told.misses = self.misses;
+        told.failed = self.failed.len();
+        told.unused |= !unused.is_empty();
+        for b in self.bypassed.iter().filter(|b| b.refused) {
+            told.refused.insert(b.host.clone(), b.requests);
+        }
+        self.failure = failure;
+        self.headline = self
+            .missed
+            .last()
+            .map(|m| failure::headline(&m.as_missed()));
+    }
+}
+
+impl MissedRequest {
+    fn as_missed(&self) -> Missed<'_> {
+        Missed {
+            key: &self.key,
+            request: &self.request,
+            summary: &self.summary,
+            explanation: &self.explanation,
         }
     }
 }
@@ -410,17 +547,24 @@ impl Scopes {
         self.table().ended.clone()
     }
 
-    /// What scope `id` saw so far; `end` also ends its test (its requests are the default
-    /// scope's again).
-    pub(super) fn tally(&self, id: &str, bypassed: &[Bypassed], end: bool) -> Tally {
+    /// The test scope `id` is for, as its runner named it.
+    pub(super) fn test(&self, id: &str) -> Option<String> {
+        let table = self.table();
+        table.entries.get(id).and_then(|e| e.tally.test.clone())
+    }
+
+    /// What scope `id` saw so far, with its failure text; ending the test (`read.end`) makes
+    /// its requests the default scope's again.
+    pub(super) fn read(&self, id: &str, bypassed: &[Bypassed], read: Read) -> Tally {
         let mut table = self.table();
-        let Some(entry) = table.entries.get_mut(id) else {
-            return Tally::default();
-        };
+        // A scope nothing happened in yet tells an empty tally, and keeps no entry.
+        let mut fresh = Entry::default();
+        let known = table.entries.contains_key(id);
+        let entry = table.entries.get_mut(id).unwrap_or(&mut fresh);
         entry.notice_pending = false;
         entry.problems_told = entry.tally.problems();
         let mut tally = entry.tally.clone();
-        if id == DEFAULT_SCOPE {
+        if known && id == DEFAULT_SCOPE {
             tally.bypassed = bypassed
                 .iter()
                 .filter_map(|b| {
@@ -435,20 +579,28 @@ impl Scopes {
                 })
                 .collect();
         }
-        if end {
-            table.entries.remove(id);
+        tally
+            .bypassed
+            .extend(read.refused.into_iter().map(|r| BypassedHost {
+                host: r.host,
+                requests: r.requests,
+                refused: true,
+            }));
+        if let Some(recorded) = read.recorded {
+            let unused = recorded
+                .into_iter()
+                .filter(|key| !tally.keys.contains(key))
+                .collect();
+            tally.unused = Some(unused);
+        }
+        let mut told = tally.told.clone();
+        tally.render(&mut told);
+        if read.report {
+            entry.tally.told = told;
+        }
+        if read.end && table.entries.remove(id).is_some() {
             table.ended.add(&tally);
         }
-        tally
-    }
-
-    /// Adds the recordings of the tally's test that it did not use.
-    pub(super) fn with_unused(mut tally: Tally, recorded: Vec<String>) -> Tally {
-        let unused = recorded
-            .into_iter()
-            .filter(|key| !tally.keys.contains(key))
-            .collect();
-        tally.unused = Some(unused);
         tally
     }
 }

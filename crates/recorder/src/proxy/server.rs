@@ -8,7 +8,7 @@ use super::forward::{self, Bypassed, Forwarder};
 use super::journal::{Answered, Book, JournalEntry};
 #[cfg(unix)]
 use super::pipe::Pipe;
-use super::scopes::{self, Begin, Control, Notices, Scopes, DEFAULT_SCOPE};
+use super::scopes::{self, Begin, Control, Notices, Read, RunnerRefused, Scopes, DEFAULT_SCOPE};
 use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
 use crate::engine::Stats;
@@ -209,7 +209,11 @@ impl AppState {
                 scopes.begin(&id, scope, &self.forward.bypassed());
             }
             Ok(Control::End { id }) => {
-                scopes.tally(&id, &self.forward.bypassed(), true);
+                let end = Read {
+                    end: true,
+                    ..Read::default()
+                };
+                scopes.read(&id, &self.forward.bypassed(), end);
             }
             // Whichever test runs now cannot be vouched for: the runner reads why.
             Err(reason) => scopes.count(DEFAULT_SCOPE, |tally| tally.control_error(reason)),
@@ -651,7 +655,8 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
         Err(err) => {
             if let Some((scopes, id, _)) = &scoped {
                 let message = state.message(&err);
-                scopes.count(id, |tally| tally.error(&err, message));
+                let advice = state.advice.and_then(|advice| advice(&err));
+                scopes.count(id, |tally| tally.error(&err, message, advice));
             }
             let response = state.answer_error(&err, &asker);
             if let Some(asked) = asked {
@@ -788,8 +793,10 @@ impl AppState {
 
 /// The control endpoint of test runners (`/_cassette/scopes/ID`): `PUT` begins a test in the
 /// scope (a JSON body: `test`, and optionally `mode` and `repeats`), `GET` tells what the scope
-/// saw so far, `DELETE` tells it and ends the test (`?unused=true` also lists the recordings
-/// the test made in an earlier run and did not use).
+/// saw so far, with its failure text, `DELETE` tells it and ends the test (`?unused=true` also
+/// lists the recordings the test made in an earlier run and did not use, `?report=true` leaves
+/// out of the next read's failure text what this one told, and `DELETE`'s body may hand in
+/// the requests the runner refused itself: `{"refused": [{"host": "h:443", "requests": 2}]}`).
 async fn control(
     State(state): State<Arc<AppState>>,
     axum::extract::Path(id): axum::extract::Path<String>,
@@ -803,10 +810,9 @@ async fn control(
         return bad_request("a scope id is 1 to 128 letters, digits, `-`, `_` or `.`");
     }
     let method = request.method().clone();
-    let unused = request
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|p| p == "unused=true"));
+    let query = request.uri().query().unwrap_or_default();
+    let asks = |what: &str| query.split('&').any(|p| p == what);
+    let (unused, report) = (asks("unused=true"), asks("report=true"));
     let bypassed = state.forward.bypassed();
     match method {
         Method::PUT => {
@@ -833,16 +839,35 @@ async fn control(
             json_response(StatusCode::OK, &json!({"scope": id}))
         }
         Method::GET | Method::DELETE => {
-            let mut tally = scopes.tally(&id, &bypassed, method == Method::DELETE);
-            if unused {
-                let recorded = match tally.test() {
-                    Some(test) => state.recorder.recordings_of_test(test).await,
-                    None => Vec::new(),
-                };
-                tally =
-                    Scopes::with_unused(tally, recorded.iter().map(|k| k.to_string()).collect());
-            }
-            json_response(StatusCode::OK, &json!(tally))
+            let end = method == Method::DELETE;
+            let body = match request.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(e) => return bad_request(&format!("cannot read the body: {e}")),
+            };
+            let refused = match RunnerRefused::from_body(&body) {
+                Ok(refused) => refused,
+                Err(reason) => return bad_request(&reason),
+            };
+            let recorded = match (unused, scopes.test(&id)) {
+                (false, _) => None,
+                (true, None) => Some(Vec::new()),
+                (true, Some(test)) => Some(
+                    state
+                        .recorder
+                        .recordings_of_test(&test)
+                        .await
+                        .iter()
+                        .map(|k| k.to_string())
+                        .collect(),
+                ),
+            };
+            let read = Read {
+                end,
+                report,
+                recorded,
+                refused,
+            };
+            json_response(StatusCode::OK, &json!(scopes.read(&id, &bypassed, read)))
         }
         _ => error_response(
             StatusCode::METHOD_NOT_ALLOWED,

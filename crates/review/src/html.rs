@@ -1,6 +1,6 @@
-//! The HTML review files: `cassette diff --html` (each pair side by side: request difference,
-//! answer difference, tool calls, usage, model) and `cassette run --html` (each case with its
-//! verdict, graders, answer and, for a miss, the explanation).
+//! The HTML review files: the review of `cassette diff` (each pair side by side: request
+//! difference, answer difference, tool calls, usage, model) and that of `cassette run` (each
+//! case with its verdict, graders, answer and, for a miss, the explanation).
 //!
 //! One self-contained file that a browser can open from a CI artifact without trusting it:
 //!
@@ -16,13 +16,14 @@
 //! - long answers are cut (`MAX_TEXT` characters each), so a huge recording cannot make the
 //!   page unreadable.
 //!
-//! What reaches these pages was redacted before (see `review::redact`, and the run's recorder).
+//! What reaches these pages was redacted before (see [`crate::redact`], and the run's
+//! recorder).
 
-use super::verdict::{answer_text, Facts};
-use super::{DiffReview, Drift, Pairing, Recording, Reviewed};
-use crate::answer::ToolCall;
+use crate::diff::{DiffReview, Pairing, Recording, Reviewed};
+use crate::render::Piece;
+use crate::verdict::{answer_text, Drift, Facts};
 use base64::Engine as _;
-use cassette_recorder::miss::Piece;
+use cassette_wire::ToolCall;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use sha2::{Digest, Sha256};
 use similar::{Algorithm, ChangeTag, TextDiff};
@@ -37,56 +38,9 @@ const OPENED: usize = 50;
 /// How long the answer diff may search before settling for a longer (still correct) one.
 const DIFF_DEADLINE: Duration = Duration::from_millis(200);
 
-/// The only style sheet: inline, allowed by its hash.
-const STYLE: &str = r#"
-:root { color-scheme: light dark; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --bg-soft: #f6f8fa;
-  --del: #ffebe9; --del-strong: #ffc1ba; --ins: #dafbe1; --ins-strong: #aceebb;
-  --changed: #cf222e; --removed: #bc4c00; --added: #1a7f37; --reworded: #9a6700; --same: #59636e; }
-@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #9198a1; --line: #3d444d; --bg-soft: #151b23;
-  --del: #3c1618; --del-strong: #6e1f23; --ins: #12261e; --ins-strong: #1f5c34; } }
-* { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); margin: 0 auto; padding: 1rem 1.5rem 3rem; max-width: 1400px; }
-h1 { font-size: 1.4rem; margin: 0 0 .25rem; }
-h2 { font-size: 1rem; margin: 1rem 0 .25rem; }
-h3 { font-size: .9rem; margin: 0 0 .35rem; }
-code, pre { font: 12.5px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-pre { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0; padding: .5rem .6rem; background: var(--bg-soft); border: 1px solid var(--line); border-radius: 6px; max-height: 36rem; overflow: auto; }
-.meta { color: var(--muted); margin: 0 0 .75rem; overflow-wrap: anywhere; }
-.counts { display: flex; flex-wrap: wrap; gap: .5rem; margin: .5rem 0 1rem; padding: 0; list-style: none; }
-.counts li { border: 1px solid var(--line); border-radius: 6px; padding: .2rem .6rem; }
-.filter { position: absolute; opacity: 0; pointer-events: none; }
-.filter + label { display: inline-block; border: 1px solid var(--line); border-radius: 2rem; padding: .15rem .8rem; margin: 0 .3rem .8rem 0; cursor: pointer; }
-.filter:checked + label { background: var(--fg); color: var(--bg-soft); }
-.filter:focus-visible + label { outline: 2px solid var(--added); }
-#show-differences:checked ~ main .v-same,
-#show-changed:checked ~ main .v-same, #show-changed:checked ~ main .v-reworded,
-#show-failures:checked ~ main .v-pass { display: none; }
-details.item { border: 1px solid var(--line); border-radius: 6px; margin: 0 0 .4rem; }
-details.item > summary { cursor: pointer; padding: .35rem .6rem; overflow-wrap: anywhere; }
-details.item[open] > summary { border-bottom: 1px solid var(--line); }
-.body { padding: .6rem; }
-.badge { display: inline-block; min-width: 5.5rem; text-align: center; font-weight: 600; font-size: .8rem; border-radius: 2rem; padding: 0 .5rem; margin-right: .4rem; color: #fff; background: var(--same); }
-.v-changed .badge, .v-fail .badge { background: var(--changed); }
-.v-removed .badge, .v-miss .badge { background: var(--removed); }
-.v-added .badge, .v-pass .badge { background: var(--added); }
-.v-reworded .badge { background: var(--reworded); }
-.why { color: var(--muted); }
-.pair { display: grid; grid-template-columns: 1fr 1fr; gap: .75rem; }
-@media (max-width: 900px) { .pair { grid-template-columns: 1fr; } }
-table.facts { border-collapse: collapse; margin: 0 0 .5rem; width: 100%; }
-table.facts th { text-align: left; font-weight: 600; color: var(--muted); padding: .1rem .6rem .1rem 0; vertical-align: top; width: 8rem; }
-table.facts td { padding: .1rem 0; overflow-wrap: anywhere; }
-.del { background: var(--del); display: block; }
-.ins { background: var(--ins); display: block; }
-.del mark { background: var(--del-strong); color: inherit; }
-.ins mark { background: var(--ins-strong); color: inherit; }
-ul.request { margin: 0 0 .6rem; padding-left: 1.2rem; }
-ul.request li { overflow-wrap: anywhere; }
-.r-del { background: var(--del-strong); text-decoration: line-through; }
-.r-ins { background: var(--ins-strong); }
-.cut { color: var(--muted); font-style: italic; }
-.empty { color: var(--muted); }
-"#;
+/// The only style sheet: inline, allowed by its hash (a file of its own, so that its custom
+/// properties are not taken for flags by the check that libraries name none).
+const STYLE: &str = include_str!("review.css");
 
 /// The page around `content`: the security policy first, then the style sheet.
 fn page(title: &str, content: Markup) -> String {
@@ -122,7 +76,7 @@ fn filter(id: &str, label: &str, checked: bool) -> Markup {
 }
 
 /// The review of `cassette diff`.
-pub(crate) fn diff_page(review: &DiffReview) -> String {
+pub fn diff_page(review: &DiffReview) -> String {
     let differing = review
         .items
         .iter()
@@ -219,7 +173,6 @@ fn pieces(pieces: &[Piece]) -> Markup {
                 Piece::Removed(text) => { del.r-del { (text) } }
                 Piece::Inserted(text) => { ins.r-ins { (text) } }
                 Piece::Text(text) => { (text) }
-                _ => {}
             }
         }
     }
@@ -229,10 +182,7 @@ fn pieces(pieces: &[Piece]) -> Markup {
 fn sides(item: &Reviewed) -> Markup {
     let texts = match (&item.old, &item.new) {
         (Some(old), Some(new)) => match (&old.facts, &new.facts) {
-            (Ok(a), Ok(b)) => Some(answer_diff(
-                &answer_text(&a.answer),
-                &answer_text(&b.answer),
-            )),
+            (Ok(a), Ok(b)) => Some(answer_diff(&answer_text(a), &answer_text(b))),
             _ => None,
         },
         _ => None,
@@ -267,11 +217,11 @@ fn side(title: &str, recording: Option<&Recording>, diffed: Option<Markup>) -> M
                         }
                     }
                     @if let Ok(facts) = &r.facts {
-                        (tool_calls(&facts.answer.tool_calls))
+                        (tool_calls(&facts.tool_calls))
                         h3 { "Answer" }
                         @match diffed {
                             Some(markup) => { (markup) }
-                            None => { (text_block(&answer_text(&facts.answer))) }
+                            None => { (text_block(&answer_text(facts))) }
                         }
                     }
                 }
@@ -385,65 +335,66 @@ fn answer_diff(old: &str, new: &str) -> (Markup, Markup) {
 
 /// One case of a run, as the run page shows it.
 #[derive(Debug, Clone)]
-pub(crate) struct RunCase {
+pub struct RunCase {
     /// The case id.
-    pub(crate) id: String,
+    pub id: String,
     /// `pass`, `fail` or `miss`.
-    pub(crate) verdict: &'static str,
+    pub verdict: &'static str,
     /// The graders' names.
-    pub(crate) graders: Vec<String>,
+    pub graders: Vec<String>,
     /// The case request's key, or the key that missed.
-    pub(crate) key: String,
+    pub key: String,
     /// Whether every request of the case was replayed.
-    pub(crate) hit: bool,
+    pub hit: bool,
     /// Why the verdict failed.
-    pub(crate) reason: Option<String>,
+    pub reason: Option<String>,
     /// Scores, judge tally and the like, one line each.
-    pub(crate) details: Vec<String>,
-    /// The answer, when there is one.
-    pub(crate) answer: Option<crate::answer::Answer>,
+    pub details: Vec<String>,
+    /// The answer, when there is one (its text, tool calls, finish reason and model).
+    pub answer: Option<Facts>,
     /// For a miss: the request, and the explanation's lines.
-    pub(crate) miss: Option<MissView>,
+    pub miss: Option<MissView>,
 }
 
 /// A miss as the run page explains it.
 #[derive(Debug, Clone)]
-pub(crate) struct MissView {
+pub struct MissView {
     /// `POST /v1/chat/completions (target default, model m)`.
-    pub(crate) request: String,
+    pub request: String,
     /// The nearest recording's key and when it was recorded.
-    pub(crate) nearest: Option<(String, String)>,
+    pub nearest: Option<(String, String)>,
     /// What differs from it, or why there is none.
-    pub(crate) lines: Vec<String>,
+    pub lines: Vec<String>,
 }
 
 /// What `cassette run` did, for its page.
 #[derive(Debug, Clone)]
-pub(crate) struct RunReview {
+pub struct RunReview {
     /// The suite file.
-    pub(crate) suite: String,
+    pub suite: String,
     /// Mode and store, in a few words.
-    pub(crate) setting: String,
+    pub setting: String,
     /// How long it took.
-    pub(crate) seconds: f64,
-    /// Requests replayed and recorded.
-    pub(crate) hits: u64,
-    pub(crate) recorded: u64,
-    /// Cases not run (a `--fail-fast` stop).
-    pub(crate) unrun: usize,
+    pub seconds: f64,
+    /// Requests replayed.
+    pub hits: u64,
+    /// Requests recorded.
+    pub recorded: u64,
+    /// Cases not run (the run stopped at its first miss).
+    pub unrun: usize,
     /// The cases, most severe first (miss, fail, pass), then in suite order.
-    pub(crate) cases: Vec<RunCase>,
+    pub cases: Vec<RunCase>,
 }
 
 impl RunReview {
     /// How many cases got `verdict`.
-    pub(crate) fn count(&self, verdict: &str) -> usize {
+    pub fn count(&self, verdict: &str) -> usize {
         self.cases.iter().filter(|c| c.verdict == verdict).count()
     }
 }
 
 /// The review of `cassette run`.
-pub(crate) fn run_page(review: &RunReview) -> String {
+pub fn run_page(review: &RunReview) -> String {
     let failing = review.cases.iter().filter(|c| c.verdict != "pass").count();
     let open = failing <= OPENED;
     let content = html! {

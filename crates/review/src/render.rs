@@ -5,11 +5,16 @@
 //!
 //! The same line is also given as [`Piece`]s (unchanged, removed and inserted text), for
 //! renderers that mark changes their own way (the HTML review) rather than with `[-…-]{+…+}`.
+//! A miss lists the first few lines ([`difference_lines`]), a review the same with pieces
+//! ([`crate::RequestLine::of_differences`]).
 
 use cassette_keying::{shorten, to_canonical_string, Change, Difference};
 use serde_json::Value;
 use similar::{Algorithm, ChangeTag, TextDiff};
 use std::time::Duration;
+
+/// How many differences a miss or a review lists before counting the rest.
+pub const SHOWN_DIFFERENCES: usize = 8;
 
 /// Words of unchanged text shown before and after each changed region.
 const CONTEXT_WORDS: usize = 4;
@@ -44,6 +49,23 @@ pub fn difference_line(difference: &Difference) -> String {
         return format!("{}: {}", difference.path, word_diff(old, new));
     }
     difference.to_string()
+}
+
+/// The first [`SHOWN_DIFFERENCES`] differences, one [`difference_line`] each, then how many
+/// more there are: what a miss's explanation lists.
+pub fn difference_lines(differences: &[Difference]) -> Vec<String> {
+    let mut shown: Vec<String> = differences
+        .iter()
+        .take(SHOWN_DIFFERENCES)
+        .map(difference_line)
+        .collect();
+    if differences.len() > SHOWN_DIFFERENCES {
+        shown.push(format!(
+            "and {} more differences",
+            differences.len() - SHOWN_DIFFERENCES
+        ));
+    }
+    shown
 }
 
 /// The part after `path: ` of [`difference_line`] as pieces, so that joining them with
@@ -396,6 +418,21 @@ mod tests {
             difference_pieces(&added),
             [Piece::Text("added ".into()), Piece::Inserted("1".into())]
         );
+    }
+
+    #[test]
+    fn a_miss_lists_the_first_differences_and_counts_the_rest() {
+        let differences: Vec<Difference> = (0..SHOWN_DIFFERENCES + 3)
+            .map(|i| Difference {
+                path: format!("body.x{i}"),
+                change: Change::Added { new: json!(i) },
+            })
+            .collect();
+        let lines = difference_lines(&differences);
+        assert_eq!(lines.len(), SHOWN_DIFFERENCES + 1);
+        assert_eq!(lines[0], difference_line(&differences[0]));
+        assert_eq!(lines[SHOWN_DIFFERENCES], "and 3 more differences");
+        assert_eq!(difference_lines(&differences[..2]).len(), 2);
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Drift verdicts: what a re-record did to one recorded answer. The answer is read with the
-//! recorder's `response_summary` (text, tool calls, finish reason, answering model, whatever the
-//! provider), so every provider is judged by the same rules:
+//! Drift verdicts: what a re-record did to one recorded answer. The answer is read as
+//! `cassette-wire`'s `response_summary` reads it (text, tool calls, finish reason, answering
+//! model, whatever the provider), so every provider is judged by the same rules:
 //!
 //! - `same`: the same answer (usage alone may differ);
 //! - `reworded`: only the answer's text differs (a structured answer keeps its JSON shape);
@@ -9,9 +9,9 @@
 //!   answering model, the HTTP status;
 //! - `added` / `removed`: a recording only the new (old) set has, paired with none.
 
-use crate::answer::{self, Answer};
 use cassette_keying::Profile;
-use cassette_recorder::Cassette;
+use cassette_tape::Cassette;
+use cassette_wire::{ResponseSummary, ToolCall};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// One verdict, ordered from least to most severe (so `>=` reads "at least as bad as").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Drift {
+pub enum Drift {
     /// The same answer.
     Same,
     /// Only the answer's text differs.
@@ -34,7 +34,7 @@ pub(crate) enum Drift {
 
 impl Drift {
     /// Every verdict, most severe first: the order reports list them in.
-    pub(crate) const BY_SEVERITY: [Drift; 5] = [
+    pub const BY_SEVERITY: [Drift; 5] = [
         Drift::Changed,
         Drift::Removed,
         Drift::Added,
@@ -43,7 +43,7 @@ impl Drift {
     ];
 
     /// The verdict as written.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Drift::Same => "same",
             Drift::Reworded => "reworded",
@@ -54,56 +54,42 @@ impl Drift {
     }
 }
 
-/// When `cassette diff` exits 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum FailOn {
-    /// Any verdict but `same` (a reworded answer too).
-    Reworded,
-    /// A `changed`, `added` or `removed` verdict; reworded answers pass.
-    Changed,
-}
-
-impl FailOn {
-    /// Whether `verdict` fails the run.
-    pub(crate) fn fails(self, verdict: Drift) -> bool {
-        match self {
-            FailOn::Reworded => verdict >= Drift::Reworded,
-            FailOn::Changed => verdict >= Drift::Added,
-        }
-    }
-}
-
 /// What a recorded answer says, as a review shows and judges it.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Facts {
+pub struct Facts {
     /// The HTTP status.
-    pub(crate) status: u16,
-    /// Text, tool calls, finish reason and the model named in the answer.
-    pub(crate) answer: Answer,
+    pub status: u16,
+    /// The answer's text, text parts concatenated in order.
+    pub text: String,
+    /// The answer's tool calls in order, `{name, arguments}` whatever the provider.
+    pub tool_calls: Vec<ToolCall>,
     /// The answering model (the answer's, else the review metadata's).
-    pub(crate) model: Option<String>,
+    pub model: Option<String>,
     /// The finish reason (the answer's, else the review metadata's).
-    pub(crate) finish: Option<String>,
+    pub finish: Option<String>,
     /// Token usage as the provider reports it (the answer's, else the review metadata's).
-    pub(crate) usage: Option<Value>,
+    pub usage: Option<Value>,
 }
 
 impl Facts {
-    /// The facts of a cassette's answer.
-    pub(crate) fn of(cassette: &Cassette) -> Facts {
-        let answer = crate::maint::cassette_answer(cassette);
+    /// The facts of a cassette whose answer was read as `answer` (by the embedder, which may
+    /// guess the API of a route whose path names none): its text and tool calls, and the
+    /// model, finish reason and usage it names, else the cassette's review metadata's.
+    pub fn of(cassette: &Cassette, answer: ResponseSummary) -> Facts {
         Facts {
             status: cassette.response.status,
+            text: answer.text,
+            tool_calls: answer.tool_calls,
             model: answer
                 .model
-                .clone()
                 .or_else(|| cassette.meta.response_model.clone()),
             finish: answer
-                .finish
-                .clone()
+                .finish_reason
                 .or_else(|| cassette.meta.finish_reason.clone()),
-            usage: usage_of(cassette).or_else(|| cassette.meta.usage.clone()),
-            answer,
+            usage: answer
+                .usage
+                .or_else(|| usage_of(cassette))
+                .or_else(|| cassette.meta.usage.clone()),
         }
     }
 }
@@ -113,24 +99,24 @@ impl Facts {
 fn usage_of(cassette: &Cassette) -> Option<Value> {
     let profile = Profile::from_path(&cassette.request.path);
     let body = cassette.response.body.as_json()?;
-    cassette_recorder::stream::response_summary(profile, body).usage
+    cassette_wire::response_summary(profile, body).usage
 }
 
 /// A verdict and why.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Judged {
+pub struct Judged {
     /// The verdict.
-    pub(crate) drift: Drift,
+    pub drift: Drift,
     /// What differs, one short phrase each (`finish reason stop -> length`), most telling
     /// first; empty for `same`.
-    pub(crate) reasons: Vec<String>,
+    pub reasons: Vec<String>,
     /// What differs that does not change the verdict (`usage`).
-    pub(crate) notes: Vec<String>,
+    pub notes: Vec<String>,
 }
 
 /// Judges two readings of one recording (before and after): the parsed facts, or why a
 /// cassette could not be read (an unreadable side is a change).
-pub(crate) fn judge(old: Result<&Facts, &str>, new: Result<&Facts, &str>) -> Judged {
+pub fn judge(old: Result<&Facts, &str>, new: Result<&Facts, &str>) -> Judged {
     let (old, new) = match (old, new) {
         (Ok(old), Ok(new)) => (old, new),
         (old, new) => {
@@ -157,12 +143,12 @@ pub(crate) fn judge(old: Result<&Facts, &str>, new: Result<&Facts, &str>) -> Jud
     }
     changed.extend(pair("finish reason", &old.finish, &new.finish));
     changed.extend(pair("model", &old.model, &new.model));
-    if let Some(tools) = tool_change(&old.answer, &new.answer) {
+    if let Some(tools) = tool_change(&old.tool_calls, &new.tool_calls) {
         changed.push(tools);
     }
-    let text_differs = old.answer.text != new.answer.text;
+    let text_differs = old.text != new.text;
     if text_differs {
-        if let Some(shape) = shape_change(&old.answer.text, &new.answer.text) {
+        if let Some(shape) = shape_change(&old.text, &new.text) {
             changed.push(shape);
         }
     }
@@ -196,9 +182,9 @@ pub(crate) fn judge(old: Result<&Facts, &str>, new: Result<&Facts, &str>) -> Jud
 
 /// How the tool calls differ (names, then arguments), ignoring call ids, which every
 /// recording draws anew.
-fn tool_change(old: &Answer, new: &Answer) -> Option<String> {
-    let calls = |a: &Answer| -> Vec<(String, Value)> {
-        a.tool_calls
+fn tool_change(old: &[ToolCall], new: &[ToolCall]) -> Option<String> {
+    let calls = |calls: &[ToolCall]| -> Vec<(String, Value)> {
+        calls
             .iter()
             .map(|c| (c.name.clone(), c.arguments.clone()))
             .collect()
@@ -300,42 +286,40 @@ fn shape_change(old: &str, new: &str) -> Option<String> {
 
 /// The answer's text with its tool calls, one `[tool call] name(arguments)` line each, for a
 /// line diff in which a changed call shows up.
-pub(crate) fn answer_text(answer: &Answer) -> String {
-    let mut text = answer.text.clone();
-    for call in &answer.tool_calls {
+pub fn answer_text(facts: &Facts) -> String {
+    let mut text = facts.text.clone();
+    for call in &facts.tool_calls {
         text.push_str(&format!("\n[tool call] {}({})", call.name, call.arguments));
     }
     text
 }
 
 /// An answer's text, short enough for a table cell.
-pub(crate) fn gist(facts: &Facts) -> String {
-    let text = facts.answer.text.trim();
-    if text.is_empty() && !facts.answer.tool_calls.is_empty() {
-        let names: Vec<&str> = facts
-            .answer
-            .tool_calls
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
+pub fn gist(facts: &Facts) -> String {
+    /// The longest gist, in characters.
+    const MAX: usize = 120;
+    let text = facts.text.trim();
+    if text.is_empty() && !facts.tool_calls.is_empty() {
+        let names: Vec<&str> = facts.tool_calls.iter().map(|c| c.name.as_str()).collect();
         return format!("[tool calls: {}]", names.join(", "));
     }
-    answer::shorten(&text.replace(['\n', '\r'], " "))
+    let text = text.replace(['\n', '\r'], " ");
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::answer::ToolCall;
     use serde_json::json;
 
     fn facts(text: &str) -> Facts {
         Facts {
             status: 200,
-            answer: Answer {
-                text: text.to_owned(),
-                ..Answer::default()
-            },
+            text: text.to_owned(),
+            tool_calls: Vec::new(),
             model: Some("m-1".into()),
             finish: Some("stop".into()),
             usage: Some(json!({"total_tokens": 10})),
@@ -382,16 +366,16 @@ mod tests {
             arguments: json!({"city": city}),
         };
         let mut paris = a.clone();
-        paris.answer.tool_calls = vec![call("Paris")];
+        paris.tool_calls = vec![call("Paris")];
         let mut paris_again = paris.clone();
-        paris_again.answer.tool_calls[0].id = Some("call_other".into());
+        paris_again.tool_calls[0].id = Some("call_other".into());
         assert_eq!(
             verdict(&paris, &paris_again),
             Drift::Same,
             "ids are drawn anew"
         );
         let mut lyon = a.clone();
-        lyon.answer.tool_calls = vec![call("Lyon")];
+        lyon.tool_calls = vec![call("Lyon")];
         let judged = judge(Ok(&paris), Ok(&lyon));
         assert_eq!(judged.drift, Drift::Changed);
         assert_eq!(judged.reasons, ["tool call arguments (weather)"]);
@@ -429,16 +413,5 @@ mod tests {
             judge(Ok(&a), Ok(&prose)).reasons,
             ["the answer is no longer JSON", "text"]
         );
-    }
-
-    #[test]
-    fn fail_on_reads_the_severity_ladder() {
-        assert!(!FailOn::Changed.fails(Drift::Reworded));
-        assert!(FailOn::Changed.fails(Drift::Added));
-        assert!(FailOn::Changed.fails(Drift::Removed));
-        assert!(FailOn::Changed.fails(Drift::Changed));
-        assert!(FailOn::Reworded.fails(Drift::Reworded));
-        assert!(!FailOn::Reworded.fails(Drift::Same));
-        assert_eq!(Drift::BY_SEVERITY[0], Drift::Changed);
     }
 }

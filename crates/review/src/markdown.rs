@@ -9,9 +9,14 @@
 //! breaks become spaces (a table row stays one row; line-start constructs cannot begin), and
 //! a zero-width space after `@`, `#`, the `:` of `://` and before the `.` of `www.` keeps
 //! GitHub from turning text into mentions, issue references or links.
+//!
+//! Where a summary tells its reader what to do (record the misses, open the whole review), the
+//! embedder names how, in its own terms (a command, a variable): the words come in as
+//! arguments, shown as code.
 
-use super::html::RunReview;
-use super::{DiffReview, Drift, Pairing, Reviewed};
+use crate::diff::{DiffReview, Pairing, Recording, Reviewed};
+use crate::html::RunReview;
+use crate::verdict::{gist, Drift};
 use std::fmt::Write as _;
 
 /// Items of each kind listed before the rest are only counted.
@@ -21,7 +26,7 @@ const LISTED: usize = 20;
 const CELL: usize = 160;
 
 /// `text` as inline Markdown that shows exactly that text.
-pub(crate) fn text(text: &str) -> String {
+pub fn text(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -69,8 +74,9 @@ fn key(key: &str) -> String {
     format!("`{}`", key.get(..12).unwrap_or(key))
 }
 
-/// The summary of `cassette diff`.
-pub(crate) fn diff_summary(review: &DiffReview) -> String {
+/// The summary of `cassette diff`; `whole` is how to get the whole review (a command line),
+/// named when the summary lists only the first items.
+pub fn diff_summary(review: &DiffReview, whole: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -118,8 +124,8 @@ pub(crate) fn diff_summary(review: &DiffReview) -> String {
         if let Some(line) = item.request.first() {
             what = format!("{what}; request: {}", line.text);
         }
-        let gist = |r: Option<&super::Recording>| match r.map(|r| &r.facts) {
-            Some(Ok(facts)) => cell(&super::verdict::gist(facts)),
+        let gist = |r: Option<&Recording>| match r.map(|r| &r.facts) {
+            Some(Ok(facts)) => cell(&gist(facts)),
             Some(Err(why)) => cell(&format!("(unreadable: {why})")),
             None => "—".to_owned(),
         };
@@ -136,15 +142,16 @@ pub(crate) fn diff_summary(review: &DiffReview) -> String {
     if differing.len() > LISTED {
         let _ = writeln!(
             out,
-            "\n… and {} more (see the HTML review: `cassette diff --html`).",
+            "\n… and {} more (see the HTML review: `{whole}`).",
             differing.len() - LISTED
         );
     }
     out
 }
 
-/// The summary of `cassette run`.
-pub(crate) fn run_summary(review: &RunReview) -> String {
+/// The summary of `cassette run`; `record` is how to record what missed (a setting, a
+/// command line).
+pub fn run_summary(review: &RunReview, record: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### cassette run: {}\n", text(&review.suite));
     let _ = writeln!(
@@ -171,7 +178,7 @@ pub(crate) fn run_summary(review: &RunReview) -> String {
     if !misses.is_empty() {
         let _ = writeln!(
             out,
-            "\n**Replay misses** (record them with `CASSETTE_MODE=record`):\n\n| case | key | request | why |\n|---|---|---|---|"
+            "\n**Replay misses** (record them with `{record}`):\n\n| case | key | request | why |\n|---|---|---|---|"
         );
         for case in misses.iter().take(LISTED) {
             let miss = case.miss.as_ref();
@@ -222,23 +229,24 @@ pub(crate) fn run_summary(review: &RunReview) -> String {
 }
 
 /// One request of `cassette exec` for its summary: key, request and why it missed.
-pub(crate) struct ExecMiss<'a> {
+pub struct ExecMiss<'a> {
     /// The key that missed.
-    pub(crate) key: &'a str,
+    pub key: &'a str,
     /// The request in a few words.
-    pub(crate) request: &'a str,
+    pub request: &'a str,
     /// The explanation's summary.
-    pub(crate) why: &'a str,
+    pub why: &'a str,
 }
 
-/// The summary of `cassette exec`: the counts line, then the distinct misses.
-pub(crate) fn exec_summary(counts: &str, misses: &[ExecMiss<'_>], distinct: u64) -> String {
+/// The summary of `cassette exec`: the counts line, then the distinct misses, and `record`,
+/// how to record them.
+pub fn exec_summary(counts: &str, misses: &[ExecMiss<'_>], distinct: u64, record: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### cassette exec\n\n{}", text(counts));
     if !misses.is_empty() {
         let _ = writeln!(
             out,
-            "\n**Replay misses** (record them with `CASSETTE_MODE=record`):\n\n| key | request | why |\n|---|---|---|"
+            "\n**Replay misses** (record them with `{record}`):\n\n| key | request | why |\n|---|---|---|"
         );
         for miss in misses.iter().take(LISTED) {
             let _ = writeln!(
@@ -260,9 +268,9 @@ pub(crate) fn exec_summary(counts: &str, misses: &[ExecMiss<'_>], distinct: u64)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::answer::Answer;
-    use crate::review::{Facts, Judged, Recording, RequestLine};
-    use cassette_store::Key;
+    use crate::diff::RequestLine;
+    use crate::verdict::{Facts, Judged};
+    use cassette_keying::Key;
 
     fn recording(n: u8, text: &str) -> Recording {
         Recording {
@@ -273,10 +281,8 @@ mod tests {
             recorded_at: "2026-01-01T00:00:00Z".into(),
             facts: Ok(Facts {
                 status: 200,
-                answer: Answer {
-                    text: text.into(),
-                    ..Answer::default()
-                },
+                text: text.into(),
+                tool_calls: Vec::new(),
                 model: Some("gpt-4o-mini-2024-07-18".into()),
                 finish: Some("stop".into()),
                 usage: None,
@@ -348,7 +354,7 @@ mod tests {
                 ),
             ],
         );
-        let summary = diff_summary(&review);
+        let summary = diff_summary(&review, "cassette diff --html");
         for row in summary
             .lines()
             .filter(|l| l.starts_with("| ") && l.contains('`'))
