@@ -308,3 +308,86 @@ fn the_proxy_stops_when_its_runner_closes_the_pipe() {
     };
     assert!(status.success(), "{status}");
 }
+
+/// The lines of a tally's failure text.
+fn failure(tally: &Value) -> Vec<String> {
+    let lines = tally["failure"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{tally}"));
+    lines
+        .iter()
+        .map(|l| l.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_tally_carries_its_failure_text_and_a_reporting_read_tells_it_once() {
+    let work = Workdir::new();
+    let mut proxy = Piped::start(&work);
+    proxy.begin("tests/test_x.py::test_a");
+    proxy.miss(None, 0);
+    // A read that reports nothing (a test asking for its counts) tells it all, and changes
+    // nothing for the runner's read.
+    let counts = proxy.tally();
+    let (_, reported) = proxy.http("GET", "/_cassette/scopes/default?report=true", true, "");
+    assert_eq!(counts["failure"], reported["failure"], "{reported}");
+    let summary =
+        "No recording exists at /v1/chat/completions for target default (0 cassettes stored).";
+    let key = reported["missed"][0]["key"].as_str().unwrap().to_owned();
+    assert_eq!(
+        failure(&reported),
+        [
+            format!(
+                "cassette miss: no recording for POST /v1/chat/completions (target default, \
+                 model m) (key {key})"
+            ),
+            format!("  {summary}"),
+            "  (replay never calls the vendor: record it with CASSETTE_MODE=record or auto, \
+             which calls the vendor with your key)"
+                .to_owned(),
+        ]
+    );
+    assert_eq!(
+        reported["headline"],
+        json!(format!(
+            "POST /v1/chat/completions (target default, model m): {summary}"
+        ))
+    );
+    // Told once: a later phase of the test tells only what is new.
+    let (_, again) = proxy.http("GET", "/_cassette/scopes/default?report=true", true, "");
+    assert_eq!(failure(&again), Vec::<String>::new(), "{again}");
+    assert_eq!(again["headline"], reported["headline"]);
+    proxy.miss(None, 1);
+    // The runner hands in what it refused itself (a client with the vendor's URL in code).
+    let refused = r#"{"refused": [{"host": "api.openai.com:443", "requests": 2}]}"#;
+    let (status, ended) = proxy.http(
+        "DELETE",
+        "/_cassette/scopes/default?report=true",
+        true,
+        refused,
+    );
+    assert_eq!(status, 200, "{ended}");
+    let lines = failure(&ended);
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert!(lines[0].contains(&format!(
+        "(key {})",
+        ended["missed"][1]["key"].as_str().unwrap()
+    )));
+    assert!(lines[2].starts_with("  (replay never calls the vendor: "));
+    assert!(
+        lines[3].starts_with(
+            "cassette: 2 request(s) to api.openai.com:443 bypassed the base URL and were refused"
+        ),
+        "{lines:#?}"
+    );
+    // A body that is not a list of refusals is refused, naming what it takes.
+    proxy.begin("tests/test_x.py::test_b");
+    let (status, answer) = proxy.http(
+        "DELETE",
+        "/_cassette/scopes/default",
+        true,
+        r#"{"refused": "all"}"#,
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.to_string().contains("refused"), "{answer}");
+}

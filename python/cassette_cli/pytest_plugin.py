@@ -63,9 +63,6 @@ CONFIG_ENV = "CASSETTE_CONFIG"
 # variables from `cassette exec`'s.
 OWN_PROXY_ENV = "CASSETTE_PYTEST_PROXY"
 SETTINGS_FILE = "cassette.toml"
-RECORD_HINT = (
-    "record it with `pytest --cassette=record` (or auto), which calls the vendor with your key"
-)
 
 
 @dataclasses.dataclass
@@ -101,16 +98,13 @@ class _Session:
 
 @dataclasses.dataclass
 class _Test:
-    """One test's scope on the proxy, and what of its tally was reported already."""
+    """One test's scope on the proxy, and what of its tape server's notes was reported already
+    (the proxy keeps track of what of its tally was)."""
 
     nodeid: str
     mode: str
     strict: bool
     sequence: bool
-    missed: int = 0
-    failed: int = 0
-    bypassed: dict[str, int] = dataclasses.field(default_factory=dict)
-    unused_reported: bool = False
     tally: dict[str, Any] = dataclasses.field(default_factory=dict)
     adopt_unmatched: int = 0
     adopt_refused: int = 0
@@ -472,6 +466,8 @@ def pytest_runtest_makereport(
     from cassette_cli._proxy import ProxyError
 
     strict = test.strict and call.when == "call" and test.mode == "replay"
+    # The failure text is what no earlier phase of the test reported (the proxy keeps track).
+    query = "report=true&unused=true" if strict else "report=true"
     try:
         if _piped(session) and not strict and not session.proxy.noticed():
             # No miss, error or refused bypass since the tally was last read: nothing to read.
@@ -481,15 +477,15 @@ def pytest_runtest_makereport(
             return report
         if call.when == "teardown":
             del item.stash[_TEST]
-            tally = session.proxy.control("DELETE", SCOPE)
+            tally = session.proxy.control("DELETE", SCOPE, query=query)
         else:
-            tally = session.proxy.control("GET", SCOPE, query="unused=true" if strict else "")
+            tally = session.proxy.control("GET", SCOPE, query=query)
     except ProxyError as error:
         # The proxy is gone or refuses: this test cannot be vouched for.
         _fail(report, [f"cassette error: {error}"])
         return report
     test.tally = tally
-    problems = _new_problems(test, tally)
+    problems = _failure(tally)
     adopted = None
     if session.tapes is not None:
         adopted = session.tapes.end() if call.when == "teardown" else session.tapes.peek()
@@ -517,61 +513,13 @@ def _piped(session: _Session) -> bool:
     return session.proxy is not None and session.proxy.piped
 
 
-def _new_problems(test: _Test, tally: dict[str, Any]) -> list[str]:
-    """What in the tally fails the test and was not reported in an earlier phase."""
-    lines: list[str] = []
-    missed = tally.get("missed") or []
-    for miss in missed[test.missed :]:
-        lines.append(
-            f"cassette miss: no recording for {miss.get('request', 'a request')} "
-            f"(key {miss.get('key', '?')})"
-        )
-        summary = str(miss.get("summary") or "")
-        if summary:
-            lines.append(f"  {summary}")
-        # Each difference a line, unless the summary said it all (one short difference).
-        explanation = [str(line) for line in miss.get("explanation") or []]
-        if len(explanation) > 1 or any(line not in summary for line in explanation):
-            lines.extend(f"    {line}" for line in explanation)
-    more = int(tally.get("misses", 0)) - len(missed)
-    if missed[test.missed :] and more > 0:
-        lines.append(f"  ... and {more} more misses")
-    if missed[test.missed :]:
-        lines.append(f"  (replay never calls the vendor: {RECORD_HINT})")
-    test.missed = len(missed)
-    for failure in (tally.get("failed") or [])[test.failed :]:
-        lines.append(f"cassette error: {failure}")
-    test.failed = len(tally.get("failed") or [])
-    for bypass in tally.get("bypassed") or []:
-        host, requests = str(bypass.get("host")), int(bypass.get("requests", 0))
-        if not bypass.get("refused") or requests <= test.bypassed.get(host, 0):
-            continue
-        lines.append(
-            f"cassette: {requests - test.bypassed.get(host, 0)} request(s) to {host} bypassed the "
-            "base URL and were refused (replay never connects anywhere): the client has a "
-            "hard-coded URL "
-            "or reads a variable cassette does not set; give it the proxy's base URL "
-            "(OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...: see docs/proxy.md)"
-        )
-        test.bypassed[host] = requests
-    unused = tally.get("unused")
-    if unused and not test.unused_reported:
-        test.unused_reported = True
-        lines.append(
-            f"cassette strict: {len(unused)} recording(s) this test made were not asked for: "
-            + ", ".join(str(key)[:16] for key in unused)
-            + " (the test changed, or the recordings are stale: re-record it, or "
-            "`cassette gc` them)"
-        )
-    return lines
+def _failure(tally: dict[str, Any]) -> list[str]:
+    """What in the tally fails the test, one line each, as the proxy rendered it."""
+    return [str(line) for line in tally.get("failure") or []]
 
 
 def _one_line(tally: dict[str, Any], problems: list[str]) -> str:
-    missed = tally.get("missed") or []
-    if missed:
-        first = missed[-1]
-        return f"{first.get('request', 'a request')}: {first.get('summary', '')}".strip()
-    return problems[0]
+    return str(tally.get("headline") or problems[0])
 
 
 class _Writer(Protocol):
@@ -828,7 +776,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             ended = state.proxy.ended().get("ended") or {}
             totals = {name: int(ended.get(name, 0)) for name in COUNTS}
         except ProxyError as error:
-            state.strays.append({"errors": 1, "failed": [str(error)]})
+            message = f"cassette error: {error}"
+            state.strays.append({"errors": 1, "failed": [str(error)], "failure": [message]})
             totals = {}
         state.modes_seen.add(state.session_mode)
         output = getattr(session.config, "workeroutput", None)
@@ -901,7 +850,7 @@ def pytest_terminal_summary(
     for tally in session.strays:
         if not _stray_fails(tally) and not int(tally.get("requests", 0)):
             continue
-        problems = _new_problems(_Test(nodeid="", mode="", strict=False, sequence=False), tally)
+        problems = _failure(tally)
         terminalreporter.write_line(
             "outside any test (module-level code, fixtures between tests): "
             f"{tally.get('requests', 0)} "

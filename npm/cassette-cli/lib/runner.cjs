@@ -1,7 +1,8 @@
 // The test-worker side of the vitest and jest helpers: applies the proxy's environment with a
 // scope of this worker's own (`<url>/_scope/ID/...` base URLs, one proxy for every worker),
 // names each test to the proxy's control endpoint, and throws in afterEach when the proxy saw a
-// miss, an error or a refused bypass during the test, with the proxy's explanation.
+// miss, an error or a refused bypass during the test, with the failure text the proxy renders
+// (this file renders none: it prints the tally's `failure` lines as they are).
 //
 // CommonJS because jest runs setupFilesAfterEnv inside its own module system, which loads
 // CommonJS from node_modules untransformed in every jest configuration; vitest's ESM setup
@@ -14,7 +15,6 @@ const { randomBytes } = require("node:crypto");
 // module graph (vitest with `isolate: false`) keeps one scope, so clients built by an earlier
 // file still count.
 const SCOPE_ENV = "CASSETTE_SCOPE";
-const RECORD_HINT = "record it with CASSETTE_MODE=record (or auto), which calls the vendor with your key";
 
 /** @typedef {{ url: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string } }} Ready */
 
@@ -34,37 +34,12 @@ function scopedEnv(ready, scope) {
   return out;
 }
 
-/** What a tally holds that fails a test (misses with their explanation, errors, bypasses). */
+/**
+ * What a tally holds that fails a test, one line each, as the proxy rendered it.
+ * @param {{ failure?: string[] }} tally
+ */
 function problems(tally) {
-  /** @type {string[]} */
-  const lines = [];
-  const missed = tally.missed ?? [];
-  for (const miss of missed) {
-    lines.push(`cassette miss: no recording for ${miss.request} (key ${miss.key})`);
-    const summary = miss.summary ?? "";
-    if (summary) lines.push(`  ${summary}`);
-    // Each difference a line, unless the summary said it all (one short difference).
-    const explanation = miss.explanation ?? [];
-    if (explanation.length > 1 || explanation.some((line) => !summary.includes(line))) {
-      for (const line of explanation) lines.push(`    ${line}`);
-    }
-  }
-  if (tally.misses > missed.length) lines.push(`  ... and ${tally.misses - missed.length} more misses`);
-  if (missed.length) lines.push(`  (replay never calls the vendor: ${RECORD_HINT})`);
-  for (const failure of tally.failed ?? []) lines.push(`cassette error: ${failure}`);
-  for (const bypass of tally.bypassed ?? []) {
-    if (bypass.refused) lines.push(refusedLine(bypass.host, bypass.requests));
-  }
-  return lines;
-}
-
-/** @param {string} host @param {number} requests */
-function refusedLine(host, requests) {
-  return (
-    `cassette: ${requests} request(s) to ${host} bypassed the base URL and were refused (replay never ` +
-    "connects anywhere): the client has a hard-coded URL or reads a variable cassette does not set; " +
-    "give it the proxy's base URL (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...)"
-  );
+  return tally.failure ?? [];
 }
 
 /** Whether `url` is for this machine or a host NO_PROXY lets clients reach directly. */
@@ -122,7 +97,10 @@ function attach({ ready, beforeEach, afterEach, testName }) {
       if (!direct(url, noProxy)) {
         const host = `${url.hostname}:${url.port || (url.protocol === "https:" ? 443 : 80)}`;
         refused.set(host, (refused.get(host) ?? 0) + 1);
-        throw new TypeError("fetch failed", { cause: new Error(refusedLine(host, 1)) });
+        // What the client is told; the test's failure text comes from the proxy, which is
+        // handed these refusals when the test ends.
+        const why = `cassette: a request to ${host} bypassed the base URL and was refused (replay never connects anywhere)`;
+        throw new TypeError("fetch failed", { cause: new Error(why) });
       }
       return fetch(input, init);
     };
@@ -142,9 +120,9 @@ function attach({ ready, beforeEach, afterEach, testName }) {
     await control("PUT", { test: name });
   });
   afterEach(async () => {
-    const lines = problems(await control("DELETE"));
-    for (const [host, requests] of refused) lines.push(refusedLine(host, requests));
+    const bypasses = [...refused].map(([host, requests]) => ({ host, requests }));
     refused.clear();
+    const lines = problems(await control("DELETE", bypasses.length ? { refused: bypasses } : undefined));
     if (lines.length) {
       const error = new Error(`cassette: ${name}\n${lines.join("\n")}`);
       error.name = "CassetteMiss";

@@ -732,4 +732,56 @@ mod tests {
         let line = br#"{"op":"begin","scope":"default","sharing":"mine"}"#;
         assert!(Control::parse(line).unwrap_err().contains("mine"));
     }
+
+    #[test]
+    fn a_reporting_read_tells_only_what_is_new() {
+        let mut tally = Tally {
+            misses: KEPT as u64 + 3,
+            missed: (0..KEPT)
+                .map(|n| MissedRequest {
+                    key: format!("k{n}"),
+                    request: "an MCP request".into(),
+                    summary: "no recording".into(),
+                    explanation: Vec::new(),
+                })
+                .collect(),
+            bypassed: vec![BypassedHost {
+                host: "api.openai.com:443".into(),
+                requests: 2,
+                refused: true,
+            }],
+            unused: Some(vec!["0123456789abcdef0123".into()]),
+            ..Tally::default()
+        };
+        let mut told = Told::default();
+        tally.render(&mut told);
+        let lines = tally.failure.clone();
+        assert_eq!(lines.len(), 2 * KEPT + 4, "{lines:#?}");
+        assert_eq!(lines[2 * KEPT], "  ... and 3 more misses");
+        assert!(lines[2 * KEPT + 1].contains("record it in record or auto mode"));
+        assert!(lines[2 * KEPT + 2].starts_with("cassette: 2 request(s) to api.openai.com:443"));
+        assert!(lines[2 * KEPT + 3].starts_with("cassette strict: 1 recording(s)"));
+        // Nothing new: nothing told.
+        tally.render(&mut told);
+        assert!(tally.failure.is_empty(), "{:#?}", tally.failure);
+        // Two more misses past the kept ones, one more refused request, one error.
+        tally.misses += 2;
+        tally.bypassed[0].requests = 3;
+        tally.failed.push("upstream unreachable".into());
+        tally.record = Some("the record mode".into());
+        tally.render(&mut told);
+        assert_eq!(
+            tally.failure,
+            [
+                "cassette miss: 2 more misses",
+                "  (replay never calls the vendor: record it with the record mode, which calls the vendor with your key)",
+                "cassette error: upstream unreachable",
+                "cassette: 1 request(s) to api.openai.com:443 bypassed the base URL and were refused (replay never connects anywhere): the client has a hard-coded URL or reads a variable cassette does not set; give it the proxy's base URL (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...: see docs/proxy.md)",
+            ]
+        );
+        assert_eq!(
+            tally.headline.as_deref(),
+            Some("an MCP request: no recording")
+        );
+    }
 }
