@@ -1,6 +1,6 @@
 //! The libraries know nothing of the command line: their messages and docs say what to change
 //! in their own terms, and only the CLI names its flags and environment variables. The pure
-//! crates (keying, wire, tape) depend on no IO crate.
+//! crates (keying, wire, tape, grade) depend on no IO crate.
 
 use regex::Regex;
 use std::path::{Path, PathBuf};
@@ -12,11 +12,17 @@ const LIBRARIES: &[&str] = &[
     "crates/tape/src",
     "crates/store/src",
     "crates/recorder/src",
+    "crates/grade/src",
 ];
 
 /// The pure crates: no IO, no async runtime. `scripts/test.sh` also checks their whole
 /// dependency trees with `cargo tree`.
-const PURE: &[&str] = &["crates/keying", "crates/wire", "crates/tape"];
+const PURE: &[&str] = &[
+    "crates/keying",
+    "crates/wire",
+    "crates/tape",
+    "crates/grade",
+];
 
 /// Crates that do IO or run async code; none may be a dependency of a pure crate.
 const IO_CRATES: &[&str] = &[

@@ -6,7 +6,6 @@
 use super::call::Stop;
 use super::case::{run_case, Done};
 use super::report;
-use super::suite::Case;
 use super::{SavedCase, SuiteRun, Verdict};
 use crate::review::output::{append_step_summary, write_atomic};
 use crate::review::verdict::judge;
@@ -14,6 +13,7 @@ use crate::review::{
     html, markdown, DiffReview, Drift, Facts, Judged, Pairing, Recording, Reviewed,
 };
 use anyhow::Context;
+use cassette_grade::suite::Case;
 use cassette_recorder::Recorder;
 use cassette_store::Key;
 use futures::StreamExt;
