@@ -522,6 +522,19 @@ fn bad_suite_lines_are_reported_with_numbers_before_any_request() {
         both(&out)
     );
     assert_eq!(fake.requests(), 0);
+
+    // A suite with no case is said to be empty, not to have a bad line.
+    for (name, text) in [
+        ("empty.jsonl", ""),
+        ("comments.jsonl", "# nothing yet\n\n// soon\n"),
+    ] {
+        dir.write(name, text);
+        let out = dir.run(&["run", name, "--store", &dir.store("c")]);
+        assert_eq!(code(&out), 2, "{}", both(&out));
+        let err = common::stderr(&out);
+        assert!(err.contains(&format!("suite {name} has no cases")), "{err}");
+        assert!(!err.contains("bad line"), "{err}");
+    }
 }
 
 #[test]

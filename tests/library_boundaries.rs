@@ -1,6 +1,6 @@
 //! The libraries know nothing of the command line: their messages and docs say what to change
 //! in their own terms, and only the CLI names its flags and environment variables. The pure
-//! crates (keying, wire, tape, review) depend on no IO crate.
+//! crates (keying, wire, tape, grade, review) depend on no IO crate.
 
 use regex::Regex;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,7 @@ const LIBRARIES: &[&str] = &[
     "crates/review/src",
     "crates/store/src",
     "crates/recorder/src",
+    "crates/grade/src",
 ];
 
 /// The pure crates: no IO, no async runtime. `scripts/test.sh` also checks their whole
@@ -21,6 +22,7 @@ const PURE: &[&str] = &[
     "crates/keying",
     "crates/wire",
     "crates/tape",
+    "crates/grade",
     "crates/review",
 ];
 

@@ -8,7 +8,7 @@
 //!
 //! How it answers (first rule that applies):
 //! - a judge request (system prompt starting "You are a strict evaluator"): `FAIL` when the
-//!   graded text contains "rude", `FAIL` on even votes when it contains "[split]", else `PASS`;
+//!   graded text (all of it between its fence) contains "rude", `FAIL` on even votes when it contains "[split]", else `PASS`;
 //! - tools offered and the prompt says "weather in CITY" (one word): a `get_weather` call;
 //! - the prompt mentions "json": `{"name": "Ada", "age": 36}`;
 //! - the prompt mentions "bomb" or "hack": a refusal;
@@ -237,10 +237,11 @@ fn decide(request: &Value, n: usize, variant: &str) -> Reply {
     let (system, prompt) = prompt_of(request);
     let lower = prompt.to_lowercase();
     if system.starts_with("You are a strict evaluator") {
+        // The text between its fence: `<<<` and `>>>`, or `<<<TAG` and `TAG>>>` (docs/suite.md).
         let graded = prompt
-            .split("Text:\n<<<\n")
-            .nth(1)
-            .and_then(|rest| rest.split("\n>>>").next())
+            .split_once("Text:\n<<<")
+            .and_then(|(_, rest)| rest.split_once('\n'))
+            .and_then(|(tag, rest)| rest.split(&format!("\n{tag}>>>")).next())
             .unwrap_or("");
         let vote = request
             .get("seed")

@@ -24,16 +24,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MARKERS = {"apology": "sorry", "a refund offer": "refund", "empathetic": "understand", "curt": "whatever"}
 
 
-def _between(text: str, start: str, end: str = "\n>>>") -> str:
-    if start not in text:
+def _fenced(question: str, label: str) -> str:
+    """What the question holds under `label:`, between `<<<` and `>>>`, or between `<<<TAG` and
+    `TAG>>>` for a text that holds `>>>` (docs/suite.md, "The judge")."""
+    head = f"{label}:\n<<<"
+    if head not in question:
         return ""
-    return text.split(start, 1)[1].split(end, 1)[0]
+    tag, _, rest = question.split(head, 1)[1].partition("\n")
+    return rest.split(f"\n{tag}>>>", 1)[0]
 
 
 def verdict(question: str) -> str:
     criterion = question.split("\n", 1)[0].removeprefix("Criterion: ")
-    graded = _between(question, "Text:\n<<<\n")
-    context = _between(question, "Context:\n<<<\n")
+    graded = _fenced(question, "Text")
+    context = _fenced(question, "Context")
     vote = int(re.search(r"\(Vote (\d+) of \d+\.\)", question).group(1))  # type: ignore[union-attr]
     lower = graded.lower()
     if "[split]" in criterion:

@@ -10,9 +10,9 @@
 use crate::mcp::ReportedMiss;
 use crate::review::output::write_atomic;
 use crate::review::RECORD;
-use crate::run::junit;
-use crate::run::{CaseResult, SavedCase, Verdict};
 use anyhow::Context;
+use cassette_grade::junit;
+use cassette_grade::result::{CaseResult, SavedCase, Verdict};
 use cassette_recorder::miss::{Explanation, MissLog};
 use cassette_recorder::proxy::{Answered, JournalEntry, JournalLog, ProxyStats};
 use cassette_recorder::redact::Redactor;

@@ -17,14 +17,15 @@
 //! `--jsonl`, each line carries its own verdict and the exit status is 0 unless stdin or stdout
 //! failed.
 
-use crate::answer::{self, Answer};
-use crate::run::graders::judge::{JudgeArgs, JudgeConfig, Judgement};
-use crate::run::graders::{self, Check, Grader};
-use crate::run::grading::{self, Graded};
+use crate::run::judge::{self, JudgeArgs, Through};
 use crate::run::{miss_lines, Stop};
 use crate::settings::{RecorderArgs, RecorderSettings, SettingsFile};
 use crate::EXIT_ERROR;
 use anyhow::{bail, Context};
+use cassette_grade::answer::{self, Answer};
+use cassette_grade::graders::{self, Check, Grader};
+use cassette_grade::grading::{self, Graded};
+use cassette_grade::judge::{JudgeConfig, Judgement};
 use cassette_keying::Profile;
 use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::{Miss, Mode, Recorder};
@@ -242,8 +243,8 @@ impl Session {
                 miss: None,
             },
             Ok((answer, Some(graders))) => {
-                let recorder = self.recorder.as_ref();
-                match runtime.block_on(grading::grade(recorder, &self.judge, &graders, &answer)) {
+                let asked = Through(self.recorder.as_ref());
+                match runtime.block_on(grading::grade(&asked, &self.judge, &graders, &answer)) {
                     Ok(graded) => answered(id, answer, &graded),
                     Err(Stop::Miss(miss)) => missed(id, answer, &miss),
                     Err(Stop::Fatal(err)) => error(id, format!("{err:#}")),
@@ -291,7 +292,7 @@ impl Session {
         let Some(mut settings) = self.settings.take() else {
             bail!("the recorder could not be built (see the first error)");
         };
-        self.judge.check_route(&settings)?;
+        judge::check_route(&self.judge, &settings)?;
         if let Some(proxy) = std::env::var(PROXY_URL_ENV)
             .ok()
             .filter(|url| !url.trim().is_empty())

@@ -5,8 +5,9 @@
 //! `cassette exec --report` compare the same way, request by request (by route, method, path
 //! and key): a request that was replayed in A and missed in B is named with its explanation.
 
-use crate::run::{run_file, SavedCase, Verdict, RUNS_DIR};
+use crate::run::{run_file, RUNS_DIR};
 use anyhow::{bail, Context};
+use cassette_grade::result::{SavedCase, Verdict};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

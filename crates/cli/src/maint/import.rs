@@ -22,10 +22,10 @@
 
 use super::vcr::{self, Item};
 use crate::progress::Progress;
-use crate::run::suite::CHAT_PATH;
 use crate::settings::{RecorderArgs, SettingsFile};
 use anyhow::{bail, Context};
 use bytes::Bytes;
+use cassette_grade::suite::CHAT_PATH;
 use cassette_recorder::{Exchange, Imported, Mode, Recorder, Request, Write};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;

@@ -6,12 +6,12 @@
 //! also graded by its deterministic graders. Nothing is stored, unless the mode is `record`:
 //! then every answer is recorded as a re-record would, and the cassette keeps the last one.
 
-use crate::answer::Answer;
-use crate::request_file;
-use crate::run::graders::Check;
-use crate::run::suite::{self, Case};
 use crate::settings::{RecorderArgs, SettingsFile};
 use anyhow::{bail, Context};
+use cassette_grade::answer::Answer;
+use cassette_grade::graders::Check;
+use cassette_grade::request_file;
+use cassette_grade::suite::{self, Case};
 use cassette_keying::Profile;
 use cassette_recorder::{Mode, Recorder, Request, Source};
 use serde::Serialize;
@@ -149,11 +149,14 @@ fn targets(args: &ProbeArgs) -> anyhow::Result<Vec<Target>> {
             case: None,
         }]);
     }
-    let cases = suite::parse(&text).map_err(|errors| {
-        let lines: Vec<String> = errors
-            .iter()
-            .map(|(line, e)| format!("\n  {name}:{line}: {e}"))
-            .collect();
+    let cases = suite::parse(&text).map_err(|err| {
+        let lines: Vec<String> = match err {
+            cassette_grade::Error::Suite { lines } => lines
+                .iter()
+                .map(|bad| format!("\n  {name}:{}: {}", bad.line, bad.reason))
+                .collect(),
+            other => vec![format!("\n  {name}: {other}")],
+        };
         anyhow::anyhow!(
             "{name} is neither a request file nor a suite:{}",
             lines.concat()

@@ -1,15 +1,12 @@
 //! One request through the recorder and its answer read out: what a case and each judge vote
 //! do.
 
-use crate::answer::{self, Answer};
+use cassette_grade::answer::{self, Answer, Reply};
 use cassette_keying::Key;
 use cassette_keying::Profile;
 use cassette_recorder::miss::{Explanation, Nearest};
 use cassette_recorder::{Error, Miss, Recorder, Request, Source};
 use serde_json::Value;
-
-/// The path the prompt shorthand posts to.
-pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
 
 /// Why a run stops early.
 pub(crate) enum Stop {
@@ -19,20 +16,8 @@ pub(crate) enum Stop {
     Fatal(anyhow::Error),
 }
 
-/// One request's answer.
-pub(crate) struct Called {
-    /// Its key.
-    pub(crate) key: String,
-    /// Whether it was replayed.
-    pub(crate) hit: bool,
-    /// HTTP status.
-    pub(crate) status: u16,
-    /// What it said.
-    pub(crate) answer: Answer,
-}
-
 /// Sends one request through the recorder and reads the answer.
-pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Called, Stop> {
+pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Reply, Stop> {
     let profile = Profile::from_path(&request.path);
     match recorder.handle(request).await {
         Ok(outcome) => {
@@ -66,7 +51,7 @@ pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Called
                     return Err(Stop::Miss(Box::new(miss)));
                 }
             }
-            Ok(Called {
+            Ok(Reply {
                 hit,
                 status,
                 answer: redacted_answer(recorder, profile, &body),

@@ -6,11 +6,11 @@
 use super::call::Stop;
 use super::case::{run_case, Done};
 use super::report;
-use super::suite::Case;
 use super::{SavedCase, SuiteRun, Verdict};
 use crate::review::output::{append_step_summary, write_atomic};
 use crate::review::{answer_facts, WHOLE_DIFF};
 use anyhow::Context;
+use cassette_grade::suite::Case;
 use cassette_recorder::Recorder;
 use cassette_review::verdict::judge;
 use cassette_review::{html, markdown, DiffReview, Drift, Judged, Pairing, Recording, Reviewed};

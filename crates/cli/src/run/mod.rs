@@ -8,33 +8,32 @@
 
 mod call;
 mod case;
-pub(crate) mod graders;
-pub(crate) mod grading;
-pub(crate) mod junit;
+pub(crate) mod judge;
 mod live;
 mod report;
-mod result;
 mod reviewed;
-pub(crate) mod suite;
+mod suite;
 
 pub(crate) use call::Stop;
 pub(crate) use report::{miss_lines, print_miss};
-pub(crate) use result::{CaseResult, SavedCase, Verdict};
 
 use crate::progress::Progress;
 use crate::settings::{is_plain_name, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
 pub(crate) use call::redacted_answer;
 use case::{run_case, Done};
+use cassette_grade::graders::Check;
+use cassette_grade::judge::JudgeConfig;
+use cassette_grade::junit;
+use cassette_grade::result::{SavedCase, Verdict};
+use cassette_grade::suite::Case;
 use cassette_recorder::{Miss, Recorder};
 use futures::StreamExt;
-use graders::judge::{JudgeArgs, JudgeConfig};
-use graders::Check;
+use judge::JudgeArgs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use suite::Case;
 
 /// Where `--save-run` keeps runs, relative to the working directory.
 pub(crate) const RUNS_DIR: &str = ".cassette/runs";
@@ -302,7 +301,7 @@ impl RunArgs {
             }
         }
         if judged {
-            judge.check_route(recorder)?;
+            judge::check_route(judge, recorder)?;
         }
         Ok(())
     }

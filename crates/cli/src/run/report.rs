@@ -2,25 +2,18 @@
 //! summary on stderr and the explanation of a replay miss.
 
 use super::case::Done;
-use super::suite::Case;
-use super::{junit, CaseResult, SavedCase, Verdict};
-use crate::answer::ToolCall;
 use crate::review::output::write_atomic;
 use anyhow::Context;
+use cassette_grade::junit;
+use cassette_grade::result::{judge_summary, CaseResult, SavedCase, Verdict};
+use cassette_grade::suite::Case;
 use cassette_recorder::{Miss, Recorder};
 use std::path::Path;
 use std::process::ExitCode;
 
 /// A case that reached a verdict, as JUnit reports it.
 pub(super) fn junit_case(done: &Done) -> junit::TestCase {
-    junit::TestCase {
-        id: done.result.id.clone(),
-        seconds: done.seconds,
-        outcome: match &done.result.reason {
-            None => junit::Outcome::Passed,
-            Some(reason) => junit::Outcome::Failed(reason.clone()),
-        },
-    }
+    junit::TestCase::graded(&done.result, done.seconds)
 }
 
 /// Writes the JUnit report of the suite at `suite` to `path`.
@@ -40,29 +33,16 @@ pub(super) fn write_junit(
 
 /// A case that reached a verdict, as a saved run keeps it: the result and the answer.
 pub(super) fn saved_case(done: &Done) -> SavedCase {
-    SavedCase {
-        result: done.result.clone(),
-        text: done.answer.text.clone(),
-        tool_calls: done.answer.tool_calls.iter().map(tool_call_json).collect(),
-    }
+    SavedCase::answered(done.result.clone(), &done.answer)
 }
 
 /// The result line of a case that missed: the key that missed and why.
 pub(super) fn miss_result(case: &Case, miss: &Miss) -> CaseResult {
-    CaseResult {
-        id: case.id.clone(),
-        hit: false,
-        verdict: Verdict::Miss,
-        finish: None,
-        key: miss.key.to_string(),
-        reason: None,
-        summary: Some(miss.explanation.summary.clone()),
-        judge: None,
-        judges: Vec::new(),
-        score: None,
-        threshold: None,
-        scores: Vec::new(),
-    }
+    CaseResult::missed(
+        case.id.clone(),
+        miss.key.to_string(),
+        miss.explanation.summary.clone(),
+    )
 }
 
 /// Saves every case's result and answer to `path`, for `cassette diff-runs`.
@@ -73,10 +53,6 @@ pub(super) fn save_run(path: &Path, saved: &[SavedCase]) -> anyhow::Result<()> {
         text.push(b'\n');
     }
     write_atomic(path, &text).with_context(|| format!("saving the run {}", path.display()))
-}
-
-fn tool_call_json(call: &ToolCall) -> serde_json::Value {
-    serde_json::json!({"name": call.name, "arguments": call.arguments})
 }
 
 /// Prints the failed cases and the summary line; the exit status is 1 when a verdict failed.
@@ -113,7 +89,7 @@ pub(super) fn summary(done: &[Done], missed: usize, recorder: &Recorder, seconds
         stats.recorded,
         recorder.mode(),
     );
-    if let Some(line) = judge_summary(done) {
+    if let Some(line) = judge_summary(done.iter().map(|d| &d.result)) {
         eprintln!("cassette run: judge: {line}");
     }
     if failed > 0 {
@@ -121,41 +97,6 @@ pub(super) fn summary(done: &[Done], missed: usize, recorder: &Recorder, seconds
     } else {
         ExitCode::SUCCESS
     }
-}
-
-/// How far the suite's judge verdicts can be trusted: how many there were, the disagreement
-/// (flip) rate, the share of verdicts asked with several votes whose votes split, how many of
-/// those one vote the other way would have flipped, and how many rest on a single vote. `None`
-/// when nothing was judged.
-pub(super) fn judge_summary(done: &[Done]) -> Option<String> {
-    let verdicts: Vec<&super::result::CriterionTally> =
-        done.iter().flat_map(|d| &d.result.judges).collect();
-    if verdicts.is_empty() {
-        return None;
-    }
-    let criteria: std::collections::BTreeSet<&str> =
-        verdicts.iter().map(|v| v.criterion.as_str()).collect();
-    let several: Vec<_> = verdicts
-        .iter()
-        .filter(|v| v.passed + v.failed > 1)
-        .collect();
-    let split = several
-        .iter()
-        .filter(|v| v.passed > 0 && v.failed > 0)
-        .count();
-    let by_one = several.iter().filter(|v| v.by_one_vote).count();
-    let single = verdicts.len() - several.len();
-    let rate = if several.is_empty() {
-        "n/a".to_owned()
-    } else {
-        format!("{:.2}", split as f64 / several.len() as f64)
-    };
-    Some(format!(
-        "{} verdicts on {} criteria, disagreement rate {rate} ({split} of {} verdicts with several votes split), {by_one} decided by one vote, {single} from a single vote",
-        verdicts.len(),
-        criteria.len(),
-        several.len(),
-    ))
 }
 
 /// Prints a miss the way every command does: key, request, nearest recording, differences.

@@ -1,49 +1,50 @@
 //! Grading one answer with its graders: the deterministic ones in place, the judge ones through
-//! the recorder. `cassette run` (each case) and `cassette grade` (each expectation of a test)
-//! grade only through here, so a grader cannot mean one thing in a suite and another in a test.
+//! whoever implements [`Ask`]. `cassette run` (each case) and `cassette grade` (each expectation
+//! of a test) grade only through here, so a grader cannot mean one thing in a suite and another
+//! in a test.
 
-use super::call::Stop;
-use super::graders::judge::{JudgeConfig, Judgement};
-use super::graders::{Check, Grader, Score};
-use super::result::{CriterionTally, GraderScore, JudgeTally};
-use crate::answer::Answer;
-use cassette_recorder::Recorder;
+use crate::answer::{shorten, Answer, Reply};
+use crate::graders::{Check, Grader, Score};
+use crate::judge::{Ask, JudgeConfig, Judgement};
+use crate::result::{CaseResult, CriterionTally, GraderScore, JudgeTally, Verdict};
+use crate::suite::Case;
 
 /// What one grader found.
 #[derive(Debug)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// The grader's registered name.
-    pub(crate) grader: &'static str,
+    pub grader: &'static str,
     /// `Ok` when it passed, else why not.
-    pub(crate) verdict: Result<(), String>,
+    pub verdict: Result<(), String>,
     /// Its score, for graders that score.
-    pub(crate) score: Option<Score>,
+    pub score: Option<Score>,
     /// The judge's votes, for judge graders.
-    pub(crate) judgement: Option<Judgement>,
+    pub judgement: Option<Judgement>,
 }
 
 /// What all the graders of one answer found, in their order.
 #[derive(Debug, Default)]
-pub(crate) struct Graded {
+pub struct Graded {
     /// One outcome per grader.
-    pub(crate) outcomes: Vec<Outcome>,
+    pub outcomes: Vec<Outcome>,
     /// Whether every judge vote was replayed (true when nothing was judged).
-    pub(crate) hit: bool,
+    pub hit: bool,
 }
 
-/// Whether any grader asks the judge, so needs a recorder.
-pub(crate) fn needs_judge(graders: &[Grader]) -> bool {
+/// Whether any grader asks the judge, so needs an [`Ask`] that can send requests.
+pub fn needs_judge(graders: &[Grader]) -> bool {
     graders.iter().any(|g| matches!(g.check, Check::Judge(_)))
 }
 
-/// Grades `answer` with every grader, asking the judge through `recorder` for judge graders. A
-/// replay miss of a judge vote (or another error that is no verdict) stops the grading.
-pub(crate) async fn grade(
-    recorder: Option<&Recorder>,
+/// Grades `answer` with every grader, asking `judge` through `ask` for judge graders. An error of
+/// `ask` (a replay miss of a judge vote, or another error that is no verdict) stops the grading
+/// and is returned as it is.
+pub async fn grade<A: Ask + ?Sized>(
+    ask: &A,
     judge: &JudgeConfig,
     graders: &[Grader],
     answer: &Answer,
-) -> Result<Graded, Stop> {
+) -> Result<Graded, A::Error> {
     let mut graded = Graded {
         outcomes: Vec::with_capacity(graders.len()),
         hit: true,
@@ -57,13 +58,7 @@ pub(crate) async fn grade(
                 judgement: None,
             },
             Check::Judge(spec) => {
-                let Some(recorder) = recorder else {
-                    return Err(Stop::Fatal(anyhow::anyhow!(
-                        "grader {:?} asks the judge, and no recorder was built",
-                        grader.name
-                    )));
-                };
-                let judgement = judge.judge(recorder, spec, &answer.text).await?;
+                let judgement = judge.judge(ask, spec, &answer.text).await?;
                 graded.hit &= judgement.votes.iter().all(|v| v.hit);
                 Outcome {
                     grader: grader.name,
@@ -78,15 +73,60 @@ pub(crate) async fn grade(
     Ok(graded)
 }
 
+/// Grades the reply to a case's own request into the case's result line. A reply other than a
+/// success fails the case ungraded; otherwise every grader grades its answer, the judge ones
+/// through `ask`, and the case is a hit when its request and every judge vote were replayed.
+/// With several graders, failures and scores say which grader they are of.
+pub async fn grade_case<A: Ask + ?Sized>(
+    ask: &A,
+    judge: &JudgeConfig,
+    case: &Case,
+    reply: &Reply,
+) -> Result<CaseResult, A::Error> {
+    let named = case.graders.len() > 1;
+    let (hit, failures, graded) = if !reply.succeeded() {
+        let failure = format!(
+            "the upstream answered HTTP {}: {}",
+            reply.status,
+            shorten(reply.answer.text.trim())
+        );
+        (reply.hit, vec![failure], Graded::default())
+    } else {
+        let graded = grade(ask, judge, &case.graders, &reply.answer).await?;
+        (reply.hit && graded.hit, graded.failures(named), graded)
+    };
+    // A failed upstream answer was not graded, so no score stands for its verdict.
+    let verdict_score = graded.verdict_score();
+    Ok(CaseResult {
+        id: case.id.clone(),
+        hit,
+        verdict: if failures.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        finish: reply.answer.finish.clone(),
+        key: reply.key.clone(),
+        reason: (!failures.is_empty()).then(|| failures.join("; ")),
+        summary: None,
+        judge: graded.judge_tally(),
+        judges: graded.criteria(),
+        score: verdict_score.as_ref().map(|s| s.score),
+        threshold: verdict_score.as_ref().map(|s| s.threshold),
+        // With one grader, `score` and `threshold` say it all.
+        scores: if named { graded.scores() } else { Vec::new() },
+    })
+}
+
 impl Graded {
     /// Whether every grader passed.
-    pub(crate) fn passed(&self) -> bool {
+    pub fn passed(&self) -> bool {
         self.outcomes.iter().all(|o| o.verdict.is_ok())
     }
 
     /// Why graders failed, each prefixed with its grader's name when `named` (several graders
     /// grade one answer, so the reason must say which one failed).
-    pub(crate) fn failures(&self, named: bool) -> Vec<String> {
+    pub fn failures(&self, named: bool) -> Vec<String> {
         self.outcomes
             .iter()
             .filter_map(|o| {
@@ -102,7 +142,7 @@ impl Graded {
     }
 
     /// Every score, rounded, with its grader.
-    pub(crate) fn scores(&self) -> Vec<GraderScore> {
+    pub fn scores(&self) -> Vec<GraderScore> {
         self.outcomes
             .iter()
             .filter_map(|o| {
@@ -120,7 +160,7 @@ impl Graded {
     /// the failing graders decided it, so a passing grader's score (a similarity of 1.0 next
     /// to a failed length check) never stands for a failed verdict. `None` when no grader that
     /// decided the verdict scores.
-    pub(crate) fn verdict_score(&self) -> Option<GraderScore> {
+    pub fn verdict_score(&self) -> Option<GraderScore> {
         let failed = !self.passed();
         self.outcomes
             .iter()
@@ -140,7 +180,7 @@ impl Graded {
     }
 
     /// Each judged criterion's votes, in grader order.
-    pub(crate) fn criteria(&self) -> Vec<CriterionTally> {
+    pub fn criteria(&self) -> Vec<CriterionTally> {
         self.outcomes
             .iter()
             .filter_map(|o| {
@@ -153,7 +193,7 @@ impl Graded {
 
     /// The judge's votes over every criterion: how many passed and failed, and the share that
     /// went against their own criterion's majority. `None` when nothing was judged.
-    pub(crate) fn judge_tally(&self) -> Option<JudgeTally> {
+    pub fn judge_tally(&self) -> Option<JudgeTally> {
         let judged: Vec<&Judgement> = self
             .outcomes
             .iter()
@@ -189,15 +229,31 @@ impl CriterionTally {
 
 /// Three decimals are plenty for a score or a share of at most 15 votes, and keep result lines
 /// stable and readable.
-pub(crate) fn round(x: f64) -> f64 {
+pub fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::graders::from_case;
+    use crate::answer::Reply;
+    use crate::graders::from_case;
+    use crate::judge::JudgeApi;
+    use cassette_tape::Request;
     use serde_json::json;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    /// A judge that must not be asked.
+    struct Unasked;
+
+    impl Ask for Unasked {
+        type Error = ();
+
+        async fn ask(&self, _: Request) -> Result<Reply, ()> {
+            Err(())
+        }
+    }
 
     fn local(grader: serde_json::Value, answer: &str) -> Graded {
         let graders = from_case(Some(&grader), None).unwrap();
@@ -205,18 +261,15 @@ mod tests {
             text: answer.to_owned(),
             ..Answer::default()
         };
-        let judge = JudgeConfig {
-            model: None,
-            route: "default".into(),
-            api: crate::run::graders::judge::JudgeApi::Openai,
-            path: "/v1/chat/completions".into(),
-        };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        match runtime.block_on(grade(None, &judge, &graders, &answer)) {
-            Ok(graded) => graded,
-            Err(_) => panic!("local graders do not stop"),
+        let judge = JudgeConfig::new(JudgeApi::Openai);
+        let mut grading = std::pin::pin!(grade(&Unasked, &judge, &graders, &answer));
+        match grading
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(Ok(graded)) => graded,
+            Poll::Ready(Err(())) => panic!("local graders do not ask the judge"),
+            Poll::Pending => panic!("local graders wait for nothing"),
         }
     }
 

@@ -1,25 +1,45 @@
 //! What an LLM answered, in one shape whatever the provider: the text, the tool calls as
-//! `{name, arguments}` and the finish reason, read with the recorder's `response_summary` so
+//! `{name, arguments}` and the finish reason, read with the wire crate's `response_summary` so
 //! that graders, `show` and `diff` see exactly what the cassette metadata sees.
 
 use cassette_keying::Profile;
-use cassette_recorder::stream::{response_summary, ResponseSummary};
+use cassette_wire::{response_summary, ResponseSummary};
 use serde::Serialize;
 use serde_json::Value;
 
-pub(crate) use cassette_recorder::stream::ToolCall;
+pub use cassette_wire::ToolCall;
 
 /// The meaning of a response body.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct Answer {
+pub struct Answer {
     /// The generated text, text parts concatenated in order.
-    pub(crate) text: String,
+    pub text: String,
     /// Tool calls in order, `{name, arguments}` whatever the provider.
-    pub(crate) tool_calls: Vec<ToolCall>,
+    pub tool_calls: Vec<ToolCall>,
     /// Finish or stop reason as the provider spelt it.
-    pub(crate) finish: Option<String>,
+    pub finish: Option<String>,
     /// The model the answer names (it can differ from the requested alias).
-    pub(crate) model: Option<String>,
+    pub model: Option<String>,
+}
+
+/// A request answered: what a case's own request and each judge vote come back with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The request's key, as its recording is stored under.
+    pub key: String,
+    /// Whether it was replayed rather than asked of the upstream.
+    pub hit: bool,
+    /// The HTTP status.
+    pub status: u16,
+    /// What it said.
+    pub answer: Answer,
+}
+
+impl Reply {
+    /// Whether the status is a success (2xx): only then is the answer graded.
+    pub fn succeeded(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
 }
 
 impl From<ResponseSummary> for Answer {
@@ -34,7 +54,7 @@ impl From<ResponseSummary> for Answer {
 }
 
 /// Reads the answer out of a response body. Bodies that are not JSON are their own text.
-pub(crate) fn from_bytes(profile: Profile, body: &[u8]) -> Answer {
+pub fn from_bytes(profile: Profile, body: &[u8]) -> Answer {
     match serde_json::from_slice::<Value>(body) {
         Ok(value) => from_json(profile, &value),
         Err(_) => Answer {
@@ -55,8 +75,9 @@ const GUESSES: &[Profile] = &[
     Profile::GeminiGenerate,
 ];
 
-/// Reads the answer out of a JSON response with the recorder's own normalization.
-pub(crate) fn from_json(profile: Profile, value: &Value) -> Answer {
+/// Reads the answer out of a JSON response with the wire crate's normalization (the one the
+/// cassette metadata uses).
+pub fn from_json(profile: Profile, value: &Value) -> Answer {
     let summary = response_summary(profile, value);
     if !is_empty(&summary) {
         return summary.into();
@@ -82,7 +103,7 @@ pub(crate) fn from_json(profile: Profile, value: &Value) -> Answer {
 }
 
 /// A prefix of an answer's text short enough for a one-line reason.
-pub(crate) fn shorten(text: &str) -> String {
+pub fn shorten(text: &str) -> String {
     const MAX: usize = 120;
     match text.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{}…", &text[..cut]),

@@ -1,11 +1,12 @@
 //! JUnit XML for CI dashboards: one `<testcase>` per case, `<failure>` for a failed verdict and
 //! `<error>` for the replay miss that stopped the run.
 
+use crate::result::CaseResult;
 use std::fmt::Write as _;
 
 /// A case's result as JUnit reports it.
 #[derive(Debug, Clone)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Passed.
     Passed,
     /// Failed, with the reason.
@@ -16,17 +17,31 @@ pub(crate) enum Outcome {
 
 /// One `<testcase>`.
 #[derive(Debug, Clone)]
-pub(crate) struct TestCase {
+pub struct TestCase {
     /// The case id.
-    pub(crate) id: String,
+    pub id: String,
     /// Seconds the case took.
-    pub(crate) seconds: f64,
+    pub seconds: f64,
     /// Its result.
-    pub(crate) outcome: Outcome,
+    pub outcome: Outcome,
+}
+
+impl TestCase {
+    /// A case that reached a verdict: passed, or failed with its reason.
+    pub fn graded(result: &CaseResult, seconds: f64) -> TestCase {
+        TestCase {
+            id: result.id.clone(),
+            seconds,
+            outcome: match &result.reason {
+                None => Outcome::Passed,
+                Some(reason) => Outcome::Failed(reason.clone()),
+            },
+        }
+    }
 }
 
 /// Renders a JUnit document for the suite `name`.
-pub(crate) fn render(name: &str, cases: &[TestCase], seconds: f64) -> String {
+pub fn render(name: &str, cases: &[TestCase], seconds: f64) -> String {
     let failures = cases
         .iter()
         .filter(|c| matches!(c.outcome, Outcome::Failed(_)))

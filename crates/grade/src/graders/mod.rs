@@ -1,8 +1,8 @@
 //! The grader registry: graders are looked up by name and configured from a case's `expect`
-//! object, never loaded as code. The deterministic graders are in [`deterministic`]; the ones
+//! object, never loaded as code. The deterministic graders are in `deterministic.rs`; the ones
 //! that are not (`judge`, and `contains_intent`, `not_contains_intent`, `tone` and `grounded`,
-//! which are the judge with a fixed criterion) ask a model through the recorder and are in
-//! [`judge`]. `cassette run` and `cassette grade` build and run graders only through here.
+//! which are the judge with a fixed criterion) ask a model (see [`crate::judge`]) and are built
+//! in `judge.rs`. `cassette run` and `cassette grade` build graders only through here.
 //!
 //! A case names one grader (`"grader": "contains", "expect": {...}`) or several, each with its
 //! own fields (`"grader": [{"grader": "contains", "expect": {...}}, "refusal"]`); all must pass,
@@ -11,22 +11,22 @@
 
 mod deterministic;
 mod fields;
-pub(crate) mod judge;
+mod judge;
 mod schema_bounds;
 
-pub(crate) use deterministic::{Grade, Score};
-use fields::Fields;
-use judge::JudgeSpec;
+pub use deterministic::{Grade, Score};
+pub use judge::{JudgeSpec, MAX_VOTES};
 
-use anyhow::{anyhow, bail, Context};
+use crate::error::{bail, Error, Result};
+use fields::Fields;
 use serde_json::{Map, Value};
 use std::fmt;
 
 /// What a case checks once its answer is in.
-pub(crate) enum Check {
+pub enum Check {
     /// A deterministic grader: same answer, same verdict.
     Local(Box<dyn Grade>),
-    /// LLM-as-judge: a further request through the recorder.
+    /// LLM-as-judge: further requests, through [`crate::judge::Ask`].
     Judge(JudgeSpec),
 }
 
@@ -41,16 +41,16 @@ impl fmt::Debug for Check {
 
 /// One grader of a case, under the name the suite gave.
 #[derive(Debug)]
-pub(crate) struct Grader {
+pub struct Grader {
     /// The registered name.
-    pub(crate) name: &'static str,
+    pub name: &'static str,
     /// What it checks.
-    pub(crate) check: Check,
+    pub check: Check,
 }
 
-type Builder = fn(&Fields) -> anyhow::Result<Check>;
+type Builder = fn(&Fields) -> Result<Check>;
 
-/// Grader names and their builders, in the order `--help` and error messages list them.
+/// Grader names and their builders, in the order help texts and error messages list them.
 const REGISTRY: &[(&str, Builder)] = &[
     ("contains", |f| deterministic::contains(f).map(Check::Local)),
     ("not_contains", |f| {
@@ -84,48 +84,49 @@ const REGISTRY: &[(&str, Builder)] = &[
 ];
 
 /// The registered grader names.
-pub(crate) fn names() -> Vec<&'static str> {
+pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|(name, _)| *name).collect()
 }
 
 /// Builds the grader `name` from a case's `expect` object, validating every field now so a
 /// bad suite fails before any request is sent.
-fn build_named(name: &str, expect: &Map<String, Value>) -> anyhow::Result<Grader> {
-    let (name, builder) = REGISTRY
-        .iter()
-        .find(|(n, _)| *n == name)
-        .ok_or_else(|| anyhow!("unknown grader {name:?} (known: {})", names().join(", ")))?;
+fn build_named(name: &str, expect: &Map<String, Value>) -> Result<Grader> {
+    let (name, builder) = REGISTRY.iter().find(|(n, _)| *n == name).ok_or_else(|| {
+        Error::grader(format!(
+            "unknown grader {name:?} (known: {})",
+            names().join(", ")
+        ))
+    })?;
     let fields = Fields::new(expect);
-    let check = builder(&fields).with_context(|| format!("grader {name:?}"))?;
+    let check = builder(&fields).map_err(|e| e.within(format!("grader {name:?}")))?;
     Ok(Grader { name, check })
 }
 
 /// The graders of a case from its `grader` and `expect` members: one name with the case's
 /// `expect`, or a list whose items are names (no fields) or `{"grader", "expect"}` objects.
-pub(crate) fn from_case(
-    grader: Option<&Value>,
-    expect: Option<&Value>,
-) -> anyhow::Result<Vec<Grader>> {
+pub fn from_case(grader: Option<&Value>, expect: Option<&Value>) -> Result<Vec<Grader>> {
     let empty = Map::new();
     fn fields<'a>(
         expect: Option<&'a Value>,
         empty: &'a Map<String, Value>,
         at: &str,
-    ) -> anyhow::Result<&'a Map<String, Value>> {
+    ) -> Result<&'a Map<String, Value>> {
         match expect {
             None | Some(Value::Null) => Ok(empty),
             Some(Value::Object(expect)) => Ok(expect),
-            Some(other) => Err(anyhow!("{at} must be an object, found {other}")),
+            Some(other) => Err(Error::grader(format!(
+                "{at} must be an object, found {other}"
+            ))),
         }
     }
     match grader {
         Some(Value::String(name)) => build_named(name, fields(expect, &empty, "\"expect\"")?),
         Some(Value::Array(items)) => {
             if expect.is_some_and(|e| !e.is_null()) {
-                bail!("with a list of graders, each takes its own \"expect\": [{{\"grader\": NAME, \"expect\": {{...}}}}, ...]");
+                bail!(grader, "with a list of graders, each takes its own \"expect\": [{{\"grader\": NAME, \"expect\": {{...}}}}, ...]");
             }
             if items.is_empty() {
-                bail!("\"grader\" must name at least one grader");
+                bail!(grader, "\"grader\" must name at least one grader");
             }
             return items
                 .iter()
@@ -138,21 +139,21 @@ pub(crate) fn from_case(
                             if let Some(unknown) =
                                 obj.keys().find(|k| !["grader", "expect"].contains(&k.as_str()))
                             {
-                                bail!("{at}: unknown member {unknown:?} (an item has: grader, expect)");
+                                bail!(grader, "{at}: unknown member {unknown:?} (an item has: grader, expect)");
                             }
                             let Some(Value::String(name)) = obj.get("grader") else {
-                                bail!("{at}: \"grader\" must be a grader name");
+                                bail!(grader, "{at}: \"grader\" must be a grader name");
                             };
                             build_named(name, fields(obj.get("expect"), &empty, &format!("{at}.expect"))?)
                         }
-                        other => bail!("{at} must be a grader name or {{\"grader\", \"expect\"}}, found {other}"),
+                        other => bail!(grader, "{at} must be a grader name or {{\"grader\", \"expect\"}}, found {other}"),
                     }
-                    .with_context(|| at.clone())
+                    .map_err(|e| e.within(&at))
                 })
                 .collect();
         }
-        Some(other) => bail!("\"grader\" must be a grader name or a list of graders, found {other}"),
-        None => bail!("missing member \"grader\""),
+        Some(other) => bail!(grader, "\"grader\" must be a grader name or a list of graders, found {other}"),
+        None => bail!(grader, "missing member \"grader\""),
     }
     .map(|grader| vec![grader])
 }

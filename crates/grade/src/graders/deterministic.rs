@@ -3,7 +3,7 @@
 
 use super::fields::Fields;
 use crate::answer::{shorten, Answer};
-use anyhow::{anyhow, bail, Context};
+use crate::error::{bail, Error, Result};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -14,16 +14,16 @@ use std::sync::{Mutex, PoisonError};
 /// A score next to a verdict, on a 0 to 1 scale: `similarity` passes when the score reaches its
 /// threshold, `judge` (the share of votes that passed) when it exceeds one half.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Score {
+pub struct Score {
     /// The score.
     #[serde(rename = "score")]
-    pub(crate) value: f64,
+    pub value: f64,
     /// Where the verdict flips.
-    pub(crate) threshold: f64,
+    pub threshold: f64,
 }
 
 /// A deterministic grader.
-pub(crate) trait Grade: Send + Sync {
+pub trait Grade: Send + Sync {
     /// `Ok(())` when the answer passes, else the reason it failed.
     fn grade(&self, answer: &Answer) -> Result<(), String>;
 
@@ -49,19 +49,19 @@ impl Grade for Contains {
     }
 }
 
-pub(super) fn contains(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn contains(f: &Fields) -> Result<Box<dyn Grade>> {
     contains_like(f, false)
 }
 
-pub(super) fn not_contains(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn not_contains(f: &Fields) -> Result<Box<dyn Grade>> {
     contains_like(f, true)
 }
 
-fn contains_like(f: &Fields, negate: bool) -> anyhow::Result<Box<dyn Grade>> {
+fn contains_like(f: &Fields, negate: bool) -> Result<Box<dyn Grade>> {
     f.only(&["needle"])?;
     let needle = f.string("needle")?.to_lowercase();
     if needle.is_empty() {
-        bail!("expect.needle must not be empty");
+        bail!(grader, "expect.needle must not be empty");
     }
     Ok(Box::new(Contains { needle, negate }))
 }
@@ -78,10 +78,11 @@ impl Grade for Matches {
     }
 }
 
-pub(super) fn regex(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn regex(f: &Fields) -> Result<Box<dyn Grade>> {
     f.only(&["pattern"])?;
     let pattern = f.string("pattern")?;
-    let regex = compiled(&pattern).with_context(|| format!("expect.pattern {pattern:?}"))?;
+    let regex = compiled(&pattern)
+        .map_err(|e| Error::grader(format!("expect.pattern {pattern:?}: {e}")))?;
     Ok(Box::new(Matches(regex)))
 }
 
@@ -116,7 +117,7 @@ impl Grade for Equals {
     }
 }
 
-pub(super) fn equals(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn equals(f: &Fields) -> Result<Box<dyn Grade>> {
     f.only(&["value"])?;
     Ok(Box::new(Equals(f.string("value")?.trim().to_owned())))
 }
@@ -160,19 +161,22 @@ impl Grade for Shape {
     }
 }
 
-pub(super) fn json_shape(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn json_shape(f: &Fields) -> Result<Box<dyn Grade>> {
     f.only(&["keys"])?;
     let keys = match f.expect.get("keys") {
         Some(Value::Array(keys)) => keys
             .iter()
             .map(|k| {
-                k.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| anyhow!("expect.keys must hold strings, found {k}"))
+                k.as_str().map(str::to_owned).ok_or_else(|| {
+                    Error::grader(format!("expect.keys must hold strings, found {k}"))
+                })
             })
-            .collect::<anyhow::Result<Vec<_>>>()?,
-        Some(other) => bail!("expect.keys must be a list of strings, found {other}"),
-        None => bail!("missing field expect.keys"),
+            .collect::<Result<Vec<_>>>()?,
+        Some(other) => bail!(
+            grader,
+            "expect.keys must be a list of strings, found {other}"
+        ),
+        None => bail!(grader, "missing field expect.keys"),
     };
     Ok(Box::new(Shape(keys)))
 }
@@ -199,21 +203,23 @@ impl Grade for Schema {
     }
 }
 
-pub(super) fn json_schema(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn json_schema(f: &Fields) -> Result<Box<dyn Grade>> {
     f.only(&["schema"])?;
     let schema = f
         .expect
         .get("schema")
-        .ok_or_else(|| anyhow!("missing field expect.schema"))?;
+        .ok_or_else(|| Error::grader("missing field expect.schema"))?;
     if !schema.is_object() && !schema.is_boolean() {
-        bail!("expect.schema must be a JSON Schema object, found {schema}");
+        bail!(
+            grader,
+            "expect.schema must be a JSON Schema object, found {schema}"
+        );
     }
     // Before the validator sees it: a schema whose references loop would never finish.
-    super::schema_bounds::check(schema).map_err(|e| anyhow!("expect.schema is refused: {e}"))?;
+    super::schema_bounds::check(schema)
+        .map_err(|e| Error::grader(format!("expect.schema is refused: {e}")))?;
     let validator = jsonschema::validator_for(schema)
-        // The error borrows the schema; an owned copy can travel as the cause.
-        .map_err(jsonschema::ValidationError::to_owned)
-        .context("expect.schema is invalid")?;
+        .map_err(|e| Error::grader(format!("expect.schema is invalid: {e}")))?;
     Ok(Box::new(Schema(validator)))
 }
 
@@ -255,7 +261,7 @@ impl Grade for Refusal {
     }
 }
 
-pub(super) fn refusal(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn refusal(f: &Fields) -> Result<Box<dyn Grade>> {
     f.only(&["prefix"])?;
     let prefixes = match f.expect.get("prefix") {
         None | Some(Value::Null) => REFUSAL_PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
@@ -263,19 +269,22 @@ pub(super) fn refusal(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
         Some(Value::Array(ps)) => ps
             .iter()
             .map(|p| {
-                p.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| anyhow!("expect.prefix must hold strings, found {p}"))
+                p.as_str().map(str::to_owned).ok_or_else(|| {
+                    Error::grader(format!("expect.prefix must hold strings, found {p}"))
+                })
             })
-            .collect::<anyhow::Result<_>>()?,
-        Some(other) => bail!("expect.prefix must be a string or a list of strings, found {other}"),
+            .collect::<Result<_>>()?,
+        Some(other) => bail!(
+            grader,
+            "expect.prefix must be a string or a list of strings, found {other}"
+        ),
     };
     let prefixes: Vec<String> = prefixes
         .into_iter()
         .map(|p: String| p.replace('\u{2019}', "'").to_lowercase())
         .collect();
     if prefixes.iter().any(String::is_empty) {
-        bail!("expect.prefix must not be empty");
+        bail!(grader, "expect.prefix must not be empty");
     }
     Ok(Box::new(Refusal(prefixes)))
 }
@@ -339,12 +348,12 @@ fn is_subset(expected: &Value, actual: &Value) -> bool {
     }
 }
 
-pub(super) fn tool_called(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn tool_called(f: &Fields) -> Result<Box<dyn Grade>> {
     f.only(&["name", "arguments", "times"])?;
     let arguments = match f.expect.get("arguments") {
         None | Some(Value::Null) => None,
         Some(v @ Value::Object(_)) => Some(v.clone()),
-        Some(other) => bail!("expect.arguments must be an object, found {other}"),
+        Some(other) => bail!(grader, "expect.arguments must be an object, found {other}"),
     };
     Ok(Box::new(ToolCalled {
         name: f.string("name")?,
@@ -385,11 +394,11 @@ impl Grade for Similarity {
 /// The threshold of `similarity` when a case gives none.
 const DEFAULT_SIMILARITY: f64 = 0.8;
 
-pub(super) fn similarity(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn similarity(f: &Fields) -> Result<Box<dyn Grade>> {
     f.only(&["text", "threshold"])?;
     let text = f.string("text")?;
     if text.trim().is_empty() {
-        bail!("expect.text must not be empty");
+        bail!(grader, "expect.text must not be empty");
     }
     let threshold = f.optional_share("threshold")?.unwrap_or(DEFAULT_SIMILARITY);
     Ok(Box::new(Similarity { text, threshold }))
@@ -469,7 +478,7 @@ fn within(unit: &str, n: u64, (min, max): (Option<u64>, Option<u64>)) -> Result<
     Ok(())
 }
 
-pub(super) fn length(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
+pub(super) fn length(f: &Fields) -> Result<Box<dyn Grade>> {
     let names = ["min_words", "max_words", "min_chars", "max_chars"];
     f.only(&names)?;
     let [min_words, max_words, min_chars, max_chars] =
@@ -480,6 +489,7 @@ pub(super) fn length(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
     };
     if grader.words == (None, None) && grader.chars == (None, None) {
         bail!(
+            grader,
             "missing field: give at least one of expect.{}",
             names.join(", expect.")
         );
@@ -487,7 +497,10 @@ pub(super) fn length(f: &Fields) -> anyhow::Result<Box<dyn Grade>> {
     for (unit, (min, max)) in [("words", grader.words), ("chars", grader.chars)] {
         if let (Some(min), Some(max)) = (min, max) {
             if min > max {
-                bail!("expect.min_{unit} ({min}) is more than expect.max_{unit} ({max})");
+                bail!(
+                    grader,
+                    "expect.min_{unit} ({min}) is more than expect.max_{unit} ({max})"
+                );
             }
         }
     }
