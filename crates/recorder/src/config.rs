@@ -65,6 +65,25 @@ impl Route {
         }
         std::borrow::Cow::Borrowed(path)
     }
+
+    /// The path a client of the proxy sends for `url`, a URL of this route's upstream (one a
+    /// vcrpy tape recorded): the URL's path under the route's base URL, keeping the base's last
+    /// segment, which the proxy shares with the request path (`https://api.groq.com/openai/v1`
+    /// and `.../openai/v1/chat/completions` give `/v1/chat/completions`). `None` when the URL
+    /// has another scheme, host or port, or a path outside the base.
+    pub fn local_path(&self, url: &url::Url) -> Option<String> {
+        let base = url::Url::parse(&self.base_url).ok()?;
+        if base.origin() != url.origin() {
+            return None;
+        }
+        let base_path = base.path().trim_end_matches('/');
+        let kept = base_path.rsplit('/').next().unwrap_or("");
+        let prefix = &base_path[..base_path.len() - kept.len()];
+        url.path()
+            .strip_prefix(prefix.trim_end_matches('/'))
+            .filter(|rest| rest.starts_with('/'))
+            .map(str::to_owned)
+    }
 }
 
 /// How a route's key is sent to its upstream.
