@@ -19,9 +19,18 @@ pub(crate) fn decode(body: Bytes, headers: &[(String, String)]) -> Result<Bytes,
     let mut out = Vec::new();
     let read = match encoding.as_deref() {
         None | Some("" | "identity") => return Ok(body),
-        Some("gzip" | "x-gzip") => ("gzip", flate2::read::MultiGzDecoder::new(&body[..]).read_to_end(&mut out)),
-        Some("deflate") => ("deflate", flate2::read::ZlibDecoder::new(&body[..]).read_to_end(&mut out)),
-        Some("br") => ("brotli", brotli::Decompressor::new(&body[..], 4096).read_to_end(&mut out)),
+        Some("gzip" | "x-gzip") => (
+            "gzip",
+            flate2::read::MultiGzDecoder::new(&body[..]).read_to_end(&mut out),
+        ),
+        Some("deflate") => (
+            "deflate",
+            flate2::read::ZlibDecoder::new(&body[..]).read_to_end(&mut out),
+        ),
+        Some("br") => (
+            "brotli",
+            brotli::Decompressor::new(&body[..], 4096).read_to_end(&mut out),
+        ),
         Some(other) => {
             return Err(format!(
                 "the answer is {other}-encoded, which cannot be decoded here; re-record it with \

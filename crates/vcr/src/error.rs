@@ -29,7 +29,9 @@ pub enum Error {
         limit: usize,
     },
     /// Block collections nest deeper than the YAML library's own limit.
-    #[error("not a vcrpy cassette: it nests collections too deeply for the YAML reader ({reason})")]
+    #[error(
+        "not a vcrpy cassette: it nests collections too deeply for the YAML reader ({reason})"
+    )]
     TooDeepForYaml {
         /// The YAML library's message.
         reason: String,

@@ -181,10 +181,15 @@ pub fn matches(matcher: Matcher, sent: &Sent<'_>, recorded: &Interaction) -> boo
                 && query(now) == query(then)
         }
         Matcher::RawBody => sent.body == &recorded.request_body[..],
-        Matcher::Body => {
-            body_matches(sent.headers, sent.body, &recorded.request_headers, &recorded.request_body)
+        Matcher::Body => body_matches(
+            sent.headers,
+            sent.body,
+            &recorded.request_headers,
+            &recorded.request_body,
+        ),
+        Matcher::Headers => {
+            compared_headers(sent.headers) == compared_headers(&recorded.request_headers)
         }
-        Matcher::Headers => compared_headers(sent.headers) == compared_headers(&recorded.request_headers),
     }
 }
 
@@ -418,34 +423,96 @@ mod tests {
         let table: &[(&str, (&str, &str, &[(&str, &str)], &str), bool)] = &[
             ("method", ("POST", same_url, &[], ""), true),
             ("method", ("GET", same_url, &[], ""), false),
-            ("scheme", ("POST", "http://api.example.com/v1/chat", &[], ""), false),
+            (
+                "scheme",
+                ("POST", "http://api.example.com/v1/chat", &[], ""),
+                false,
+            ),
             ("host", ("POST", "https://api.example.com/x", &[], ""), true),
-            ("host", ("POST", "https://other.example.com/v1/chat", &[], ""), false),
+            (
+                "host",
+                ("POST", "https://other.example.com/v1/chat", &[], ""),
+                false,
+            ),
             ("port", ("POST", same_url, &[], ""), true),
-            ("port", ("POST", "https://api.example.com:8443/v1/chat", &[], ""), false),
+            (
+                "port",
+                ("POST", "https://api.example.com:8443/v1/chat", &[], ""),
+                false,
+            ),
             ("path", ("POST", same_url, &[], ""), true),
-            ("path", ("POST", "https://api.example.com/v1/chat/", &[], ""), false),
+            (
+                "path",
+                ("POST", "https://api.example.com/v1/chat/", &[], ""),
+                false,
+            ),
             // Any order, blank parameters dropped, credentials compared by nothing.
             ("query", ("POST", same_url, &[], ""), true),
-            ("query", ("POST", "https://api.example.com/v1/chat?a=1", &[], ""), false),
-            ("query", ("POST", "https://api.example.com/v1/chat?a=1&b=2&b=3", &[], ""), false),
+            (
+                "query",
+                ("POST", "https://api.example.com/v1/chat?a=1", &[], ""),
+                false,
+            ),
+            (
+                "query",
+                (
+                    "POST",
+                    "https://api.example.com/v1/chat?a=1&b=2&b=3",
+                    &[],
+                    "",
+                ),
+                false,
+            ),
             // The same parameters in another order are another URI.
             ("uri", ("POST", same_url, &[], ""), false),
             (
                 "uri",
-                ("POST", "https://api.example.com/v1/chat?b=2&a=1&blank=", &[], ""),
+                (
+                    "POST",
+                    "https://api.example.com/v1/chat?b=2&a=1&blank=",
+                    &[],
+                    "",
+                ),
                 true,
             ),
             // JSON bodies by value when both say JSON; otherwise by bytes.
-            ("body", ("POST", same_url, &json, r#"{"n":1.0,"model":"m"}"#), true),
-            ("body", ("POST", same_url, &json, r#"{"n":2,"model":"m"}"#), false),
-            ("body", ("POST", same_url, &[], r#"{"n":1,"model":"m"}"#), false),
-            ("body", ("POST", same_url, &[], r#"{"model": "m", "n": 1}"#), true),
-            ("raw_body", ("POST", same_url, &json, r#"{"n":1,"model":"m"}"#), false),
-            ("raw_body", ("POST", same_url, &[], r#"{"model": "m", "n": 1}"#), true),
+            (
+                "body",
+                ("POST", same_url, &json, r#"{"n":1.0,"model":"m"}"#),
+                true,
+            ),
+            (
+                "body",
+                ("POST", same_url, &json, r#"{"n":2,"model":"m"}"#),
+                false,
+            ),
+            (
+                "body",
+                ("POST", same_url, &[], r#"{"n":1,"model":"m"}"#),
+                false,
+            ),
+            (
+                "body",
+                ("POST", same_url, &[], r#"{"model": "m", "n": 1}"#),
+                true,
+            ),
+            (
+                "raw_body",
+                ("POST", same_url, &json, r#"{"n":1,"model":"m"}"#),
+                false,
+            ),
+            (
+                "raw_body",
+                ("POST", same_url, &[], r#"{"model": "m", "n": 1}"#),
+                true,
+            ),
         ];
         for (matcher, sent, expected) in table {
-            assert_eq!(check(matcher, *sent, &tape), *expected, "{matcher} {sent:?}");
+            assert_eq!(
+                check(matcher, *sent, &tape),
+                *expected,
+                "{matcher} {sent:?}"
+            );
         }
     }
 
@@ -457,7 +524,12 @@ mod tests {
         assert!(check("body", ("POST", url, &form, "b=x%20y&a=1"), &tape));
         assert!(!check("body", ("POST", url, &form, "b=x&a=1"), &tape));
         let chunked = [("Transfer-Encoding", "chunked")];
-        let tape = recorded("POST", url, &chunked, "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+        let tape = recorded(
+            "POST",
+            url,
+            &chunked,
+            "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        );
         assert!(check("body", ("POST", url, &chunked, "hello world"), &tape));
         assert!(!check("body", ("POST", url, &chunked, "hello"), &tape));
         assert_eq!(dechunk(b"5\r\nhel"), None);
@@ -468,7 +540,11 @@ mod tests {
         let tape = recorded(
             "POST",
             "https://h.example/",
-            &[("Content-Type", "application/json"), ("X-Trace", "a"), ("X-Trace", "b")],
+            &[
+                ("Content-Type", "application/json"),
+                ("X-Trace", "a"),
+                ("X-Trace", "b"),
+            ],
             "",
         );
         let url = "https://h.example/";
@@ -480,7 +556,11 @@ mod tests {
             ("content-length", "0"),
         ];
         assert!(check("headers", ("POST", url, today, ""), &tape));
-        assert!(!check("headers", ("POST", url, &[("x-trace", "a")], ""), &tape));
+        assert!(!check(
+            "headers",
+            ("POST", url, &[("x-trace", "a")], ""),
+            &tape
+        ));
     }
 
     #[test]

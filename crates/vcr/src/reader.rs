@@ -75,9 +75,7 @@ pub fn read(text: &str) -> Result<Vec<Result<Interaction, Error>>, Error> {
         .ok_or(Error::NoInteractions)?;
     Ok(interactions
         .iter()
-        .map(|interaction| {
-            convert(interaction).map_err(|reason| Error::Interaction { reason })
-        })
+        .map(|interaction| convert(interaction).map_err(|reason| Error::Interaction { reason }))
         .collect())
 }
 
@@ -383,7 +381,8 @@ mod tests {
 
     #[test]
     fn bodies_in_every_shape_read_as_the_bytes_sent() {
-        let read = |text: &str| part_body(&doc(text)).map(|b| String::from_utf8_lossy(&b).into_owned());
+        let read =
+            |text: &str| part_body(&doc(text)).map(|b| String::from_utf8_lossy(&b).into_owned());
         let json = r#"{"a":[1,2.5,null,true,"x"]}"#;
         for text in [
             "body: '{\"a\":[1,2.5,null,true,\"x\"]}'",
@@ -450,7 +449,10 @@ version: 1\n";
             second.starts_with("response body: a !!binary value is not valid base64"),
             "{second}"
         );
-        assert_eq!(read[2].as_ref().unwrap_err().to_string(), "request.uri is missing");
+        assert_eq!(
+            read[2].as_ref().unwrap_err().to_string(),
+            "request.uri is missing"
+        );
     }
 
     #[test]

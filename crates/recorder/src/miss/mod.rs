@@ -164,7 +164,7 @@ impl fmt::Display for Miss {
 
 /// Key material as a recording would store it: the request body (`body`, or an MCP request's
 /// `params`) by the JSON rules, every other string by the shape and user rules.
-fn redacted_material(material: &Value, redactor: &Redactor) -> Value {
+pub(crate) fn redacted_material(material: &Value, redactor: &Redactor) -> Value {
     let mut out = material.clone();
     if let Value::Object(members) = &mut out {
         for (name, value) in members.iter_mut() {
@@ -252,7 +252,9 @@ fn changed_share(old: &str, new: &str) -> f64 {
     (longest - prefix - suffix) as f64 / longest as f64
 }
 
-fn render(differences: &[Difference]) -> Vec<String> {
+/// Differences one a line, the first [`SHOWN_DIFFERENCES`] of them (a miss explanation's,
+/// and adopt's drift).
+pub(crate) fn render(differences: &[Difference]) -> Vec<String> {
     let mut shown: Vec<String> = differences
         .iter()
         .take(SHOWN_DIFFERENCES)

@@ -203,13 +203,13 @@ impl AppState {
         };
         match line.and_then(Control::parse) {
             Ok(Control::Begin { id, scope }) => {
-                if let Some(test) = &scope.test {
-                    self.recorder.begin_test(test);
-                }
-                scopes.begin(&id, scope, &self.forward.bypassed());
+                // A test the recorder cannot begin is noted in its tally.
+                let bypassed = self.forward.bypassed();
+                let _ = scopes.begin_with(&self.recorder, &id, scope, &bypassed);
             }
             Ok(Control::End { id }) => {
-                scopes.tally(&id, &self.forward.bypassed(), true);
+                let tally = scopes.tally(&id, &self.forward.bypassed(), true);
+                tally.with_tapes(&self.recorder, true);
             }
             // Whichever test runs now cannot be vouched for: the runner reads why.
             Err(reason) => scopes.count(DEFAULT_SCOPE, |tally| tally.control_error(reason)),
@@ -826,14 +826,16 @@ async fn control(
                 Ok(scope) => scope,
                 Err(reason) => return bad_request(&reason),
             };
-            if let Some(test) = &scope.test {
-                state.recorder.begin_test(test);
+            if let Err(reason) = scopes.begin_with(&state.recorder, &id, scope, &bypassed) {
+                return bad_request(&reason);
             }
-            scopes.begin(&id, scope, &bypassed);
             json_response(StatusCode::OK, &json!({"scope": id}))
         }
         Method::GET | Method::DELETE => {
-            let mut tally = scopes.tally(&id, &bypassed, method == Method::DELETE);
+            let end = method == Method::DELETE;
+            let mut tally = scopes
+                .tally(&id, &bypassed, end)
+                .with_tapes(&state.recorder, end);
             if unused {
                 let recorded = match tally.test() {
                     Some(test) => state.recorder.recordings_of_test(test).await,
