@@ -10,13 +10,14 @@ const LIBRARIES: &[&str] = &[
     "crates/keying/src",
     "crates/wire/src",
     "crates/tape/src",
+    "crates/vcr/src",
     "crates/store/src",
     "crates/recorder/src",
 ];
 
 /// The pure crates: no IO, no async runtime. `scripts/test.sh` also checks their whole
 /// dependency trees with `cargo tree`.
-const PURE: &[&str] = &["crates/keying", "crates/wire", "crates/tape"];
+const PURE: &[&str] = &["crates/keying", "crates/wire", "crates/tape", "crates/vcr"];
 
 /// Crates that do IO or run async code; none may be a dependency of a pure crate.
 const IO_CRATES: &[&str] = &[
