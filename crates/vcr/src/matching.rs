@@ -391,11 +391,10 @@ mod tests {
         }
     }
 
-    fn check(
-        matcher: &str,
-        (method, uri, headers, body): (&str, &str, &[(&str, &str)], &str),
-        tape: &Interaction,
-    ) -> bool {
+    /// Today's request: method, URL, headers and body.
+    type Asked<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+
+    fn check(matcher: &str, (method, uri, headers, body): Asked<'_>, tape: &Interaction) -> bool {
         let uri = url::Url::parse(uri).unwrap();
         let headers: Vec<(String, String)> = headers
             .iter()
@@ -420,7 +419,7 @@ mod tests {
             r#"{"model": "m", "n": 1}"#,
         );
         let same_url = "https://api.example.com:443/v1/chat?a=1&b=2&key=cassette";
-        let table: &[(&str, (&str, &str, &[(&str, &str)], &str), bool)] = &[
+        let table: &[(&str, Asked<'_>, bool)] = &[
             ("method", ("POST", same_url, &[], ""), true),
             ("method", ("GET", same_url, &[], ""), false),
             (
