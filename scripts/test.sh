@@ -29,7 +29,7 @@ cargo check -q -p cassette-store --no-default-features --features sled
 cargo check -q --bin cassette --no-default-features
 
 echo "== the pure crates build without IO crates, and no crate has an import circle of three files"
-for crate in cassette-keying cassette-wire cassette-tape cassette-grade cassette-review; do
+for crate in cassette-keying cassette-wire cassette-tape cassette-vcr cassette-grade cassette-review; do
   # Normal dependencies only (-e normal): dev-dependencies may use anything.
   if cargo tree -q -p "$crate" -e normal --prefix none | grep -E '^(tokio|reqwest|axum|hyper|hyper-util|futures|object_store|sled|cassette-store|cassette-recorder|tracing|chrono) '; then
     echo "$crate is pure but its dependency tree holds the crates above" >&2

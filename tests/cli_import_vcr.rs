@@ -472,3 +472,55 @@ fn tapes_whose_tests_are_unknown_still_conflict_and_keep_the_first() {
     assert_eq!(stored.len(), 1, "{stored:#?}");
     assert_eq!(content(&stored[0]), "seven");
 }
+
+/// The tapes of `tests/runners/vcr_odd_tapes` (the adopt run reads the same ones,
+/// `tests/sdk/test_vcr_adopt.py`), written into `dir` where pytest-recording keeps them.
+fn odd_tapes(dir: &Workdir) {
+    let tapes = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/runners/vcr_odd_tapes/tests/cassettes/test_odd");
+    for name in ["test_brotli", "test_broken", "test_binary_header"] {
+        let text = std::fs::read_to_string(tapes.join(format!("{name}.yaml"))).unwrap();
+        dir.write(&format!("tests/cassettes/test_odd/{name}.yaml"), &text);
+    }
+}
+
+#[test]
+fn odd_values_cost_only_what_cannot_be_converted() {
+    // Issue 33: a response header kept as `!!binary` that is not UTF-8 (an AWS request id) is
+    // left out, and its interaction imported with the header that is text; a brotli answer is
+    // decoded; one interaction nothing can decode is named and the rest of its tape imported.
+    let dir = Workdir::new();
+    odd_tapes(&dir);
+    let store = dir.store("cassettes");
+    let out = dir.run(&["import", "tests", "--store", &store]);
+    let text = both(&out);
+    assert_eq!(code(&out), 2, "{text}");
+    assert!(
+        text.contains("imported 3, kept 0 already stored, failed 1, 0 conflict(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note tests/cassettes/test_odd/test_binary_header.yaml interaction 1: response header x-amz-id-2: its !!binary value is not UTF-8 text; left out"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot import tests/cassettes/test_odd/test_broken.yaml interaction 2: the answer is zstd-encoded"),
+        "{text}"
+    );
+    let stored = cassettes(&dir.join("cassettes"));
+    let of = |test: &str| {
+        stored
+            .iter()
+            .find(|c| c["meta"]["test"] == format!("tests/test_odd.py::{test}"))
+            .unwrap_or_else(|| panic!("{test}: {stored:#?}"))
+    };
+    assert_eq!(content(of("test_brotli")), "brotli ok");
+    assert!(of("test_brotli")["response"]["headers"]
+        .get("content-encoding")
+        .is_none());
+    assert_eq!(content(of("test_broken")), "kept ok");
+    let binary = of("test_binary_header");
+    assert_eq!(content(binary), "binary ok");
+    assert_eq!(binary["response"]["headers"]["x-amz-request-id"], "req-123");
+    assert!(binary["response"]["headers"].get("x-amz-id-2").is_none());
+}

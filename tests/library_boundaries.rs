@@ -11,6 +11,7 @@ const LIBRARIES: &[&str] = &[
     "crates/wire/src",
     "crates/tape/src",
     "crates/review/src",
+    "crates/vcr/src",
     "crates/store/src",
     "crates/recorder/src",
     "crates/grade/src",
@@ -22,6 +23,7 @@ const PURE: &[&str] = &[
     "crates/keying",
     "crates/wire",
     "crates/tape",
+    "crates/vcr",
     "crates/grade",
     "crates/review",
 ];

@@ -8,8 +8,9 @@ variables `cassette exec` sets (base URLs, placeholder keys, proxy variables) ar
 miss, recording and bypass is counted for it; a test during which a request missed, a bypass
 was refused or the proxy failed, fails with the proxy's explanation, whatever the application
 did with the error. `--cassette=off`, or no opt-in, leaves pytest exactly as it was.
-`--cassette=adopt` answers misses from each test's own vcrpy tape instead of a vendor, stores
-them, and reports the drift between tape and today's requests (`_adopt.py`).
+`--cassette=adopt` has the proxy answer misses from each test's own vcrpy tapes instead of a
+vendor (`cassette proxy --adopt`), store them, and report the drift between tape and today's
+requests; `_adopt.py` names each test's tapes.
 
 Under pytest-xdist every worker starts its own proxy (in its own start-up, like a plain run):
 a worker runs one test at a time, so the proxy's default scope is that test, and traffic that
@@ -36,18 +37,14 @@ if TYPE_CHECKING:
 
     from _pytest._code.code import TerminalRepr
 
-    from cassette_cli._adopt import TapeServer
     from cassette_cli._proxy import Proxy
 
 MODES = ("replay", "record", "auto", "off")
-# A session mode only (never a marker's): answer misses from each test's own vcrpy tape and store
-# them as cassettes (`_adopt.py`).
+# A session mode only (never a marker's): the proxy answers misses from each test's own vcrpy
+# tapes and stores them as cassettes (`_adopt.py`).
 ADOPT = "adopt"
 SESSION_MODES = (*MODES, ADOPT)
 ADOPT_REPORT = Path(".cassette") / "adopt-report.json"
-# The variables that send a client's bypassing traffic to a forward proxy: in adopt they name the
-# tape server, which refuses it (the proxy would tunnel it out in auto mode).
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 # The modes that call the upstream: a test may ask for one only when the session records.
 CALLING_MODES = ("record", "auto", "off")
 NAME = "cassette_cli"
@@ -82,7 +79,6 @@ class _Session:
     # Requests made outside any test (module-level code, session fixtures between tests).
     strays: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     modes_seen: set[str] = dataclasses.field(default_factory=set)
-    tapes: TapeServer | None = None
     # Adopt: what each test's tape answered, by node id (gathered from workers' reports too).
     adopted: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     adopt_report: Path | None = None
@@ -106,8 +102,10 @@ class _Test:
     strict: bool
     sequence: bool
     tally: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Adopt: the scope's begin, sent once the test's tapes are known, and what of the tapes'
+    # problems was reported already.
+    begin: dict[str, Any] = dataclasses.field(default_factory=dict)
     adopt_unmatched: int = 0
-    adopt_refused: int = 0
     adopt_errors: int = 0
 
 
@@ -252,19 +250,15 @@ def _start(config: pytest.Config, session: _Session) -> None:
     args = ["--mode", session.mode] if session.mode else []
     started = time.perf_counter()
     if session.mode == ADOPT:
-        args = _adopt_args(config, session)
+        args = _adopt_args()
     try:
         proxy = Proxy(args, cwd=str(config.rootpath), pipe=_wants_pipe(session))
     except (ProxyError, FileNotFoundError) as error:
-        if session.tapes is not None:
-            session.tapes.stop()
         raise pytest.UsageError(f"cassette: {error}") from error
     session.startup_ms = monotonic_ms(started)
     session.proxy = proxy
     changes, unset = proxy.env_changes()
     changes[OWN_PROXY_ENV] = proxy.url
-    if session.tapes is not None:
-        changes.update(dict.fromkeys(PROXY_VARS, session.tapes.url))
     session.env_before = apply_env(changes, unset)
     config.add_cleanup(lambda: _stop(session))
 
@@ -279,52 +273,15 @@ def _wants_pipe(session: _Session) -> bool:
     return asked == "on" and session.mode != ADOPT
 
 
-def _adopt_args(config: pytest.Config, session: _Session) -> list[str]:
-    """Starts the tape server; the proxy's arguments: auto (a stored cassette is kept and
-    replayed, a miss is answered by the tape server and stored create-only), every route's
-    upstream the tape server."""
-    import json
-    import subprocess
-
-    from cassette_cli._adopt import TapeServer, Vendor
-    from cassette_cli._find_cassette import find_cassette_bin
-
-    try:
-        import yaml  # noqa: F401 (only whether it is there)
-    except ImportError as error:
-        raise pytest.UsageError(
-            "cassette adopt reads vcrpy tapes with PyYAML: install vcrpy (which brings it) in "
-            "this environment"
-        ) from error
-    # The routes as the proxy will see them (built-in, cassette.toml, environment).
-    shown = subprocess.run(
-        # --mode: CASSETTE_MODE may say adopt, which only this plugin knows.
-        [find_cassette_bin(), "config", "--json", "--mode", "auto"],
-        cwd=str(config.rootpath),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if shown.returncode != 0:
-        raise pytest.UsageError(f"cassette adopt: `cassette config --json` failed:\n{shown.stderr}")
-    vendors: dict[str, Vendor] = {}
-    for row in json.loads(shown.stdout).get("settings", []):
-        name = str(row.get("name", ""))
-        if name.startswith("routes.") and name.endswith(".upstream"):
-            vendors[name[len("routes.") : -len(".upstream")]] = Vendor.parse(str(row["value"]))
-    tapes = TapeServer(vendors)
-    session.tapes = tapes
-    # --record-errors: a tape's error answers (a 429 or 500 a test expects, a stream ending in
-    # an error event) are the vendor's answers, stored like any. The tape server's own "no
-    # match" is never an answer: it closes the connection unanswered, which the proxy passes
-    # on as an upstream failure and never records.
-    args = ["--mode", "auto", "--record-errors"]
-    for route in vendors:
-        if route == "default":
-            args += ["--upstream", tapes.route_url(route)]
-        else:
-            args += ["--route", f"{route}={tapes.route_url(route)}"]
-    return args
+def _adopt_args() -> list[str]:
+    """The proxy's arguments in adopt: auto (a stored cassette is kept and replayed, a miss is
+    answered from the test's vcrpy tapes and stored create-only), `--adopt` (the tapes stand for
+    every route's upstream: nothing connects anywhere, bypasses are refused)."""
+    # --mode: CASSETTE_MODE may say adopt, which only this plugin knows. --record-errors: a
+    # tape's error answers (a 429 or 500 a test expects, a stream ending in an error event) are
+    # the vendor's answers, stored like any. A request no interaction answers gets no answer,
+    # never one that is stored.
+    return ["--mode", "auto", "--record-errors", "--adopt"]
 
 
 def _stop(session: _Session) -> None:
@@ -335,9 +292,6 @@ def _stop(session: _Session) -> None:
     if proxy is None:
         return
     status = proxy.stop()
-    if session.tapes is not None:
-        session.tapes.stop()
-        session.tapes = None
     # The proxy's own counters and bypass lines are in the summary already; what else it said
     # (an index it could not update, a recording that failed) is worth showing.
     worth = [
@@ -431,10 +385,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         begin["mode"] = mode
     if sequence:
         begin["repeats"] = "sequence"
-    if session.tapes is not None:
-        # Adopt: a cassette another test stored answers this test only when its tape answers
-        # the same; otherwise this test's answer is stored under its test-scoped key.
-        begin["sharing"] = "own"
+    test = _Test(
+        nodeid=test_id, mode=mode or session.session_mode, strict=strict, sequence=sequence
+    )
+    if session.mode == ADOPT:
+        # Begun by the `_cassette_cli_adopt` fixture, once the test's tapes are known. A cassette
+        # another test stored answers this test only when its tape answers the same; otherwise
+        # this test's answer is stored under its test-scoped key.
+        test.begin = {**begin, "sharing": "own"}
+        item.stash[_TEST] = test
+        return
     try:
         if not session.began_any:
             session.began_any = True
@@ -447,9 +407,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             proxy.control("PUT", SCOPE, begin)
     except ProxyError as error:
         pytest.fail(f"cassette error: {error}", pytrace=False)
-    item.stash[_TEST] = _Test(
-        nodeid=test_id, mode=mode or session.session_mode, strict=strict, sequence=sequence
-    )
+    item.stash[_TEST] = test
 
 
 @pytest.hookimpl(wrapper=True)
@@ -486,22 +444,19 @@ def pytest_runtest_makereport(
         return report
     test.tally = tally
     problems = _failure(tally)
-    adopted = None
-    if session.tapes is not None:
-        adopted = session.tapes.end() if call.when == "teardown" else session.tapes.peek()
-        if adopted is not None:
-            noted = _adopt_problems(test, adopted)
-            if noted:
-                # The tape server's own note first; the proxy's word for its unanswered
-                # connection ("upstream ... unreachable", once per client retry) says no more.
-                own = session.tapes.url
-                problems = noted + [p for p in problems if own not in p]
-            if call.when == "teardown":
-                adopted["from_cassettes"] = int(tally.get("hits", 0))
-                adopted["recorded"] = int(tally.get("recorded", 0))
-                adopted["not_stored"] = _not_stored(session.proxy, tally)
-                adopted["keys"] = list(tally.get("keys") or ())
-                report.cassette_cli_adopt = adopted
+    adopted = tally.get("adopt") if session.mode == ADOPT else None
+    if adopted is not None:
+        from cassette_cli._adopt import refused
+
+        # What the tapes could not answer first.
+        problems = _adopt_problems(test, adopted) + problems
+        if call.when == "teardown":
+            adopted["refused"] = refused(tally)
+            adopted["from_cassettes"] = int(tally.get("hits", 0))
+            adopted["recorded"] = int(tally.get("recorded", 0))
+            adopted["not_stored"] = _not_stored(session.proxy, tally)
+            adopted["keys"] = list(tally.get("keys") or ())
+            report.cassette_cli_adopt = adopted
     if problems:
         _fail(report, problems)
         report.cassette_cli_missed = _one_line(tally, problems)
@@ -652,69 +607,45 @@ def cassette_cli_fixture(request: pytest.FixtureRequest) -> CassetteTest:
 
 @pytest.fixture(autouse=True)
 def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
-    """Adopt: names this test's vcrpy tapes (pytest-recording's layout, or the suite's
-    `vcr_cassette_dir`) and its `match_on` (`vcr_config`'s, else vcrpy's default) to the tape
-    server."""
+    """Adopt: begins this test's scope with its vcrpy tapes (pytest-recording's layout, or the
+    suite's `vcr_cassette_dir`, and the `vcr` marker's extra tapes) and its `match_on`
+    (`vcr_config`'s, else vcrpy's default), which the proxy reads and answers from."""
     session = request.config.stash.get(_SESSION, None)
-    if session is None or session.tapes is None or request.node.stash.get(_TEST, None) is None:
+    test = request.node.stash.get(_TEST, None)
+    if session is None or session.mode != ADOPT or session.proxy is None or test is None:
         return
-    from cassette_cli._adopt import DEFAULT_MATCH_ON, Tape, default_cassette_name, tape_paths
+    from cassette_cli._adopt import tapes_of
+    from cassette_cli._proxy import ProxyError
 
-    def fixture(name: str) -> object:
-        try:
-            return request.getfixturevalue(name)
-        except pytest.FixtureLookupError:
-            return None
-
-    directory = fixture("vcr_cassette_dir")
-    if directory is None:
-        path = Path(str(request.node.path))
-        directory = str(path.parent / "cassettes" / path.stem)
-    named = request.node.get_closest_marker("default_cassette")
-    default = str(named.args[0]) if named is not None and named.args else None
-    paths = tape_paths(
-        str(directory), default or default_cassette_name(request.cls, request.node.name)
-    )
-    # pytest-recording's extra tapes: relative to the tape directory, taken as written.
-    paths += [
-        Path(str(directory)) / str(arg)
-        for marker in request.node.iter_markers("vcr")
-        for arg in marker.args
-    ]
-    marker = request.node.get_closest_marker("vcr")
-    vcr_config = fixture("vcr_config")
-    match_on = tuple(DEFAULT_MATCH_ON)
-    if isinstance(vcr_config, dict) and vcr_config.get("match_on"):
-        match_on = tuple(str(m) for m in vcr_config["match_on"])
-    if marker is not None and marker.kwargs.get("match_on"):
-        match_on = tuple(marker.kwargs["match_on"])
-    session.tapes.begin(
-        Tape(test=request.node.nodeid, paths=paths, match_on=match_on, root=request.config.rootpath)
-    )
+    try:
+        # What was sent outside any test since the last one ended (a module's fixtures): the
+        # begin starts the scope afresh.
+        _note_strays(session, session.proxy.control("GET", SCOPE))
+        session.proxy.control("PUT", SCOPE, {**test.begin, **tapes_of(request)})
+    except ProxyError as error:
+        pytest.fail(f"cassette error: {error}", pytrace=False)
 
 
 def _not_stored(proxy: Proxy, tally: dict[str, Any]) -> list[str]:
     """The recordings of this test's requests the proxy logged as failed (a stream is counted as
-    recorded while it is being stored, so the tally alone cannot say)."""
-    from cassette_cli._adopt import redact
-
+    recorded while it is being stored, so the tally alone cannot say); the proxy's log names no
+    credential."""
     keys = set(tally.get("keys") or ())
     lines = []
     for line in proxy.log_text().splitlines():
         words = line.split("the recording of ", 1)
         if len(words) == 2 and words[1].split(" ", 1)[0] in keys and " failed" in words[1]:
-            lines.append(redact(words[1])[:500])
+            lines.append(words[1][:500])
     return lines
 
 
 def _adopt_problems(test: _Test, result: dict[str, Any]) -> list[str]:
-    """What in the tape server's notes fails the test and was not reported yet."""
-    lines = [f"cassette adopt: {why}" for why in result["unmatched"][test.adopt_unmatched :]]
-    lines += [f"cassette adopt: {why}" for why in result["refused"][test.adopt_refused :]]
-    lines += [f"cassette adopt: {why}" for why in result["errors"][test.adopt_errors :]]
-    test.adopt_unmatched = len(result["unmatched"])
-    test.adopt_refused = len(result["refused"])
-    test.adopt_errors = len(result["errors"])
+    """What in the test's adopt report fails the test and was not reported yet: requests its
+    tapes did not answer, tapes that could not be read."""
+    unmatched, errors = result.get("unmatched") or [], result.get("errors") or []
+    lines = [f"cassette adopt: {why}" for why in unmatched[test.adopt_unmatched :]]
+    lines += [f"cassette adopt: {why}" for why in errors[test.adopt_errors :]]
+    test.adopt_unmatched, test.adopt_errors = len(unmatched), len(errors)
     return lines
 
 
@@ -862,40 +793,7 @@ def pytest_terminal_summary(
 
 
 def _adopt_summary(terminalreporter: pytest.TerminalReporter, session: _Session) -> None:
-    adopted = session.adopted
-    answered = sum(len(r["adopted"]) for r in adopted.values())
-    drifted = {n: r for n, r in adopted.items() if any(a["drift"] for a in r["adopted"])}
-    unstored = sum(len(r.get("not_stored") or ()) for r in adopted.values())
-    terminalreporter.write_line(
-        f"cassette adopt: {answered} answers from vcrpy tapes in {len(adopted)} tests, "
-        f"{unstored} not stored, "
-        f"{len(drifted)} tests whose tapes drifted from today's requests"
-        + (f"; report in {session.adopt_report}" if session.adopt_report else "")
-    )
-    for nodeid, result in adopted.items():
-        lines = [
-            f"interaction {a['interaction']} of its tape ({a['request']}): {line}"
-            for a in result["adopted"]
-            for line in a["drift"]
-        ]
-        lines += [f"not answered: {why}" for why in result["unmatched"] + result["refused"]]
-        if result.get("from_cassettes"):
-            lines.append(
-                f"{result['from_cassettes']} request(s) answered by a cassette already stored, "
-                "not by this test's tape (another test's recording of the same request?)"
-            )
-        if result.get("not_stored"):
-            lines.append(
-                f"{len(result['not_stored'])} answer(s) from the tape were not stored as "
-                "cassettes (an error answer, or a stream ending in an error event, is never "
-                "recorded live): replay will miss them; `cassette import` this tape, or keep the "
-                "test on vcrpy"
-            )
-            lines += [f"  the recording of {why}" for why in result["not_stored"]]
-        if result.get("matchers_not_applied"):
-            lines.append("match_on not applied: " + ", ".join(result["matchers_not_applied"]))
-        if not lines:
-            continue
-        terminalreporter.write_line(f"  {nodeid}:")
-        for line in lines:
-            terminalreporter.write_line(f"    {line}")
+    from cassette_cli._adopt import summary
+
+    for line in summary(session.adopted, session.adopt_report):
+        terminalreporter.write_line(line)

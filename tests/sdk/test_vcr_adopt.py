@@ -27,6 +27,8 @@ from test_vcr_import import PROJECT, ROOT, Vendor, clean_env, run
 NOT_ADOPTED = ["tests/test_chat.py::test_download"]
 NOT_REPLAYED = [*NOT_ADOPTED]
 PAIR = ("tests/test_chat.py::test_same_request_first", "tests/test_chat.py::test_same_request_second")
+# The edited prompt's drift, in the key's terms (cassette_keying::diff, as a miss explains it).
+DRIFT = 'body.messages[0].content: "Name a city." -> "Name a capital."'
 
 
 class Counting(Vendor):
@@ -101,12 +103,12 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
         assert "8 passed" in out and "1 failed" in out, out
         assert failed(out) == NOT_ADOPTED, out
         assert "cassette adopt:" in out and "report in" in out, out
-        # The word diff of the edited prompt, named for its test.
+        # The edited prompt, named for its test, as a miss explanation names a difference.
         assert "tests/test_chat.py::test_plain:" in out, out
-        assert "body $.messages[0].content: Name a [-city.-] {+capital.+}" in out, out
+        assert DRIFT in out, out
         report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
         plain = report["tests"]["tests/test_chat.py::test_plain"]
-        assert plain["adopted"][0]["drift"] == ["body $.messages[0].content: Name a [-city.-] {+capital.+}"], plain
+        assert plain["adopted"][0]["drift"] == [DRIFT], plain
         assert plain["recorded"] == 1, plain
         assert len(report["tests"]["tests/test_chat.py::test_repeats"]["adopted"]) == 3, report
         # The download is named in the report: its tape's interaction was never asked for.
@@ -135,7 +137,8 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
         assert f"yes, for {PAIR[1]}" in shown, shown
         # The custom serializer deleted vendor headers: today's request has them, the report says so.
         parsed = report["tests"]["tests/custom/test_parsed.py::test_anthropic_parsed"]["adopted"][0]["drift"]
-        assert "header anthropic-version added" in parsed, parsed
+        assert [line.split(":")[0] for line in parsed] == ["headers.anthropic-version"], parsed
+        assert parsed[0].startswith("headers.anthropic-version: added "), parsed
         assert not [line for line in out.splitlines() if "x-api-key" in line.lower() or "authorization" in line.lower()]
         stored = "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
         assert "VCRRECORDKEY" not in stored and "VCRRECORDKEY" not in json.dumps(report)
@@ -202,7 +205,7 @@ def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
     assert ("tests/cassettes/test_chat/test_plain.yaml matches POST https://api.openai.com/v1/chat/completions "
             "on method, scheme, host, port, path, query") in out, out
     assert "cassette adopt: cannot read the vcrpy tape" in out and "test_stream.yaml" in out, out
-    assert "a request bypassed the base URL (CONNECT api.mistral.ai:443) and was refused" in out, out
+    assert "1 request(s) to api.mistral.ai:443 bypassed the base URL and were refused" in out, out
     assert "no vcrpy tape for this test" in out and "tests/cassettes/test_hostile/test_no_tape.yaml" in out, out
     assert "BYPASSKEY" not in out
     # What the tape server could not answer got no answer (never one the proxy might store):
@@ -230,7 +233,7 @@ def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> 
     # (or at once) finds the other's cassette and stores its own answer apart, never served the
     # other's.
     assert failed(out) == NOT_ADOPTED, out
-    assert "body $.messages[0].content: Name a [-city.-] {+capital.+}" in out, out
+    assert DRIFT in out, out
     report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
     assert len(report["tests"]) == 9, report
     assert report["tests"]["tests/test_chat.py::test_plain"]["recorded"] == 1, report
@@ -338,9 +341,13 @@ def test_adopt_reads_folded_bodies_gzip_answers_extra_tapes_and_match_on(tmp_pat
     assert "4 passed" in adopt.stdout, adopt.stdout
     report = json.loads((project / ".cassette" / "adopt-report.json").read_text())["tests"]
     folded = report["tests/test_shapes.py::test_folded"]["adopted"][0]["drift"]
-    # (The hand-written tape holds no headers: today's are all "added".)
-    assert folded[0] == ("body $.messages[0].content: [-It's \"quoted\" - really...-] "
-                         "{+It\u2019s \u201cquoted\u201d \u2014 really\u2026+}"), folded
+    # (The hand-written tape holds no headers; the key reads none of an OpenAI chat request.)
+    assert folded == [
+        (
+            "body.messages[0].content: \"It's \\\"quoted\\\" - really...\" -> "
+            "\"It\u2019s \u201cquoted\u201d \u2014 really\u2026\""
+        )
+    ], folded
     assert report["tests/test_shapes.py::test_extra_tape"]["tapes"][-1] == "tests/cassettes/test_shapes/shared.yaml"
     match = report["tests/test_match.py::test_match_on_body"]
     assert match["match_on"] == ["method", "path", "body"], match
@@ -355,3 +362,71 @@ def test_adopt_reads_folded_bodies_gzip_answers_extra_tapes_and_match_on(tmp_pat
     shutil.move(tapes, tmp_path / "tapes-away")
     replay = run(plugin_pytest("replay"), project, plugin_env("http://127.0.0.1:9"))
     assert "4 passed" in replay.stdout, replay.stdout
+
+
+ODD = ROOT / "tests" / "runners" / "vcr_odd_tapes"
+
+
+def stored_answers(store: Path) -> dict[str, tuple]:
+    """Each cassette of a file store by its test: key, status, answer, response headers."""
+    out = {}
+    for path in store.rglob("*.json"):
+        doc = json.loads(path.read_text())
+        headers = {k: v for k, v in doc["response"]["headers"].items() if k.startswith("x-amz")}
+        out[doc["meta"]["test"]] = (doc["key"], doc["response"]["status"], doc["response"]["body"], headers)
+    return out
+
+
+def test_import_and_adopt_read_odd_tapes_the_same_way_without_pyyaml(tmp_path: Path) -> None:
+    # One reader (cassette-vcr) behind both: a brotli answer, a tape with one interaction
+    # nothing decodes, and `!!binary` AWS headers (one not UTF-8) give the same cassettes and
+    # name the same losses through `cassette import` and through adopt. The adopt run has no
+    # PyYAML to import: the binary reads the tapes.
+    project = tmp_path / "project"
+    shutil.copytree(ODD, project)
+    imported = run([cassette_bin(), "import", "tests", "--store", "file://imported"], project, clean_env(),
+                   expect=2)
+    said = imported.stdout + imported.stderr
+    assert "imported 3, kept 0 already stored, failed 1" in said, said
+
+    blocked = tmp_path / "no-pyyaml" / "yaml"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text('raise ImportError("PyYAML is not installed here")\n')
+    env = plugin_env("http://127.0.0.1:9")
+    env["PYTHONPATH"] = os.pathsep.join([str(blocked.parent), env["PYTHONPATH"]])
+    no_yaml = run([sys.executable, "-c", "import yaml"], project, env, expect=1)
+    assert "PyYAML is not installed here" in no_yaml.stderr, no_yaml.stderr
+    (project / "cassette.toml").write_text('store = "cassettes"\n')
+    adopt = run(plugin_pytest("adopt"), project, env)
+    assert "3 passed" in adopt.stdout, adopt.stdout
+
+    assert stored_answers(project / "cassettes") == stored_answers(project / "imported")
+    answers = stored_answers(project / "cassettes")
+    assert set(answers) == {f"tests/test_odd.py::{t}" for t in ("test_brotli", "test_broken", "test_binary_header")}
+    assert answers["tests/test_odd.py::test_binary_header"][3] == {"x-amz-request-id": "req-123"}
+    report = json.loads((project / ".cassette" / "adopt-report.json").read_text())["tests"]
+    # What import named, the adopt report names too, and says in its summary.
+    broken = report["tests/test_odd.py::test_broken"]
+    assert broken["unused_interactions"] == 0 and broken["unmatched"] == [], broken
+    assert broken["skipped"] == [
+        (
+            "tests/cassettes/test_odd/test_broken.yaml interaction 2 cannot be read: the answer is zstd-encoded, "
+            "which cannot be decoded here; re-record it with vcrpy's decode_compressed_response=True; skipped it"
+        )
+    ], broken
+    assert ("cannot import tests/cassettes/test_odd/test_broken.yaml interaction 2: the answer is zstd-encoded, "
+            "which cannot be decoded here") in said, said
+    header = report["tests/test_odd.py::test_binary_header"]["skipped"]
+    assert header == [
+        (
+            "tests/cassettes/test_odd/test_binary_header.yaml interaction 1: response header x-amz-id-2: "
+            "its !!binary value is not UTF-8 text; left out"
+        )
+    ], header
+    assert ("note tests/cassettes/test_odd/test_binary_header.yaml interaction 1: response header x-amz-id-2: its "
+            "!!binary value is not UTF-8 text; left out") in said, said
+    assert "not read: tests/cassettes/test_odd/test_broken.yaml interaction 2 cannot be read" in adopt.stdout
+
+    shutil.move(project / "tests" / "cassettes", tmp_path / "tapes-away")
+    replay = run(plugin_pytest("replay"), project, env)
+    assert "3 passed" in replay.stdout, replay.stdout

@@ -7,6 +7,7 @@ use crate::settings::{
 };
 use anyhow::{bail, Context};
 use cassette_recorder::proxy::{ControlPipe, Exposure, Proxy, ProxyConfig, ProxyStats};
+use cassette_recorder::Answers;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -71,6 +72,13 @@ pub(crate) struct ProxyArgs {
     /// (Unix; for a runner plugin that starts the proxy with pipes, see docs/pytest.md).
     #[arg(long, requires = "control")]
     control_pipe: bool,
+
+    /// Adopt a vcrpy suite (what the pytest plugin's --cassette=adopt starts): what the mode
+    /// forwards is answered from the running test's vcrpy tapes, named when the test's scope
+    /// begins, matched as vcrpy matched them, and stored as any answer is; nothing connects
+    /// anywhere, and traffic that bypassed the base URL is refused. Needs mode auto or record.
+    #[arg(long, requires = "control")]
+    adopt: bool,
 }
 
 /// How `cassette proxy` says it is ready.
@@ -135,6 +143,10 @@ impl ProxyArgs {
         proxy.validate()?;
         let mut recorder = self.recorder.resolve(file)?;
         recorder.config.max_body = proxy.max_body;
+        if self.adopt {
+            recorder.config.answers = Answers::Tapes;
+            recorder.config.validate()?;
+        }
         let settings = ProxySettings {
             recorder,
             proxy,
@@ -172,6 +184,7 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     let keys = settings.recorder.keys.clone();
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
+    let recorder_answers = recorder.config().answers;
     let store = recorder.store().location();
     let recording = recorder.clone();
     let proxy = Proxy::bind(recorder, &settings.proxy).await?;
@@ -187,7 +200,9 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         "cassette proxy: listening on {} (mode {mode}, store {store})",
         proxy.url()
     );
-    if mode.may_call_upstream() {
+    if recorder_answers == Answers::Tapes {
+        eprintln!("cassette proxy: answering from the running test's vcrpy tapes (adopt)");
+    } else if mode.may_call_upstream() {
         eprintln!("cassette proxy: {}", crate::settings::keys_summary(&keys));
     }
     if let Some(Ready::Json) = settings.ready {

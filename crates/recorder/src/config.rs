@@ -65,6 +65,25 @@ impl Route {
         }
         std::borrow::Cow::Borrowed(path)
     }
+
+    /// The path a client of the proxy sends for `url`, a URL of this route's upstream (one a
+    /// vcrpy tape recorded): the URL's path under the route's base URL, keeping the base's last
+    /// segment, which the proxy shares with the request path (`https://api.groq.com/openai/v1`
+    /// and `.../openai/v1/chat/completions` give `/v1/chat/completions`). `None` when the URL
+    /// has another scheme, host or port, or a path outside the base.
+    pub fn local_path(&self, url: &url::Url) -> Option<String> {
+        let base = url::Url::parse(&self.base_url).ok()?;
+        if base.origin() != url.origin() {
+            return None;
+        }
+        let base_path = base.path().trim_end_matches('/');
+        let kept = base_path.rsplit('/').next().unwrap_or("");
+        let prefix = &base_path[..base_path.len() - kept.len()];
+        url.path()
+            .strip_prefix(prefix.trim_end_matches('/'))
+            .filter(|rest| rest.starts_with('/'))
+            .map(str::to_owned)
+    }
 }
 
 /// How a route's key is sent to its upstream.
@@ -252,6 +271,19 @@ impl std::str::FromStr for Repeats {
     }
 }
 
+/// Where what the mode forwards is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Answers {
+    /// By the route's upstream, over the network (the default).
+    #[default]
+    Upstream,
+    /// Adopt: from the vcrpy tapes of the running test, named when its scope begins
+    /// ([`Scope::tapes`](crate::Scope::tapes)), matched as vcrpy matched them. The recorder
+    /// owns no HTTP client and opens no connection anywhere (traffic that bypassed the base
+    /// URL is refused); a request no interaction answers gets no answer and is not stored.
+    Tapes,
+}
+
 /// Everything a recorder needs besides its store.
 #[derive(Debug, Clone)]
 pub struct RecorderConfig {
@@ -285,6 +317,8 @@ pub struct RecorderConfig {
     /// Bytes of memory for ready-to-send replay answers, each checked against the stored
     /// document on every hit (0: none kept).
     pub replay_memory: usize,
+    /// Where what the mode forwards is answered: the upstream, or the test's vcrpy tapes.
+    pub answers: Answers,
 }
 
 impl Default for RecorderConfig {
@@ -303,6 +337,7 @@ impl Default for RecorderConfig {
             mcp_routes: Vec::new(),
             repeats: Repeats::Same,
             replay_memory: DEFAULT_REPLAY_MEMORY,
+            answers: Answers::Upstream,
         }
     }
 }
@@ -310,6 +345,13 @@ impl Default for RecorderConfig {
 impl RecorderConfig {
     /// Checks the configuration without touching the network or the disk.
     pub fn validate(&self) -> Result<(), Error> {
+        if self.answers == Answers::Tapes && !self.mode.may_call_upstream() {
+            return Err(Error::InvalidSetting {
+                setting: Setting::Answers,
+                reason: "tapes answer what the mode forwards, and replay forwards nothing: \
+                         answer from tapes in mode auto or record",
+            });
+        }
         let mut seen = Vec::new();
         for route in &self.routes {
             let invalid = |reason: String| Error::InvalidRoute {

@@ -157,6 +157,23 @@ pub enum Error {
         /// The target (route name).
         target: String,
     },
+    /// Adopt: no interaction of the test's vcrpy tapes answers the request; nothing was
+    /// stored, and nothing was sent anywhere.
+    #[error("the test's vcrpy tapes do not answer: {reason}; nothing was recorded")]
+    Unanswered {
+        /// Why (the tapes named, the request as the vendor would have seen it, the matchers).
+        reason: String,
+    },
+    /// A request needed an upstream of a recorder that answers from vcrpy tapes only (adopt),
+    /// which never opens a connection: an MCP route, say.
+    #[error(
+        "this recorder answers from vcrpy tapes and never calls an upstream, yet a request for \
+         target `{target}` needed one"
+    )]
+    TapesOnly {
+        /// The target (route name).
+        target: String,
+    },
     /// A test asked for a mode that calls the upstream of a recorder that replays: replay
     /// never opens a connection, whatever a test file says.
     #[error(
@@ -224,6 +241,8 @@ pub enum Setting {
     MissStatus,
     /// The control pipe of a test runner (the proxy's stdin and stdout).
     ControlPipe,
+    /// Where what the mode forwards is answered (an upstream, or vcrpy tapes).
+    Answers,
 }
 
 impl fmt::Display for Setting {
@@ -238,6 +257,7 @@ impl fmt::Display for Setting {
             Setting::AllowedOrigin => "allowed origin",
             Setting::MissStatus => "miss status",
             Setting::ControlPipe => "control pipe",
+            Setting::Answers => "source of answers",
         })
     }
 }
@@ -260,7 +280,7 @@ impl Error {
     /// The HTTP status a proxy answers this error with.
     pub fn http_status(&self) -> u16 {
         match self {
-            Error::Miss(_) => 409,
+            Error::Miss(_) | Error::Unanswered { .. } => 409,
             Error::InvalidRequest(_) => 400,
             Error::ForeignHost { .. } | Error::BrowserOrigin { .. } | Error::ModeRefused { .. } => {
                 403
@@ -299,6 +319,8 @@ impl Error {
             Error::Upstream { .. } => "cassette_upstream_error",
             Error::McpServerStart { .. } => "cassette_mcp_server_error",
             Error::ReplayOnly { .. } => "cassette_internal_error",
+            Error::Unanswered { .. } => "cassette_tape_unanswered",
+            Error::TapesOnly { .. } => "cassette_tapes_only",
             Error::ModeRefused { .. } => "cassette_mode_refused",
             // One scheme whichever layer noticed: a damaged document is `cassette_corrupt`
             // whether the store (truncated JSON) or the recorder (not a cassette) found it.

@@ -46,6 +46,7 @@ pub mod proxy;
 mod response;
 mod scope;
 mod service;
+mod tapes;
 mod upstream;
 
 /// The cassette document (`cassette-tape`), as embedders have used it from here.
@@ -56,11 +57,11 @@ pub use cassette_tape::redact;
 pub use cassette_wire as stream;
 
 pub use cassette_tape::{Cassette, Request, Sealed};
-pub use config::{ErrorRecording, RecorderConfig, Repeats, Route, Sharing, StreamReplay};
+pub use config::{Answers, ErrorRecording, RecorderConfig, Repeats, Route, Sharing, StreamReplay};
 pub use engine::{Exchange, Imported, Recorder, RecordingFailure, Rekeyed, Stats, Stored};
 pub use error::{BoxError, Error, Result, Setting};
 pub use hit_cache::HitCacheStats;
 pub use miss::Miss;
 pub use mode::{Mode, OnHit, OnMiss, Write};
 pub use response::{BodyStream, Outcome, Response, ResponseBody, Source};
-pub use scope::Scope;
+pub use scope::{Scope, TapeSet};

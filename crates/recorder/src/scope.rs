@@ -20,6 +20,20 @@ pub struct Scope {
     pub repeats: Option<Repeats>,
     /// Whether recordings other tests made answer this test (adopt asks for its own).
     pub sharing: Sharing,
+    /// The vcrpy tapes this test's answers come from, for a recorder that answers from tapes
+    /// (adopt; [`Answers::Tapes`](crate::config::Answers::Tapes)).
+    pub tapes: Option<TapeSet>,
+}
+
+/// The vcrpy tapes of one test, as its runner names them (pytest-recording's tape of the test
+/// and the extra ones its `vcr` marker names), and the `match_on` they were recorded with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TapeSet {
+    /// The tape files, as paths the recorder can open (relative to its working folder or
+    /// absolute), in the order their interactions are tried.
+    pub paths: Vec<String>,
+    /// vcrpy's matcher names (`method`, `path`, `body`, ...); vcrpy's default when empty.
+    pub match_on: Vec<String>,
 }
 
 impl Scope {

@@ -5,11 +5,12 @@
 //!   the chat request (a `messages` list, or a `prompt` with an optional `system`, as the suite
 //!   shorthand takes it) and `text` the answer, stored as an OpenAI-compatible chat completion;
 //! - vcrpy YAML cassettes (`interactions` of `request` and `response`), in every shape
-//!   `maint/vcr.rs` reads, streamed answers assembled into their final response as when
-//!   recording.
+//!   `cassette-vcr` reads (the reader the adopt run's proxy uses too), streamed answers
+//!   assembled into their final response as when recording.
 //!
 //! No answer is lost or mixed with another: an interaction that cannot be converted is named
-//! and skipped (the rest of its file is imported); the n-th repeat of one request within a
+//! and skipped (the rest of its file is imported), a header value that cannot is named and
+//! left out (the rest of its interaction is imported); the n-th repeat of one request within a
 //! tape is stored as its n-th occurrence (sequence mode replays them in order); a key another
 //! test's tape already stored with a different answer keeps the first and stores this one
 //! under its test-scoped key (docs/keying.md), both tapes named; where the tests are not known
@@ -222,7 +223,12 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         let recorded_at = modified(path);
         let (items, test) = match source {
             Source::Seed => (
-                seed_exchange(path).map(|e| vec![Ok(Item::Exchange(Box::new(e)))]),
+                seed_exchange(path).map(|e| {
+                    vec![Ok(Item::Exchange {
+                        exchange: Box::new(e),
+                        left_out: Vec::new(),
+                    })]
+                }),
                 None,
             ),
             Source::Vcr => (
@@ -417,7 +423,12 @@ impl Plan<'_> {
                 state: State::Failed(String::new()),
             };
             let mut exchange = match item {
-                Ok(Item::Exchange(exchange)) => *exchange,
+                Ok(Item::Exchange { exchange, left_out }) => {
+                    for what in left_out {
+                        result.notes.push(format!("note {at}: {what}"));
+                    }
+                    *exchange
+                }
                 Ok(Item::Download { method, url }) => {
                     entry.state = State::Download(format!("{method} {url}"));
                     result.entries.push(entry);

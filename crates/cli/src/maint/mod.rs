@@ -16,7 +16,6 @@ pub(crate) mod rekey;
 pub(crate) mod show;
 mod vcr;
 pub(crate) mod verify;
-mod yaml_depth;
 
 use crate::answer::{self, Answer};
 use crate::settings::StoreSpec;

@@ -18,7 +18,7 @@ pub use rekey::Rekeyed;
 pub(crate) use write::Stamp;
 pub use write::Stored;
 
-use crate::config::{RecorderConfig, Repeats, Sharing};
+use crate::config::{Answers, RecorderConfig, Repeats, Sharing};
 use crate::error::{Error, Result};
 use crate::hit_cache::{HitCache, HitCacheStats};
 use crate::miss::{
@@ -28,6 +28,7 @@ use crate::miss::{
 use crate::mode::{Mode, OnHit, OnMiss, Write};
 use crate::response::{Outcome, Response, Source};
 use crate::scope::Scope;
+use crate::tapes::{TapeDeck, TapeReport};
 use crate::upstream::Upstream;
 use cassette_keying::{Key, Keyed, Profile, Streaming};
 use cassette_store::{DynStore, StoreExt};
@@ -97,6 +98,15 @@ impl fmt::Display for Stats {
     }
 }
 
+/// Where what the mode forwards is answered ([`Answers`]).
+#[derive(Clone, Copy)]
+pub(super) enum Via<'a> {
+    /// The route's upstream, over the network.
+    Network(&'a Upstream),
+    /// The running test's vcrpy tapes.
+    Tapes(&'a TapeDeck),
+}
+
 /// Who asked for a recording: the test, and whether its answers are its own.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Asker {
@@ -123,8 +133,10 @@ struct Inner {
     config: RecorderConfig,
     store: DynStore,
     /// The upstream client, for the modes that call one: a replay-mode recorder owns no HTTP
-    /// client at all.
+    /// client at all, nor does one that answers from tapes.
     upstream: Option<Upstream>,
+    /// The running tests' vcrpy tapes, for a recorder that answers from them (adopt).
+    tapes: Option<TapeDeck>,
     redactor: Redactor,
     counters: Counters,
     failures: Mutex<Vec<RecordingFailure>>,
@@ -192,10 +204,11 @@ impl Recorder {
     ) -> Result<Recorder> {
         config.validate()?;
         let redactor = redactor_with_keys(&config)?;
-        let upstream = match config.mode.may_call_upstream() {
-            true => Some(Upstream::new(config.upstream_timeout)?),
-            false => None,
+        let upstream = match (config.mode.may_call_upstream(), config.answers) {
+            (true, Answers::Upstream) => Some(Upstream::new(config.upstream_timeout)?),
+            _ => None,
         };
+        let tapes = (config.answers == Answers::Tapes).then(TapeDeck::default);
         let usage_log = match usage_log {
             None => None,
             Some(path) => Some(Mutex::new(
@@ -213,6 +226,7 @@ impl Recorder {
                 config,
                 store,
                 upstream,
+                tapes,
                 redactor,
                 counters: Counters::default(),
                 failures: Mutex::default(),
@@ -338,7 +352,7 @@ impl Recorder {
                 OnMiss::Forward(write) => write,
             },
         };
-        let upstream = self.upstream(&request.target)?;
+        let upstream = self.via(&request.target)?;
         let asker = Asker {
             test: scope.test.clone(),
             sharing,
@@ -397,7 +411,7 @@ impl Recorder {
     /// every one of them gets the answer that is kept.
     async fn record_once(
         &self,
-        upstream: &Upstream,
+        upstream: Via<'_>,
         request: Request,
         keyed: Keyed,
         write: Write,
@@ -622,6 +636,39 @@ impl Recorder {
             .retain(|(owner, _), _| owner.as_deref() != Some(test));
     }
 
+    /// Begins the test `scope` names, afresh ([`Recorder::begin_test`]); a recorder that
+    /// answers from tapes reads the test's tapes now (one that cannot be read is reported for
+    /// the test). Tapes named to a recorder that answers from its upstreams, or for no test,
+    /// are an invalid request.
+    pub fn begin(&self, scope: &Scope) -> Result<()> {
+        let Some(test) = &scope.test else {
+            return match scope.tapes {
+                Some(_) => Err(Error::InvalidRequest(
+                    "tapes are named for a test: the scope names none".to_owned(),
+                )),
+                None => Ok(()),
+            };
+        };
+        self.begin_test(test);
+        match (&self.inner.tapes, &scope.tapes) {
+            (Some(deck), tapes) => deck.begin(test, tapes.as_ref(), &self.inner.redactor),
+            (None, Some(_)) => {
+                return Err(Error::InvalidRequest(format!(
+                    "tapes were named for test `{test}`, but this recorder answers from its \
+                     upstreams, not from tapes"
+                )))
+            }
+            (None, None) => {}
+        }
+        Ok(())
+    }
+
+    /// What `test`'s tapes answered so far, for a recorder that answers from tapes; `end`
+    /// forgets them.
+    pub(crate) fn tape_report(&self, test: &str, end: bool) -> Option<TapeReport> {
+        self.inner.tapes.as_ref()?.report(test, end)
+    }
+
     /// For a later occurrence that missed: how many occurrences of the request are recorded
     /// (the first ones in a row), when at least the first is; `None` otherwise (then the
     /// request itself is what is missing).
@@ -744,14 +791,23 @@ impl Recorder {
     }
 
     /// The upstream client for a request to `target`; none in replay mode, which never calls
-    /// out (asking for one there is a bug, reported instead of calling out).
+    /// out (asking for one there is a bug, reported instead of calling out), nor for a
+    /// recorder that answers from tapes.
     pub(crate) fn upstream(&self, target: &str) -> Result<&Upstream> {
-        self.inner
-            .upstream
-            .as_ref()
-            .ok_or_else(|| Error::ReplayOnly {
-                target: target.to_owned(),
-            })
+        let target = target.to_owned();
+        match (&self.inner.upstream, &self.inner.tapes) {
+            (Some(upstream), _) => Ok(upstream),
+            (None, Some(_)) => Err(Error::TapesOnly { target }),
+            (None, None) => Err(Error::ReplayOnly { target }),
+        }
+    }
+
+    /// Where a request to `target` the mode forwards is answered.
+    fn via(&self, target: &str) -> Result<Via<'_>> {
+        match &self.inner.tapes {
+            Some(deck) => Ok(Via::Tapes(deck)),
+            None => self.upstream(target).map(Via::Network),
+        }
     }
 
     /// The redaction every cassette goes through (with the routes' keys as literal secrets),

@@ -1,14 +1,15 @@
-//! Recording an HTTP exchange: an upstream answer becomes a cassette, handed to the one write
-//! path; a stream is relayed to the client piece by piece while it is assembled.
+//! Recording an HTTP exchange: an upstream answer (or, in adopt, a tape's answer standing for
+//! it) becomes a cassette, handed to the one write path; a stream is relayed to the client
+//! piece by piece while it is assembled.
 
 use super::flight::{Flight, Landed};
 use super::write::{Stamp, Stored};
-use super::{Asker, Recorder};
+use super::{Asker, Recorder, Via};
 use crate::config::{ErrorRecording, Sharing, StreamReplay};
 use crate::error::{report, Error, Result};
 use crate::mode::Write;
 use crate::response::{BodyStream, Outcome, Response, ResponseBody, Source};
-use crate::upstream::{client_headers, response_headers, Upstream};
+use crate::upstream::{client_headers, response_headers};
 use bytes::Bytes;
 use cassette_keying::{Key, Keyed, Profile};
 use cassette_tape::document::format_for;
@@ -75,11 +76,7 @@ impl Draft {
     /// stored either: when it was to be recorded, the client gets the whole events sent so
     /// far and an error event naming the limit, and nothing more; otherwise (mode `off`) it is
     /// passed on whole, no longer assembled. Either way memory stays within the limit.
-    pub(super) fn relay_stream(
-        mut self,
-        format: StreamFormat,
-        response: reqwest::Response,
-    ) -> BodyStream {
+    pub(super) fn relay_stream(mut self, format: StreamFormat, response: Body) -> BodyStream {
         let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(16);
         // Gemini's JSON array is one document, not a sequence of events to keep.
         let exact = self.recorder.inner.config.stream_replay == StreamReplay::Exact
@@ -89,7 +86,7 @@ impl Draft {
         let errors = self.recorder.inner.config.errors == ErrorRecording::Record;
         let limit = self.recorder.inner.config.max_answer;
         tokio::spawn(async move {
-            let mut upstream = response.bytes_stream();
+            let mut upstream = response.into_stream();
             // What the stream is assembled into, until it grows over the limit.
             let mut assembly = Some(Assembly {
                 assembler: Assembler::new(format),
@@ -298,7 +295,7 @@ impl Recorder {
     /// flight this request leads, lands once the recording is stored or given up.
     pub(super) async fn forward(
         &self,
-        upstream: &Upstream,
+        upstream: Via<'_>,
         request: Request,
         mut keyed: Keyed,
         write: Write,
@@ -308,9 +305,9 @@ impl Recorder {
         // The canonical text is as large as the request and no longer needed: a large request
         // is not held twice while the upstream answers.
         keyed.canonical = String::new();
-        let sent = self.send(upstream, &request).await?;
-        let status = sent.response.status().as_u16();
-        let mut headers = response_headers(&sent.response);
+        let mut sent = self.send(upstream, &request, asker.test.as_deref()).await?;
+        let status = sent.status;
+        let mut headers = std::mem::take(&mut sent.headers);
         let mut client = client_headers(&headers);
         sandbox_locations(&sent, &request.target, &mut headers, &mut client);
         let success = (200..300).contains(&status);
@@ -353,7 +350,7 @@ impl Recorder {
         };
         let Some(format) = format else {
             return self
-                .relay_whole(draft, keyed, client, &sent.endpoint, sent.response)
+                .relay_whole(draft, keyed, client, &sent.endpoint, sent.body)
                 .await;
         };
         // The headers go out before the stream is complete: what is known now is that it is
@@ -368,7 +365,7 @@ impl Recorder {
             response: Response {
                 status,
                 headers: client,
-                body: ResponseBody::Stream(draft.relay_stream(format, sent.response)),
+                body: ResponseBody::Stream(draft.relay_stream(format, sent.body)),
             },
         })
     }
@@ -385,10 +382,10 @@ impl Recorder {
         keyed: Keyed,
         client: Vec<(String, String)>,
         endpoint: &str,
-        response: reqwest::Response,
+        response: Body,
     ) -> Result<Outcome> {
         let limit = self.inner.config.max_answer;
-        let bytes = match read_whole(response, limit).await {
+        let bytes = match response.read_whole(limit).await {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
                 let err = Error::AnswerTooLarge {
@@ -464,9 +461,10 @@ impl Recorder {
         })
     }
 
-    /// Sends `request` to its route's upstream, counting the call and a failure to get an
-    /// answer. The body of the answer is left to stream.
-    async fn send(&self, upstream: &Upstream, request: &Request) -> Result<Sent> {
+    /// Sends `request` to its route's upstream (or has the tapes of `test` answer it),
+    /// counting the call and a failure to get an answer. The body of the answer is left to
+    /// stream.
+    async fn send(&self, via: Via<'_>, request: &Request, test: Option<&str>) -> Result<Sent> {
         let inner = &self.inner;
         let route = inner
             .config
@@ -477,16 +475,34 @@ impl Recorder {
         let counters = &inner.counters;
         counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let (endpoint, response) = upstream
-            .send(route, request, &inner.redactor)
-            .await
-            .inspect_err(|_| {
-                counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
-            })?;
+        let answered =
+            match via {
+                Via::Network(upstream) => upstream.send(route, request, &inner.redactor).await.map(
+                    |(endpoint, response)| {
+                        let status = response.status().as_u16();
+                        let headers = response_headers(&response);
+                        (endpoint, status, headers, Body::Network(response))
+                    },
+                ),
+                Via::Tapes(deck) => {
+                    let key = &inner.config.key;
+                    crate::tapes::answer(deck, route, request, test, key, &inner.redactor).map(
+                        |answer| {
+                            let body = Body::Tape(answer.body);
+                            (answer.endpoint, answer.status, answer.headers, body)
+                        },
+                    )
+                }
+            };
+        let (endpoint, status, headers, body) = answered.inspect_err(|_| {
+            counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+        })?;
         Ok(Sent {
             upstream: inner.redactor.url(&route.base_url),
             endpoint,
-            response,
+            status,
+            headers,
+            body,
             started,
         })
     }
@@ -498,8 +514,37 @@ struct Sent {
     upstream: String,
     /// The URL called, without credentials, for messages.
     endpoint: String,
-    response: reqwest::Response,
+    status: u16,
+    /// The answer's headers that HTTP can carry as text.
+    headers: Vec<(String, String)>,
+    body: Body,
     started: Instant,
+}
+
+/// The body of an answer: the upstream's, still arriving, or a tape's, whole.
+pub(super) enum Body {
+    Network(reqwest::Response),
+    Tape(Bytes),
+}
+
+impl Body {
+    /// The body piece by piece, as it arrives.
+    fn into_stream(
+        self,
+    ) -> futures::stream::BoxStream<'static, std::result::Result<Bytes, reqwest::Error>> {
+        match self {
+            Body::Network(response) => response.bytes_stream().boxed(),
+            Body::Tape(bytes) => futures::stream::once(async move { Ok(bytes) }).boxed(),
+        }
+    }
+
+    /// The whole body, or `None` when it is over `limit` bytes.
+    async fn read_whole(self, limit: usize) -> std::result::Result<Option<Bytes>, reqwest::Error> {
+        match self {
+            Body::Network(response) => read_whole(response, limit).await,
+            Body::Tape(bytes) => Ok((bytes.len() <= limit).then_some(bytes)),
+        }
+    }
 }
 
 /// The `content-encoding` still on an answer after the HTTP client decoded what it can (gzip,

@@ -160,7 +160,7 @@ impl fmt::Display for Miss {
 
 /// Key material as a recording would store it: the request body (`body`, or an MCP request's
 /// `params`) by the JSON rules, every other string by the shape and user rules.
-fn redacted_material(material: &Value, redactor: &Redactor) -> Value {
+pub(crate) fn redacted_material(material: &Value, redactor: &Redactor) -> Value {
     let mut out = material.clone();
     if let Value::Object(members) = &mut out {
         for (name, value) in members.iter_mut() {

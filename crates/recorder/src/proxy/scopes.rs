@@ -10,16 +10,21 @@
 //! of their own proxy). Forward-proxy requests that bypassed the base URL carry no path of
 //! ours: they count for the `default` scope.
 //!
+//! A proxy that answers from vcrpy tapes (adopt) reads a test's tapes when its scope begins
+//! (`tapes` and `match_on` in the begin), and a tally tells what they answered (`adopt`).
+//!
 //! The control endpoint answers only a caller holding the proxy's control token (which the
 //! runner's plugin read from the proxy's ready line), besides the checks every request passes
 //! (a loopback `Host`, no foreign browser origin).
 
 use super::forward::Bypassed;
 use crate::config::{Repeats, Sharing};
+use crate::engine::Recorder;
 use crate::error::Error;
 use crate::mode::Mode;
 use crate::response::{Outcome, Source};
-use crate::scope::Scope;
+use crate::scope::{Scope, TapeSet};
+use crate::tapes::TapeReport;
 use cassette_review::failure::{self, Missed, Problems, Refused};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -56,6 +61,12 @@ pub(super) struct Begin {
     /// only when its upstream answers the same).
     #[serde(default)]
     sharing: Option<String>,
+    /// The test's vcrpy tapes, for a proxy that answers from them (adopt): paths it can open.
+    #[serde(default)]
+    tapes: Option<Vec<String>>,
+    /// The vcrpy matchers the tapes were recorded with (vcrpy's default when absent).
+    #[serde(default)]
+    match_on: Option<Vec<String>>,
 }
 
 impl Begin {
@@ -82,11 +93,20 @@ impl Begin {
                 return Err(format!("unknown sharing `{other}`: expected shared or own"))
             }
         };
+        let tapes = match (self.tapes, self.match_on) {
+            (None, Some(_)) => return Err("`match_on` is given with `tapes`".to_owned()),
+            (None, None) => None,
+            (Some(paths), match_on) => Some(TapeSet {
+                paths,
+                match_on: match_on.unwrap_or_default(),
+            }),
+        };
         Ok(Scope {
             test: self.test,
             mode,
             repeats,
             sharing,
+            tapes,
         })
     }
 }
@@ -261,9 +281,21 @@ pub(super) struct Tally {
     /// What a reporting read told.
     #[serde(skip)]
     told: Told,
+    /// What the test's vcrpy tapes answered, for a proxy that answers from them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adopt: Option<TapeReport>,
 }
 
 impl Tally {
+    /// Adds what the test's vcrpy tapes answered (a proxy that answers from tapes); `end`
+    /// forgets them, as the test ends.
+    pub(super) fn with_tapes(mut self, recorder: &Recorder, end: bool) -> Tally {
+        if let Some(test) = &self.test {
+            self.adopt = recorder.tape_report(test, end);
+        }
+        self
+    }
+
     fn note_key(&mut self, key: String) {
         if !self.keys.contains(&key) {
             self.keys.push(key);
@@ -326,6 +358,9 @@ impl Tally {
                     });
                 }
             }
+            // A test's are named in its tally's `adopt` report, once per distinct request; one
+            // outside any test has no report, and is named here.
+            Error::Unanswered { .. } if self.test.is_some() => self.errors += 1,
             _ => {
                 self.errors += 1;
                 if self.failed.len() < KEPT {
@@ -488,6 +523,25 @@ impl Scopes {
             .get(id)
             .map(|e| e.scope.clone())
             .unwrap_or_default()
+    }
+
+    /// Begins the test `scope` names in scope `id` for `recorder`, which reads the test's
+    /// tapes when it answers from tapes; `Err` when the recorder cannot begin it (the scope is
+    /// begun all the same, its problem noted, so that the test fails naming it).
+    pub(super) fn begin_with(
+        &self,
+        recorder: &Recorder,
+        id: &str,
+        scope: Scope,
+        bypassed: &[Bypassed],
+    ) -> Result<(), String> {
+        let begun = recorder.begin(&scope);
+        self.begin(id, scope, bypassed);
+        begun.map_err(|err| {
+            let reason = crate::error::report(&err);
+            self.count(id, |tally| tally.control_error(reason.clone()));
+            reason
+        })
     }
 
     /// Begins a test in scope `id`, forgetting what the scope saw before.
@@ -698,7 +752,7 @@ mod tests {
             test: Some("t".into()),
             mode: mode.map(str::to_owned),
             repeats: repeats.map(str::to_owned),
-            sharing: None,
+            ..Begin::default()
         };
         let scope = begin(Some("replay"), Some("sequence")).scope().unwrap();
         assert_eq!(scope.sharing, Sharing::Shared);
@@ -783,5 +837,27 @@ mod tests {
             tally.headline.as_deref(),
             Some("an MCP request: no recording")
         );
+    }
+
+    #[test]
+    fn a_begin_names_a_tests_tapes_and_their_match_on() {
+        let line = br#"{"op":"begin","scope":"default","test":"t","tapes":["a.yaml","b.yaml"],"match_on":["method","body"]}"#;
+        match Control::parse(line).unwrap() {
+            Control::Begin { scope, .. } => assert_eq!(
+                scope.tapes,
+                Some(TapeSet {
+                    paths: vec!["a.yaml".into(), "b.yaml".into()],
+                    match_on: vec!["method".into(), "body".into()],
+                })
+            ),
+            other => panic!("{other:?}"),
+        }
+        let line = br#"{"op":"begin","scope":"default","test":"t","tapes":[]}"#;
+        match Control::parse(line).unwrap() {
+            Control::Begin { scope, .. } => assert_eq!(scope.tapes, Some(TapeSet::default())),
+            other => panic!("{other:?}"),
+        }
+        let line = br#"{"op":"begin","scope":"default","match_on":["body"]}"#;
+        assert!(Control::parse(line).unwrap_err().contains("`match_on`"));
     }
 }

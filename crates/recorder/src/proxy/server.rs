@@ -203,17 +203,18 @@ impl AppState {
         };
         match line.and_then(Control::parse) {
             Ok(Control::Begin { id, scope }) => {
-                if let Some(test) = &scope.test {
-                    self.recorder.begin_test(test);
-                }
-                scopes.begin(&id, scope, &self.forward.bypassed());
+                // A test the recorder cannot begin is noted in its tally.
+                let bypassed = self.forward.bypassed();
+                let _ = scopes.begin_with(&self.recorder, &id, scope, &bypassed);
             }
             Ok(Control::End { id }) => {
                 let end = Read {
                     end: true,
                     ..Read::default()
                 };
-                scopes.read(&id, &self.forward.bypassed(), end);
+                scopes
+                    .read(&id, &self.forward.bypassed(), end)
+                    .with_tapes(&self.recorder, true);
             }
             // Whichever test runs now cannot be vouched for: the runner reads why.
             Err(reason) => scopes.count(DEFAULT_SCOPE, |tally| tally.control_error(reason)),
@@ -832,10 +833,9 @@ async fn control(
                 Ok(scope) => scope,
                 Err(reason) => return bad_request(&reason),
             };
-            if let Some(test) = &scope.test {
-                state.recorder.begin_test(test);
+            if let Err(reason) = scopes.begin_with(&state.recorder, &id, scope, &bypassed) {
+                return bad_request(&reason);
             }
-            scopes.begin(&id, scope, &bypassed);
             json_response(StatusCode::OK, &json!({"scope": id}))
         }
         Method::GET | Method::DELETE => {
@@ -867,7 +867,10 @@ async fn control(
                 recorded,
                 refused,
             };
-            json_response(StatusCode::OK, &json!(scopes.read(&id, &bypassed, read)))
+            let tally = scopes
+                .read(&id, &bypassed, read)
+                .with_tapes(&state.recorder, end);
+            json_response(StatusCode::OK, &json!(tally))
         }
         _ => error_response(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -1,7 +1,7 @@
 //! How deeply a YAML text nests flow collections (`[[[...`, `{a: {a: ...`), found in one
 //! linear pass before the YAML library sees the text: its parser takes time quadratic in that
 //! depth (400 KB of brackets took over a minute) before its own recursion limit answers. A
-//! vcrpy cassette nests a few levels; `cassette import` refuses anything past [`MAX_DEPTH`].
+//! vcrpy cassette nests a few levels; the reader refuses anything past [`MAX_DEPTH`].
 //!
 //! The scan knows just enough YAML to not count brackets that are text: quoted scalars
 //! (`'...'` with `''`, `"..."` with `\` escapes, across lines), comments, block scalars
@@ -10,8 +10,8 @@
 //! starts (after `key: `, `- `, `? `, an anchor or tag, or at the start of a line), and inside
 //! a flow collection every bracket outside quotes counts.
 
-/// The deepest flow nesting `cassette import` reads.
-pub(crate) const MAX_DEPTH: usize = 64;
+/// The deepest flow nesting read.
+pub const MAX_DEPTH: usize = 64;
 
 /// Where a text nests flow collections more than `limit` deep: the 1-based line and column of
 /// the bracket that goes past it.

@@ -1,0 +1,485 @@
+//! Adopt: a recorder that answers what it forwards from the running test's vcrpy tapes instead
+//! of an upstream ([`Answers::Tapes`](crate::config::Answers)). A test runner names a test's
+//! tapes and its `match_on` when the test's scope begins ([`TapeSet`]); each request the mode
+//! forwards is answered by the first unplayed interaction of those tapes that vcrpy's matchers
+//! find alike (`cassette-vcr`, the reader `cassette import` uses too), and the answer goes down
+//! the recorder's one write path like any upstream answer (sealed, stored create-only,
+//! counted). A request no interaction answers gets no answer at all
+//! ([`Error::Unanswered`]): nothing is stored for it, and nothing connects anywhere.
+//!
+//! Per test the deck notes what each answer's tape request differs in from today's request,
+//! in the key's terms and rendered as a miss explanation renders its differences (the drift
+//! vcrpy's default matching never looked at), what it could not answer, and what of its tapes
+//! could not be read; the runner reads that with the test's tally ([`TapeReport`]).
+
+use crate::config::Route;
+use crate::error::Error;
+use crate::miss::redacted_material;
+use cassette_review::render::difference_lines;
+use crate::scope::TapeSet;
+use bytes::Bytes;
+use cassette_keying::KeyConfig;
+use cassette_tape::redact::Redactor;
+use cassette_tape::Request;
+use cassette_vcr::{Interaction, MatchOn, Sent};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// How many unanswered requests and unreadable tapes a test's report keeps with their text.
+const KEPT: usize = 50;
+
+/// The tapes of the tests running now, by test.
+#[derive(Default)]
+pub(crate) struct TapeDeck {
+    tests: Mutex<HashMap<String, Playing>>,
+}
+
+/// One test's tapes and what it asked of them.
+struct Playing {
+    /// The tapes as the runner named them, and whether any of them exists.
+    tapes: Vec<String>,
+    present: bool,
+    match_on: MatchOn,
+    slots: Vec<Slot>,
+    report: TapeReport,
+}
+
+/// One interaction of a test's tapes.
+struct Slot {
+    /// The tape it is on, as named.
+    tape: String,
+    /// Its place on that tape, from 1.
+    number: usize,
+    interaction: Interaction,
+    played: bool,
+}
+
+/// What a test's tapes answered, for its runner (the adopt report).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct TapeReport {
+    /// The tapes named for the test.
+    tapes: Vec<String>,
+    /// Its `match_on`, as named.
+    match_on: Vec<String>,
+    /// The matchers of `match_on` that are not vcrpy's, and not applied.
+    matchers_not_applied: Vec<String>,
+    /// Each answer: the request, the interaction that answered it and how the tape's request
+    /// differs from it.
+    adopted: Vec<Adopted>,
+    /// Requests no interaction answered, each once.
+    unmatched: Vec<String>,
+    /// Tapes that could not be read at all.
+    errors: Vec<String>,
+    /// Interactions that could not be read, and what was left out of the others.
+    skipped: Vec<String>,
+    /// Interactions no request asked for.
+    unused_interactions: usize,
+}
+
+/// One answer from a tape.
+#[derive(Debug, Clone, Serialize)]
+struct Adopted {
+    /// Today's request, as the vendor would have seen it (without credentials).
+    request: String,
+    /// The tape that answered, and the interaction on it, from 1.
+    tape: String,
+    interaction: usize,
+    /// What the tape's request differs in from today's, one difference a line.
+    drift: Vec<String>,
+}
+
+/// A tape's answer to a request.
+pub(crate) struct TapeAnswer {
+    /// The vendor's URL the request stands for, without credentials.
+    pub(crate) endpoint: String,
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Bytes,
+}
+
+impl TapeDeck {
+    fn tests(&self) -> MutexGuard<'_, HashMap<String, Playing>> {
+        // Every update is one call that cannot panic half-way; a poisoned lock is still whole.
+        self.tests.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Begins `test` with its tapes (none named: every request it sends goes unanswered),
+    /// reading them now: a tape that cannot be read is noted for the test.
+    pub(crate) fn begin(&self, test: &str, set: Option<&TapeSet>, redactor: &Redactor) {
+        let set = set.cloned().unwrap_or_default();
+        let match_on = MatchOn::parse(&set.match_on);
+        let mut report = TapeReport {
+            tapes: set.paths.clone(),
+            match_on: match_on.names(),
+            matchers_not_applied: match_on.unknown.clone(),
+            ..TapeReport::default()
+        };
+        let mut slots = Vec::new();
+        let mut present = false;
+        for tape in &set.paths {
+            let Some(read) = read_tape(tape) else {
+                continue;
+            };
+            present = true;
+            let interactions = match read {
+                Ok(interactions) => interactions,
+                Err(err) => {
+                    let line = format!("cannot read the vcrpy tape {tape}: {err}");
+                    report.errors.push(redactor.text(&line));
+                    continue;
+                }
+            };
+            for (i, interaction) in interactions.into_iter().enumerate() {
+                let number = i + 1;
+                match interaction {
+                    Ok(interaction) => {
+                        for what in &interaction.left_out {
+                            report
+                                .skipped
+                                .push(format!("{tape} interaction {number}: {what}"));
+                        }
+                        slots.push(Slot {
+                            tape: tape.clone(),
+                            number,
+                            interaction,
+                            played: false,
+                        });
+                    }
+                    Err(err) => report.skipped.push(redactor.text(&format!(
+                        "{tape} interaction {number} cannot be read: {err}; skipped it"
+                    ))),
+                }
+            }
+        }
+        let playing = Playing {
+            tapes: set.paths,
+            present,
+            match_on,
+            slots,
+            report,
+        };
+        self.tests().insert(test.to_owned(), playing);
+    }
+
+    /// What `test`'s tapes answered so far; `end` forgets the test.
+    pub(crate) fn report(&self, test: &str, end: bool) -> Option<TapeReport> {
+        let mut tests = self.tests();
+        let playing = tests.get(test)?;
+        let mut report = playing.report.clone();
+        report.unused_interactions = playing.slots.iter().filter(|s| !s.played).count();
+        if end {
+            tests.remove(test);
+        }
+        Some(report)
+    }
+
+    /// The first unplayed interaction of `test`'s tapes that its `match_on` finds alike with
+    /// `sent` (`shown`, as the vendor would have seen it, for messages), played: noted with
+    /// the `drift` of its request. `Err` says why nothing answers, as the test's report does.
+    fn play(
+        &self,
+        test: Option<&str>,
+        sent: &Sent<'_>,
+        shown: &str,
+        drift: impl FnOnce(&Interaction) -> Vec<String>,
+    ) -> Result<Interaction, String> {
+        let Some(test) = test else {
+            return Err(format!("{shown} was sent outside any test"));
+        };
+        let mut tests = self.tests();
+        let Some(playing) = tests.get_mut(test) else {
+            return Err(format!(
+                "{shown} was sent by test `{test}`, which was begun without its tapes"
+            ));
+        };
+        let found = playing
+            .slots
+            .iter_mut()
+            .find(|slot| !slot.played && playing.match_on.matches(sent, &slot.interaction));
+        if let Some(slot) = found {
+            slot.played = true;
+            let adopted = Adopted {
+                request: shown.to_owned(),
+                tape: slot.tape.clone(),
+                interaction: slot.number,
+                drift: drift(&slot.interaction),
+            };
+            let interaction = slot.interaction.clone();
+            playing.report.adopted.push(adopted);
+            return Ok(interaction);
+        }
+        let names = match playing.tapes.is_empty() {
+            true => "(no tape)".to_owned(),
+            false => playing.tapes.join(", "),
+        };
+        let mut why = if playing.present {
+            format!(
+                "no unused interaction of {names} matches {shown} on {}",
+                playing.match_on.names().join(", ")
+            )
+        } else {
+            format!("no vcrpy tape for this test ({names} does not exist), asked for {shown}")
+        };
+        let unread = playing
+            .report
+            .skipped
+            .iter()
+            .filter(|line| line.ends_with("; skipped it"))
+            .count();
+        if unread > 0 {
+            why.push_str(&format!(
+                " ({unread} interaction(s) of its tapes could not be read)"
+            ));
+        }
+        let unmatched = &mut playing.report.unmatched;
+        // A client that retries what got no answer asks again: named once.
+        if !unmatched.contains(&why) && unmatched.len() < KEPT {
+            unmatched.push(why.clone());
+        }
+        Err(why)
+    }
+}
+
+/// A tape's interactions as read, each converted or its error.
+type Read = Vec<Result<Interaction, cassette_vcr::Error>>;
+
+/// A tape's interactions, `None` when there is no such file; `Err` says why it cannot be read.
+fn read_tape(tape: &str) -> Option<Result<Read, String>> {
+    let path = std::path::Path::new(tape);
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => meta,
+        Ok(_) => return None,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(err) => return Some(Err(err.to_string())),
+    };
+    if meta.len() > cassette_vcr::MAX_TAPE_BYTES {
+        let err = cassette_vcr::Error::TooLarge {
+            size: meta.len(),
+            limit: cassette_vcr::MAX_TAPE_BYTES,
+        };
+        return Some(Err(err.to_string()));
+    }
+    Some(match std::fs::read_to_string(path) {
+        Ok(text) => cassette_vcr::read(&text).map_err(|e| e.to_string()),
+        Err(err) => Err(err.to_string()),
+    })
+}
+
+/// Answers `request` (routed, its path spelled as its route's API spells it) from the tapes of
+/// `test`, as the route's upstream would have been asked it.
+pub(crate) fn answer(
+    deck: &TapeDeck,
+    route: &Route,
+    request: &Request,
+    test: Option<&str>,
+    key: &KeyConfig,
+    redactor: &Redactor,
+) -> Result<TapeAnswer, Error> {
+    let endpoint = crate::upstream::join_url(&route.base_url, &request.path, &request.query);
+    let unanswered = |reason: String| Error::Unanswered {
+        reason: redactor.text(&reason),
+    };
+    let uri = url::Url::parse(&endpoint)
+        .map_err(|e| unanswered(format!("the route's URL {endpoint} does not parse: {e}")))?;
+    let method = request.method.to_ascii_uppercase();
+    let sent = Sent {
+        method: &method,
+        uri: &uri,
+        headers: &request.headers,
+        body: &request.body,
+    };
+    let endpoint = redactor.url(&endpoint);
+    let shown = format!("{method} {endpoint}");
+    let drift = |recorded: &Interaction| drift(route, request, recorded, key, redactor);
+    let played = deck.play(test, &sent, &shown, drift).map_err(unanswered)?;
+    Ok(TapeAnswer {
+        endpoint,
+        status: played.status,
+        headers: played.response_headers,
+        body: played.response_body,
+    })
+}
+
+/// What the tape's request differs in from today's `request`, in the key's terms (each
+/// material redacted as a recording would store it), one difference a line as a miss
+/// explanation shows them.
+fn drift(
+    route: &Route,
+    request: &Request,
+    recorded: &Interaction,
+    key: &KeyConfig,
+    redactor: &Redactor,
+) -> Vec<String> {
+    let path = route
+        .local_path(&recorded.uri)
+        .unwrap_or_else(|| recorded.uri.path().to_owned());
+    let then = Request {
+        target: request.target.clone(),
+        method: recorded.method.clone(),
+        path: route.api_path(&path).into_owned(),
+        query: recorded.uri.query().unwrap_or("").to_owned(),
+        headers: recorded.request_headers.clone(),
+        body: recorded.request_body.clone(),
+    };
+    let before = redacted_material(&then.key(key).material, redactor);
+    let after = redacted_material(&request.key(key).material, redactor);
+    let differences: Vec<_> = cassette_keying::diff(&before, &after)
+        .into_iter()
+        .filter(|d| d.path != "system_sha256")
+        .collect();
+    difference_lines(&differences)
+        .iter()
+        .map(|line| redactor.text(line))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tape(dir: &std::path::Path, name: &str, text: &str) -> String {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    const CHAT: &str = "https://api.openai.com/v1/chat/completions";
+
+    fn interaction(question: &str, answer: &str) -> String {
+        format!(
+            "- request:\n    body: '{{\"model\":\"m\",\"messages\":[{{\"role\":\"user\",\"content\":\"{question}\"}}]}}'\n    headers: {{Content-Type: [application/json]}}\n    method: POST\n    uri: {CHAT}\n  response:\n    body: {{string: '{{\"answer\":\"{answer}\"}}'}}\n    headers: {{Content-Type: [application/json]}}\n    status: {{code: 200, message: OK}}\n"
+        )
+    }
+
+    fn ask(question: &str) -> Request {
+        Request::post_json(
+            "/v1/chat/completions",
+            &serde_json::json!({"model": "m", "messages": [{"role": "user", "content": question}]}),
+        )
+    }
+
+    fn play(deck: &TapeDeck, test: Option<&str>, request: &Request) -> Result<String, Error> {
+        let route = Route::new("default", "https://api.openai.com");
+        let redactor = Redactor::default();
+        let answer = answer(
+            deck,
+            &route,
+            request,
+            test,
+            &KeyConfig::default(),
+            &redactor,
+        )?;
+        Ok(String::from_utf8_lossy(&answer.body).into_owned())
+    }
+
+    #[test]
+    fn interactions_answer_once_each_in_order_and_drift_is_keyed() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "interactions:\n{}{}{}version: 1\n",
+            interaction("Name a colour.", "teal"),
+            interaction("Name a colour.", "amber"),
+            interaction("Name a city.", "Paris")
+        );
+        let path = tape(dir.path(), "t.yaml", &text);
+        let deck = TapeDeck::default();
+        let set = TapeSet {
+            paths: vec![path.clone()],
+            match_on: Vec::new(),
+        };
+        deck.begin("t", Some(&set), &Redactor::default());
+        let colour = ask("Name a colour.");
+        assert_eq!(
+            play(&deck, Some("t"), &colour).unwrap(),
+            r#"{"answer":"teal"}"#
+        );
+        assert_eq!(
+            play(&deck, Some("t"), &colour).unwrap(),
+            r#"{"answer":"amber"}"#
+        );
+        // vcrpy's default match_on reads no body: the third interaction answers.
+        assert_eq!(
+            play(&deck, Some("t"), &colour).unwrap(),
+            r#"{"answer":"Paris"}"#
+        );
+        let err = play(&deck, Some("t"), &colour).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "no unused interaction of {path} matches POST {CHAT} on method, scheme, host, \
+                 port, path, query"
+            )),
+            "{err}"
+        );
+        let report = deck.report("t", true).unwrap();
+        assert_eq!(report.adopted[0].drift, Vec::<String>::new());
+        assert_eq!(
+            report.adopted[2].drift,
+            [r#"body.messages[0].content: "Name a city." -> "Name a colour.""#]
+        );
+        assert_eq!(report.unmatched.len(), 1);
+        assert_eq!(report.unused_interactions, 0);
+        assert!(deck.report("t", false).is_none(), "ended");
+    }
+
+    #[test]
+    fn a_broken_interaction_is_skipped_and_a_broken_tape_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = interaction("Hi", "hello");
+        let broken = "- request: {method: POST, uri: 'https://api.openai.com/v1/chat/completions', body: '{}'}\n  response: {status: {code: 200}, headers: {content-encoding: [zstd]}, body: {string: x}}\n";
+        let tape_path = tape(
+            dir.path(),
+            "t.yaml",
+            &format!("interactions:\n{broken}{good}version: 1\n"),
+        );
+        let hostile = tape(dir.path(), "h.yaml", &"interactions: [".repeat(5000));
+        let missing = dir.path().join("none.yaml").to_string_lossy().into_owned();
+        let deck = TapeDeck::default();
+        let set = TapeSet {
+            paths: vec![tape_path.clone(), hostile.clone(), missing],
+            match_on: vec!["method".into(), "body".into(), "custom".into()],
+        };
+        deck.begin("t", Some(&set), &Redactor::default());
+        assert_eq!(
+            play(&deck, Some("t"), &ask("Hi")).unwrap(),
+            r#"{"answer":"hello"}"#
+        );
+        let err = play(&deck, Some("t"), &ask("Bye")).unwrap_err().to_string();
+        assert!(
+            err.contains("(1 interaction(s) of its tapes could not be read)"),
+            "{err}"
+        );
+        let report = deck.report("t", false).unwrap();
+        assert_eq!(report.adopted[0].interaction, 2);
+        assert_eq!(report.matchers_not_applied, ["custom"]);
+        assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+        assert!(
+            report.skipped[0].starts_with(&format!(
+                "{tape_path} interaction 1 cannot be read: the answer is zstd-encoded"
+            )),
+            "{:?}",
+            report.skipped
+        );
+        assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+        assert!(
+            report.errors[0].starts_with(&format!(
+                "cannot read the vcrpy tape {hostile}: not a vcrpy cassette"
+            )),
+            "{:?}",
+            report.errors
+        );
+        // Outside any test, or in a test begun without tapes: no answer.
+        assert!(play(&deck, None, &ask("Hi"))
+            .unwrap_err()
+            .to_string()
+            .contains("outside any test"));
+        deck.begin("bare", None, &Redactor::default());
+        let err = play(&deck, Some("bare"), &ask("Hi"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no vcrpy tape for this test ((no tape) does not exist)"),
+            "{err}"
+        );
+    }
+}
