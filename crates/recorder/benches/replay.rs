@@ -13,7 +13,7 @@ mod support;
 
 use cassette_recorder::cassette::Cassette;
 use cassette_recorder::{Mode, Recorder, RecorderConfig, Request};
-use cassette_store::DynStore;
+use cassette_store::{DynStore, StoreExt};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::hint::black_box;
