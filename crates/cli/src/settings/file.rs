@@ -1,8 +1,9 @@
 //! `cassette.toml`: the settings a team checks in next to its tests. Found in the working
 //! directory or its nearest parent (or named by `--config` / `CASSETTE_CONFIG`; `--no-config`
-//! ignores it; `locate.rs` finds and reads it safely), parsed strictly and validated whole before any store, socket or upstream is
-//! touched: an unknown key, a malformed value, a bad regex or JSON path is an error naming the
-//! file, line and column and what to write instead. See docs/settings.md.
+//! ignores it; `locate.rs` finds and reads it safely), parsed strictly and validated whole
+//! before any store, socket or upstream is touched: an unknown key, a malformed value, a bad
+//! regex or JSON path is an error naming the file, line and column and what to write instead.
+//! See docs/settings.md.
 //!
 //! The file is one source of the raw settings layer, below flags and environment variables and
 //! above the defaults. Relative paths in it (and the default store) resolve against the file's
