@@ -23,7 +23,6 @@ use crate::config::DEFAULT_TARGET;
 use crate::engine::Recorder;
 use crate::engine::Stats;
 use crate::error::{report, Error};
-use crate::response::Source;
 use answer::{error_response, json_response, outcome_response, Asker};
 use axum::extract::{Request as HttpRequest, State};
 use axum::http::StatusCode;
@@ -446,13 +445,7 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
                 scopes.count(id, |tally| tally.outcome(&outcome));
             }
             let key = outcome.key.clone();
-            let answered = match outcome.source {
-                Source::Replayed => Answered::Replayed,
-                Source::Recorded => Answered::Recorded,
-                Source::Recording => Answered::Recording,
-                Source::PassedThrough => Answered::PassedThrough,
-                Source::Missed => Answered::Missed,
-            };
+            let answered = Answered::from(outcome.source);
             let response = outcome_response(outcome);
             if let Some(asked) = asked {
                 // An MCP route answers its miss as a JSON-RPC error: its explanation is in the

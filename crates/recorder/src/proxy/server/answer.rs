@@ -6,7 +6,7 @@
 use super::AppState;
 use crate::error::{report, Error};
 use crate::proxy::config::retries_409;
-use crate::response::{Outcome, ResponseBody, Source};
+use crate::response::{Outcome, ResponseBody};
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -78,14 +78,7 @@ pub(super) fn outcome_response(outcome: Outcome) -> Response {
             headers.append(name, value);
         }
     }
-    let source = match source {
-        Source::Replayed => "replayed",
-        Source::Recorded => "recorded",
-        Source::Recording => "recording",
-        Source::PassedThrough => "passed-through",
-        Source::Missed => "missed",
-    };
-    headers.insert("x-cassette", HeaderValue::from_static(source));
+    headers.insert("x-cassette", HeaderValue::from_static(source.as_str()));
     if let Ok(value) = HeaderValue::from_str(key.as_str()) {
         headers.insert("x-cassette-key", value);
     }
