@@ -31,8 +31,9 @@ def product_text(file: Path) -> str:
     text = file.read_text()
     cut = text.find("#[cfg(test)]\nmod tests")
     text = text if cut < 0 else text[:cut]
-    # Comments (doc links included) name no dependency.
-    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+    # Comments (doc links included) name no dependency, nor does a visibility (`pub(in crate::x)`).
+    text = "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+    return re.sub(r"\bpub\(in [^)]*\)", "pub", text)
 
 
 def resolve(modules: dict[tuple[str, ...], Path], path: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -84,7 +85,6 @@ def crate_cycles(src: Path) -> list[list[str]]:
         text = re.sub(r"\bpub(?:\([a-z]+\))?\s+use\s+[^;]+;", "", texts[module])
         paths: list[tuple[str, list[str]]] = []
         for m in USE_GROUP.finditer(text):
-            prefix = []
             for item in re.split(r",", re.sub(r"\{[^{}]*\}", "", m.group(2))):
                 item = item.strip().split(" as ")[0].strip()
                 if item and item != "self":

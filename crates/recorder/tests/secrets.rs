@@ -277,7 +277,10 @@ async fn multipart_form_and_binary_bodies_keep_no_credentials() {
 #[tokio::test]
 async fn a_repeated_content_type_is_read_by_its_first_value_when_sealing() {
     let upstream = Upstream::start().await;
-    upstream.answer("/oauth/token", Answer::json(json!({"token_type": "bearer"})));
+    upstream.answer(
+        "/oauth/token",
+        Answer::json(json!({"token_type": "bearer"})),
+    );
     let store = memory();
     let rec = recorder(Mode::Record, &upstream, &store);
     let outcome = rec

@@ -1,9 +1,10 @@
 //! The proxy's HTTP server (axum routes on hyper connections of our own, for the header
-//! timeout and the connection limit): what every handler shares (`AppState`), the accept loop,
-//! the routes, and the handler that turns a request for an upstream into a recorder request
-//! and its outcome back into an answer. Nothing outside this module sees an axum or hyper type.
+//! timeout and the connection limit): the accept loop, the routes, and the handler that turns
+//! a request for an upstream into a recorder request and its outcome back into an answer.
+//! Nothing outside this module sees an axum or hyper type.
 //!
-//! Its steps live beside it: refusing strangers (`guard.rs`: foreign `Host`, browser origins,
+//! What every handler shares is `state.rs` (`AppState`), which depends on no other file here.
+//! The steps live beside it: refusing strangers (`guard.rs`: foreign `Host`, browser origins,
 //! CORS preflights), reading a request (`incoming.rs`: routing, the body limit and timeout),
 //! the test runners' control endpoint and pipe lines (`control.rs`), and every answer the proxy
 //! writes, outcomes and errors alike (`answer.rs`).
@@ -12,16 +13,13 @@ mod answer;
 mod control;
 mod guard;
 mod incoming;
+mod state;
 
-use super::config::{parse_origin, Advice, ControlPipe, Exposure, ProxyConfig};
-use super::forward::{self, Bypassed, Forwarder};
-use super::journal::{Answered, Book, JournalEntry};
-#[cfg(unix)]
-use super::pipe::Pipe;
-use super::scopes::{Notices, Scopes};
-use crate::config::DEFAULT_TARGET;
-use crate::engine::Recorder;
-use crate::engine::Stats;
+pub use state::ProxyStats;
+pub(super) use state::{open_pipe, AppState};
+
+use super::forward;
+use super::journal::{Answered, JournalEntry};
 use crate::error::{report, Error};
 use answer::{error_response, json_response, outcome_response, Asker};
 use axum::extract::{Request as HttpRequest, State};
@@ -36,161 +34,15 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use incoming::{read_request, route};
-use serde::Serialize;
 use serde_json::json;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-/// Counters of the proxy: the recorder's plus the requests the proxy received.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct ProxyStats {
-    /// Requests received for upstream paths (health and stats requests, and forward-proxy
-    /// requests for other hosts, not counted).
-    pub requests: u64,
-    /// The recorder's counters.
-    #[serde(flatten)]
-    pub recorder: Stats,
-    /// Forward-proxy requests for other hosts, by host: traffic that bypassed the base URL
-    /// (allowed hosts not counted).
-    pub bypassed: Vec<Bypassed>,
-}
-
-impl ProxyStats {
-    /// How many requests bypassed the base URL, over all hosts.
-    pub fn bypass_count(&self) -> u64 {
-        self.bypassed.iter().map(Bypassed::requests).sum()
-    }
-}
-
-/// What every request handler shares.
-pub(super) struct AppState {
-    pub(super) recorder: Recorder,
-    max_body: usize,
-    advice: Option<Advice>,
-    /// Mounted route names (every configured route except `default`).
-    mounts: Vec<String>,
-    /// The route of a request whose path names none.
-    unrouted: String,
-    pub(super) requests: AtomicU64,
-    /// The address the proxy listens on: a request naming it is addressed to the proxy.
-    listen: SocketAddr,
-    exposure: Exposure,
-    /// Lowercased host names accepted besides loopback ones.
-    allowed_hosts: Vec<String>,
-    /// Browser origins served, normalized (`scheme://host[:port]`, lowercase).
-    allowed_origins: Vec<String>,
-    header_timeout: Duration,
-    body_timeout: Duration,
-    max_connections: usize,
-    /// The status a replay miss is answered with.
-    miss_status: StatusCode,
-    /// The status a replay miss is answered with for clients that retry a 409.
-    retrying_miss_status: Option<StatusCode>,
-    /// Forward-proxy requests: the traffic that bypassed the base URL.
-    pub(super) forward: Forwarder,
-    /// One entry per request answered, when the journal is kept.
-    pub(super) journal: Book,
-    /// Test scopes, when a control token was configured.
-    scopes: Option<Scopes>,
-    /// The control pipe (stdin), when the runner that started the proxy speaks through it.
-    #[cfg(unix)]
-    pipe: Option<Pipe>,
-}
-
-/// Where there are no Unix pipes, a placeholder: the control pipe setting is refused there.
-#[cfg(not(unix))]
-pub(super) struct Pipe;
-
-/// The proxy's stdin as a control pipe, when `config` asks for one.
-pub(super) fn open_pipe(config: &ProxyConfig) -> Result<Option<Pipe>, Error> {
-    if config.control_pipe == ControlPipe::Off {
-        return Ok(None);
-    }
-    #[cfg(unix)]
-    {
-        Pipe::stdin().map(Some).map_err(|e| {
-            tracing::warn!("cannot use stdin as the control pipe: {e}");
-            Error::InvalidSetting {
-                setting: crate::error::Setting::ControlPipe,
-                reason: "stdin must be a pipe the test runner that started the proxy writes to",
-            }
-        })
-    }
-    #[cfg(not(unix))]
-    Ok(None)
-}
-
 impl AppState {
-    /// The counters now.
-    pub(super) fn stats(&self) -> ProxyStats {
-        ProxyStats {
-            requests: self.requests.load(Ordering::Relaxed),
-            recorder: self.recorder.stats(),
-            bypassed: self.forward.bypassed(),
-        }
-    }
-
-    pub(super) fn new(
-        recorder: Recorder,
-        config: &ProxyConfig,
-        own: SocketAddr,
-        pipe: Option<Pipe>,
-    ) -> AppState {
-        #[cfg(not(unix))]
-        let _ = pipe;
-        let notices = match config.control_pipe {
-            ControlPipe::Off => Notices::Off,
-            ControlPipe::Stdio => Notices::Stdout,
-        };
-        let mounts = recorder
-            .config()
-            .routes
-            .iter()
-            .map(|r| r.name.clone())
-            .filter(|name| name != DEFAULT_TARGET)
-            .collect();
-        AppState {
-            recorder,
-            max_body: config.max_body,
-            advice: config.advice,
-            mounts,
-            unrouted: config.unrouted.clone(),
-            requests: AtomicU64::new(0),
-            listen: own,
-            exposure: config.exposure,
-            allowed_hosts: config
-                .allowed_hosts
-                .iter()
-                .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
-                .collect(),
-            allowed_origins: config
-                .allowed_origins
-                .iter()
-                .filter_map(|o| parse_origin(o).ok())
-                .collect(),
-            header_timeout: config.header_timeout,
-            body_timeout: config.body_timeout,
-            max_connections: config.max_connections,
-            miss_status: StatusCode::from_u16(config.miss_status).unwrap_or(StatusCode::CONFLICT),
-            retrying_miss_status: config
-                .retrying_miss_status
-                .and_then(|s| StatusCode::from_u16(s).ok()),
-            forward: Forwarder::new(config.forwarding.clone(), own),
-            journal: Book::new(config.journal),
-            scopes: config
-                .control_token
-                .clone()
-                .map(|token| Scopes::new(token, notices)),
-            #[cfg(unix)]
-            pipe,
-        }
-    }
-
     /// Follows the control pipe's messages written so far, in order (every request does
     /// first: see [`super::pipe`]).
     fn follow_pipe(&self) {

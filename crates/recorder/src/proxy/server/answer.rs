@@ -3,7 +3,7 @@
 //! as JSON in the shape the client's SDK parses (Ollama's own for Ollama clients), a miss with
 //! the status its client will not retry.
 
-use super::AppState;
+use super::state::AppState;
 use crate::error::{report, Error};
 use crate::proxy::config::retries_409;
 use crate::response::{Outcome, ResponseBody};

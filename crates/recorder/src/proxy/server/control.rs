@@ -3,7 +3,7 @@
 //! `/_scope/ID/` prefix that puts a request in a scope.
 
 use super::answer::{bad_request, error_response, json_response};
-use super::AppState;
+use super::state::AppState;
 #[cfg(unix)]
 use crate::proxy::scopes::Control;
 use crate::proxy::scopes::{self, Begin, Scopes, DEFAULT_SCOPE};

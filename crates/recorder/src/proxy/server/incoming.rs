@@ -3,7 +3,7 @@
 //! timeout, and headers HTTP can carry on; the result is the one owned [`Request`].
 
 use super::answer::bad_request;
-use super::AppState;
+use super::state::AppState;
 use crate::error::Error;
 use axum::body::Body;
 use axum::extract::Request as HttpRequest;
