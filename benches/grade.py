@@ -33,8 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "sdk")]
 
-from cassette_cli import GradeSession, expect
-from fake_judge import FakeJudge
+# Imported from the two folders just put on the path.
+from cassette_cli import GradeSession, expect  # noqa: E402
+from fake_judge import FakeJudge  # noqa: E402
 
 
 def main() -> int:

@@ -114,7 +114,7 @@ def exec_(cassette, store_url, args, env=None, prefix=()):
 
 
 def bypass_line(stderr: str) -> str:
-    lines = [l for l in stderr.splitlines() if "bypassed the base URL and" in l]
+    lines = [line for line in stderr.splitlines() if "bypassed the base URL and" in line]
     assert len(lines) == 1, stderr
     return lines[0]
 
@@ -138,7 +138,7 @@ def test_a_hard_coded_vendor_url_is_refused_in_replay_and_exits_2(cassette, stor
     # exec set the variable; the client (its URL hard-coded) went around it, and is told so.
     assert "api.openai.com:443 (exec set OPENAI_BASE_URL=http://127.0.0.1:" in line, line
     assert "given its base URL in code" in line, line
-    summary = [l for l in result.stderr.splitlines() if l.startswith("cassette exec (replay")]
+    summary = [line for line in result.stderr.splitlines() if line.startswith("cassette exec (replay")]
     assert len(summary) == 1 and "bypassed the base URL (requests bypassed the base URL in replay: exit 2)" in summary[0], result.stderr
 
 

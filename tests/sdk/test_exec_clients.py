@@ -165,8 +165,8 @@ def test_a_base_url_the_suite_deleted_is_named_as_set_by_exec(cassette, tmp_path
     store = "file://" + str(tmp_path / "tapes")
     result = exec_(cassette, store, ["--", sys.executable, script(tmp_path, "d.py", DELETES_BASE_URL)])
     assert result.returncode == 2, result.stderr
-    line = next(l for l in result.stderr.splitlines()
-                if l.startswith("cassette exec:") and "api.openai.com:443" in l)
+    line = next(line for line in result.stderr.splitlines()
+                if line.startswith("cassette exec:") and "api.openai.com:443" in line)
     assert "exec set OPENAI_BASE_URL=http://127.0.0.1:" in line, line
     assert "missing from the process that sent it" in line, line
     assert "(set OPENAI_BASE_URL" not in line, line
@@ -192,8 +192,8 @@ def test_telemetry_is_opted_out_and_tiktoken_is_named_as_a_helper_download(casse
     # The encoding download was refused (replay connects nowhere) and named apart from LLM calls.
     assert seen["tiktoken"] != "loaded"
     assert result.returncode == 2, result.stderr
-    line = next(l for l in result.stderr.splitlines()
-                if l.startswith("cassette exec:") and "openaipublic.blob.core.windows.net" in l)
+    line = next(line for line in result.stderr.splitlines()
+                if line.startswith("cassette exec:") and "openaipublic.blob.core.windows.net" in line)
     assert "helper download (not an LLM call)" in line, line
     assert "TIKTOKEN_CACHE_DIR" in line, line
     assert "bypassed the base URL" not in line, line

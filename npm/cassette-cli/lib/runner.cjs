@@ -34,7 +34,20 @@ function scopedEnv(ready, scope) {
   return out;
 }
 
-/** What a tally holds that fails a test (misses with their explanation, errors, bypasses). */
+/**
+ * A test's tally, as the proxy's control endpoint answers it (the members read here).
+ * @typedef {{
+ *   misses: number,
+ *   missed?: { request: string, key: string, summary?: string, explanation?: string[] }[],
+ *   failed?: string[],
+ *   bypassed?: { host: string, requests: number, refused: number }[],
+ * }} Tally
+ */
+
+/**
+ * What a tally holds that fails a test (misses with their explanation, errors, bypasses).
+ * @param {Tally} tally
+ */
 function problems(tally) {
   /** @type {string[]} */
   const lines = [];
@@ -67,7 +80,11 @@ function refusedLine(host, requests) {
   );
 }
 
-/** Whether `url` is for this machine or a host NO_PROXY lets clients reach directly. */
+/**
+ * Whether `url` is for this machine or a host NO_PROXY lets clients reach directly.
+ * @param {URL} url
+ * @param {string[]} noProxy
+ */
 function direct(url, noProxy) {
   const host = url.hostname.replace(/^\[|\]$/g, "").toLowerCase();
   if (host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\./.test(host)) return true;
