@@ -93,7 +93,9 @@ def crate_cycles(src: Path) -> list[list[str]]:
             rest = [p for p in m.group(2).split("::") if p and p != "{"]
             paths.append((m.group(1), rest))
         # `use child::...` in a module file names one of its own child modules.
-        for m in re.finditer(r"\buse\s+([a-z_][a-z0-9_]*)::((?:[A-Za-z_][A-Za-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*)?", text):
+        for m in re.finditer(
+            r"\buse\s+([a-z_][a-z0-9_]*)::((?:[A-Za-z_][A-Za-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*)?", text
+        ):
             if parent + (m.group(1),) in modules:
                 rest = [m.group(1)] + ([x for x in (m.group(2) or "").split("::") if x])
                 paths.append(("self", rest))
