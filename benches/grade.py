@@ -33,8 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "sdk")]
 
-from cassette_cli import GradeSession, expect
-from fake_judge import FakeJudge
+# Imported from the two folders just put on the path.
+from cassette_cli import GradeSession, expect  # noqa: E402
+from fake_judge import FakeJudge  # noqa: E402
 
 
 def main() -> int:
@@ -49,8 +50,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="grade-bench-"))
     (work / "cassette.toml").write_text(f'[routes.judge]\nupstream = "{judge.url}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CASSETTE_", "UPSTREAM_"))}
-    env.update(CASSETTE_CONFIG=str(work / "cassette.toml"), CASSETTE_STORE=f"file://{work / 'cassettes'}",
-               CASSETTE_JUDGE_ROUTE="judge", CASSETTE_JUDGE_MODEL="judge-1")
+    env.update(
+        CASSETTE_CONFIG=str(work / "cassette.toml"),
+        CASSETTE_STORE=f"file://{work / 'cassettes'}",
+        CASSETTE_JUDGE_ROUTE="judge",
+        CASSETTE_JUDGE_MODEL="judge-1",
+    )
     texts = [f"Answer {i}: I'm sorry, your refund {i} is on its way." for i in range(args.n)]
 
     recorder = GradeSession(["--mode", "record"], env=env, binary=args.binary)
@@ -62,8 +67,13 @@ def main() -> int:
 
     replay = GradeSession(["--mode", "replay"], env=env, binary=args.binary)
     expect("warm", session=replay).contains("warm")
-    proxy = subprocess.Popen([args.binary, "proxy", "--mode", "replay", "--listen", "127.0.0.1:0", "--ready", "json"],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proxy = subprocess.Popen(
+        [args.binary, "proxy", "--mode", "replay", "--listen", "127.0.0.1:0", "--ready", "json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proxy.stdout is not None
     proxy_url = json.loads(proxy.stdout.readline())["url"]
     relayed = GradeSession(["--mode", "replay"], env={**env, "CASSETTE_PROXY_URL": proxy_url}, binary=args.binary)
@@ -91,8 +101,14 @@ def main() -> int:
         started = time.perf_counter()
         for text in texts[: args.sample]:
             request = json.dumps({"text": text, "grader": "contains_intent", "expect": {"intent": "apology"}})
-            done = subprocess.run([args.binary, "grade", "--mode", "replay"], input=request, env=env,
-                                  capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                [args.binary, "grade", "--mode", "replay"],
+                input=request,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             assert done.returncode == 0, done.stderr
         spawned.append((time.perf_counter() - started) / args.sample)
     replay.close()
@@ -113,9 +129,11 @@ def main() -> int:
     print(row("judged, replayed, one `grade --jsonl` process behind a `cassette proxy`", behind_proxy))
     print(row("baseline: `contains`, same process", plain))
     print(row(f"baseline: judged, a `cassette grade` process each ({args.sample} a round)", spawned))
-    print(f"judged / contains: {statistics.mean(judged) / statistics.mean(plain):.2f}x; "
-          f"behind a proxy / contains: {statistics.mean(behind_proxy) / statistics.mean(plain):.2f}x; "
-          f"a process each / long-lived: {statistics.mean(spawned) / statistics.mean(judged):.1f}x")
+    print(
+        f"judged / contains: {statistics.mean(judged) / statistics.mean(plain):.2f}x; "
+        f"behind a proxy / contains: {statistics.mean(behind_proxy) / statistics.mean(plain):.2f}x; "
+        f"a process each / long-lived: {statistics.mean(spawned) / statistics.mean(judged):.1f}x"
+    )
     return 0
 
 

@@ -63,15 +63,27 @@ def main() -> None:
         start = time.perf_counter()
         sh([sys.executable, "-m", "venv", venv])
         made = time.perf_counter()
-        sh([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--no-index", args.wheel.resolve()])
+        sh(
+            [
+                venv / "bin" / "python",
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-index",
+                args.wheel.resolve(),
+            ]
+        )
         installed = time.perf_counter()
         replay = sh([venv / "bin" / "cassette", *SUITE])
         done = time.perf_counter()
         assert "9 passed" in replay.stdout + replay.stderr
         totals.append(done - start)
-        print(f"  run {run + 1}: venv {made - start:.2f} + pip install {installed - made:.2f} "
-              f"+ replay {done - installed:.2f} = {done - start:.2f}")
+        print(
+            f"  run {run + 1}: venv {made - start:.2f} + pip install {installed - made:.2f} "
+            f"+ replay {done - installed:.2f} = {done - start:.2f}"
+        )
     print(f"  median {statistics.median(totals):.2f} s")
 
     # The venv's own pip is most of the above (ensurepip installs pip into every new venv);
@@ -83,15 +95,29 @@ def main() -> None:
         start = time.perf_counter()
         sh([sys.executable, "-m", "venv", "--without-pip", venv])
         made = time.perf_counter()
-        sh([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet",
-            "--disable-pip-version-check", "--no-index", args.wheel.resolve()])
+        sh(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                venv / "bin" / "python",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-index",
+                args.wheel.resolve(),
+            ]
+        )
         installed = time.perf_counter()
         replay = sh([venv / "bin" / "cassette", *SUITE])
         done = time.perf_counter()
         assert "9 passed" in replay.stdout + replay.stderr
         totals.append(done - start)
-        print(f"  run {run + 1}: venv {made - start:.2f} + pip install {installed - made:.2f} "
-              f"+ replay {done - installed:.2f} = {done - start:.2f}")
+        print(
+            f"  run {run + 1}: venv {made - start:.2f} + pip install {installed - made:.2f} "
+            f"+ replay {done - installed:.2f} = {done - start:.2f}"
+        )
     print(f"  median {statistics.median(totals):.2f} s")
 
     # Installed twice: as npm does by default (the postinstall step puts the platform binary in
@@ -101,8 +127,20 @@ def main() -> None:
         project = work / name
         project.mkdir()
         sh(["npm", "init", "-y"], cwd=project)
-        sh(["npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", *extra,
-            args.platform_tgz.resolve(), args.main_tgz.resolve()], cwd=project)
+        sh(
+            [
+                "npm",
+                "install",
+                "--offline",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                *extra,
+                args.platform_tgz.resolve(),
+                args.main_tgz.resolve(),
+            ],
+            cwd=project,
+        )
         projects[name] = project
     project = projects["project"]
     venv = work / "venv0"
@@ -139,8 +177,10 @@ def main() -> None:
         median = statistics.median(samples)
         p90 = statistics.quantiles(samples, n=10)[-1]
         used = statistics.median(cpu[name])
-        print(f"| {name} | {median * 1e3:.1f} | {p90 * 1e3:.1f} | {(median - bare) * 1e3:+.1f} "
-              f"| {used * 1e3:.1f} | {(used - bare_cpu) * 1e3:+.1f} |")
+        print(
+            f"| {name} | {median * 1e3:.1f} | {p90 * 1e3:.1f} | {(median - bare) * 1e3:+.1f} "
+            f"| {used * 1e3:.1f} | {(used - bare_cpu) * 1e3:+.1f} |"
+        )
 
     for name in (swapped, shim, "python -m cassette_cli"):
         miss = sh([*ways[name], *STALE], expect=2)

@@ -50,7 +50,7 @@ PINS = {
     "recording": ["pytest-recording==0.14.1", "vcrpy==9.4.2"],
 }
 
-TEST_FILE = '''
+TEST_FILE = """
 import openai
 import pytest
 
@@ -65,11 +65,11 @@ def test_chat(n):
         messages=[{{"role": "user", "content": f"Question {{n}}: where is my refund?"}}],
     )
     assert answer.choices[0].message.content
-'''
+"""
 
 # The floor: the SDK's own cost, with an in-memory transport of its HTTP library (httpx, or
 # the fork the SDK names) answering the recorded answer.
-FLOOR_FILE = '''
+FLOOR_FILE = """
 import importlib
 import openai
 import pytest
@@ -93,9 +93,9 @@ def test_chat(n):
         messages=[{{"role": "user", "content": f"Question {{n}}: where is my refund?"}}],
     )
     assert answer.choices[0].message.content
-'''
+"""
 
-CONFTEST = '''
+CONFTEST = """
 import json, os, time
 import pytest
 
@@ -108,7 +108,7 @@ def pytest_runtestloop(session):
     finally:
         with open(os.environ["BENCH_OUT"], "w") as out:
             json.dump({"loop_s": time.perf_counter() - start}, out)
-'''
+"""
 
 
 def load_fakes():
@@ -131,8 +131,18 @@ def make_venv(folder: Path, packages: list[str]) -> Path:
         # A kept venv (--work): only the wheel of this checkout is installed again.
         wheels = [p for p in packages if p.endswith(".whl")]
         if wheels:
-            subprocess.run([str(folder / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-                            "--force-reinstall", "--no-deps", *wheels], check=True)
+            subprocess.run(
+                [
+                    str(folder / "bin" / "pip"),
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "--force-reinstall",
+                    "--no-deps",
+                    *wheels,
+                ],
+                check=True,
+            )
         return folder / "bin" / "python"
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     subprocess.run([str(folder / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *packages], check=True)
@@ -173,8 +183,12 @@ class Canned(socketserver.StreamRequestHandler):
 
 
 def canned_server(body: bytes) -> socketserver.ThreadingTCPServer:
-    Canned.answer = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+    Canned.answer = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Canned)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -182,8 +196,11 @@ def canned_server(body: bytes) -> socketserver.ThreadingTCPServer:
 
 
 def base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("CASSETTE_", "OPENAI_", "UPSTREAM_", "PYTEST", "VIRTUAL_ENV", "PYTHON"))}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CASSETTE_", "OPENAI_", "UPSTREAM_", "PYTEST", "VIRTUAL_ENV", "PYTHON"))
+    }
 
 
 def main() -> None:
@@ -211,20 +228,29 @@ def main() -> None:
     upstream = fakes.FakeUpstream()
     env = base_env()
     ours_env = {**env, "CASSETTE_BINARY": binary}
-    sh([pythons["cassette"], "-m", "pytest", "-q", "--cassette=record"], projects["cassette"],
-       {**ours_env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": "sk-bench", "BENCH_OUT": str(work / "x.json")})
+    sh(
+        [pythons["cassette"], "-m", "pytest", "-q", "--cassette=record"],
+        projects["cassette"],
+        {**ours_env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": "sk-bench", "BENCH_OUT": str(work / "x.json")},
+    )
     for name in ("cassetter", "recording"):
-        sh([pythons[name], "-m", "pytest", "-q", "--record-mode=once"], projects[name],
-           {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench",
-            "BENCH_OUT": str(work / "x.json")})
+        sh(
+            [pythons[name], "-m", "pytest", "-q", "--record-mode=once"],
+            projects[name],
+            {
+                **env,
+                "OPENAI_BASE_URL": f"{upstream.url}/v1",
+                "OPENAI_API_KEY": "sk-bench",
+                "BENCH_OUT": str(work / "x.json"),
+            },
+        )
     # The floor answers what the first test's cassette holds.
     first = next((projects["cassette"] / "cassettes").rglob("*.json"))
     body = json.dumps(json.loads(first.read_text())["response"]["body"]["json"]).encode()
     floor = make_project(work / "p-floor", args.tests, False)
     (floor / "tests" / "test_chat.py").write_text(FLOOR_FILE.format(body=body, tests=args.tests))
     direct = make_project(work / "p-direct", args.tests, False)
-    (direct / "tests" / "test_chat.py").write_text(
-        TEST_FILE.format(tests=args.tests).replace("@pytest.mark.vcr\n", ""))
+    (direct / "tests" / "test_chat.py").write_text(TEST_FILE.format(tests=args.tests).replace("@pytest.mark.vcr\n", ""))
     canned = canned_server(body)
     canned_url = f"http://127.0.0.1:{canned.server_address[1]}/v1"
     recorded = len(upstream.requests)
@@ -234,24 +260,38 @@ def main() -> None:
 
     commands = {
         "cassette plugin": ([pythons["cassette"], "-m", "pytest", "-q"], projects["cassette"], ours_env),
-        "cassette exec": ([binary, "exec", "--", pythons["cassette"], "-m", "pytest", "-q"], projects["cassette"],
-                          ours_env),
-        "cassetter": ([pythons["cassetter"], "-m", "pytest", "-q", "--record-mode=none"], projects["cassetter"],
-                      {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"}),
-        "pytest-recording": ([pythons["recording"], "-m", "pytest", "-q", "--record-mode=none"],
-                             projects["recording"],
-                             {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"}),
-        "no tool, HTTP": ([pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"], direct,
-                         {**env, "OPENAI_BASE_URL": canned_url, "OPENAI_API_KEY": "sk-bench"}),
-        "floor (no HTTP)": ([pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"], floor,
-                            {**env, "OPENAI_API_KEY": "sk-bench"}),
+        "cassette exec": (
+            [binary, "exec", "--", pythons["cassette"], "-m", "pytest", "-q"],
+            projects["cassette"],
+            ours_env,
+        ),
+        "cassetter": (
+            [pythons["cassetter"], "-m", "pytest", "-q", "--record-mode=none"],
+            projects["cassetter"],
+            {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"},
+        ),
+        "pytest-recording": (
+            [pythons["recording"], "-m", "pytest", "-q", "--record-mode=none"],
+            projects["recording"],
+            {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"},
+        ),
+        "no tool, HTTP": (
+            [pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"],
+            direct,
+            {**env, "OPENAI_BASE_URL": canned_url, "OPENAI_API_KEY": "sk-bench"},
+        ),
+        "floor (no HTTP)": (
+            [pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"],
+            floor,
+            {**env, "OPENAI_API_KEY": "sk-bench"},
+        ),
     }
     loops: dict[str, list[float]] = {name: [] for name in commands}
     walls: dict[str, list[float]] = {name: [] for name in commands}
     startups: list[float] = []
     for round_ in range(args.rounds):
         order = list(commands)
-        order = order[round_ % len(order):] + order[:round_ % len(order)]
+        order = order[round_ % len(order) :] + order[: round_ % len(order)]
         for name in order:
             command, cwd, command_env = commands[name]
             out = work / "loop.json"
@@ -272,10 +312,14 @@ def main() -> None:
     print(f"{args.tests} tests, one OpenAI chat call each, replayed; {args.rounds} rounds, medians")
     print(f"{'tool':<18} {'test phase':>11} {'min':>8} {'wall':>8}   ratio to cassetter / pytest-recording")
     for name in commands:
-        print(f"{name:<18} {base[name]:>10.3f}s {min(loops[name]):>7.3f}s {statistics.median(walls[name]):>7.2f}s"
-              f"   {base[name] / base['cassetter']:.2f}x / {base[name] / base['pytest-recording']:.2f}x")
-    print(f"plugin start-up (proxy spawned and ready): median {statistics.median(startups):.0f} ms, "
-          f"min {min(startups):.0f} ms, max {max(startups):.0f} ms over {len(startups)} runs")
+        print(
+            f"{name:<18} {base[name]:>10.3f}s {min(loops[name]):>7.3f}s {statistics.median(walls[name]):>7.2f}s"
+            f"   {base[name] / base['cassetter']:.2f}x / {base[name] / base['pytest-recording']:.2f}x"
+        )
+    print(
+        f"plugin start-up (proxy spawned and ready): median {statistics.median(startups):.0f} ms, "
+        f"min {min(startups):.0f} ms, max {max(startups):.0f} ms over {len(startups)} runs"
+    )
 
 
 if __name__ == "__main__":

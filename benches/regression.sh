@@ -17,8 +17,9 @@
 #
 # Benchmarks: cassette-keying's `keying` and `keying_vs_sha256` groups (hit_key, key and
 # SHA-256 at 2 KiB and 1 MiB) and cassette-recorder's `replay_vs_store_get` group (a replay hit
-# from the hit cache, and one parsing and rendering its cassette, each in units of Store::get
-# of the same cassette). Knobs:
+# from the hit cache, one parsing and rendering its cassette, and one from the hit cache through
+# a tiered store with a warm file cache, each in units of Store::get of the same cassette).
+# Knobs:
 #   NOISE=0.10
 #   REPLAY_NOISE=0.10  (the interleaved replay ratios repeat to about 1%)
 #   MAX_KEYING_RATIO=2.0
@@ -61,7 +62,7 @@ ratios = [(f"keying/{f}/{size}", "SHA-256 of the same bytes, interleaved", noise
 # Replay hits alternated with Store::get of the same cassette in one loop, the same way.
 ratios += [(f"replay_vs_store_get/{f}", "Store::get of the same cassette, interleaved", replay_noise,
             lambda run, f=f: median(f"replay_vs_store_get/{f}", run) / 1e3)
-           for f in ("hit", "hit_no_cache")]
+           for f in ("hit", "hit_no_cache", "hit_tiered")]
 failures = []
 print(f"\n| benchmark | median | ratio to | ratio | baseline {name} |")
 print("|---|---:|---|---:|---:|")

@@ -30,8 +30,17 @@ counts = Counter()
 lock = threading.Lock()
 local = threading.local()
 
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-              "proxy-connection", "proxy-authorization", "proxy-authenticate"}
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+}
 
 
 def kind(method, path):

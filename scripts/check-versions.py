@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tag", help="the release tag, e.g. v0.1.0")
-    parser.add_argument("--write", action="store_true",
-                        help="set every npm package's version and pins to the Cargo workspace's first")
+    parser.add_argument(
+        "--write", action="store_true", help="set every npm package's version and pins to the Cargo workspace's first"
+    )
     args = parser.parse_args()
 
     cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
@@ -55,10 +56,14 @@ def main() -> int:
         if package["version"] != version:
             problems.append(f"{path.relative_to(ROOT)}: version {package['version']}, Cargo says {version}")
         if package["name"] != f"cassette-cli-{directory.name}":
-            problems.append(f"{path.relative_to(ROOT)}: named {package['name']}, its folder says cassette-cli-{directory.name}")
+            problems.append(
+                f"{path.relative_to(ROOT)}: named {package['name']}, its folder says cassette-cli-{directory.name}"
+            )
         if pins.get(package["name"]) != version:
-            problems.append(f"{main_path.relative_to(ROOT)}: optionalDependencies pin {package['name']} "
-                            f"at {pins.get(package['name'])!r}, not {version!r}")
+            problems.append(
+                f"{main_path.relative_to(ROOT)}: optionalDependencies pin {package['name']} "
+                f"at {pins.get(package['name'])!r}, not {version!r}"
+            )
     for name in sorted(set(pins) - names):
         problems.append(f"{main_path.relative_to(ROOT)}: optional dependency {name} has no folder under npm/platforms")
 
@@ -80,8 +85,10 @@ def main() -> int:
 
 
 def write_npm_versions(version: str) -> None:
-    paths = [ROOT / "npm" / "cassette-cli" / "package.json",
-             *sorted((ROOT / "npm" / "platforms").glob("*/package.json"))]
+    paths = [
+        ROOT / "npm" / "cassette-cli" / "package.json",
+        *sorted((ROOT / "npm" / "platforms").glob("*/package.json")),
+    ]
     for path in paths:
         package = json.loads(path.read_text())
         package["version"] = version

@@ -31,8 +31,9 @@ def product_text(file: Path) -> str:
     text = file.read_text()
     cut = text.find("#[cfg(test)]\nmod tests")
     text = text if cut < 0 else text[:cut]
-    # Comments (doc links included) name no dependency.
-    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+    # Comments (doc links included) name no dependency, nor does a visibility (`pub(in crate::x)`).
+    text = "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+    return re.sub(r"\bpub\(in [^)]*\)", "pub", text)
 
 
 def resolve(modules: dict[tuple[str, ...], Path], path: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -84,7 +85,6 @@ def crate_cycles(src: Path) -> list[list[str]]:
         text = re.sub(r"\bpub(?:\([a-z]+\))?\s+use\s+[^;]+;", "", texts[module])
         paths: list[tuple[str, list[str]]] = []
         for m in USE_GROUP.finditer(text):
-            prefix = []
             for item in re.split(r",", re.sub(r"\{[^{}]*\}", "", m.group(2))):
                 item = item.strip().split(" as ")[0].strip()
                 if item and item != "self":
@@ -93,7 +93,9 @@ def crate_cycles(src: Path) -> list[list[str]]:
             rest = [p for p in m.group(2).split("::") if p and p != "{"]
             paths.append((m.group(1), rest))
         # `use child::...` in a module file names one of its own child modules.
-        for m in re.finditer(r"\buse\s+([a-z_][a-z0-9_]*)::((?:[A-Za-z_][A-Za-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*)?", text):
+        for m in re.finditer(
+            r"\buse\s+([a-z_][a-z0-9_]*)::((?:[A-Za-z_][A-Za-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*)?", text
+        ):
             if parent + (m.group(1),) in modules:
                 rest = [m.group(1)] + ([x for x in (m.group(2) or "").split("::") if x])
                 paths.append(("self", rest))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The full test suite: installs what the tests need when it is missing (SeaweedFS for the S3
+# The full test suite: first the formatters and linters every developer runs by hand, then
+# installs what the tests need when it is missing (SeaweedFS for the S3
 # store; the official SDKs and the popular clients for Python, tests/sdk/requirements.txt, and
 # the openai npm client and the Vercel AI SDK, tests/sdk/node/package.json, for the proxy
 # tests; Debian's Chromium and playwright-core, tests/browser/package.json, for the HTML
@@ -10,6 +11,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+
+# What every developer runs by hand before a commit, first, so that a run fails fast on it:
+# Rust formatting and clippy; ruff (lint and format) over the Python, mypy --strict over the
+# shipped package (pinned in tests/lint/requirements.txt, installed into the venv the SDK tests
+# use); tsc --checkJs --strict over the npm package's JavaScript (pinned in
+# tests/lint/package.json, which is not the package's own).
+echo "== formatting and lints (cargo fmt, clippy, ruff, mypy, tsc)"
+cargo fmt --all --check
+cargo clippy -q --all-targets -- -D warnings
+venv="$root/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/lint/requirements.txt
+"$venv/bin/ruff" check .
+"$venv/bin/ruff" format --check .
+"$venv/bin/mypy" --strict python/cassette_cli
+npm ci --prefix tests/lint --no-audit --no-fund --silent
+tests/lint/node_modules/.bin/tsc -p tests/lint
 
 echo "== starting the S3-compatible server (SeaweedFS)"
 eval "$(scripts/s3-server.sh start)"
@@ -41,10 +61,6 @@ RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --workspace
 
 if [ -d tests/sdk ]; then
   echo "== Python SDK tests"
-  venv="$root/.venv"
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-  fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
   # The openai npm client and the Vercel AI SDK, for the Node tests.
   npm ci --prefix tests/sdk/node --no-audit --no-fund --silent

@@ -78,21 +78,20 @@ impl cassette_store::Store for LogChecking {
     async fn get(&self, key: &cassette_store::Key) -> cassette_store::Result<Option<bytes::Bytes>> {
         self.inner.get(key).await
     }
-    async fn put(
+    async fn get_raw(
         &self,
         key: &cassette_store::Key,
-        document: bytes::Bytes,
-    ) -> cassette_store::Result<()> {
-        self.note(key);
-        self.inner.put(key, document).await
+    ) -> cassette_store::Result<Option<bytes::Bytes>> {
+        self.inner.get_raw(key).await
     }
-    async fn put_if_absent(
+    async fn put_with(
         &self,
         key: &cassette_store::Key,
         document: bytes::Bytes,
+        mode: cassette_store::PutMode,
     ) -> cassette_store::Result<cassette_store::Created> {
         self.note(key);
-        self.inner.put_if_absent(key, document).await
+        self.inner.put_with(key, document, mode).await
     }
     async fn delete(&self, key: &cassette_store::Key) -> cassette_store::Result<()> {
         self.inner.delete(key).await
@@ -102,6 +101,31 @@ impl cassette_store::Store for LogChecking {
     }
     fn location(&self) -> String {
         self.inner.location()
+    }
+    fn keeps_segments(&self) -> bool {
+        self.inner.keeps_segments()
+    }
+    async fn put_segment(
+        &self,
+        name: &cassette_store::SegmentName,
+        document: bytes::Bytes,
+    ) -> cassette_store::Result<cassette_store::Created> {
+        self.inner.put_segment(name, document).await
+    }
+    async fn get_segment(
+        &self,
+        name: &cassette_store::SegmentName,
+    ) -> cassette_store::Result<Option<bytes::Bytes>> {
+        self.inner.get_segment(name).await
+    }
+    async fn list_segments(&self) -> cassette_store::Result<Vec<cassette_store::SegmentName>> {
+        self.inner.list_segments().await
+    }
+    async fn delete_segment(
+        &self,
+        name: &cassette_store::SegmentName,
+    ) -> cassette_store::Result<()> {
+        self.inner.delete_segment(name).await
     }
 }
 

@@ -618,6 +618,65 @@ fn recordings_index_themselves_and_index_compacts_the_segments() {
     );
 }
 
+/// `copy` keeps documents byte for byte, so it writes one only when it passes the audit: a
+/// document holding a credential (an older version's recording, a hand edit) or filed under
+/// another key fails, named by place and never by value, and is not written; the others are
+/// copied as they are.
+#[test]
+fn copy_writes_only_what_passes_the_audit() {
+    let dir = Workdir::new();
+    let from = dir.store("a");
+    let fake = FakeLlm::start();
+    let suite = [
+        case("a", "Repeat a", "said"),
+        case("b", "Repeat b", "said"),
+        case("c", "Repeat c", "said"),
+    ];
+    let lines = record(&dir, &fake, &suite.join("\n"), &from);
+    let keys: Vec<String> = lines
+        .iter()
+        .map(|line| line["key"].as_str().unwrap().to_owned())
+        .collect();
+    let secret = format!("sk-proj-{}", "Ab1".repeat(16));
+    edit(&dir.join("a"), &keys[0], |doc| {
+        doc["response"]["body"]["json"]["leak"] = secret.clone().into();
+    });
+    let (renamed, sound) = (&keys[1], &keys[2]);
+    std::fs::copy(
+        cassette_file(&dir.join("a"), sound),
+        cassette_file(&dir.join("a"), renamed),
+    )
+    .unwrap();
+
+    let to = dir.store("b");
+    let out = dir.run(&["copy", &from, &to]);
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    let err = common::stderr(&out);
+    assert!(err.contains("copied 1, skipped 0, failed 2"), "{err}");
+    let leak = err
+        .lines()
+        .find(|l| l.contains(&format!("cannot copy {}", keys[0])))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(leak.contains("credential-shaped text"), "{leak}");
+    let other = err
+        .lines()
+        .find(|l| l.contains(&format!("cannot copy {renamed}")))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        other.contains(&format!("recording of key {sound}")),
+        "{other}"
+    );
+    assert!(!both(&out).contains(&secret), "{}", both(&out));
+    let copied = json_lines(&dir.run(&["ls", "--json", "--store", &to]));
+    assert_eq!(copied.len(), 1, "{copied:?}");
+    assert_eq!(copied[0]["key"], sound.as_str());
+    assert_eq!(
+        std::fs::read(cassette_file(&dir.join("b"), sound)).unwrap(),
+        std::fs::read(cassette_file(&dir.join("a"), sound)).unwrap(),
+        "copied byte for byte"
+    );
+}
+
 #[test]
 fn gc_copy_and_diff() {
     let dir = Workdir::new();

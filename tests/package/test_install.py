@@ -40,20 +40,44 @@ STALE = ["run", "examples/triage/stale.jsonl", "--store", "file://examples/triag
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The caller's environment without anything that would point cassette elsewhere."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_",
-                                "PYTHON", "VIRTUAL_ENV", "NODE_", "npm_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            (
+                "CASSETTE_",
+                "UPSTREAM_",
+                "OPENAI_",
+                "ANTHROPIC_",
+                "GEMINI_",
+                "GOOGLE_",
+                "PYTHON",
+                "VIRTUAL_ENV",
+                "NODE_",
+                "npm_",
+            )
+        )
+    }
     env.update(extra)
     return env
 
 
-def run(args: list, expect: int | None = 0, cwd: Path = ROOT, env: dict | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout,
-                            cwd=cwd, env=env if env is not None else clean_env())
+def run(
+    args: list, expect: int | None = 0, cwd: Path = ROOT, env: dict | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [str(a) for a in args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env if env is not None else clean_env(),
+    )
     if expect is not None:
         assert result.returncode == expect, (
-            f"{args}: exit {result.returncode}, expected {expect}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+            f"{args}: exit {result.returncode}, expected {expect}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        )
     return result
 
 
@@ -78,8 +102,10 @@ def wheel() -> Path:
 @pytest.fixture(scope="session")
 def tarballs() -> dict[str, Path]:
     folder = artifact_dir("CASSETTE_NPM_DIR")
-    found = {"main": folder / f"cassette-cli-{VERSION}.tgz",
-             "linux-x64": folder / f"cassette-cli-linux-x64-{VERSION}.tgz"}
+    found = {
+        "main": folder / f"cassette-cli-{VERSION}.tgz",
+        "linux-x64": folder / f"cassette-cli-linux-x64-{VERSION}.tgz",
+    }
     for path in found.values():
         assert path.is_file(), f"{path} was not packed; found {sorted(p.name for p in folder.iterdir())}"
     return found
@@ -111,8 +137,7 @@ def test_the_npm_tarballs_hold_the_shim_and_the_binary(tarballs):
     with tarfile.open(tarballs["main"]) as archive:
         members = {m.name: m for m in archive.getmembers()}
         manifest = json.load(archive.extractfile("package/package.json"))
-    for path in ("bin/cassette.js", "lib/binary.js", "lib/binary.d.ts", "lib/index.js", "lib/index.d.ts",
-                 "install.js"):
+    for path in ("bin/cassette.js", "lib/binary.js", "lib/binary.d.ts", "lib/index.js", "lib/index.d.ts", "install.js"):
         assert f"package/{path}" in members, f"the main package lacks {path}: {sorted(members)}"
     assert members["package/bin/cassette.js"].mode & stat.S_IXUSR
     assert manifest["bin"] == {"cassette": "bin/cassette.js"}
@@ -145,8 +170,9 @@ def test_the_npm_tarballs_hold_the_shim_and_the_binary(tarballs):
 def venv(tmp_path_factory, wheel) -> Path:
     path = tmp_path_factory.mktemp("venv") / "venv"
     run([sys.executable, "-m", "venv", path])
-    run([path / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--no-index", wheel])
+    run(
+        [path / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", wheel]
+    )
     return path
 
 
@@ -170,8 +196,13 @@ def test_pip_puts_the_binary_itself_on_the_venv_path(venv):
     assert cassette.read_bytes()[:4] == b"\x7fELF", "venv/bin/cassette should be the binary, not a wrapper"
     assert os.access(cassette, os.X_OK)
     assert run([cassette, "--version"]).stdout.strip() == f"cassette {VERSION}"
-    found = run([venv / "bin" / "python", "-c",
-                 "import cassette_cli; print(cassette_cli.find_cassette_bin()); print(cassette_cli.__version__)"])
+    found = run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "import cassette_cli; print(cassette_cli.find_cassette_bin()); print(cassette_cli.__version__)",
+        ]
+    )
     assert found.stdout.splitlines() == [str(cassette), VERSION]
 
 
@@ -194,22 +225,38 @@ def test_python_m_passes_arguments_and_status_through(venv, tmp_path):
     probe.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\nexit 7\n')
     probe.chmod(0o755)
     args = ["exec", "--", "two words", "ünïcode", "--flag=x", "", "'quoted'"]
-    result = run([venv / "bin" / "python", "-m", "cassette_cli", *args], expect=7,
-                 env=clean_env(CASSETTE_BINARY=str(probe)))
+    result = run(
+        [venv / "bin" / "python", "-m", "cassette_cli", *args], expect=7, env=clean_env(CASSETTE_BINARY=str(probe))
+    )
     assert result.stdout.split("\n")[:-1] == args
 
 
 def test_a_wrong_override_is_an_error_not_another_binary(venv):
-    result = run([venv / "bin" / "python", "-m", "cassette_cli", "--version"], expect=2,
-                 env=clean_env(CASSETTE_BINARY="/nonexistent/cassette"))
+    result = run(
+        [venv / "bin" / "python", "-m", "cassette_cli", "--version"],
+        expect=2,
+        env=clean_env(CASSETTE_BINARY="/nonexistent/cassette"),
+    )
     assert "CASSETTE_BINARY is set to '/nonexistent/cassette', which is not a file" in result.stderr
 
 
 @pytest.mark.parametrize("layout", ["--target", "--prefix"])
 def test_the_binary_is_found_in_target_and_prefix_installs(wheel, bare_python, tmp_path, layout):
     place = tmp_path / "place"
-    run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
-         layout, place, wheel])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-index",
+            layout,
+            place,
+            wheel,
+        ]
+    )
     if layout == "--target":
         site, binary = place, place / "bin" / "cassette"
     else:
@@ -226,8 +273,7 @@ def test_a_package_without_its_binary_says_so(venv, bare_python, tmp_path):
     # The Python package copied without the binary, as a broken install would leave it.
     (site,) = venv.glob("lib/python*/site-packages")
     shutil.copytree(site / "cassette_cli", tmp_path / "cassette_cli")
-    result = run([bare_python, "-m", "cassette_cli", "--version"], expect=2,
-                 env=clean_env(PYTHONPATH=str(tmp_path)))
+    result = run([bare_python, "-m", "cassette_cli", "--version"], expect=2, env=clean_env(PYTHONPATH=str(tmp_path)))
     assert "the cassette binary of cassette-cli is not installed; looked in:" in result.stderr, result.stderr
     assert str(tmp_path / "bin" / "cassette") in result.stderr
     assert "pip install --force-reinstall cassette-cli" in result.stderr
@@ -240,8 +286,10 @@ def test_a_package_without_its_binary_says_so(venv, bare_python, tmp_path):
 def npm_install(project: Path, *specs, extra: tuple = ()) -> None:
     project.mkdir()
     run(["npm", "init", "-y"], cwd=project)
-    run(["npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", "--save-dev",
-         *extra, *specs], cwd=project)
+    run(
+        ["npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", "--save-dev", *extra, *specs],
+        cwd=project,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -325,8 +373,10 @@ def test_with_ignore_scripts_the_shim_stays_and_runs_the_binary(project_without_
 
 
 def test_the_shim_runs_the_platform_package_binary(project):
-    found = run(["node", "--input-type=module", "-e",
-                 "import { binaryPath } from 'cassette-cli'; console.log(binaryPath())"], cwd=project)
+    found = run(
+        ["node", "--input-type=module", "-e", "import { binaryPath } from 'cassette-cli'; console.log(binaryPath())"],
+        cwd=project,
+    )
     binary = project / "node_modules" / "cassette-cli-linux-x64" / "bin" / "cassette"
     assert found.stdout.strip() == str(binary)
     assert json.loads((project / "node_modules" / "cassette-cli" / "package.json").read_text())["version"] == VERSION
@@ -343,8 +393,10 @@ def test_the_lookup_picks_the_libc_of_the_running_node(project, tmp_path, presen
         (modules / name / "bin").mkdir(parents=True)
         (modules / name / "package.json").write_text(json.dumps({"name": name, "version": VERSION}))
         (modules / name / "bin" / "cassette").write_text("#!/bin/sh\n")
-    found = run(["node", "--input-type=module", "-e",
-                 "import { binaryPath } from 'cassette-cli'; console.log(binaryPath())"], cwd=tmp_path)
+    found = run(
+        ["node", "--input-type=module", "-e", "import { binaryPath } from 'cassette-cli'; console.log(binaryPath())"],
+        cwd=tmp_path,
+    )
     expected = "cassette-cli-linux-x64" if "glibc" in present else "cassette-cli-linux-x64-musl"
     assert found.stdout.strip() == str(modules / expected / "bin" / "cassette")
 
@@ -448,8 +500,13 @@ def test_a_signal_to_the_npm_command_reaches_the_binary(installed, tmp_path, sig
     # proxy would be orphaned; in the shim's place, the binary is the process signalled.
     process = subprocess.Popen(
         [*shim(installed), "proxy", "--listen", "127.0.0.1:0", "--store", f"file://{tmp_path}"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env=clean_env(), start_new_session=True)
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        start_new_session=True,
+    )
     try:
         assert process.stderr is not None
         for line in process.stderr:
@@ -498,8 +555,11 @@ def _pack_platform_package(folder: Path, binary: bytes, out: Path) -> Path:
 def test_a_binary_that_does_not_pass_its_check_leaves_the_shim(tmp_path, tarballs, broken):
     # The postinstall step runs `--version` before it replaces anything: a binary of another
     # version or one that cannot run here is left to the shim (and to its error messages).
-    binary = (b'#!/bin/sh\necho "cassette 0.0.0-other"\n' if broken == "another version"
-              else b"\x7fELF\x02\x01\x01 not really an ELF file\n")
+    binary = (
+        b'#!/bin/sh\necho "cassette 0.0.0-other"\n'
+        if broken == "another version"
+        else b"\x7fELF\x02\x01\x01 not really an ELF file\n"
+    )
     fake = _pack_platform_package(tmp_path / "fake", binary, tmp_path / "packed")
     project = tmp_path / "project"
     npm_install(project, fake, tarballs["main"])
@@ -523,8 +583,12 @@ def test_the_postinstall_step_can_run_again_and_only_under_npm(tmp_path, tarball
     install = project / "node_modules" / "cassette-cli" / "install.js"
     # Other installers keep the shim: pnpm's .bin scripts may say `node bin/cassette.js`, Yarn
     # may run the step from another platform over the same tree; unknown ones likewise.
-    for agent in ("yarn/1.22.22 npm/? node/v20.20.2 linux x64", "pnpm/9.15.0 npm/? node/v20.20.2 linux x64",
-                  "bun/1.2.0 npm/? node/v20.20.2 linux x64", None):
+    for agent in (
+        "yarn/1.22.22 npm/? node/v20.20.2 linux x64",
+        "pnpm/9.15.0 npm/? node/v20.20.2 linux x64",
+        "bun/1.2.0 npm/? node/v20.20.2 linux x64",
+        None,
+    ):
         env = clean_env() if agent is None else clean_env(npm_config_user_agent=agent)
         result = run(["node", install], env=env)
         assert "keeping the JavaScript shim" in result.stderr, (agent, result.stderr)
@@ -555,8 +619,10 @@ def test_a_project_without_the_platform_package_is_told_what_to_do(tmp_path, tar
     npm_install(project, tarballs["main"], extra=("--omit=optional",))
     assert is_shim(command_file(project)), "no platform package, yet the shim was replaced"
     result = run([*shim(project), "--version"], expect=2)
-    assert "the platform package of cassette-cli for linux-x64 (cassette-cli-linux-x64 or " \
-           "cassette-cli-linux-x64-musl) is not installed" in result.stderr, result.stderr
+    assert (
+        "the platform package of cassette-cli for linux-x64 (cassette-cli-linux-x64 or "
+        "cassette-cli-linux-x64-musl) is not installed" in result.stderr
+    ), result.stderr
     assert "--omit=optional" in result.stderr
     # The override still works there.
     binary = tmp_path / "cassette"
@@ -598,9 +664,10 @@ def test_the_openai_python_sdk_through_the_installed_cassette_exec(venv, tmp_pat
     command = ["--", sys.executable, app]
     upstream = FakeUpstream()
     try:
-        recorded = run([venv / "bin" / "cassette", "exec", "--store", store, *command, "Where is my refund?"],
-                       env=clean_env(CASSETTE_MODE="record", UPSTREAM_BASE=upstream.url,
-                                     OPENAI_API_KEY="sk-test-package"))
+        recorded = run(
+            [venv / "bin" / "cassette", "exec", "--store", store, *command, "Where is my refund?"],
+            env=clean_env(CASSETTE_MODE="record", UPSTREAM_BASE=upstream.url, OPENAI_API_KEY="sk-test-package"),
+        )
         assert json.loads(recorded.stdout)["content"].startswith("I'll look that up")
         assert len(upstream.requests) == 1
         upstream.stop()
@@ -610,8 +677,19 @@ def test_the_openai_python_sdk_through_the_installed_cassette_exec(venv, tmp_pat
         assert replayed.stdout == recorded.stdout
         assert "1 hits, 0 misses" in replayed.stderr, replayed.stderr
 
-        missed = run([venv / "bin" / "python", "-m", "cassette_cli", "exec", "--store", store, *command,
-                      "Where is my refund now?"], expect=2)
+        missed = run(
+            [
+                venv / "bin" / "python",
+                "-m",
+                "cassette_cli",
+                "exec",
+                "--store",
+                store,
+                *command,
+                "Where is my refund now?",
+            ],
+            expect=2,
+        )
         key = json.loads(missed.stdout)["miss"]
         assert f"  {key} POST /v1/chat/completions" in missed.stderr, missed.stderr
         assert '"Where is my refund?" -> "Where is my refund now?"' in missed.stderr, missed.stderr
@@ -625,9 +703,11 @@ def test_the_openai_node_sdk_through_npx_cassette_exec(project, tmp_path):
     npx = ["npx", "--offline", "cassette-cli", "exec", "--store", store, "--", "node", "app.mjs"]
     upstream = FakeUpstream()
     try:
-        recorded = run([*npx, "Where is my refund?", "plain"], cwd=project,
-                       env=clean_env(CASSETTE_MODE="record", UPSTREAM_BASE=upstream.url,
-                                     OPENAI_API_KEY="sk-test-package-node"))
+        recorded = run(
+            [*npx, "Where is my refund?", "plain"],
+            cwd=project,
+            env=clean_env(CASSETTE_MODE="record", UPSTREAM_BASE=upstream.url, OPENAI_API_KEY="sk-test-package-node"),
+        )
         assert json.loads(recorded.stdout)["content"].startswith("I'll look that up")
         assert len(upstream.requests) == 1
         upstream.stop()

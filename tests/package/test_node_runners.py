@@ -33,8 +33,13 @@ MODULES = RUNNERS / "node" / "node_modules"
 VERSION = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]["version"]
 SECRET = "sk-test-NODERECORDKEY0123456789abcdef"
 RUNNER_COMMANDS = {
-    "vitest3": ["node_modules/vitest/vitest.mjs", "run", "--reporter=default", "--reporter=json",
-                "--outputFile.json=results.json"],
+    "vitest3": [
+        "node_modules/vitest/vitest.mjs",
+        "run",
+        "--reporter=default",
+        "--reporter=json",
+        "--outputFile.json=results.json",
+    ],
     "jest29": ["node_modules/jest29/bin/jest.js", "--json", "--outputFile=results.json"],
     "jest30": ["node_modules/jest30/bin/jest.js", "--json", "--outputFile=results.json"],
 }
@@ -43,20 +48,44 @@ EXTENSION = {"vitest3": "js", "jest29": "cjs", "jest30": "cjs"}
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_",
-                                "NODE_", "npm_", "VITEST", "JEST", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
-                                "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            (
+                "CASSETTE_",
+                "UPSTREAM_",
+                "OPENAI_",
+                "ANTHROPIC_",
+                "GEMINI_",
+                "GOOGLE_",
+                "NODE_",
+                "npm_",
+                "VITEST",
+                "JEST",
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "ALL_PROXY",
+                "all_proxy",
+                "NO_PROXY",
+                "no_proxy",
+            )
+        )
+    }
     env.update(extra)
     return env
 
 
 def run(args: list, cwd: Path, env: dict, expect: int | None = 0, timeout: float = 300) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout,
-                            cwd=cwd, env=env)
+    result = subprocess.run(
+        [str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+    )
     if expect is not None:
         assert result.returncode == expect, (
-            f"{args}: exit {result.returncode}, expected {expect}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+            f"{args}: exit {result.returncode}, expected {expect}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        )
     return result
 
 
@@ -65,8 +94,10 @@ def tarballs() -> dict[str, Path]:
     folder = os.environ.get("CASSETTE_NPM_DIR")
     if not folder or not Path(folder).is_dir():
         pytest.fail("CASSETTE_NPM_DIR must name the folder of the packed tarballs: run scripts/package-test.sh")
-    found = {"cassette-cli": Path(folder) / f"cassette-cli-{VERSION}.tgz",
-             "cassette-cli-linux-x64": Path(folder) / f"cassette-cli-linux-x64-{VERSION}.tgz"}
+    found = {
+        "cassette-cli": Path(folder) / f"cassette-cli-{VERSION}.tgz",
+        "cassette-cli-linux-x64": Path(folder) / f"cassette-cli-linux-x64-{VERSION}.tgz",
+    }
     for path in found.values():
         assert path.is_file(), path
     if shutil.which("node") is None or not (MODULES / "vitest").is_dir():
@@ -115,18 +146,25 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
     upstream = FakeUpstream()
     try:
         env = clean_env()
-        run(command, project, {**env, "CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url,
-                               "OPENAI_API_KEY": SECRET})
+        run(
+            command,
+            project,
+            {**env, "CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET},
+        )
         recorded = results(project)
         assert sorted(status for status, _ in recorded.values()) == ["passed"] * 5 + ["pending"], recorded
         assert len(upstream.requests) == 5, upstream.requests
         rows = [json.loads(line) for line in run([cassette, "ls", "--json"], project, env).stdout.splitlines()]
         sep = " " if runner.startswith("jest") else " > "  # jest names a test by its titles and spaces
-        assert sorted(row["test"] for row in rows) == sorted([
-            f"tests/chat.test.{ext} > openai{sep}plain 0", f"tests/chat.test.{ext} > openai{sep}plain 1",
-            f"tests/chat.test.{ext} > openai{sep}plain 2", f"tests/vercel.test.{ext} > generate",
-            f"tests/vercel.test.{ext} > swallowed stream",
-        ]), rows
+        assert sorted(row["test"] for row in rows) == sorted(
+            [
+                f"tests/chat.test.{ext} > openai{sep}plain 0",
+                f"tests/chat.test.{ext} > openai{sep}plain 1",
+                f"tests/chat.test.{ext} > openai{sep}plain 2",
+                f"tests/vercel.test.{ext} > generate",
+                f"tests/vercel.test.{ext} > swallowed stream",
+            ]
+        ), rows
         assert SECRET not in "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
 
         upstream.stop()
@@ -139,13 +177,18 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
         assert upstream.connections == before
         outcome = results(project)
         failed = {name for name, (status, _) in outcome.items() if status == "failed"}
-        assert failed == {f"chat.test.{ext} > openai > plain 1", f"vercel.test.{ext} > swallowed stream",
-                          f"vercel.test.{ext} > hard-coded vendor URL"}, outcome
+        assert failed == {
+            f"chat.test.{ext} > openai > plain 1",
+            f"vercel.test.{ext} > swallowed stream",
+            f"vercel.test.{ext} > hard-coded vendor URL",
+        }, outcome
         assert len(outcome) == 6
         plain = outcome[f"chat.test.{ext} > openai > plain 1"][1]
         assert "CassetteMiss: cassette: tests/chat.test." in plain, plain
         assert "cassette miss: no recording for POST /v1/chat/completions" in plain, plain
-        assert '"Question 1: where is my refund?" -> "Question 1: where is my refund? Answer in French instead."' in plain
+        assert (
+            '"Question 1: where is my refund?" -> "Question 1: where is my refund? Answer in French instead."' in plain
+        )
         swallowed = outcome[f"vercel.test.{ext} > swallowed stream"][1]
         assert "cassette miss" in swallowed and "Summarise the ticket. Answer in French instead." in swallowed
         hardcoded = outcome[f"vercel.test.{ext} > hard-coded vendor URL"][1]
@@ -162,12 +205,12 @@ def test_start_cassette_on_its_own(tarballs, tmp_path):
     script.write_text(
         'import { startCassette, scopedEnv } from "cassette-cli";\n'
         'const cassette = await startCassette({ mode: "replay", args: ["--store", "memory://"] });\n'
-        'const health = await (await fetch(`${cassette.url}/healthz`)).json();\n'
+        "const health = await (await fetch(`${cassette.url}/healthz`)).json();\n"
         'const headers = { "x-cassette-control": cassette.control.token };\n'
         'const put = await fetch(`${cassette.control.scopes}/s1`, { method: "PUT", headers, body: JSON.stringify({ test: "t" }) });\n'
-        'const stranger = await fetch(`${cassette.control.scopes}/s1`);\n'
+        "const stranger = await fetch(`${cassette.control.scopes}/s1`);\n"
         'const env = scopedEnv(cassette, "s1");\n'
-        'const stopped = await cassette.stop();\n'
+        "const stopped = await cassette.stop();\n"
         "console.log(JSON.stringify({ url: cassette.url, mode: health.mode, base: cassette.env.OPENAI_BASE_URL,\n"
         "  scoped: env.OPENAI_BASE_URL, proxy: env.HTTPS_PROXY, put: put.status, stranger: stranger.status,\n"
         "  status: stopped.status, log: stopped.log }));\n"

@@ -36,20 +36,43 @@ SECRET = "sk-test-PLUGINRECORDKEY0123456789abcdef"
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The caller's environment without anything that would point cassette or pytest elsewhere."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_",
-                                "PYTHON", "VIRTUAL_ENV", "PYTEST", "HTTP_PROXY", "HTTPS_PROXY",
-                                "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            (
+                "CASSETTE_",
+                "UPSTREAM_",
+                "OPENAI_",
+                "ANTHROPIC_",
+                "GEMINI_",
+                "GOOGLE_",
+                "PYTHON",
+                "VIRTUAL_ENV",
+                "PYTEST",
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "ALL_PROXY",
+                "all_proxy",
+                "NO_PROXY",
+                "no_proxy",
+            )
+        )
+    }
     env.update(extra)
     return env
 
 
 def run(args: list, cwd: Path, env: dict, expect: int | None = 0, timeout: float = 300) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout,
-                            cwd=cwd, env=env)
+    result = subprocess.run(
+        [str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+    )
     if expect is not None:
         assert result.returncode == expect, (
-            f"{args}: exit {result.returncode}, expected {expect}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+            f"{args}: exit {result.returncode}, expected {expect}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        )
     return result
 
 
@@ -69,8 +92,19 @@ def venv(request, wheel, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp(f"pytest{request.param}") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     requirements = RUNNERS / f"requirements-pytest{request.param}.txt"
-    subprocess.run([str(folder / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-                    "-r", str(requirements), str(wheel)], check=True, timeout=900)
+    subprocess.run(
+        [
+            str(folder / "bin" / "pip"),
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            str(requirements),
+            str(wheel),
+        ],
+        check=True,
+        timeout=900,
+    )
     return folder
 
 
@@ -102,13 +136,19 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
 
         # test_replay_marker replays test_counts' tape even in a recording run; under -n 2 no
         # schedule promises test_counts runs first, so its tape is recorded once beforehand.
-        run([*pytest_in(venv), "--cassette=record", "-k", "test_counts"], project,
-            {**env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET})
+        run(
+            [*pytest_in(venv), "--cassette=record", "-k", "test_counts"],
+            project,
+            {**env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET},
+        )
         first = len(upstream.requests)
 
         # Record: the real key stays with the proxy; pytest-recording records its own call.
-        recorded = run([*pytest_in(venv), "--cassette=record", "--record-mode=once", *xdist], project,
-                       {**env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET})
+        recorded = run(
+            [*pytest_in(venv), "--cassette=record", "--record-mode=once", *xdist],
+            project,
+            {**env, "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET},
+        )
         assert "12 passed, 1 skipped" in recorded.stdout, recorded.stdout
         assert "cassette (record): 15 requests in tests" in recorded.stdout, recorded.stdout
         # 14 chat calls reach the vendor (test_replay_marker replays test_counts' tape), plus vcr's.
@@ -117,14 +157,21 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
         listing = run([venv / "bin" / "cassette", "ls", "--json"], project, env)
         rows = [json.loads(line) for line in listing.stdout.splitlines()]
         tests = sorted(row["test"] for row in rows)
-        assert tests == sorted([
-            "tests/test_async.py::test_async_chat[0]", "tests/test_async.py::test_async_chat[1]",
-            "tests/test_chat.py::test_conftest_client", "tests/test_chat.py::test_counts",
-            "tests/test_chat.py::test_plain[0]", "tests/test_chat.py::test_plain[1]",
-            "tests/test_chat.py::test_plain[2]", *["tests/test_chat.py::test_sequence"] * 3,
-            "tests/test_chat.py::test_strict", "tests/test_chat.py::test_strict",
-            "tests/test_chat.py::test_swallowed",
-        ]), tests
+        assert tests == sorted(
+            [
+                "tests/test_async.py::test_async_chat[0]",
+                "tests/test_async.py::test_async_chat[1]",
+                "tests/test_chat.py::test_conftest_client",
+                "tests/test_chat.py::test_counts",
+                "tests/test_chat.py::test_plain[0]",
+                "tests/test_chat.py::test_plain[1]",
+                "tests/test_chat.py::test_plain[2]",
+                *["tests/test_chat.py::test_sequence"] * 3,
+                "tests/test_chat.py::test_strict",
+                "tests/test_chat.py::test_strict",
+                "tests/test_chat.py::test_swallowed",
+            ]
+        ), tests
         table = run([venv / "bin" / "cassette", "ls"], project, env).stdout
         assert "tests/test_chat.py::test_sequence" in table, table
         stored = "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
@@ -142,14 +189,20 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
         # One prompt changed in a test that lets the error through, one in a test that swallows
         # it, one in an async test; a hard-coded vendor URL; a recording left unused.
         junit = tmp_path / "junit.xml"
-        broken = run([*pytest_in(venv), *xdist, f"--junitxml={junit}"], project,
-                     {**env, "CHANGE": "plain-1,swallowed,async-1", "HARDCODE": "1", "STRICT_SKIP": "1"},
-                     expect=1)
+        broken = run(
+            [*pytest_in(venv), *xdist, f"--junitxml={junit}"],
+            project,
+            {**env, "CHANGE": "plain-1,swallowed,async-1", "HARDCODE": "1", "STRICT_SKIP": "1"},
+            expect=1,
+        )
         assert upstream.connections == before
         failures = junit_failures(junit)
         assert set(failures) == {
-            "test_chat.py::test_plain[1]", "test_chat.py::test_swallowed", "test_async.py::test_async_chat[1]",
-            "test_chat.py::test_hardcoded_vendor_url", "test_chat.py::test_strict",
+            "test_chat.py::test_plain[1]",
+            "test_chat.py::test_swallowed",
+            "test_async.py::test_async_chat[1]",
+            "test_chat.py::test_hardcoded_vendor_url",
+            "test_chat.py::test_strict",
         }, failures
         assert "8 passed" in broken.stdout and "5 failed" in broken.stdout, broken.stdout
         plain = failures["test_chat.py::test_plain[1]"]
@@ -162,8 +215,10 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
         swallowed = failures["test_chat.py::test_swallowed"]
         assert swallowed.startswith("cassette miss"), swallowed
         assert '"Summarise the ticket." -> "Summarise the ticket. Answer in French instead."' in swallowed
-        assert "api.openai.com:443 bypassed the base URL and were refused" in failures[
-            "test_chat.py::test_hardcoded_vendor_url"]
+        assert (
+            "api.openai.com:443 bypassed the base URL and were refused"
+            in failures["test_chat.py::test_hardcoded_vendor_url"]
+        )
         assert failures["test_chat.py::test_strict"].startswith("cassette strict: 1 recording(s)")
         assert "5 tests failed on cassette's account" in broken.stdout, broken.stdout
         for name in ("test_plain[1]", "test_swallowed", "test_hardcoded_vendor_url", "test_strict"):
@@ -173,9 +228,19 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
             # The control endpoint alone (what Windows gets: no control pipe) fails the same
             # tests with the same explanations.
             junit_endpoint = tmp_path / "junit-endpoint.xml"
-            endpoint = run([*pytest_in(venv), f"--junitxml={junit_endpoint}"], project,
-                           {**env, "CHANGE": "plain-1,swallowed,async-1", "HARDCODE": "1", "STRICT_SKIP": "1",
-                            "CASSETTE_CONTROL_PIPE": "off"}, expect=1)
+            endpoint = run(
+                [*pytest_in(venv), f"--junitxml={junit_endpoint}"],
+                project,
+                {
+                    **env,
+                    "CHANGE": "plain-1,swallowed,async-1",
+                    "HARDCODE": "1",
+                    "STRICT_SKIP": "1",
+                    "CASSETTE_CONTROL_PIPE": "off",
+                },
+                expect=1,
+            )
+
             # The cassette part of each failure (the traceback below it names objects by address).
             def cassette_part(found: dict[str, str]) -> dict[str, list[str]]:
                 return {name: text.split("\n")[:3] for name, text in found.items()}
@@ -193,9 +258,7 @@ def write_project(folder: Path, ini: str = "", toml: str | None = "") -> Path:
         (folder / "cassette.toml").write_text(toml)
     (folder / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
     (folder / "test_env.py").write_text(
-        "import os\n\n"
-        "def test_env():\n"
-        "    print('BASE', os.environ.get('OPENAI_BASE_URL'))\n"
+        "import os\n\ndef test_env():\n    print('BASE', os.environ.get('OPENAI_BASE_URL'))\n"
     )
     return folder
 
@@ -260,7 +323,8 @@ def test_a_marker_cannot_make_a_replaying_run_call_the_vendor(venv, tmp_path):
     result = run([*pytest_in(venv), f"--junitxml={junit}"], project, clean_env(), expect=1)
     failures = junit_failures(junit)
     assert set(failures) == {"test_marker.py::test_wants_to_record", "test_marker.py::test_unknown_keyword"}, (
-        result.stdout)
+        result.stdout
+    )
     assert "cassette error: " in failures["test_marker.py::test_wants_to_record"], failures
     assert "record" in failures["test_marker.py::test_wants_to_record"]
     assert "unknown keyword speed" in failures["test_marker.py::test_unknown_keyword"], failures

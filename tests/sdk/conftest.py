@@ -88,7 +88,7 @@ def _answer_for(path: str, body: dict) -> tuple[str, bytes]:
         path = "/v1/chat/completions"
     # groq's OpenAI-compatible API lives under /openai/v1.
     if path.startswith("/openai/v1/"):
-        path = path[len("/openai"):]
+        path = path[len("/openai") :]
     if path == "/v1/audio/transcriptions":
         return "application/json", json.dumps({"text": "Hello from the recording."}).encode()
     if path == "/v2/chat":
@@ -236,10 +236,21 @@ class Proxy:
     def __init__(self, args: list[str], env: dict | None = None, cwd: str | None = None):
         self.args = args
         full_env = dict(os.environ)
-        for name in ("CASSETTE_MODE", "CASSETTE_STORE", "CASSETTE_DIR", "CASSETTE_CACHE",
-                     "CASSETTE_CONFIG", "UPSTREAM_BASE", "UPSTREAM_API_KEY", "OPENAI_API_KEY",
-                     "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AZURE_OPENAI_API_KEY",
-                     "PORT"):
+        for name in (
+            "CASSETTE_MODE",
+            "CASSETTE_STORE",
+            "CASSETTE_DIR",
+            "CASSETTE_CACHE",
+            "CASSETTE_CONFIG",
+            "UPSTREAM_BASE",
+            "UPSTREAM_API_KEY",
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "AZURE_OPENAI_API_KEY",
+            "PORT",
+        ):
             full_env.pop(name, None)
         full_env.update(env or {})
         self.process = subprocess.Popen(

@@ -82,9 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "id": "chatcmpl-judge",
                 "object": "chat.completion",
                 "model": body.get("model"),
-                "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
-                ],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
             }
         ).encode()
         self.send_response(200)

@@ -100,8 +100,7 @@ def script(tmp_path, name, text):
 def clean_env(extra=None):
     prefixes = ("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_")
     proxies = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"}
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(prefixes) and k.upper() not in proxies}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and k.upper() not in proxies}
     env.update(extra or {})
     return env
 
@@ -109,12 +108,15 @@ def clean_env(extra=None):
 def exec_(cassette, store_url, args, env=None, prefix=()):
     return subprocess.run(
         [*prefix, cassette, "exec", "--store", store_url, *args],
-        capture_output=True, text=True, timeout=120, env=clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(env),
     )
 
 
 def bypass_line(stderr: str) -> str:
-    lines = [l for l in stderr.splitlines() if "bypassed the base URL and" in l]
+    lines = [line for line in stderr.splitlines() if "bypassed the base URL and" in line]
     assert len(lines) == 1, stderr
     return lines[0]
 
@@ -138,8 +140,10 @@ def test_a_hard_coded_vendor_url_is_refused_in_replay_and_exits_2(cassette, stor
     # exec set the variable; the client (its URL hard-coded) went around it, and is told so.
     assert "api.openai.com:443 (exec set OPENAI_BASE_URL=http://127.0.0.1:" in line, line
     assert "given its base URL in code" in line, line
-    summary = [l for l in result.stderr.splitlines() if l.startswith("cassette exec (replay")]
-    assert len(summary) == 1 and "bypassed the base URL (requests bypassed the base URL in replay: exit 2)" in summary[0], result.stderr
+    summary = [line for line in result.stderr.splitlines() if line.startswith("cassette exec (replay")]
+    assert (
+        len(summary) == 1 and "bypassed the base URL (requests bypassed the base URL in replay: exit 2)" in summary[0]
+    ), result.stderr
 
 
 def test_plain_requests_and_httpx_calls_are_caught_without_any_connection(cassette, store_url, tmp_path, stand_in):
@@ -164,7 +168,9 @@ def test_record_tunnels_to_the_host_unrecorded_with_the_clients_own_credential(c
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["content"].startswith("I'll look that up"), result.stdout
     line = bypass_line(result.stderr)
-    assert line.startswith("cassette exec: WARNING: 1 request bypassed the base URL and was tunnelled unrecorded: replay will refuse it"), line
+    assert line.startswith(
+        "cassette exec: WARNING: 1 request bypassed the base URL and was tunnelled unrecorded: replay will refuse it"
+    ), line
     assert f"127.0.0.2:{stand_in.port}" in line
     # A plain-HTTP request is relayed the same way.
     result = exec_(cassette, store, ["--", sys.executable, plain, stand_in.url], env)
@@ -195,8 +201,11 @@ def test_loopback_stays_direct(cassette, store_url, tmp_path):
 
 def test_allowed_hosts_are_reached_directly_and_never_counted(cassette, store_url, tmp_path, stand_in):
     app = script(tmp_path, "plain.py", PLAIN_CLIENTS)
-    result = exec_(cassette, store_url, ["--allow-host", "127.0.0.2", "--allow-host", "*.example.com",
-                                         "--", sys.executable, app, stand_in.url])
+    result = exec_(
+        cassette,
+        store_url,
+        ["--allow-host", "127.0.0.2", "--allow-host", "*.example.com", "--", sys.executable, app, stand_in.url],
+    )
     out = json.loads(result.stdout)
     # The allowed stand-in answered, directly; the other host is still caught.
     assert out == {"requests": 200, "requests_error": None, "httpx": "ProxyError"}, result.stderr
@@ -211,7 +220,10 @@ def test_the_catch_can_be_switched_off(cassette, store_url, tmp_path, stand_in):
     (tmp_path / "cassette.toml").write_text("[bypass]\ncatch = false\n")
     result = subprocess.run(
         [cassette, "exec", "--store", store_url, "--", sys.executable, app],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
         env=clean_env({"HTTPS_PROXY": stand_in.url}),
     )
     # Without the catch the command keeps its own proxy variables (here a stand-in that
@@ -236,16 +248,24 @@ def test_the_ci_recipe_replays_with_the_network_off(cassette, tmp_path, upstream
     if not unshare_works():
         pytest.skip("this machine cannot create a network namespace (unshare -rn)")
     store = "file://" + str(tmp_path / "tapes")
-    app = script(tmp_path, "app.py", textwrap.dedent(
-        """
+    app = script(
+        tmp_path,
+        "app.py",
+        textwrap.dedent(
+            """
         import json, openai
         r = openai.OpenAI().chat.completions.create(
             model="gpt-4o-mini", messages=[{"role": "user", "content": "Where is my refund?"}])
         print(json.dumps({"content": r.choices[0].message.content}))
         """
-    ))
-    recorded = exec_(cassette, store, ["--", sys.executable, app],
-                     {"CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": "sk-x"})
+        ),
+    )
+    recorded = exec_(
+        cassette,
+        store,
+        ["--", sys.executable, app],
+        {"CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": "sk-x"},
+    )
     assert recorded.returncode == 0, recorded.stderr
     replayed = exec_(cassette, store, ["--", sys.executable, app], prefix=OFFLINE)
     assert replayed.returncode == 0, replayed.stderr

@@ -34,8 +34,10 @@ PLACEHOLDER = "cassette"
 AZURE_VERSION = "2024-10-21"
 # Leave pydantic-ai's fresh `pyd_ai_<uuid>` tool-call ids out of the key (docs/settings.md).
 IGNORE_CLIENT_IDS = [
-    "--ignore-path", "$.contents[*].parts[*].functionCall.id",
-    "--ignore-path", "$.contents[*].parts[*].functionResponse.id",
+    "--ignore-path",
+    "$.contents[*].parts[*].functionCall.id",
+    "--ignore-path",
+    "$.contents[*].parts[*].functionResponse.id",
 ]
 
 OPENAI_TOOLS = [
@@ -75,8 +77,11 @@ def openai_calls(tool_calls):
 
 def litellm_plain(url):
     r = litellm.completion(
-        model="openai/gpt-4o-mini", api_base=f"{url}/v1", api_key=CLIENT_KEY,
-        messages=user("Where is my refund for order A-1042?"), tools=OPENAI_TOOLS,
+        model="openai/gpt-4o-mini",
+        api_base=f"{url}/v1",
+        api_key=CLIENT_KEY,
+        messages=user("Where is my refund for order A-1042?"),
+        tools=OPENAI_TOOLS,
     )
     m = r.choices[0].message
     return {"content": m.content, "tool_calls": openai_calls(m.tool_calls), "finish": r.choices[0].finish_reason}
@@ -84,8 +89,11 @@ def litellm_plain(url):
 
 def litellm_stream(url):
     chunks = litellm.completion(
-        model="openai/gpt-4o", api_base=f"{url}/v1", api_key=CLIENT_KEY,
-        messages=user("Weather and time in Paris?"), stream=True,
+        model="openai/gpt-4o",
+        api_base=f"{url}/v1",
+        api_key=CLIENT_KEY,
+        messages=user("Weather and time in Paris?"),
+        stream=True,
     )
     calls, finish = {}, None
     for chunk in chunks:
@@ -106,7 +114,9 @@ def litellm_gemini_tool_call(url):
     # litellm's own Gemini client: its path (`/models/M:generateContent`, no version) and its
     # snake_case parts; the call ids it makes up are its own, so they are left out here.
     r = litellm.completion(
-        model="gemini/gemini-2.5-flash", api_base=f"{url}/gemini", api_key=PLACEHOLDER,
+        model="gemini/gemini-2.5-flash",
+        api_base=f"{url}/gemini",
+        api_key=PLACEHOLDER,
         messages=user("When did A-1042 ship?"),
         tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
     )
@@ -168,13 +178,14 @@ GEMINI_CONFIG = types.GenerateContentConfig(system_instruction="Be brief.", tool
 def genai_plain(url):
     # Keep the client: google-genai closes its HTTP client when the object goes away.
     client = gemini_client(url)
-    r = client.models.generate_content(
-        model="gemini-2.5-flash", contents="When did A-1042 ship?", config=GEMINI_CONFIG
-    )
+    r = client.models.generate_content(model="gemini-2.5-flash", contents="When did A-1042 ship?", config=GEMINI_CONFIG)
     text, calls = gemini_parts(r.candidates[0])
     return {
-        "text": text, "calls": calls, "finish": str(r.candidates[0].finish_reason),
-        "model": r.model_version, "total_tokens": r.usage_metadata.total_token_count,
+        "text": text,
+        "calls": calls,
+        "finish": str(r.candidates[0].finish_reason),
+        "model": r.model_version,
+        "total_tokens": r.usage_metadata.total_token_count,
     }
 
 
@@ -199,9 +210,16 @@ def genai_tool_round_trip(url):
     first = client.models.generate_content(model="gemini-2.5-flash", contents=contents, config=GEMINI_CONFIG)
     call = first.function_calls[0]
     contents.append(first.candidates[0].content)
-    contents.append(types.Content(role="user", parts=[
-        types.Part.from_function_response(name=call.name, response={"forecast": f"sunny in {call.args['city']}"})
-    ]))
+    contents.append(
+        types.Content(
+            role="user",
+            parts=[
+                types.Part.from_function_response(
+                    name=call.name, response={"forecast": f"sunny in {call.args['city']}"}
+                )
+            ],
+        )
+    )
     second = client.models.generate_content(model="gemini-2.5-flash", contents=contents, config=GEMINI_CONFIG)
     return {"call": [call.name, call.args], "answer": gemini_parts(second.candidates[0])[0]}
 
@@ -228,20 +246,31 @@ def pydantic_ai_tool_loop(url):
         return f"sunny in {city}"
 
     result = agent.run_sync("Weather in Paris?")
-    sent_ids = sorted({
-        part.tool_call_id for message in result.all_messages() for part in message.parts
-        if getattr(part, "part_kind", "") in ("tool-call", "tool-return")
-    })
+    sent_ids = sorted(
+        {
+            part.tool_call_id
+            for message in result.all_messages()
+            for part in message.parts
+            if getattr(part, "part_kind", "") in ("tool-call", "tool-return")
+        }
+    )
     return {"output": result.output, "tool_call_ids": sent_ids}
 
 
 SCENARIOS = {
     f.__name__: f
     for f in [
-        litellm_plain, litellm_stream, litellm_gemini_tool_call,
-        langchain_plain, langchain_stream, langchain_tools,
-        genai_plain, genai_stream, genai_tool_round_trip,
-        azure_chat, pydantic_ai_tool_loop,
+        litellm_plain,
+        litellm_stream,
+        litellm_gemini_tool_call,
+        langchain_plain,
+        langchain_stream,
+        langchain_tools,
+        genai_plain,
+        genai_stream,
+        genai_tool_round_trip,
+        azure_chat,
+        pydantic_ai_tool_loop,
     ]
 }
 # Scenarios that send more than one request.
@@ -256,8 +285,19 @@ def run_all(url: str) -> dict:
 @pytest.fixture(scope="module")
 def recorded(upstream, store_url):
     proxy = Proxy(
-        ["--mode", "record", "--store", store_url, "--upstream", upstream.url,
-         "--route", f"gemini={upstream.url}", "--route", f"azure={upstream.url}", *IGNORE_CLIENT_IDS],
+        [
+            "--mode",
+            "record",
+            "--store",
+            store_url,
+            "--upstream",
+            upstream.url,
+            "--route",
+            f"gemini={upstream.url}",
+            "--route",
+            f"azure={upstream.url}",
+            *IGNORE_CLIENT_IDS,
+        ],
         env={"GEMINI_API_KEY": GEMINI_KEY, "AZURE_OPENAI_API_KEY": AZURE_KEY},
     )
     try:
@@ -273,8 +313,7 @@ def replay_proxy(recorded, upstream, store_url):
     upstream.stop()
     before = upstream.connections
     # The azure route needs a name to be mounted; replay never calls its upstream.
-    proxy = Proxy(["--store", store_url, "--route", "azure=https://cassette-test.openai.azure.com",
-                   *IGNORE_CLIENT_IDS])
+    proxy = Proxy(["--store", store_url, "--route", "azure=https://cassette-test.openai.azure.com", *IGNORE_CLIENT_IDS])
     proxy.connections_before = before
     yield proxy
     proxy.stop()

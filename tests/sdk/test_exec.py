@@ -54,19 +54,27 @@ def app(tmp_path_factory):
 
 
 def exec_(cassette, store_url, args, env=None):
-    full = {k: v for k, v in os.environ.items()
-            if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
+    full = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))
+    }
     full.update(env or {})
     return subprocess.run(
         [cassette, "exec", "--store", store_url, *args],
-        capture_output=True, text=True, timeout=120, env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full,
     )
 
 
 @pytest.fixture(scope="module")
 def recorded(cassette, store_url, upstream, app):
     result = exec_(
-        cassette, store_url, ["--", sys.executable, app, "Where is my refund?", "0"],
+        cassette,
+        store_url,
+        ["--", sys.executable, app, "Where is my refund?", "0"],
         env={"CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": "sk-test-exec"},
     )
     return result
@@ -133,7 +141,9 @@ def test_every_distinct_missed_key_is_listed_once_with_its_explanation(cassette,
     lines = result.stderr.splitlines()
     start = lines.index("cassette exec: 2 distinct keys missed:")
     listed = lines[start + 1 : start + 3]
-    assert listed[0].startswith(f"  {keys[0]} POST /v1/chat/completions (target default, model gpt-4o-mini): The nearest recording"), listed
+    assert listed[0].startswith(
+        f"  {keys[0]} POST /v1/chat/completions (target default, model gpt-4o-mini): The nearest recording"
+    ), listed
     assert '"Where is my refund?" -> "Where is my refund now?"' in listed[0], listed
     assert listed[1].startswith(f"  {keys[2]} POST /v1/chat/completions"), listed
     assert "3 misses" in result.stderr
@@ -166,9 +176,13 @@ def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_ur
         assert env[name] == "cassette", (name, env)
 
     # Keys the proxy holds never reach the command, in any mode; a key no route reads does.
-    real = {"OPENAI_API_KEY": "sk-real-openai-0123456789", "UPSTREAM_API_KEY": "sk-real-upstream-987",
-            "ANTHROPIC_API_KEY": "sk-ant-real-0123456789", "GEMINI_API_KEY": "AIza-real-gemini-0123",
-            "MISTRAL_API_KEY": "the-users-own-mistral"}
+    real = {
+        "OPENAI_API_KEY": "sk-real-openai-0123456789",
+        "UPSTREAM_API_KEY": "sk-real-upstream-987",
+        "ANTHROPIC_API_KEY": "sk-ant-real-0123456789",
+        "GEMINI_API_KEY": "AIza-real-gemini-0123",
+        "MISTRAL_API_KEY": "the-users-own-mistral",
+    }
     for mode in ("replay", "record", "auto", "off"):
         result = exec_(cassette, store_url, ["--", sys.executable, str(probe)], env={**real, "CASSETTE_MODE": mode})
         assert result.returncode == 0, result.stderr
@@ -181,7 +195,10 @@ def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_ur
         for secret in ("sk-real", "sk-ant-real", "AIza-real"):
             assert secret not in result.stdout + result.stderr
         if mode != "replay":
-            assert "keys held for default (UPSTREAM_API_KEY), anthropic (ANTHROPIC_API_KEY), gemini (GEMINI_API_KEY)" in result.stderr, result.stderr
+            assert (
+                "keys held for default (UPSTREAM_API_KEY), anthropic (ANTHROPIC_API_KEY), gemini (GEMINI_API_KEY)"
+                in result.stderr
+            ), result.stderr
 
 
 def test_a_command_that_cannot_start_is_an_error(cassette, store_url):

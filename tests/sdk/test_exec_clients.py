@@ -92,13 +92,32 @@ TIKTOKEN_AND_TELEMETRY = textwrap.dedent(
 
 
 def exec_(cassette, store_url, args, env=None, tmp_path=None):
-    full = {k: v for k, v in os.environ.items()
-            if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_",
-                                 "GOOGLE_", "GROQ_", "CO_", "COHERE_", "MISTRAL_", "TIKTOKEN_"))}
+    full = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            (
+                "CASSETTE_",
+                "UPSTREAM_",
+                "OPENAI_",
+                "ANTHROPIC_",
+                "GEMINI_",
+                "GOOGLE_",
+                "GROQ_",
+                "CO_",
+                "COHERE_",
+                "MISTRAL_",
+                "TIKTOKEN_",
+            )
+        )
+    }
     full.update(env or {})
     return subprocess.run(
         [cassette, "exec", "--store", store_url, *args],
-        capture_output=True, text=True, timeout=180, env=full,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=full,
         cwd=str(tmp_path) if tmp_path else None,
     )
 
@@ -120,7 +139,9 @@ def test_groq_and_cohere_replay_through_their_built_in_routes(cassette, tmp_path
     program = script(tmp_path, "app.py", app)
     try:
         recorded = exec_(
-            cassette, store, ["--route", f"{route}={fake.url}", "--", sys.executable, program],
+            cassette,
+            store,
+            ["--route", f"{route}={fake.url}", "--", sys.executable, program],
             env={"CASSETTE_MODE": "record", key: "real-key-0123456789"},
         )
         assert recorded.returncode == 0, recorded.stderr
@@ -150,8 +171,9 @@ def test_mistral_is_told_what_works_and_that_works(cassette, tmp_path):
     settings.write_text(f'[routes.mistral]\nupstream = "{fake.url}"\n')
     program = script(tmp_path, "told.py", MISTRAL_AS_TOLD)
     try:
-        recorded = exec_(cassette, store, ["--", sys.executable, program],
-                         env={"CASSETTE_MODE": "record"}, tmp_path=tmp_path)
+        recorded = exec_(
+            cassette, store, ["--", sys.executable, program], env={"CASSETTE_MODE": "record"}, tmp_path=tmp_path
+        )
         assert recorded.returncode == 0, recorded.stderr
         assert fake.requests[0][0] == "/v1/chat/completions", fake.requests
     finally:
@@ -165,8 +187,11 @@ def test_a_base_url_the_suite_deleted_is_named_as_set_by_exec(cassette, tmp_path
     store = "file://" + str(tmp_path / "tapes")
     result = exec_(cassette, store, ["--", sys.executable, script(tmp_path, "d.py", DELETES_BASE_URL)])
     assert result.returncode == 2, result.stderr
-    line = next(l for l in result.stderr.splitlines()
-                if l.startswith("cassette exec:") and "api.openai.com:443" in l)
+    line = next(
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("cassette exec:") and "api.openai.com:443" in line
+    )
     assert "exec set OPENAI_BASE_URL=http://127.0.0.1:" in line, line
     assert "missing from the process that sent it" in line, line
     assert "(set OPENAI_BASE_URL" not in line, line
@@ -177,7 +202,8 @@ def test_telemetry_is_opted_out_and_tiktoken_is_named_as_a_helper_download(casse
     empty_cache = tmp_path / "tiktoken-cache"
     empty_cache.mkdir()
     result = exec_(
-        cassette, store,
+        cassette,
+        store,
         ["--", sys.executable, script(tmp_path, "t.py", TIKTOKEN_AND_TELEMETRY)],
         env={"TIKTOKEN_CACHE_DIR": str(empty_cache)},
     )
@@ -192,8 +218,11 @@ def test_telemetry_is_opted_out_and_tiktoken_is_named_as_a_helper_download(casse
     # The encoding download was refused (replay connects nowhere) and named apart from LLM calls.
     assert seen["tiktoken"] != "loaded"
     assert result.returncode == 2, result.stderr
-    line = next(l for l in result.stderr.splitlines()
-                if l.startswith("cassette exec:") and "openaipublic.blob.core.windows.net" in l)
+    line = next(
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("cassette exec:") and "openaipublic.blob.core.windows.net" in line
+    )
     assert "helper download (not an LLM call)" in line, line
     assert "TIKTOKEN_CACHE_DIR" in line, line
     assert "bypassed the base URL" not in line, line

@@ -52,11 +52,25 @@ class Project:
 
     def exec_(self, mode: str, command: list[str], cwd: Path | None = None, **env: str):
         return subprocess.run(  # noqa: PLW1510 (the status is what is checked)
-            [cassette_bin(), "exec", "--mode", mode, "--upstream", self.vendor.url,
-             "--route", f"anthropic={self.vendor.url}", "--", *command],
+            [
+                cassette_bin(),
+                "exec",
+                "--mode",
+                mode,
+                "--upstream",
+                self.vendor.url,
+                "--route",
+                f"anthropic={self.vendor.url}",
+                "--",
+                *command,
+            ],
             cwd=cwd or self.root,
-            env=clean_env(CASSETTE_STORE=f"file://{self.root / 'cassettes'}", CASSETTE_CONFIG=str(self.root / "cassette.toml"),
-                          JUDGE_API_KEY=JUDGE_KEY, **env),
+            env=clean_env(
+                CASSETTE_STORE=f"file://{self.root / 'cassettes'}",
+                CASSETTE_CONFIG=str(self.root / "cassette.toml"),
+                JUDGE_API_KEY=JUDGE_KEY,
+                **env,
+            ),
             capture_output=True,
             text=True,
             timeout=300,
@@ -65,8 +79,19 @@ class Project:
     def pytest(self, mode: str, **env: str):
         return self.exec_(
             mode,
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             "--confcutdir", str(SUITE.parent), "--rootdir", str(SUITE.parent), str(SUITE)],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--confcutdir",
+                str(SUITE.parent),
+                "--rootdir",
+                str(SUITE.parent),
+                str(SUITE),
+            ],
             **env,
         )
 
@@ -95,7 +120,9 @@ def test_pytest_suite_records_then_replays_with_vendor_and_judge_stopped(project
     # With the route's real key, which only the proxy in front holds.
     assert set(project.judge.credentials) == {f"Bearer {JUDGE_KEY}"}, project.judge.credentials
     assert JUDGE_KEY not in recorded.stdout + recorded.stderr
-    assert not [p for p in (project.root / "cassettes").rglob("*") if p.is_file() and JUDGE_KEY in p.read_text(errors="replace")]
+    assert not [
+        p for p in (project.root / "cassettes").rglob("*") if p.is_file() and JUDGE_KEY in p.read_text(errors="replace")
+    ]
 
     project.vendor.stop()
     project.judge.stop()
@@ -129,17 +156,31 @@ def test_pytest_suite_records_then_replays_with_vendor_and_judge_stopped(project
 
 
 RUNNERS = {
-    "vitest": ["node", str(NODE / "node_modules" / "vitest" / "vitest.mjs"), "run", "--root", str(NODE),
-               "answers.vitest.test.mjs"],
-    "jest": ["node", "--experimental-vm-modules", str(NODE / "node_modules" / "jest" / "bin" / "jest.js"),
-             "--rootDir", str(NODE), "answers.jest.test.mjs"],
+    "vitest": [
+        "node",
+        str(NODE / "node_modules" / "vitest" / "vitest.mjs"),
+        "run",
+        "--root",
+        str(NODE),
+        "answers.vitest.test.mjs",
+    ],
+    "jest": [
+        "node",
+        "--experimental-vm-modules",
+        str(NODE / "node_modules" / "jest" / "bin" / "jest.js"),
+        "--rootDir",
+        str(NODE),
+        "answers.jest.test.mjs",
+    ],
 }
 
 
 @pytest.fixture(params=sorted(RUNNERS))
 def node_project(request, tmp_path_factory):
     if shutil.which("node") is None or not (NODE / "node_modules" / "vitest").exists():
-        pytest.fail("node and tests/sdk/expect_node/node_modules are needed: run `npm ci --prefix tests/sdk/expect_node`")
+        pytest.fail(
+            "node and tests/sdk/expect_node/node_modules are needed: run `npm ci --prefix tests/sdk/expect_node`"
+        )
     vendor = FakeUpstream()
     judge = FakeJudge()
     yield request.param, Project(tmp_path_factory.mktemp(request.param), vendor, judge)
@@ -189,8 +230,22 @@ def test_under_the_pytest_plugin_a_judge_miss_fails_its_own_test(tmp_path):
 
         def pytest_run(mode: str, **extra: str):
             return subprocess.run(  # noqa: PLW1510 (the status is what is checked)
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "cassette_cli.pytest_plugin",
-                 f"--cassette={mode}", "--confcutdir", str(SUITE.parent), "--rootdir", str(SUITE.parent), str(SUITE)],
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-p",
+                    "cassette_cli.pytest_plugin",
+                    f"--cassette={mode}",
+                    "--confcutdir",
+                    str(SUITE.parent),
+                    "--rootdir",
+                    str(SUITE.parent),
+                    str(SUITE),
+                ],
                 cwd=tmp_path,
                 env=clean_env(CASSETTE_CONFIG=str(config), UPSTREAM_BASE=vendor.url, JUDGE_API_KEY=JUDGE_KEY, **extra),
                 capture_output=True,
@@ -217,8 +272,10 @@ def test_under_the_pytest_plugin_a_judge_miss_fails_its_own_test(tmp_path):
         assert "1 failed, 7 passed" in edited.stdout, both(edited)
         # The plugin counts the miss for the test that asked, with the proxy's explanation.
         assert "1 tests failed on cassette's account" in edited.stdout, both(edited)
-        assert ("answers_suite.py::test_votes_split_and_a_majority_decides: POST /v1/chat/completions "
-                "(target judge, model judge-1)") in edited.stdout, both(edited)
+        assert (
+            "answers_suite.py::test_votes_split_and_a_majority_decides: POST /v1/chat/completions "
+            "(target judge, model judge-1)"
+        ) in edited.stdout, both(edited)
         assert "ReplayMiss: replay miss: the judge's verdict is not recorded" in edited.stdout, both(edited)
         assert "[-polite-]{+kind+}" in edited.stdout, both(edited)
         assert (vendor.connections, judge.connections) == before
@@ -232,7 +289,9 @@ def test_under_the_vitest_helper_votes_go_through_its_proxy(tmp_path):
     through it with the route's key, replay with the vendor and judge stopped, and an unrecorded
     verdict fails the test that asked."""
     if shutil.which("node") is None or not (NODE / "node_modules" / "vitest").exists():
-        pytest.fail("node and tests/sdk/expect_node/node_modules are needed: run `npm ci --prefix tests/sdk/expect_node`")
+        pytest.fail(
+            "node and tests/sdk/expect_node/node_modules are needed: run `npm ci --prefix tests/sdk/expect_node`"
+        )
     vendor, judge = FakeUpstream(), FakeJudge()
     try:
         config = tmp_path / "cassette.toml"
@@ -241,15 +300,27 @@ def test_under_the_vitest_helper_votes_go_through_its_proxy(tmp_path):
             f'[routes.judge]\nupstream = "{judge.url}"\napi_key_env = "JUDGE_API_KEY"\n'
             f'[routes.anthropic]\nupstream = "{vendor.url}"\n'
         )
-        command = ["node", str(NODE / "node_modules" / "vitest" / "vitest.mjs"), "run", "--root", str(NODE),
-                   "--config", str(NODE / "vitest.helper.config.mjs")]
+        command = [
+            "node",
+            str(NODE / "node_modules" / "vitest" / "vitest.mjs"),
+            "run",
+            "--root",
+            str(NODE),
+            "--config",
+            str(NODE / "vitest.helper.config.mjs"),
+        ]
 
         def vitest(mode: str, **extra: str):
             return subprocess.run(  # noqa: PLW1510 (the status is what is checked)
                 command,
                 cwd=NODE,
-                env=clean_env(CASSETTE_CONFIG=str(config), CASSETTE_MODE=mode, UPSTREAM_BASE=vendor.url,
-                              JUDGE_API_KEY=JUDGE_KEY, **extra),
+                env=clean_env(
+                    CASSETTE_CONFIG=str(config),
+                    CASSETTE_MODE=mode,
+                    UPSTREAM_BASE=vendor.url,
+                    JUDGE_API_KEY=JUDGE_KEY,
+                    **extra,
+                ),
                 capture_output=True,
                 text=True,
                 timeout=300,

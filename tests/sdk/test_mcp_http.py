@@ -40,7 +40,9 @@ class HttpServer:
         env = dict(os.environ, MCP_STARTS=str(self.starts))
         self.process = subprocess.Popen(
             [sys.executable, str(SERVER), "--http", str(self.port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -90,7 +92,9 @@ def server(work):
 
 @pytest.fixture(scope="module")
 def recorded(server, store_url):
-    proxy = Proxy(["--mcp-route", f"counter={server.url}"], env={"CASSETTE_MODE": "record", "CASSETTE_STORE": store_url})
+    proxy = Proxy(
+        ["--mcp-route", f"counter={server.url}"], env={"CASSETTE_MODE": "record", "CASSETTE_STORE": store_url}
+    )
     try:
         legacy = session(f"{proxy.url}/counter/mcp", mode="legacy")
         modern = session(f"{proxy.url}/counter/mcp", mode="auto", labels=["m"])
@@ -168,9 +172,22 @@ def test_exec_exits_2_on_a_miss_of_an_http_mcp_server(cassette, recorded, stoppe
 
     def run(label):
         return subprocess.run(
-            [cassette, "exec", "--store", store_url, "--mcp-route", f"counter={stopped.url}", "--",
-             sys.executable, str(app), label],
-            capture_output=True, text=True, timeout=120, env=env,
+            [
+                cassette,
+                "exec",
+                "--store",
+                store_url,
+                "--mcp-route",
+                f"counter={stopped.url}",
+                "--",
+                sys.executable,
+                str(app),
+                label,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
         )
 
     hit = run("a")

@@ -100,8 +100,10 @@ def test_changed_arguments_get_an_error_naming_the_tool_and_the_argument(cassett
     miss = replayed["results"][1]
     assert miss["error"] == -32090
     assert "next_number" in miss["message"]
-    assert 'params.arguments.label: "a" -> "changed"' in miss["message"] or \
-        'params.arguments.label: "b" -> "changed"' in miss["message"]
+    assert (
+        'params.arguments.label: "a" -> "changed"' in miss["message"]
+        or 'params.arguments.label: "b" -> "changed"' in miss["message"]
+    )
 
 
 def test_another_server_name_misses(cassette, recorded, store):
@@ -114,8 +116,12 @@ def test_another_server_name_misses(cassette, recorded, store):
 def test_off_mode_calls_the_live_server_and_stores_nothing(cassette, recorded, work, store, tmp_path):
     off_store = tmp_path / "off"
     # Its own start count, the recording's counter.
-    env = {"CASSETTE_MODE": "off", "CASSETTE_STORE": f"file://{off_store}",
-           "MCP_STARTS": str(tmp_path / "starts"), "MCP_COUNTER": str(work / "starts.counter")}
+    env = {
+        "CASSETTE_MODE": "off",
+        "CASSETTE_STORE": f"file://{off_store}",
+        "MCP_STARTS": str(tmp_path / "starts"),
+        "MCP_COUNTER": str(work / "starts.counter"),
+    }
     live = session(through_cassette(cassette, [sys.executable, str(SERVER)], env))
     # The counter moved on: a live answer, unlike the replays above.
     assert live["results"] != recorded["results"]
@@ -191,13 +197,20 @@ def exec_(cassette, store: Path, args: list[str], env: dict | None = None):
     full.update(env or {})
     return subprocess.run(
         [cassette, "exec", "--store", f"file://{store}", "--", *args],
-        capture_output=True, text=True, timeout=120, env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full,
     )
 
 
 def test_exec_hands_its_mode_and_store_to_cassette_mcp_and_replays(cassette, app, recorded, work, store):
-    result = exec_(cassette, store, [sys.executable, str(app), cassette, str(SERVER), "a"],
-                   env={"MCP_STARTS": str(work / "starts")})
+    result = exec_(
+        cassette,
+        store,
+        [sys.executable, str(app), cassette, str(SERVER), "a"],
+        env={"MCP_STARTS": str(work / "starts")},
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"text": "a: 1"}
     # initialize, tools/list (the SDK lists tools before its first call) and the call.
@@ -206,15 +219,21 @@ def test_exec_hands_its_mode_and_store_to_cassette_mcp_and_replays(cassette, app
 
 
 def test_exec_exits_2_on_an_mcp_miss(cassette, app, recorded, work, store):
-    result = exec_(cassette, store, [sys.executable, str(app), cassette, str(SERVER), "never recorded"],
-                   env={"MCP_STARTS": str(work / "starts")})
+    result = exec_(
+        cassette,
+        store,
+        [sys.executable, str(app), cassette, str(SERVER), "never recorded"],
+        env={"MCP_STARTS": str(work / "starts")},
+    )
     assert result.returncode == 2, result.stderr
     error = json.loads(result.stdout)["error"]
     assert "next_number" in error and "params.arguments.label" in error
     # exec lists the distinct missed key with the request and the explanation's summary.
     assert "cassette exec: 1 distinct key missed:" in result.stderr
-    assert (" tools/call `next_number` on MCP server `counter`: The nearest recording" in result.stderr
-            and '-> "never recorded".' in result.stderr), result.stderr
+    assert (
+        " tools/call `next_number` on MCP server `counter`: The nearest recording" in result.stderr
+        and '-> "never recorded".' in result.stderr
+    ), result.stderr
     assert "1 misses" in result.stderr
     assert starts(work / "starts") == 1
 

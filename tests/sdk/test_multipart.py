@@ -29,11 +29,15 @@ TRANSCRIBE = textwrap.dedent(
 
 
 def exec_(cassette, store_url, args, env=None):
-    full = {k: v for k, v in os.environ.items()
-            if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
+    full = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))
+    }
     full.update(env or {})
-    return subprocess.run([cassette, "exec", "--store", store_url, *args],
-                          capture_output=True, text=True, timeout=120, env=full)
+    return subprocess.run(
+        [cassette, "exec", "--store", store_url, *args], capture_output=True, text=True, timeout=120, env=full
+    )
 
 
 def test_an_audio_transcription_replays_and_a_miss_names_the_part(cassette, tmp_path):
@@ -44,9 +48,12 @@ def test_an_audio_transcription_replays_and_a_miss_names_the_part(cassette, tmp_
     store = "file://" + str(tmp_path / "tapes")
     fake = FakeUpstream()
     try:
-        recorded = exec_(cassette, store, ["--", sys.executable, str(app), str(audio)],
-                         env={"CASSETTE_MODE": "record", "UPSTREAM_BASE": fake.url,
-                              "OPENAI_API_KEY": "sk-test-multipart"})
+        recorded = exec_(
+            cassette,
+            store,
+            ["--", sys.executable, str(app), str(audio)],
+            env={"CASSETTE_MODE": "record", "UPSTREAM_BASE": fake.url, "OPENAI_API_KEY": "sk-test-multipart"},
+        )
         assert recorded.returncode == 0, recorded.stderr
         assert json.loads(recorded.stdout) == {"text": "Hello from the recording."}
         assert len(fake.requests) == 1
@@ -57,8 +64,9 @@ def test_an_audio_transcription_replays_and_a_miss_names_the_part(cassette, tmp_
         fake.close()
 
     # The stored request still keys to its key: verify recomputes it from the stored parts.
-    verified = subprocess.run([cassette, "--no-config", "verify", "--store", store],
-                              capture_output=True, text=True, timeout=60)
+    verified = subprocess.run(
+        [cassette, "--no-config", "verify", "--store", store], capture_output=True, text=True, timeout=60
+    )
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
     # Twice, each time with a new random boundary: both replay.

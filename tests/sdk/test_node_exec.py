@@ -24,11 +24,16 @@ def node():
 
 
 def exec_(cassette, store_url, args, env=None):
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_"))}
+    full = {
+        k: v for k, v in os.environ.items() if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_", "ANTHROPIC_"))
+    }
     full.update(env or {})
     return subprocess.run(
         [cassette, "exec", "--store", store_url, "--", *args],
-        capture_output=True, text=True, timeout=120, env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full,
     )
 
 

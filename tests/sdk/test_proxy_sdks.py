@@ -199,8 +199,9 @@ def run_all(url: str) -> dict:
 
 @pytest.fixture(scope="module")
 def recorded(upstream, store_url):
-    proxy = Proxy(["--mode", "record", "--store", store_url, "--upstream", upstream.url,
-                   "--route", f"anthropic={upstream.url}"])
+    proxy = Proxy(
+        ["--mode", "record", "--store", store_url, "--upstream", upstream.url, "--route", f"anthropic={upstream.url}"]
+    )
     try:
         results = run_all(proxy.url)
         stats = proxy.stats()
@@ -223,7 +224,11 @@ def replay_proxy(recorded, upstream, store_url):
 @pytest.fixture(scope="module")
 def replayed(replay_proxy, upstream):
     results = run_all(replay_proxy.url)
-    return {"results": results, "stats": replay_proxy.stats(), "connections": upstream.connections - replay_proxy.connections_before}
+    return {
+        "results": results,
+        "stats": replay_proxy.stats(),
+        "connections": upstream.connections - replay_proxy.connections_before,
+    }
 
 
 # --- recording: the SDKs parse what the vendor sent, through the proxy ---
@@ -240,7 +245,8 @@ def test_record_gives_the_vendor_answers(recorded):
 
     tool_final = fixture_json("openai_chat_tool.final.json")["choices"][0]
     expected_calls = [
-        [t["id"], t["function"]["name"], json.loads(t["function"]["arguments"])] for t in tool_final["message"]["tool_calls"]
+        [t["id"], t["function"]["name"], json.loads(t["function"]["arguments"])]
+        for t in tool_final["message"]["tool_calls"]
     ]
     assert r["chat_stream"]["tool_calls"] == expected_calls
     assert r["chat_stream"]["finish_reason"] == "tool_calls"
@@ -249,7 +255,10 @@ def test_record_gives_the_vendor_answers(recorded):
 
     responses_final = fixture_json("openai_responses.final.json")
     expected_text = "".join(
-        c["text"] for item in responses_final["output"] if item["type"] == "message" for c in item["content"]
+        c["text"]
+        for item in responses_final["output"]
+        if item["type"] == "message"
+        for c in item["content"]
         if c["type"] == "output_text"
     )
     assert r["responses_stream"]["output_text"] == expected_text
@@ -258,7 +267,12 @@ def test_record_gives_the_vendor_answers(recorded):
 
     message = fixture_json("anthropic.response.json")
     assert r["anthropic_nonstream"]["stop_reason"] == "tool_use"
-    assert r["anthropic_nonstream"]["blocks"][1] == ["tool_use", message["content"][1]["id"], "send_email", message["content"][1]["input"]]
+    assert r["anthropic_nonstream"]["blocks"][1] == [
+        "tool_use",
+        message["content"][1]["id"],
+        "send_email",
+        message["content"][1]["input"],
+    ]
 
     tool_use = fixture_json("anthropic_tool_use.final.json")
     assert r["anthropic_stream"]["stop_reason"] == "tool_use"
@@ -358,7 +372,10 @@ def test_non_loopback_listen_needs_allow_remote(cassette, tmp_path):
 
     refused = subprocess.run(
         [cassette, "proxy", "--listen", "0.0.0.0:0", "--store", f"file://{tmp_path}"],
-        capture_output=True, text=True, timeout=30, env={**os.environ, "CASSETTE_MODE": "replay"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "CASSETTE_MODE": "replay"},
     )
     assert refused.returncode == 2
     assert "--allow-remote" in refused.stderr
@@ -375,7 +392,9 @@ def test_invalid_settings_are_reported_before_starting(cassette, tmp_path):
     ]:
         result = subprocess.run(
             [cassette, "proxy", "--listen", "127.0.0.1:0", "--store", f"file://{tmp_path}", *args],
-            capture_output=True, text=True, timeout=30,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
         assert result.returncode == 2, (args, result.stderr)
         assert needle in result.stderr, (args, result.stderr)

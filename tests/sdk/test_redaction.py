@@ -29,9 +29,18 @@ GATEWAY_HEADERS = [
 ]
 
 CHAT = {
-    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Refunds take 5 days."},
-                 "finish_reason": "stop", "logprobs": None}],
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Refunds take 5 days."},
+            "finish_reason": "stop",
+            "logprobs": None,
+        }
+    ],
     "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14},
 }
 

@@ -51,11 +51,16 @@ class Sampling(BaseHTTPRequestHandler):
         with Sampling.lock:
             colour = Sampling.colours[Sampling.calls % len(Sampling.colours)]
             Sampling.calls += 1
-        body = json.dumps({
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": colour}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-        }).encode()
+        body = json.dumps(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": colour}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -78,7 +83,10 @@ def exec_(cassette, store_url, app, n, args=(), env=None):
     full.update(env or {})
     return subprocess.run(
         [cassette, "exec", "--store", store_url, *args, "--", sys.executable, app, str(n)],
-        capture_output=True, text=True, timeout=120, env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full,
     )
 
 
@@ -91,8 +99,14 @@ def app(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def recorded(cassette, store_url, vendor, app):
-    result = exec_(cassette, store_url, app, 3, ["--repeats", "sequence"],
-                   {"CASSETTE_MODE": "record", "UPSTREAM_BASE": vendor, "OPENAI_API_KEY": "sk-test-seq"})
+    result = exec_(
+        cassette,
+        store_url,
+        app,
+        3,
+        ["--repeats", "sequence"],
+        {"CASSETTE_MODE": "record", "UPSTREAM_BASE": vendor, "OPENAI_API_KEY": "sk-test-seq"},
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -126,7 +140,11 @@ def test_the_setting_comes_from_cassette_toml_too(cassette, store_url, app, reco
     full = {k: v for k, v in os.environ.items() if not k.startswith(("CASSETTE_", "UPSTREAM_", "OPENAI_"))}
     result = subprocess.run(
         [cassette, "exec", "--store", store_url, "--", sys.executable, app, "3"],
-        capture_output=True, text=True, timeout=120, env=full, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == recorded

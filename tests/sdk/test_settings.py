@@ -89,7 +89,11 @@ def exec_pytest(cassette: str, cwd: Path, env: dict, tests: str = "project_tests
     """`cassette exec -- pytest`, as a team runs it: no flags."""
     return subprocess.run(
         [cassette, "exec", "--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -197,7 +201,7 @@ def test_a_re_record_with_redact_in_the_file_redacts(cassette, recorded, project
     [
         ('store = "file://never"\n[keying\n', ":2:", "cassette.toml"),
         ('store = "file://never"\n[keying]\nvolatiles = ["seed"]\n', ":3:1:", "unknown field `volatiles`"),
-        ('store = "file://never"\n[redact]\npatterns = [\'(unclosed\']\n', ":3:13:", "invalid redaction pattern"),
+        ("store = \"file://never\"\n[redact]\npatterns = ['(unclosed']\n", ":3:13:", "invalid redaction pattern"),
         ('store = "file://never"\n[keying]\nignore = ["contents[*].id"]\n', ":3:11:", "must start with `$`"),
         ('store = "file://never"\n[routes.acme]\napi_key_env = "ACME_KEY"\n', ":2:", "needs `upstream"),
     ],
@@ -207,7 +211,11 @@ def test_bad_files_stop_everything_before_any_io(cassette, tmp_path, text, posit
     marker = tmp_path / "ran"
     result = subprocess.run(
         [cassette, "exec", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
-        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2, result.stderr
     assert f"{tmp_path / 'cassette.toml'}{position}" in result.stderr, result.stderr
@@ -219,17 +227,19 @@ def test_bad_files_stop_everything_before_any_io(cassette, tmp_path, text, posit
 def test_the_proxy_holds_the_key_and_the_client_sends_a_placeholder(tmp_path):
     vendor = FakeUpstream()
     store = "file://" + str(tmp_path / "tapes")
-    proxy = Proxy(["--store", store, "--upstream", vendor.url, "--route", f"anthropic={vendor.url}"],
-                  env={"CASSETTE_MODE": "record", "UPSTREAM_API_KEY": OPENAI_KEY,
-                       "ANTHROPIC_API_KEY": ANTHROPIC_KEY},
-                  cwd=str(tmp_path))
+    proxy = Proxy(
+        ["--store", store, "--upstream", vendor.url, "--route", f"anthropic={vendor.url}"],
+        env={"CASSETTE_MODE": "record", "UPSTREAM_API_KEY": OPENAI_KEY, "ANTHROPIC_API_KEY": ANTHROPIC_KEY},
+        cwd=str(tmp_path),
+    )
     try:
         client = openai.OpenAI(api_key="cassette", base_url=f"{proxy.url}/v1", max_retries=0)
         r = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
         assert r.choices[0].message.content
         claude = anthropic.Anthropic(api_key="cassette", base_url=f"{proxy.url}/anthropic", max_retries=0)
-        assert claude.messages.create(model="claude-3-5-haiku-latest", max_tokens=8,
-                                      messages=[{"role": "user", "content": "hi"}]).content
+        assert claude.messages.create(
+            model="claude-3-5-haiku-latest", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        ).content
         health = __import__("urllib.request").request.urlopen(f"{proxy.url}/healthz", timeout=10).read().decode()
     finally:
         log = proxy.stop()

@@ -54,8 +54,11 @@ def record(project: Path) -> str:
     vendor = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         env = clean_env(
-            VENDOR_URL=vendor, OPENAI_BASE_URL=f"{vendor}/openai/v1", ANTHROPIC_BASE_URL=f"{vendor}/anthropic",
-            FILES_URL=f"{vendor}/files", OPENAI_API_KEY="sk-test-VCRRECORDKEY0123456789abcdef",
+            VENDOR_URL=vendor,
+            OPENAI_BASE_URL=f"{vendor}/openai/v1",
+            ANTHROPIC_BASE_URL=f"{vendor}/anthropic",
+            FILES_URL=f"{vendor}/files",
+            OPENAI_API_KEY="sk-test-VCRRECORDKEY0123456789abcdef",
             ANTHROPIC_API_KEY="sk-ant-api03-VCRRECORDKEY0123456789abcdef",
         )
         out = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=once"], project, env)
@@ -73,8 +76,19 @@ def plugin_env(files_url: str) -> dict[str, str]:
 
 
 def plugin_pytest(mode: str | None, *more: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin",
-            "-rf", *([f"--cassette={mode}"] if mode else []), *more]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:recording",
+        "-p",
+        "cassette_cli.pytest_plugin",
+        "-rf",
+        *([f"--cassette={mode}"] if mode else []),
+        *more,
+    ]
 
 
 def failed(out: str) -> list[str]:
@@ -195,15 +209,26 @@ def test_adopt_fails_a_test_its_tape_cannot_answer(tmp_path: Path) -> None:
     broken.write_text("interactions: [" * 5000)  # a hostile tape: deep nesting, never closed
     (project / "cassette.toml").write_text('store = "cassettes"\n')
     # Asked for by the variable this time (which the binary itself does not know as a mode).
-    out = run(plugin_pytest(None, "tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
-                            "tests/test_hostile.py"), project, {**plugin_env("http://127.0.0.1:9"), "CASSETTE_MODE": "adopt"},
-              expect=1).stdout
+    out = run(
+        plugin_pytest(
+            None, "tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream", "tests/test_hostile.py"
+        ),
+        project,
+        {**plugin_env("http://127.0.0.1:9"), "CASSETTE_MODE": "adopt"},
+        expect=1,
+    ).stdout
     assert "cassette (adopt):" in out, out
-    assert failed(out) == ["tests/test_chat.py::test_plain", "tests/test_chat.py::test_stream",
-                           "tests/test_hostile.py::test_bypass", "tests/test_hostile.py::test_no_tape"], out
+    assert failed(out) == [
+        "tests/test_chat.py::test_plain",
+        "tests/test_chat.py::test_stream",
+        "tests/test_hostile.py::test_bypass",
+        "tests/test_hostile.py::test_no_tape",
+    ], out
     assert "cassette adopt: no unused interaction of tests/cassettes/test_chat/test_plain.yaml matches" in out, out
-    assert ("tests/cassettes/test_chat/test_plain.yaml matches POST https://api.openai.com/v1/chat/completions "
-            "on method, scheme, host, port, path, query") in out, out
+    assert (
+        "tests/cassettes/test_chat/test_plain.yaml matches POST https://api.openai.com/v1/chat/completions "
+        "on method, scheme, host, port, path, query"
+    ) in out, out
     assert "cassette adopt: cannot read the vcrpy tape" in out and "test_stream.yaml" in out, out
     assert "1 request(s) to api.mistral.ai:443 bypassed the base URL and were refused" in out, out
     assert "no vcrpy tape for this test" in out and "tests/cassettes/test_hostile/test_no_tape.yaml" in out, out
@@ -225,8 +250,9 @@ def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> 
     tape = project / "tests" / "cassettes" / "test_chat" / "test_plain.yaml"
     tape.write_text(tape.read_text().replace("Name a capital.", "Name a city."))
     (project / "cassette.toml").write_text('store = "cassettes"\nrepeats = "sequence"\n')
-    out = run(plugin_pytest("adopt", "-n", "2", "-p", "xdist"), project, plugin_env("http://127.0.0.1:9"),
-              expect=1).stdout
+    out = run(
+        plugin_pytest("adopt", "-n", "2", "-p", "xdist"), project, plugin_env("http://127.0.0.1:9"), expect=1
+    ).stdout
     assert "bringing up nodes" in out, out  # distributed: the tests ran in the workers
     assert "8 passed" in out and "1 failed" in out, out
     # Two workers share the store: whichever of the two tests sending one request runs second
@@ -243,7 +269,7 @@ def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> 
     assert failed(replay.stdout) == NOT_REPLAYED, replay.stdout
 
 
-SHAPES_TEST = '''
+SHAPES_TEST = """
 import openai
 import pytest
 
@@ -269,9 +295,9 @@ def test_gzip() -> None:
 @pytest.mark.vcr("shared.yaml")
 def test_extra_tape() -> None:
     assert ask("Only in the shared tape.") == "shared ok"
-'''
+"""
 
-MATCH_TEST = '''
+MATCH_TEST = """
 from typing import Any
 
 import pytest
@@ -288,23 +314,32 @@ def test_match_on_body() -> None:
     # Asked in the reverse of the tape's order: only matching on the body pairs them right.
     assert ask("Second?") == "answer two"
     assert ask("First?") == "answer one"
-'''
+"""
 
 
 def tape_interaction(question: str, answer: str, gzipped: bool = False) -> dict:
     body = json.dumps({"messages": [{"role": "user", "content": question}], "model": "gpt-4o-mini"})
-    answer_body: bytes | str = json.dumps({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    })
+    answer_body: bytes | str = json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    )
     headers = {"Content-Type": ["application/json"]}
     if gzipped:
         answer_body = gzip.compress(answer_body.encode())
         headers["Content-Encoding"] = ["gzip"]
     return {
-        "request": {"body": body, "headers": {"Content-Type": ["application/json"]}, "method": "POST",
-                    "uri": "https://api.openai.com/v1/chat/completions"},
+        "request": {
+            "body": body,
+            "headers": {"Content-Type": ["application/json"]},
+            "method": "POST",
+            "uri": "https://api.openai.com/v1/chat/completions",
+        },
         "response": {"body": {"string": answer_body}, "headers": headers, "status": {"code": 200, "message": "OK"}},
     }
 
@@ -324,16 +359,21 @@ def test_adopt_reads_folded_bodies_gzip_answers_extra_tapes_and_match_on(tmp_pat
     (tests / "test_shapes.py").write_text(SHAPES_TEST)
     (tests / "test_match.py").write_text(MATCH_TEST)
     tapes = tests / "cassettes"
-    write_tape(tapes / "test_shapes" / "test_folded.yaml",
-               tape_interaction("It's \"quoted\" - really...", "folded ok"))
+    write_tape(tapes / "test_shapes" / "test_folded.yaml", tape_interaction('It\'s "quoted" - really...', "folded ok"))
     write_tape(tapes / "test_shapes" / "test_gzip.yaml", tape_interaction("Zip it.", "gzip ok", gzipped=True))
     assert "!!binary" in (tapes / "test_shapes" / "test_gzip.yaml").read_text()
     write_tape(tapes / "test_shapes" / "shared.yaml", tape_interaction("Only in the shared tape.", "shared ok"))
-    write_tape(tapes / "test_match" / "test_match_on_body.yaml",
-               tape_interaction("First?", "answer one"), tape_interaction("Second?", "answer two"))
+    write_tape(
+        tapes / "test_match" / "test_match_on_body.yaml",
+        tape_interaction("First?", "answer one"),
+        tape_interaction("Second?", "answer two"),
+    )
     # vcrpy passes them all, offline (its own playback: nothing recorded, nothing sent).
-    vcr = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=none"], project,
-              clean_env(OPENAI_API_KEY="sk-test-VCRPLAYKEY0123456789abcdef"))
+    vcr = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=none"],
+        project,
+        clean_env(OPENAI_API_KEY="sk-test-VCRPLAYKEY0123456789abcdef"),
+    )
     assert "4 passed" in vcr.stdout, vcr.stdout
 
     (project / "cassette.toml").write_text('store = "cassettes"\n')
@@ -344,8 +384,8 @@ def test_adopt_reads_folded_bodies_gzip_answers_extra_tapes_and_match_on(tmp_pat
     # (The hand-written tape holds no headers; the key reads none of an OpenAI chat request.)
     assert folded == [
         (
-            "body.messages[0].content: \"It's \\\"quoted\\\" - really...\" -> "
-            "\"It\u2019s \u201cquoted\u201d \u2014 really\u2026\""
+            'body.messages[0].content: "It\'s \\"quoted\\" - really..." -> '
+            '"It\u2019s \u201cquoted\u201d \u2014 really\u2026"'
         )
     ], folded
     assert report["tests/test_shapes.py::test_extra_tape"]["tapes"][-1] == "tests/cassettes/test_shapes/shared.yaml"
@@ -384,8 +424,7 @@ def test_import_and_adopt_read_odd_tapes_the_same_way_without_pyyaml(tmp_path: P
     # PyYAML to import: the binary reads the tapes.
     project = tmp_path / "project"
     shutil.copytree(ODD, project)
-    imported = run([cassette_bin(), "import", "tests", "--store", "file://imported"], project, clean_env(),
-                   expect=2)
+    imported = run([cassette_bin(), "import", "tests", "--store", "file://imported"], project, clean_env(), expect=2)
     said = imported.stdout + imported.stderr
     assert "imported 3, kept 0 already stored, failed 1" in said, said
 
@@ -414,8 +453,10 @@ def test_import_and_adopt_read_odd_tapes_the_same_way_without_pyyaml(tmp_path: P
             "which cannot be decoded here; re-record it with vcrpy's decode_compressed_response=True; skipped it"
         )
     ], broken
-    assert ("cannot import tests/cassettes/test_odd/test_broken.yaml interaction 2: the answer is zstd-encoded, "
-            "which cannot be decoded here") in said, said
+    assert (
+        "cannot import tests/cassettes/test_odd/test_broken.yaml interaction 2: the answer is zstd-encoded, "
+        "which cannot be decoded here"
+    ) in said, said
     header = report["tests/test_odd.py::test_binary_header"]["skipped"]
     assert header == [
         (
@@ -423,8 +464,10 @@ def test_import_and_adopt_read_odd_tapes_the_same_way_without_pyyaml(tmp_path: P
             "its !!binary value is not UTF-8 text; left out"
         )
     ], header
-    assert ("note tests/cassettes/test_odd/test_binary_header.yaml interaction 1: response header x-amz-id-2: its "
-            "!!binary value is not UTF-8 text; left out") in said, said
+    assert (
+        "note tests/cassettes/test_odd/test_binary_header.yaml interaction 1: response header x-amz-id-2: its "
+        "!!binary value is not UTF-8 text; left out"
+    ) in said, said
     assert "not read: tests/cassettes/test_odd/test_broken.yaml interaction 2 cannot be read" in adopt.stdout
 
     shutil.move(project / "tests" / "cassettes", tmp_path / "tapes-away")

@@ -46,12 +46,14 @@ def node():
 
 def run_app(node, url: str, anthropic_base: str | None = None, scenarios=SCENARIOS) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    env.update({
-        "OPENAI_BASE_URL": f"{url}/v1",
-        "ANTHROPIC_BASE_URL": anthropic_base or f"{url}/anthropic",
-        "OPENAI_API_KEY": CLIENT_KEY,
-        "ANTHROPIC_API_KEY": CLIENT_KEY,
-    })
+    env.update(
+        {
+            "OPENAI_BASE_URL": f"{url}/v1",
+            "ANTHROPIC_BASE_URL": anthropic_base or f"{url}/anthropic",
+            "OPENAI_API_KEY": CLIENT_KEY,
+            "ANTHROPIC_API_KEY": CLIENT_KEY,
+        }
+    )
     result = subprocess.run([node, str(APP), *scenarios], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     # The answer is the last line; anything before it is the SDK talking.
@@ -60,8 +62,9 @@ def run_app(node, url: str, anthropic_base: str | None = None, scenarios=SCENARI
 
 @pytest.fixture(scope="module")
 def recorded(node, upstream, store_url):
-    proxy = Proxy(["--mode", "record", "--store", store_url, "--upstream", upstream.url,
-                   "--route", f"anthropic={upstream.url}"])
+    proxy = Proxy(
+        ["--mode", "record", "--store", store_url, "--upstream", upstream.url, "--route", f"anthropic={upstream.url}"]
+    )
     try:
         results = run_app(node, proxy.url)
         stats = proxy.stats()
@@ -97,7 +100,9 @@ def test_record_gives_the_vendor_answers(recorded):
     streamed = fixture_json("openai_chat_tool.final.json")["choices"][0]["message"]["tool_calls"]
     assert [c[1] for c in r["openai-stream"]["toolCalls"]] == [t["function"]["name"] for t in streamed]
     steps = r["openai-tools"]["steps"]
-    assert len(steps) == 2 and steps[0]["toolResults"] == [[chat["tool_calls"][0]["id"], "order A-1042 shipped on Monday"]]
+    assert len(steps) == 2 and steps[0]["toolResults"] == [
+        [chat["tool_calls"][0]["id"], "order A-1042 shipped on Monday"]
+    ]
     assert "remboursements" in r["openai-responses-stream"]["text"]
     message = fixture_json("anthropic.response.json")
     assert r["anthropic-generate"]["text"] == message["content"][0]["text"]

@@ -96,7 +96,7 @@ pub(crate) struct Request {
     pub(crate) route: String,
     pub(crate) method: String,
     pub(crate) path: String,
-    /// `replayed`, `recorded`, `recording`, `passed_through`, `missed` or `failed`.
+    /// `replayed`, `recorded`, `recording`, `passed-through`, `missed` or `failed`.
     pub(crate) outcome: String,
     pub(crate) status: u16,
     /// For a miss: the nearest recording and what differs.

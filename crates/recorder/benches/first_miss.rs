@@ -20,7 +20,7 @@ use bytes::Bytes;
 use cassette_recorder::cassette::Cassette;
 use cassette_recorder::miss::{compact, write_segment, IndexRecord, SegmentKind};
 use cassette_recorder::{Error, Mode, Recorder, RecorderConfig, Request};
-use cassette_store::{Created, DynStore, Key, Result, SegmentName, Store};
+use cassette_store::{Created, DynStore, Key, PutMode, Result, SegmentName, Store, StoreExt};
 use futures::StreamExt;
 use serde_json::json;
 use std::fmt;
@@ -69,11 +69,12 @@ impl Store for Counting {
         self.count(1);
         self.inner.get(key).await
     }
-    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
-        self.inner.put(key, document).await
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        self.count(1);
+        self.inner.get_raw(key).await
     }
-    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
-        self.inner.put_if_absent(key, document).await
+    async fn put_with(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
+        self.inner.put_with(key, document, mode).await
     }
     async fn delete(&self, key: &Key) -> Result<()> {
         self.inner.delete(key).await

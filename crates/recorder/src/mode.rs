@@ -1,6 +1,7 @@
 //! The four recorder modes, how they are spelled, and what each does on a hit and on a miss:
 //! the one decision the HTTP engine and the MCP relays both ask.
 
+use cassette_store::PutMode;
 use std::fmt;
 use std::str::FromStr;
 
@@ -81,8 +82,8 @@ pub enum OnMiss {
     Forward(Write),
 }
 
-/// How a recording is written: the one spelling of overwrite, create-only and nothing, for
-/// live recordings (HTTP and MCP), imports and copies.
+/// How a recording is written, for live recordings (HTTP and MCP), imports and re-keys: the
+/// store's [`PutMode`] ([`Write::put_mode`]), or nothing at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write {
     /// Replace what is stored (mode `record`: the user asked to re-record).
@@ -92,6 +93,17 @@ pub enum Write {
     CreateOnly,
     /// Store nothing (mode `off`; an import's dry run).
     Nothing,
+}
+
+impl Write {
+    /// The store's mode for this write; `None` when nothing is written.
+    pub fn put_mode(self) -> Option<PutMode> {
+        match self {
+            Write::Overwrite => Some(PutMode::Overwrite),
+            Write::CreateOnly => Some(PutMode::Create),
+            Write::Nothing => None,
+        }
+    }
 }
 
 impl fmt::Display for Mode {
@@ -128,6 +140,13 @@ mod tests {
         assert_eq!(" AUTO ".parse::<Mode>(), Ok(Mode::Auto));
         assert!("replays".parse::<Mode>().unwrap_err().contains("replays"));
         assert_eq!(Mode::default(), Mode::Replay);
+    }
+
+    #[test]
+    fn a_write_is_the_stores_put_mode_or_nothing() {
+        assert_eq!(Write::Overwrite.put_mode(), Some(PutMode::Overwrite));
+        assert_eq!(Write::CreateOnly.put_mode(), Some(PutMode::Create));
+        assert_eq!(Write::Nothing.put_mode(), None);
     }
 
     #[test]

@@ -61,7 +61,7 @@ impl Response {
 
 /// Where an answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Source {
     /// Replayed from a cassette.
     Replayed,
@@ -77,6 +77,20 @@ pub enum Source {
     /// Not recorded, answered with an error in the protocol's own form (an MCP route answers a
     /// replay miss with a JSON-RPC error, which MCP clients show as it is).
     Missed,
+}
+
+impl Source {
+    /// How it is spelled wherever it is shown: the proxy's `x-cassette` header, JSON (it
+    /// serializes so) and the journal's outcomes ([`crate::proxy::Answered`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Replayed => "replayed",
+            Source::Recorded => "recorded",
+            Source::Recording => "recording",
+            Source::PassedThrough => "passed-through",
+            Source::Missed => "missed",
+        }
+    }
 }
 
 /// The answer to a request.

@@ -15,10 +15,10 @@
 use crate::config::Route;
 use crate::error::Error;
 use crate::miss::redacted_material;
-use cassette_review::render::difference_lines;
 use crate::scope::TapeSet;
 use bytes::Bytes;
 use cassette_keying::KeyConfig;
+use cassette_review::render::difference_lines;
 use cassette_tape::redact::Redactor;
 use cassette_tape::Request;
 use cassette_vcr::{Interaction, MatchOn, Sent};

@@ -9,7 +9,7 @@ use cassette_recorder::stream::{Assembler, StreamFormat};
 use cassette_recorder::{
     Cassette, Error, Mode, Recorder, RecorderConfig, Request, ResponseBody, Route, Source,
 };
-use cassette_store::DynStore;
+use cassette_store::{DynStore, StoreExt};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::{fixture, FakeUpstream, Reply};

@@ -186,6 +186,35 @@ async fn a_tape_damaged_after_it_was_cached_is_refused_naming_the_file() {
     assert_eq!(fake.requests(), 1, "replay never calls the upstream");
 }
 
+/// A tiered store's hit is read unchecked from its cache too (`get_raw` reaches the cache's
+/// file store), yet a damaged cache file costs only time: the checked read that follows falls
+/// back to the remote, whose sound copy answers and repairs the cache.
+#[tokio::test]
+async fn a_damaged_cache_file_of_a_tiered_store_is_answered_from_the_remote() {
+    let (remote_dir, fake, keys) =
+        recorded(&[("Where is my refund?", "Refunds take 5 days.")]).await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let tiered: DynStore = std::sync::Arc::new(cassette_store::tiered::TieredStore::new(
+        file_store(cache_dir.path()),
+        file_store(remote_dir.path()),
+    ));
+    let recorder = Recorder::new(config(Mode::Replay, &fake.url), tiered).unwrap();
+    let ask = || recorder.handle(chat("Where is my refund?", false));
+    assert_eq!(text(ask().await.unwrap()).await, "Refunds take 5 days.");
+    let cached = tape(cache_dir.path(), &keys[0]);
+    let whole = std::fs::read(&cached).unwrap();
+    std::fs::write(&cached, &whole[..whole.len() - 20]).unwrap();
+
+    assert_eq!(text(ask().await.unwrap()).await, "Refunds take 5 days.");
+    assert_eq!(
+        std::fs::read(&cached).unwrap(),
+        whole,
+        "the cache is repaired"
+    );
+    assert_eq!(text(ask().await.unwrap()).await, "Refunds take 5 days.");
+    assert_eq!(fake.requests(), 1, "replay never calls the upstream");
+}
+
 #[tokio::test]
 async fn each_way_of_asking_gets_its_own_answer() {
     let (dir, fake, _) = recorded(&[("Where is my refund?", "Refunds take 5 days.")]).await;

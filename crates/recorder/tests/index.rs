@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use cassette_recorder::miss::{compact, Miss};
 use cassette_recorder::{Error, Exchange, Mode, Recorder, RecorderConfig, Request, Route};
-use cassette_store::DynStore;
+use cassette_store::{DynStore, StoreExt};
 use serde_json::json;
 use std::sync::Arc;
 

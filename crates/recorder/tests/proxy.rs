@@ -660,3 +660,28 @@ async fn streams_are_forwarded_as_they_arrive_and_shutdown_waits_for_them() {
     assert_eq!(stats.recorder.recorded, 1);
     assert_eq!(store.list("").await.unwrap().len(), 1);
 }
+
+/// An answer passed through is `passed-through` in the `x-cassette` header and in the
+/// journal a report is written from, as text and as JSON (the journal once said
+/// `passed_through`).
+#[tokio::test]
+async fn passed_through_is_spelled_one_way_in_the_header_and_the_journal() {
+    let upstream = Upstream::start(Fake::default()).await;
+    let store = memory();
+    let recorder = Recorder::new(config(Mode::Off, &upstream.url), store.clone()).unwrap();
+    let settings = ProxyConfig {
+        journal: cassette_recorder::proxy::Journal::Keep,
+        ..ProxyConfig::ephemeral()
+    };
+    let proxy = spawn(recorder, &settings).await.unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", proxy.url());
+    let live = post(&client, url, &chat_body("q")).await;
+    assert_eq!(live.headers()["x-cassette"], "passed-through");
+    let journal = proxy.stats_handle().journal();
+    let entry = &journal.entries[0];
+    assert_eq!(entry.outcome.as_str(), "passed-through");
+    let json = serde_json::to_value(&journal).unwrap();
+    assert_eq!(json["entries"][0]["outcome"], "passed-through", "{json}");
+    proxy.stop().await.unwrap();
+}

@@ -270,6 +270,42 @@ async fn multipart_form_and_binary_bodies_keep_no_credentials() {
     assert!(cassette.meta.request_redacted);
 }
 
+/// A header sent twice is read by its first value everywhere, as servers read it (hyper's
+/// `HeaderMap::get`, Node's `content-type`): a form whose request repeats `Content-Type` is
+/// redacted as the form the upstream reads. The stored headers once kept the last value, so
+/// the seal took this body for plain text and stored its password.
+#[tokio::test]
+async fn a_repeated_content_type_is_read_by_its_first_value_when_sealing() {
+    let upstream = Upstream::start().await;
+    upstream.answer(
+        "/oauth/token",
+        Answer::json(json!({"token_type": "bearer"})),
+    );
+    let store = memory();
+    let rec = recorder(Mode::Record, &upstream, &store);
+    let outcome = rec
+        .handle(Request {
+            headers: vec![
+                (
+                    "Content-Type".into(),
+                    "application/x-www-form-urlencoded".into(),
+                ),
+                ("content-type".into(), "text/plain".into()),
+            ],
+            body: Bytes::from("grant_type=password&password=opaque-repeated-password"),
+            ..Request::new("POST", "/oauth/token")
+        })
+        .await
+        .unwrap();
+    let stored = everything_stored(&store).await;
+    assert_absent(&stored, &["opaque-repeated-password"]);
+    let cassette = stored_cassette(&store, &outcome.key).await;
+    assert_eq!(
+        cassette.request.headers["content-type"],
+        "application/x-www-form-urlencoded"
+    );
+}
+
 /// Item 11: a gateway's prefixed vendor headers and its internals are not stored.
 #[tokio::test]
 async fn response_headers_are_stored_from_an_allow_list() {

@@ -12,7 +12,7 @@ use cassette_recorder::{
     Cassette, Error, ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Request, Route,
     Scope, Sharing, Source,
 };
-use cassette_store::DynStore;
+use cassette_store::{DynStore, StoreExt};
 use serde_json::{json, Value};
 use support::{completion, FakeUpstream, Reply};
 

@@ -7,7 +7,7 @@
 //! fsync per cassette; the benchmarks then go through the public `Store` API only.
 
 use cassette_store::conformance::{document, key};
-use cassette_store::{open, DynStore, Key};
+use cassette_store::{open, DynStore, Key, StoreExt};
 use criterion::{BenchmarkId, Criterion};
 use futures::StreamExt;
 use std::io::Write;

@@ -9,7 +9,7 @@
 
 use crate::key::{is_shard_name, shard, stored_key, validate_prefix};
 use crate::segment::SEGMENT_FOLDER;
-use crate::{json, Created, Error, Key, Result, SegmentName, Store};
+use crate::{json, Created, Error, Key, PutMode, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -187,7 +187,7 @@ impl FileStore {
         self.root.join(SEGMENT_FOLDER).join(name.as_str())
     }
 
-    fn write_blocking(&self, path: &Path, document: &[u8], mode: Mode) -> Result<Created> {
+    fn write_blocking(&self, path: &Path, document: &[u8], mode: PutMode) -> Result<Created> {
         let dir = path.parent().unwrap_or(&self.root);
         fs::create_dir_all(dir).map_err(|source| io_error("creating folder", dir, source))?;
         let file_name = path
@@ -200,25 +200,25 @@ impl FileStore {
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
         let result = write_temp(&temp, document).and_then(|()| match mode {
-            Mode::Overwrite => fs::rename(&temp, path)
+            PutMode::Overwrite => fs::rename(&temp, path)
                 .map(|()| Created::Won)
                 .map_err(|source| io_error("renaming into place", path, source)),
             // A hard link fails atomically when the target exists, even across processes,
             // where an exists-check followed by a rename would let two writers both win.
-            Mode::Create => match fs::hard_link(&temp, path) {
+            PutMode::Create => match fs::hard_link(&temp, path) {
                 Ok(()) => Ok(Created::Won),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Created::AlreadyExists),
                 Err(source) => Err(io_error("linking into place", path, source)),
             },
         });
-        if !(matches!(mode, Mode::Overwrite) && result.is_ok()) {
+        if !(matches!(mode, PutMode::Overwrite) && result.is_ok()) {
             // After a create (won or lost) or any failure the temp file is no longer needed.
             let _ = fs::remove_file(&temp);
         }
         result
     }
 
-    async fn write(&self, key: &Key, document: Bytes, mode: Mode) -> Result<Created> {
+    async fn write(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
         let path = self.path_for(key);
         json::validate(&document).map_err(|reason| Error::InvalidDocument {
             location: self.location(),
@@ -231,12 +231,6 @@ impl FileStore {
         })
         .await
     }
-}
-
-#[derive(Clone, Copy)]
-enum Mode {
-    Overwrite,
-    Create,
 }
 
 fn write_temp(temp: &Path, document: &[u8]) -> Result<()> {
@@ -350,13 +344,10 @@ impl Store for FileStore {
     }
 
     /// Stores the document pretty-printed with a trailing newline (member order, numbers and
-    /// strings kept exactly), atomically replacing any previous file.
-    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
-        self.write(key, document, Mode::Overwrite).await.map(|_| ())
-    }
-
-    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
-        self.write(key, document, Mode::Create).await
+    /// strings kept exactly), atomically: an overwrite renames over any previous file, a
+    /// create hard-links, which fails when the file exists.
+    async fn put_with(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
+        self.write(key, document, mode).await
     }
 
     async fn delete(&self, key: &Key) -> Result<()> {
@@ -383,7 +374,7 @@ impl Store for FileStore {
     async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
         let (this, path) = (self.clone(), self.segment_path(name));
         blocking("file", self.location(), move || {
-            this.write_blocking(&path, &document, Mode::Create)
+            this.write_blocking(&path, &document, PutMode::Create)
         })
         .await
     }

@@ -60,19 +60,39 @@ use bytes::Bytes;
 use std::fmt;
 use std::sync::Arc;
 
-/// What a create-only put did.
+/// How a put treats a document already stored under its key: the one spelling of a write mode,
+/// which every backend and wrapper takes ([`Store::put_with`]), as object_store's `PutMode`.
+///
+/// Not `#[non_exhaustive]` on purpose: a mode added here must be handled by every backend, so
+/// it does not compile until each says what it means there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PutMode {
+    /// Replace what is stored (a deliberate re-record, or a copy told to replace).
+    #[default]
+    Overwrite,
+    /// Store only when nothing is stored under the key yet; a document already there is kept
+    /// and this one discarded ([`Created::AlreadyExists`]). Racing writers all keep the first.
+    Create,
+}
+
+/// What a put did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Created {
-    /// This writer stored the document.
+    /// This writer stored the document (always, with [`PutMode::Overwrite`]).
     Won,
-    /// A document was already there; it was kept and this one discarded.
+    /// A document was already there; it was kept and this one discarded ([`PutMode::Create`]).
     AlreadyExists,
 }
 
 /// The storage contract every backend and wrapper implements.
 ///
-/// Implementations must make `put` and `put_if_absent` atomic: a concurrent reader sees either
-/// the previous document or the new complete one, never a partial write.
+/// Implementations must make puts atomic: a concurrent reader sees either the previous document
+/// or the new complete one, never a partial write.
+///
+/// The trait has no provided methods: a wrapper that did not override one would answer it from
+/// the trait's default instead of its inner store, silently (a tiered store once read every
+/// replay hit through the checked `get` that way). Every backend and wrapper says what each
+/// method does; conveniences over them live in [`StoreExt`], which nobody can override.
 #[async_trait]
 pub trait Store: fmt::Debug + fmt::Display + Send + Sync + 'static {
     /// Reads the cassette stored under `key`; `Ok(None)` when there is none.
@@ -82,16 +102,13 @@ pub trait Store: fmt::Debug + fmt::Display + Send + Sync + 'static {
     /// a document on the way out (the file store's JSON check, which names the damaged file):
     /// for a caller that checks what it reads anyway, such as the replay hit path, which
     /// compares the bytes with the fingerprint of a document it already checked and parses
-    /// them otherwise. `Ok(None)` when nothing is stored. Defaults to [`Store::get`].
-    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
-        self.get(key).await
-    }
+    /// them otherwise. `Ok(None)` when nothing is stored. A backend that checks nothing on the
+    /// way out answers it with [`Store::get`]; a wrapper forwards it.
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>>;
 
-    /// Stores `document` under `key`, replacing any previous one.
-    async fn put(&self, key: &Key, document: Bytes) -> Result<()>;
-
-    /// Stores `document` under `key` only when nothing is stored there yet.
-    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created>;
+    /// Stores `document` under `key` as `mode` says. [`StoreExt::put`] and
+    /// [`StoreExt::put_if_absent`] spell the two modes.
+    async fn put_with(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created>;
 
     /// Removes the cassette under `key`; removing a missing key is not an error.
     async fn delete(&self, key: &Key) -> Result<()>;
@@ -106,38 +123,22 @@ pub trait Store: fmt::Debug + fmt::Display + Send + Sync + 'static {
     /// Whether this store keeps index segments: small opaque documents beside the cassettes, in
     /// a namespace of their own (never listed by [`Store::list`]), for an index that answers
     /// "which recordings are there" without reading every cassette. A store that does not keep
-    /// them (the defaults below) lists none, reads none and refuses to write one with
-    /// [`Error::Unsupported`]; its users fall back to reading the cassettes.
-    fn keeps_segments(&self) -> bool {
-        false
-    }
+    /// them lists none, reads none and refuses to write one ([`SegmentName::unsupported_in`]);
+    /// its users fall back to reading the cassettes.
+    fn keeps_segments(&self) -> bool;
 
     /// Stores a segment under `name` only when none is stored there yet (segments are written
     /// once: each writer names its own).
-    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
-        let _ = document;
-        Err(Error::Unsupported {
-            location: self.location(),
-            what: format!("index segment {name}"),
-        })
-    }
+    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created>;
 
     /// Reads the segment `name`; `Ok(None)` when there is none.
-    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
-        let _ = name;
-        Ok(None)
-    }
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>>;
 
     /// Every stored segment name, sorted.
-    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
-        Ok(Vec::new())
-    }
+    async fn list_segments(&self) -> Result<Vec<SegmentName>>;
 
     /// Removes the segment `name`; removing a missing one is not an error.
-    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
-        let _ = name;
-        Ok(())
-    }
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()>;
 }
 
 /// A shared, dynamically dispatched store.
@@ -146,6 +147,19 @@ pub type DynStore = Arc<dyn Store>;
 /// Conveniences for callers, implemented for every store.
 #[async_trait]
 pub trait StoreExt: Store {
+    /// Stores `document` under `key`, replacing any previous one ([`PutMode::Overwrite`]).
+    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
+        self.put_with(key, document, PutMode::Overwrite)
+            .await
+            .map(|_| ())
+    }
+
+    /// Stores `document` under `key` only when nothing is stored there yet
+    /// ([`PutMode::Create`]).
+    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
+        self.put_with(key, document, PutMode::Create).await
+    }
+
     /// Whether a cassette is stored under `key`.
     async fn contains(&self, key: &Key) -> Result<bool> {
         Ok(self.get(key).await?.is_some())

@@ -1,7 +1,7 @@
 //! An in-process store for tests: nothing survives the process.
 
 use crate::key::validate_prefix;
-use crate::{Created, Key, Result, SegmentName, Store};
+use crate::{Created, Key, PutMode, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -45,14 +45,14 @@ impl Store for MemoryStore {
         Ok(self.entries().get(key).cloned())
     }
 
-    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
-        self.entries().insert(key.clone(), document);
-        Ok(())
+    /// Memory holds what was put: nothing to check on the way out.
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        self.get(key).await
     }
 
-    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
+    async fn put_with(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
         let mut entries = self.entries();
-        if entries.contains_key(key) {
+        if mode == PutMode::Create && entries.contains_key(key) {
             return Ok(Created::AlreadyExists);
         }
         entries.insert(key.clone(), document);

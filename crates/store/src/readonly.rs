@@ -1,7 +1,7 @@
 //! A read-only wrapper for replay: reads pass through, every write is refused with
 //! [`Error::ReadOnly`] so a replay run can never change the recorded cassettes.
 
-use crate::{Created, DynStore, Error, Key, Result, SegmentName, Store};
+use crate::{Created, DynStore, Error, Key, PutMode, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -47,11 +47,7 @@ impl Store for ReadOnlyStore {
         self.inner.get_raw(key).await
     }
 
-    async fn put(&self, key: &Key, _document: Bytes) -> Result<()> {
-        self.refuse(key)
-    }
-
-    async fn put_if_absent(&self, key: &Key, _document: Bytes) -> Result<Created> {
+    async fn put_with(&self, key: &Key, _document: Bytes, _mode: PutMode) -> Result<Created> {
         self.refuse(key)
     }
 

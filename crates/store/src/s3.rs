@@ -12,14 +12,14 @@
 
 use crate::key::{shard, stored_key, validate_prefix};
 use crate::segment::SEGMENT_FOLDER;
-use crate::{Created, Error, Key, Result, SegmentName, Store};
+use crate::{Created, Error, Key, PutMode, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, ClientConfigKey, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig,
+    BackoffConfig, ClientConfigKey, ObjectStore, PutOptions, PutPayload, RetryConfig,
 };
 use std::fmt;
 use std::sync::Arc;
@@ -230,11 +230,6 @@ impl S3Store {
         }
     }
 
-    async fn put_mode(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
-        self.put_object(&self.object(key), key.as_str(), document, mode)
-            .await
-    }
-
     async fn put_object(
         &self,
         object: &Path,
@@ -242,6 +237,10 @@ impl S3Store {
         document: Bytes,
         mode: PutMode,
     ) -> Result<Created> {
+        let mode = match mode {
+            PutMode::Overwrite => object_store::PutMode::Overwrite,
+            PutMode::Create => object_store::PutMode::Create,
+        };
         let opts = PutOptions {
             mode,
             ..Default::default()
@@ -292,14 +291,15 @@ impl Store for S3Store {
             .map_err(|e| self.error("reading", key.as_str(), e))
     }
 
-    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
-        self.put_mode(key, document, PutMode::Overwrite)
-            .await
-            .map(|_| ())
+    /// An object read checks nothing on the way out.
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        self.get(key).await
     }
 
-    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
-        self.put_mode(key, document, PutMode::Create).await
+    /// A create is a conditional PUT (`If-None-Match: *`), atomic across runners.
+    async fn put_with(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
+        self.put_object(&self.object(key), key.as_str(), document, mode)
+            .await
     }
 
     async fn delete(&self, key: &Key) -> Result<()> {

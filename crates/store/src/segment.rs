@@ -2,6 +2,7 @@
 //! own, for the recorder's nearest-recording index (so the first miss of a run reads a handful
 //! of segments instead of every cassette). Stores treat them as opaque bytes, like cassettes.
 
+use crate::Error;
 use std::fmt;
 
 /// The name of an index segment: 1 to 100 characters of `a-z`, `0-9`, `-`, `_` and `.`, not
@@ -23,6 +24,15 @@ impl SegmentName {
     /// The name as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// What a store that keeps no segments (see [`crate::Store::keeps_segments`]) answers to a
+    /// write of this one, `location` being its own.
+    pub fn unsupported_in(&self, location: String) -> Error {
+        Error::Unsupported {
+            location,
+            what: format!("index segment {self}"),
+        }
     }
 }
 

@@ -15,7 +15,7 @@
 //! itself is never written, and a snapshot refuses writes.
 
 use crate::key::{stored_key, validate_prefix};
-use crate::{Created, Error, Key, Result, Store};
+use crate::{Created, Error, Key, PutMode, Result, SegmentName, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -368,27 +368,33 @@ impl Store for SledStore {
         Ok(value.map(|v| Bytes::copy_from_slice(&v)))
     }
 
-    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
-        self.writable(key)?;
-        self.db
-            .insert(key.as_str(), document.as_ref())
-            .map_err(|e| sled_error(&self.path, e))?;
-        self.flush().await
+    /// Sled checks nothing on the way out.
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        self.get(key).await
     }
 
-    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
+    /// An overwrite inserts; a create is a compare-and-swap from nothing, atomic across the
+    /// store's users.
+    async fn put_with(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
         self.writable(key)?;
-        let swapped = self
-            .db
-            .compare_and_swap(key.as_str(), None as Option<&[u8]>, Some(document.as_ref()))
-            .map_err(|e| sled_error(&self.path, e))?;
-        match swapped {
-            Ok(()) => {
-                self.flush().await?;
-                Ok(Created::Won)
+        match mode {
+            PutMode::Overwrite => {
+                self.db
+                    .insert(key.as_str(), document.as_ref())
+                    .map_err(|e| sled_error(&self.path, e))?;
             }
-            Err(_) => Ok(Created::AlreadyExists),
+            PutMode::Create => {
+                let swapped = self
+                    .db
+                    .compare_and_swap(key.as_str(), None as Option<&[u8]>, Some(document.as_ref()))
+                    .map_err(|e| sled_error(&self.path, e))?;
+                if swapped.is_err() {
+                    return Ok(Created::AlreadyExists);
+                }
+            }
         }
+        self.flush().await?;
+        Ok(Created::Won)
     }
 
     async fn delete(&self, key: &Key) -> Result<()> {
@@ -423,11 +429,33 @@ impl Store for SledStore {
     fn location(&self) -> String {
         self.to_string()
     }
+
+    /// Keeps no index segments: a miss reads the cassettes.
+    fn keeps_segments(&self) -> bool {
+        false
+    }
+
+    async fn put_segment(&self, name: &SegmentName, _document: Bytes) -> Result<Created> {
+        Err(name.unsupported_in(self.location()))
+    }
+
+    async fn get_segment(&self, _name: &SegmentName) -> Result<Option<Bytes>> {
+        Ok(None)
+    }
+
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        Ok(Vec::new())
+    }
+
+    async fn delete_segment(&self, _name: &SegmentName) -> Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::StoreExt;
 
     fn key(c: char) -> Key {
         Key::parse(&c.to_string().repeat(64)).unwrap()

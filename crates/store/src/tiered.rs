@@ -15,7 +15,7 @@
 //! cassette (a failed overwrite, a failed delete) has that cassette removed, or the operation
 //! fails.
 
-use crate::{Created, DynStore, Key, Result, SegmentName, Store, StoreUrl};
+use crate::{Created, DynStore, Key, PutMode, Result, SegmentName, Store, StoreUrl};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fmt;
@@ -66,7 +66,7 @@ impl TieredStore {
     /// older version of the cassette, which it would serve instead: it is deleted there, and
     /// when even that fails the next read of the key may be stale, so that is said loudly.
     async fn cache(&self, key: &Key, document: Bytes) {
-        let Err(e) = self.local.put(key, document).await else {
+        let Err(e) = self.local.put_with(key, document, PutMode::Overwrite).await else {
             return;
         };
         let local = self.local.location();
@@ -78,6 +78,46 @@ impl TieredStore {
                 report(&e),
                 report(&d)
             ),
+        }
+    }
+}
+
+impl TieredStore {
+    /// Reads `key` from the cache, else from the remote (filling the cache), each tier read
+    /// as `read` says.
+    async fn read(&self, key: &Key, read: Read) -> Result<Option<Bytes>> {
+        match read.from(&self.local, key).await {
+            Ok(Some(document)) => return Ok(Some(document)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                "cannot read cassette {key} from the cache {}, reading {} instead: {}",
+                self.local.location(),
+                self.remote.location(),
+                report(&e)
+            ),
+        }
+        let Some(document) = read.from(&self.remote, key).await? else {
+            return Ok(None);
+        };
+        // A cache that cannot be filled only costs a later refetch; the reader still gets the
+        // cassette, so the failure is reported but not returned.
+        self.cache(key, document.clone()).await;
+        Ok(Some(document))
+    }
+}
+
+/// How a tier is read: checked ([`Store::get`]) or as stored ([`Store::get_raw`]).
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    Checked,
+    Raw,
+}
+
+impl Read {
+    async fn from(self, store: &DynStore, key: &Key) -> Result<Option<Bytes>> {
+        match self {
+            Read::Checked => store.get(key).await,
+            Read::Raw => store.get_raw(key).await,
         }
     }
 }
@@ -96,33 +136,17 @@ impl fmt::Display for TieredStore {
 #[async_trait]
 impl Store for TieredStore {
     async fn get(&self, key: &Key) -> Result<Option<Bytes>> {
-        match self.local.get(key).await {
-            Ok(Some(document)) => return Ok(Some(document)),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(
-                "cannot read cassette {key} from the cache {}, reading {} instead: {}",
-                self.local.location(),
-                self.remote.location(),
-                report(&e)
-            ),
-        }
-        let Some(document) = self.remote.get(key).await? else {
-            return Ok(None);
-        };
-        // A cache that cannot be filled only costs a later refetch; the reader still gets the
-        // cassette, so the failure is reported but not returned.
-        self.cache(key, document.clone()).await;
-        Ok(Some(document))
+        self.read(key, Read::Checked).await
     }
 
-    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
-        self.remote.put(key, document.clone()).await?;
-        self.cache(key, document).await;
-        Ok(())
+    /// Each tier read as it stores (the replay hit path checks what it reads itself).
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        self.read(key, Read::Raw).await
     }
 
-    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
-        match self.remote.put_if_absent(key, document.clone()).await? {
+    /// The remote first, in the same mode; the cache then receives what the remote holds.
+    async fn put_with(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
+        match self.remote.put_with(key, document.clone(), mode).await? {
             Created::Won => {
                 self.cache(key, document).await;
                 Ok(Created::Won)

@@ -8,9 +8,12 @@
 //! that today's allow-lists would drop when their values look like cookies or tokens.
 
 use crate::document::{Cassette, StoredBody};
+use crate::error::{Error, Result};
 use crate::redact::{find_credentials, is_body_credential_name, normalize_name, Redactor};
 use crate::seal::redact_fields;
 use base64::Engine;
+use bytes::Bytes;
+use cassette_keying::Key;
 use regex::Regex;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -31,6 +34,51 @@ pub struct Finding {
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.location, self.reason)
+    }
+}
+
+/// A stored document that another store may receive as it is, byte for byte: the recording of
+/// the key it is stored under, holding no credential-shaped text ([`find_credentials`]) and
+/// nothing today's seal would change ([`audit`]). Besides [`crate::Sealed::to_document`], the
+/// only bytes that reach a store: `cassette copy` writes documents recorded elsewhere, which it
+/// must neither rewrite (a migration keeps every byte) nor pass on unchecked.
+#[derive(Debug, Clone)]
+pub struct Audited {
+    cassette: Cassette,
+    document: Bytes,
+}
+
+impl Audited {
+    /// Checks `document`, stored under `key`. The error names what is wrong by place and shape,
+    /// never by value.
+    pub fn check(key: &Key, document: Bytes) -> Result<Audited> {
+        let cassette = Cassette::from_stored(&document, key)?;
+        let mut problems: Vec<String> = find_credentials(&document)
+            .into_iter()
+            .map(|found| {
+                format!(
+                    "credential-shaped text ({}) at byte {}",
+                    found.pattern, found.offset
+                )
+            })
+            .collect();
+        problems.extend(audit(&cassette).iter().map(Finding::to_string));
+        if !problems.is_empty() {
+            return Err(Error::Unredacted {
+                problems: problems.join("; "),
+            });
+        }
+        Ok(Audited { cassette, document })
+    }
+
+    /// The cassette the document holds.
+    pub fn cassette(&self) -> &Cassette {
+        &self.cassette
+    }
+
+    /// The document, as it was stored.
+    pub fn into_document(self) -> Bytes {
+        self.document
     }
 }
 
@@ -446,6 +494,52 @@ mod tests {
             ]
         );
         assert!(found.iter().all(|f| !f.contains("opaque")));
+    }
+
+    #[test]
+    fn only_a_clean_document_under_its_own_key_passes_as_it_is() {
+        let key = Key::parse(&"ab".repeat(32)).unwrap();
+        let clean = cassette(
+            serde_json::json!({"method": "POST", "path": "/v1/chat/completions",
+                "body": {"json": {"model": "gpt-4o", "messages": []}}}),
+            serde_json::json!({"status": 200, "body": {"json": {"ok": true}}}),
+        );
+        // Not the recorder's layout: an audited copy keeps the bytes it was given.
+        let document = Bytes::from(serde_json::to_vec(&clean).unwrap());
+        let audited = Audited::check(&key, document.clone()).unwrap();
+        assert_eq!(audited.cassette().key, key);
+        assert_eq!(audited.into_document(), document);
+
+        let other = Key::parse(&"cd".repeat(32)).unwrap();
+        assert!(matches!(
+            Audited::check(&other, document),
+            Err(Error::OtherKey { .. })
+        ));
+        assert!(matches!(
+            Audited::check(&key, Bytes::from_static(b"{\"not\": \"a cassette\"}")),
+            Err(Error::Unreadable { .. })
+        ));
+
+        let secret = format!("sk-proj-{}", "Ab1".repeat(16));
+        let leaky = cassette(
+            serde_json::json!({"method": "POST", "path": "/v1/chat/completions",
+                "headers": {"cookie": "sid=opaque"},
+                "body": {"json": {"model": "gpt-4o", "messages": []}}}),
+            serde_json::json!({"status": 200, "body": {"json": {"echo": secret}}}),
+        );
+        let document = Bytes::from(serde_json::to_vec(&leaky).unwrap());
+        let err = Audited::check(&key, document).unwrap_err();
+        let message = err.to_string();
+        assert!(matches!(err, Error::Unredacted { .. }), "{message}");
+        assert!(
+            message.contains("credential-shaped text (openai"),
+            "{message}"
+        );
+        assert!(message.contains("request.headers.cookie"), "{message}");
+        assert!(
+            !message.contains(&secret) && !message.contains("opaque"),
+            "{message}"
+        );
     }
 
     #[test]

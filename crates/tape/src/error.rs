@@ -40,6 +40,16 @@ pub enum Error {
         /// The key it is stored under.
         asked: Key,
     },
+    /// A stored document holds what the current redaction rules would not store (a credential
+    /// shape, a credential name, a header outside today's allow-lists), named by place.
+    #[error(
+        "the document holds what the current redaction rules would not store ({problems}); \
+         redact or re-record it"
+    )]
+    Unredacted {
+        /// Each problem, by place and shape, never by value.
+        problems: String,
+    },
     /// A POST declared as JSON whose body is not: recorded, it would be keyed and forwarded as
     /// something the client did not mean to send.
     #[error("the request body is declared as JSON but does not parse: {reason}")]

@@ -43,7 +43,8 @@ export class GradeSession {
   /** @param {{ args?: string[], env?: NodeJS.ProcessEnv, cwd?: string, binary?: string }} [options] */
   constructor(options = {}) {
     this.options = options;
-    /** @type {import("node:child_process").ChildProcess | null} */
+    /** The process, spawned with pipes for stdin and stdout (stderr is the test's own). */
+    /** @type {import("node:child_process").ChildProcessByStdio<import("node:stream").Writable, import("node:stream").Readable, null> | null} */
     this.child = null;
     /** @type {{ resolve: (answer: any) => void, reject: (error: Error) => void }[]} */
     this.pending = [];

@@ -42,7 +42,11 @@ function problems(tally) {
   return tally.failure ?? [];
 }
 
-/** Whether `url` is for this machine or a host NO_PROXY lets clients reach directly. */
+/**
+ * Whether `url` is for this machine or a host NO_PROXY lets clients reach directly.
+ * @param {URL} url
+ * @param {string[]} noProxy
+ */
 function direct(url, noProxy) {
   const host = url.hostname.replace(/^\[|\]$/g, "").toLowerCase();
   if (host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\./.test(host)) return true;

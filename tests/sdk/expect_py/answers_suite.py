@@ -122,9 +122,7 @@ def test_tool_calls_of_openai_and_anthropic_read_alike(chat, message):
     tool_calls(chat.model_dump()).called_with("lookup_order", order_id="A-1042")
     tool_calls(message).called_with("send_email", to="ana@example.com", retries=2, ratio=0.75)
     tool_calls(message).called_with("send_email", {"cc": [], "urgent": False}).called_times("send_email", 1)
-    assert [(c["name"], c["arguments"]) for c in tool_calls(chat).calls] == [
-        ("lookup_order", {"order_id": "A-1042"})
-    ]
+    assert [(c["name"], c["arguments"]) for c in tool_calls(chat).calls] == [("lookup_order", {"order_id": "A-1042"})]
     assert tool_calls(message).calls[0]["arguments"]["subject"] == "Refund"
     with pytest.raises(AssertionError) as failed:
         tool_calls(chat).called_with("lookup_order", order_id="B-7")

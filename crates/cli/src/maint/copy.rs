@@ -1,13 +1,19 @@
 //! `cassette copy FROM TO`: copies or migrates cassettes between any two stores. Create-only by
 //! default, so an interrupted copy resumes by running it again (what is there is skipped);
 //! `--overwrite` replaces instead.
+//!
+//! A copy keeps each document byte for byte, so it does not go through the seal; it writes
+//! only what passes the audit instead ([`Audited`]): the recording of the key it is stored
+//! under, with nothing today's redaction would not store. Anything else fails, named, and
+//! stays where it was.
 
 use super::runtime;
 use crate::progress::Progress;
 use crate::settings::StoreSpec;
+use anyhow::Context;
 use cassette_recorder::miss::{write_segment, IndexRecord, SegmentKind};
-use cassette_recorder::Cassette;
-use cassette_store::{Created, DynStore, Key};
+use cassette_store::{Created, DynStore, Key, PutMode};
+use cassette_tape::audit::Audited;
 use futures::StreamExt;
 use std::process::ExitCode;
 
@@ -33,25 +39,19 @@ pub(crate) struct CopyArgs {
     jobs: u16,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Write {
-    CreateOnly,
-    Overwrite,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 enum Copied {
-    /// Copied, with its index record when it is a cassette.
-    Copied(Option<Box<IndexRecord>>),
+    /// Copied, with its index record.
+    Copied(Box<IndexRecord>),
     Skipped,
 }
 
 /// Runs `cassette copy`.
 pub(crate) fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
-    let write = if args.overwrite {
-        Write::Overwrite
+    let mode = if args.overwrite {
+        PutMode::Overwrite
     } else {
-        Write::CreateOnly
+        PutMode::Create
     };
     // Compared before anything is opened: copying a JSON Lines log onto itself would append
     // every cassette to it again.
@@ -65,7 +65,7 @@ pub(crate) fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let from = args.from.open_for_reading()?;
     let to = args.to.open()?;
     let (copied, skipped, failed) =
-        runtime()?.block_on(copy_all(&from, &to, write, usize::from(args.jobs)))?;
+        runtime()?.block_on(copy_all(&from, &to, mode, usize::from(args.jobs)))?;
     eprintln!(
         "copied {copied}, skipped {skipped}, failed {failed} ({} -> {}; skipped cassettes were already there)",
         from.location(),
@@ -81,14 +81,14 @@ pub(crate) fn run(args: CopyArgs) -> anyhow::Result<ExitCode> {
 async fn copy_all(
     from: &DynStore,
     to: &DynStore,
-    write: Write,
+    mode: PutMode,
     jobs: usize,
 ) -> anyhow::Result<(usize, usize, usize)> {
     let keys = from.list("").await?;
     let bar = Progress::bar(keys.len() as u64, "cassettes");
     let mut results = futures::stream::iter(keys)
         .map(|key| async move {
-            let result = copy_one(from, to, &key, write).await;
+            let result = copy_one(from, to, &key, mode).await;
             (key, result)
         })
         .buffer_unordered(jobs);
@@ -98,7 +98,7 @@ async fn copy_all(
         match result {
             Ok(Copied::Copied(record)) => {
                 copied += 1;
-                records.extend(record.map(|r| *r));
+                records.push(*record);
             }
             Ok(Copied::Skipped) => skipped += 1,
             Err(err) => {
@@ -127,28 +127,22 @@ async fn copy_one(
     from: &DynStore,
     to: &DynStore,
     key: &Key,
-    write: Write,
+    mode: PutMode,
 ) -> anyhow::Result<Copied> {
-    if write == Write::CreateOnly && to.get(key).await?.is_some() {
+    if mode == PutMode::Create && to.get(key).await?.is_some() {
         // Checked first so a resumed copy does not read (or pay for) what is already there.
         return Ok(Copied::Skipped);
     }
     let Some(document) = from.get(key).await? else {
         anyhow::bail!("deleted from {} while copying", from.location());
     };
+    let audited = Audited::check(key, document)
+        .with_context(|| format!("not copied from {}", from.location()))?;
     // The keying settings of the destination's recorders are not known here; the defaults
     // fingerprint a request closely enough to rank it.
-    let record = Cassette::from_document(&document)
-        .ok()
-        .map(|c| Box::new(IndexRecord::of(&c, &cassette_keying::KeyConfig::default())));
-    match write {
-        Write::Overwrite => {
-            to.put(key, document).await?;
-            Ok(Copied::Copied(record))
-        }
-        Write::CreateOnly => match to.put_if_absent(key, document).await? {
-            Created::Won => Ok(Copied::Copied(record)),
-            Created::AlreadyExists => Ok(Copied::Skipped),
-        },
+    let record = IndexRecord::of(audited.cassette(), &cassette_keying::KeyConfig::default());
+    match to.put_with(key, audited.into_document(), mode).await? {
+        Created::Won => Ok(Copied::Copied(Box::new(record))),
+        Created::AlreadyExists => Ok(Copied::Skipped),
     }
 }

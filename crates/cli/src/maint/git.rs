@@ -6,7 +6,7 @@
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_store::memory::MemoryStore;
-use cassette_store::{DynStore, Key};
+use cassette_store::{DynStore, Key, StoreExt};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -151,6 +151,10 @@ impl GitRevision {
             }
         }
         let documents = read_blobs(dir, &wanted)?;
+        // The blobs go into memory as git holds them, not through the seal, and may: this
+        // store lives for one `cassette diff`, which only reads it as it would read the file
+        // store at that revision, and shows it through the review's own redaction; nothing
+        // from it is ever written to a store (`copy` takes no `git:` side).
         let store: DynStore = Arc::new(MemoryStore::new());
         runtime.block_on(async {
             for (key, document) in documents {

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use cassette_store::{Created, Error, Key, Result, Store};
+use cassette_store::{Created, Error, Key, PutMode, Result, SegmentName, Store};
 use std::fmt;
 
 /// A store named in the settings and never opened.
@@ -40,11 +40,11 @@ impl Store for Unopened {
         Ok(None)
     }
 
-    async fn put(&self, key: &Key, _document: Bytes) -> Result<()> {
-        self.refuse(key)
+    async fn get_raw(&self, _key: &Key) -> Result<Option<Bytes>> {
+        Ok(None)
     }
 
-    async fn put_if_absent(&self, key: &Key, _document: Bytes) -> Result<Created> {
+    async fn put_with(&self, key: &Key, _document: Bytes, _mode: PutMode) -> Result<Created> {
         self.refuse(key)
     }
 
@@ -58,5 +58,25 @@ impl Store for Unopened {
 
     fn location(&self) -> String {
         self.to_string()
+    }
+
+    fn keeps_segments(&self) -> bool {
+        false
+    }
+
+    async fn put_segment(&self, name: &SegmentName, _document: Bytes) -> Result<Created> {
+        Err(name.unsupported_in(self.location()))
+    }
+
+    async fn get_segment(&self, _name: &SegmentName) -> Result<Option<Bytes>> {
+        Ok(None)
+    }
+
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        Ok(Vec::new())
+    }
+
+    async fn delete_segment(&self, _name: &SegmentName) -> Result<()> {
+        Ok(())
     }
 }

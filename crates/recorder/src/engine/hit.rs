@@ -35,7 +35,7 @@ impl Recorder {
             return Ok(None);
         };
         let cache = &self.inner.hit_cache;
-        let fingerprint = cache.is_on().then(|| Fingerprint::of(&document));
+        let mut fingerprint = cache.is_on().then(|| Fingerprint::of(&document));
         // The query can choose a stream's format (Gemini's `alt=sse`), so it is part of how
         // the answer was asked for.
         let asked = Asked {
@@ -62,12 +62,18 @@ impl Recorder {
         }
         let cassette = match self.parse_stored(&document, &hit.key) {
             Ok(cassette) => cassette,
-            Err(err) => {
-                // Read again with the store's own check, which names the damaged file where
-                // the store has files; a document that is JSON but no cassette is this error.
-                self.inner.store.get(&hit.key).await?;
-                return Err(err);
-            }
+            // Read again with the store's own check, which names the damaged file where the
+            // store has files; a document that is JSON but no cassette is this error. A store
+            // holding a sound copy elsewhere answers the checked read with it (a tiered store
+            // whose cache file is damaged reads its remote), and that copy is answered.
+            Err(err) => match self.inner.store.get(&hit.key).await? {
+                Some(checked) if checked != document => {
+                    let cassette = self.parse_stored(&checked, &hit.key)?;
+                    fingerprint = cache.is_on().then(|| Fingerprint::of(&checked));
+                    cassette
+                }
+                _ => return Err(err),
+            },
         };
         if another(cassette.meta.test.as_deref()) {
             if let Some(outcome) = self.scoped_hit(request, test).await? {

@@ -9,6 +9,7 @@ mod hit;
 mod import;
 mod recording;
 mod rekey;
+mod relay;
 mod replay;
 mod write;
 

@@ -3,6 +3,7 @@
 //! piece by piece while it is assembled.
 
 use super::flight::{Flight, Landed};
+use super::relay::{Assembled, Relay, Relayed};
 use super::write::{Stamp, Stored};
 use super::{Asker, Recorder, Via};
 use crate::config::{ErrorRecording, Sharing, StreamReplay};
@@ -17,7 +18,7 @@ use cassette_tape::headers::{declares_json, header, lowercased};
 use cassette_tape::{
     Cassette, KeySettings, Meta, Request, Sequence, StoredBody, StoredRequest, StoredResponse,
 };
-use cassette_wire::{Assembler, StreamError, StreamFormat};
+use cassette_wire::StreamFormat;
 use futures::StreamExt;
 use serde_json::Value;
 use std::sync::atomic::Ordering;
@@ -78,123 +79,70 @@ impl Draft {
     /// passed on whole, no longer assembled. Either way memory stays within the limit.
     pub(super) fn relay_stream(mut self, format: StreamFormat, response: Body) -> BodyStream {
         let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(16);
-        // Gemini's JSON array is one document, not a sequence of events to keep.
-        let exact = self.recorder.inner.config.stream_replay == StreamReplay::Exact
-            && format != StreamFormat::GeminiJson;
-        // A stream that ends in the upstream's own error event is an error answer: recorded
-        // when error answers are, event by event in its framing, as `import` keeps one.
-        let errors = self.recorder.inner.config.errors == ErrorRecording::Record;
-        let limit = self.recorder.inner.config.max_answer;
+        let config = &self.recorder.inner.config;
+        let mut relay = Relay::new(
+            format,
+            self.upstream.clone(),
+            config.stream_replay == StreamReplay::Exact,
+            config.errors == ErrorRecording::Record,
+            config.max_answer,
+            self.write != Write::Nothing,
+        );
         tokio::spawn(async move {
             let mut upstream = response.into_stream();
-            // What the stream is assembled into, until it grows over the limit.
-            let mut assembly = Some(Assembly {
-                assembler: Assembler::new(format),
-                // The events as sent, kept beside the meaning when exact replay was asked for.
-                events: (exact || errors).then(|| Assembler::new(format.framing())),
-            });
-            let mut received = 0usize;
-            // The last bytes passed on, to end a cut stream after a whole event.
-            let mut tail: Vec<u8> = Vec::with_capacity(8);
             // The client may hang up; reading goes on so the recording completes.
             let mut client = Some(tx);
             while let Some(piece) = upstream.next().await {
                 let bytes = match piece {
                     Ok(bytes) => bytes,
                     Err(err) => {
-                        // The URL may hold a route's key (a `query:` auth style).
-                        let err = err.without_url();
-                        let counters = &self.recorder.inner.counters;
-                        counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
-                        let reason = format!(
-                            "upstream {} broke off the {} stream: {}",
-                            self.upstream,
+                        self.broke_off(format, err, client.as_ref(), relay.assembling())
+                            .await;
+                        return;
+                    }
+                };
+                let bytes = match relay.chunk(bytes) {
+                    Relayed::Pass(bytes) => bytes,
+                    Relayed::PassOverLimit(bytes) => {
+                        tracing::warn!(
+                            "the {} stream from upstream {} is over the answer limit of {} \
+                             bytes; passed on, no longer assembled",
                             format.name(),
-                            report(&err)
+                            self.upstream,
+                            self.recorder.inner.config.max_answer
                         );
-                        if let Some(tx) = &client {
-                            let _ = tx.send(Err(std::io::Error::other(reason.clone()))).await;
-                        }
-                        if assembly.is_some() {
-                            self.fail(reason);
+                        bytes
+                    }
+                    Relayed::Cut { ending, error } => {
+                        self.fail(report(&error));
+                        self.land(Landed::NotStored);
+                        if let Some(tx) = client.take() {
+                            for piece in ending {
+                                let _ = tx.send(piece).await;
+                            }
                         }
                         return;
                     }
                 };
-                received = received.saturating_add(bytes.len());
-                if received > limit && assembly.is_some() {
-                    // Dropped here: a runaway stream is never held.
-                    assembly = None;
-                    if self.write != Write::Nothing {
-                        let err = Error::AnswerTooLarge {
-                            endpoint: self.upstream.clone(),
-                            limit,
-                        };
-                        self.fail(report(&err));
-                        self.land(Landed::NotStored);
-                        if let Some(tx) = client.take() {
-                            // The client gets no more than the limit either, but the event
-                            // under way, if one is.
-                            let room = limit.saturating_sub(received - bytes.len());
-                            cut_stream(&tx, format, &tail, bytes, room, &err).await;
-                        }
-                        return;
-                    }
-                    tracing::warn!(
-                        "the {} stream from upstream {} is over the answer limit of {limit} \
-                         bytes; passed on, no longer assembled",
-                        format.name(),
-                        self.upstream
-                    );
-                }
-                if let Some(assembly) = &mut assembly {
-                    assembly.assembler.push(&bytes);
-                    if let Some(events) = &mut assembly.events {
-                        events.push(&bytes);
-                    }
-                }
-                keep_tail(&mut tail, &bytes);
                 if let Some(tx) = &client {
                     if tx.send(Ok(bytes)).await.is_err() {
                         client = None;
                     }
                 }
             }
-            let Some(Assembly { assembler, events }) = assembly else {
-                return;
-            };
-            let assembled = match assembler.finish() {
-                Ok(final_response) => {
-                    let events = match exact {
-                        true => events.map(Assembler::finish).transpose(),
-                        false => Ok(None),
-                    };
-                    events.map(|events| {
-                        let events = events.and_then(|mut e| match e.get_mut("events") {
-                            Some(Value::Array(list)) => Some(std::mem::take(list)),
-                            _ => None,
-                        });
-                        (StoredBody::Json(final_response), format, events)
-                    })
-                }
-                Err(err @ StreamError::Upstream { .. }) if errors => match events {
-                    Some(events) => events
-                        .finish()
-                        .map(|kept| (StoredBody::Json(kept), format.framing(), None)),
-                    None => Err(err),
+            match relay.finish() {
+                None => return,
+                Some(Ok(Assembled {
+                    body,
+                    format,
+                    events,
+                })) => match self.store(body, Some(format), events).await {
+                    Ok(Stored::Nothing) => {}
+                    // Its key was logged before it was stored (`Recorder::write`).
+                    Ok(Stored::Won | Stored::Kept) => self.land(Landed::Stored),
+                    Err(err) => self.fail(report(&err)),
                 },
-                Err(err) => Err(err),
-            };
-            match assembled {
-                Ok((body, format, events)) => {
-                    match self.store(body, Some(format), events).await {
-                        Ok(Stored::Nothing) => {}
-                        // Its key was logged before it was stored (`Recorder::write`).
-                        Ok(Stored::Won | Stored::Kept) => self.land(Landed::Stored),
-                        Err(err) => self.fail(report(&err)),
-                    }
-                }
-                Err(err) => self.fail(format!(
+                Some(Err(err)) => self.fail(format!(
                     "the {} stream from upstream {} cannot be assembled: {err}",
                     format.name(),
                     self.upstream
@@ -204,6 +152,33 @@ impl Draft {
             drop(client);
         });
         Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+    }
+
+    /// The upstream broke off the stream: counted, the client told, and a recording under way
+    /// failed.
+    async fn broke_off(
+        &self,
+        format: StreamFormat,
+        err: reqwest::Error,
+        client: Option<&mpsc::Sender<std::io::Result<Bytes>>>,
+        assembling: bool,
+    ) {
+        // The URL may hold a route's key (a `query:` auth style).
+        let err = err.without_url();
+        let counters = &self.recorder.inner.counters;
+        counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
+        let reason = format!(
+            "upstream {} broke off the {} stream: {}",
+            self.upstream,
+            format.name(),
+            report(&err)
+        );
+        if let Some(tx) = client {
+            let _ = tx.send(Err(std::io::Error::other(reason.clone()))).await;
+        }
+        if assembling {
+            self.fail(reason);
+        }
     }
 
     /// Writes the recording as `write` says, made now.
@@ -592,45 +567,6 @@ fn sandbox_locations(
             }
         }
     }
-}
-
-/// A stream being assembled into a recording.
-struct Assembly {
-    assembler: Assembler,
-    events: Option<Assembler>,
-}
-
-/// Keeps the last four bytes passed on.
-fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
-    tail.extend_from_slice(&bytes[bytes.len().saturating_sub(4)..]);
-    let excess = tail.len().saturating_sub(4);
-    tail.drain(..excess);
-}
-
-/// Ends a stream cassette will not record: the whole events of `piece` (the one that crossed
-/// the limit) that fit in `room`, or the rest of the event under way, then an error event
-/// naming why, which the SDKs raise; the body then ends, so that the event is surely delivered
-/// (a body that breaks off may lose what was still buffered). A stream without a boundary to
-/// end on (one endless event, Gemini's JSON array) gets no error event, which would be read as
-/// part of that event, but a broken body.
-async fn cut_stream(
-    tx: &mpsc::Sender<std::io::Result<Bytes>>,
-    format: StreamFormat,
-    tail: &[u8],
-    piece: Bytes,
-    room: usize,
-    err: &Error,
-) {
-    let message = format!("cassette: {err}");
-    let event = format.error_event(err.kind(), &message);
-    if let (Some(cut), Some(event)) = (format.cut_point(tail, &piece, room), event) {
-        if cut > 0 {
-            let _ = tx.send(Ok(piece.slice(..cut))).await;
-        }
-        let _ = tx.send(Ok(event)).await;
-        return;
-    }
-    let _ = tx.send(Err(std::io::Error::other(message))).await;
 }
 
 /// The whole body of an answer, or `None` when it is over `limit` bytes (said by its

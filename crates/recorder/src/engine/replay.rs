@@ -4,6 +4,7 @@
 use crate::response::{BodyStream, Response, ResponseBody};
 use bytes::Bytes;
 use cassette_keying::{Profile, Streaming};
+use cassette_tape::headers::set_header;
 use cassette_tape::{Cassette, StoredBody};
 use cassette_wire::{self as stream, StreamFormat, SynthesisOptions};
 use futures::StreamExt;
@@ -186,9 +187,4 @@ fn sandbox_locations(cassette: &Cassette, headers: &mut Vec<(String, String)>) {
             None => false,
         }
     });
-}
-
-fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
-    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-    headers.push((name.to_owned(), value.to_owned()));
 }

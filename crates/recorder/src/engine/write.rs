@@ -55,9 +55,9 @@ impl Recorder {
         write: Write,
         received: Option<Value>,
     ) -> Result<Stored> {
-        if write == Write::Nothing {
+        let Some(mode) = write.put_mode() else {
             return Ok(Stored::Nothing);
-        }
+        };
         cassette.recorded_at = stamp.recorded_at;
         cassette.tool = stamp.tool;
         cassette.meta.latency_ms = stamp.latency_ms;
@@ -82,15 +82,9 @@ impl Recorder {
         // then reads the usage log finds the key of every cassette it listed (a recording that
         // then fails leaves a logged key with no cassette, which deletes nothing).
         self.log_usage(&key);
-        match write {
-            Write::Overwrite => store.put(&key, document).await?,
-            Write::CreateOnly => {
-                if store.put_if_absent(&key, document).await? == Created::AlreadyExists {
-                    tracing::info!("cassette {key} was recorded by another runner first; kept it");
-                    return Ok(Stored::Kept);
-                }
-            }
-            Write::Nothing => return Ok(Stored::Nothing),
+        if store.put_with(&key, document, mode).await? == Created::AlreadyExists {
+            tracing::info!("cassette {key} was recorded by another runner first; kept it");
+            return Ok(Stored::Kept);
         }
         self.inner.counters.recorded.fetch_add(1, Ordering::Relaxed);
         self.note_recorded(sealed.cassette(), sealed.material());

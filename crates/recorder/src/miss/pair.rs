@@ -7,7 +7,7 @@
 use super::index::NearestIndex;
 use cassette_keying::{diff, Difference, Key, KeyConfig};
 use cassette_store::memory::MemoryStore;
-use cassette_store::DynStore;
+use cassette_store::{DynStore, StoreExt};
 use cassette_tape::Cassette;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -46,6 +46,11 @@ pub async fn pair(
     }
     // The old recordings not yet paired, as a store the index reads: a pairing deletes its old
     // recording, and the index forgets what its store no longer lists.
+    //
+    // Their bytes do not go through the seal, and need not: this store is scratch memory of
+    // this call, read only by the index here and dropped when it returns; nothing in it is ever
+    // stored, shown or copied (what `diff` shows comes from the cassettes themselves, already
+    // read from the user's stores).
     let store: DynStore = Arc::new(MemoryStore::new());
     for cassette in old {
         let document = serde_json::to_vec(cassette).unwrap_or_default();

@@ -4,6 +4,7 @@
 //! Bounded: past [`KEPT_ENTRIES`] requests are only counted.
 
 use crate::miss::Explanation;
+use crate::response::Source;
 use cassette_keying::Key;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,9 +24,10 @@ pub enum Journal {
     Keep,
 }
 
-/// What became of one request.
+/// What became of one request: where its answer came from ([`Source`], spelled as it is), or
+/// that it failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Answered {
     /// Replayed from a cassette.
     Replayed,
@@ -46,15 +48,27 @@ pub enum Answered {
 }
 
 impl Answered {
-    /// The outcome as written in reports.
+    /// The outcome as written in reports: a source as [`Source::as_str`] spells it.
     pub fn as_str(self) -> &'static str {
         match self {
-            Answered::Replayed => "replayed",
-            Answered::Recorded => "recorded",
-            Answered::Recording => "recording",
-            Answered::PassedThrough => "passed_through",
-            Answered::Missed => "missed",
+            Answered::Replayed => Source::Replayed.as_str(),
+            Answered::Recorded => Source::Recorded.as_str(),
+            Answered::Recording => Source::Recording.as_str(),
+            Answered::PassedThrough => Source::PassedThrough.as_str(),
+            Answered::Missed => Source::Missed.as_str(),
             Answered::Failed => "failed",
+        }
+    }
+}
+
+impl From<Source> for Answered {
+    fn from(source: Source) -> Answered {
+        match source {
+            Source::Replayed => Answered::Replayed,
+            Source::Recorded => Answered::Recorded,
+            Source::Recording => Answered::Recording,
+            Source::PassedThrough => Answered::PassedThrough,
+            Source::Missed => Answered::Missed,
         }
     }
 }
@@ -134,5 +148,30 @@ impl Book {
                 .clone(),
             dropped: self.dropped.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outcome_is_spelled_as_its_source_in_text_and_json() {
+        let sources = [
+            Source::Replayed,
+            Source::Recorded,
+            Source::Recording,
+            Source::PassedThrough,
+            Source::Missed,
+        ];
+        for source in sources {
+            let answered = Answered::from(source);
+            assert_eq!(answered.as_str(), source.as_str());
+            let json = serde_json::to_value(answered).unwrap();
+            assert_eq!(json, source.as_str());
+            assert_eq!(serde_json::to_value(source).unwrap(), source.as_str());
+        }
+        assert_eq!(Source::PassedThrough.as_str(), "passed-through");
+        assert_eq!(serde_json::to_value(Answered::Failed).unwrap(), "failed");
     }
 }

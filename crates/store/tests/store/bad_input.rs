@@ -9,7 +9,9 @@ use cassette_store::fs::FileStore;
 use cassette_store::jsonl::JsonlStore;
 use cassette_store::sled::SledStore;
 use cassette_store::tiered::TieredStore;
-use cassette_store::{open, Created, DynStore, Error, Key, Result, Store};
+use cassette_store::{
+    open, Created, DynStore, Error, Key, PutMode, Result, SegmentName, Store, StoreExt,
+};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -298,11 +300,12 @@ impl Store for CountingStore {
         self.gets.fetch_add(1, Ordering::SeqCst);
         self.inner.get(key).await
     }
-    async fn put(&self, key: &Key, document: Bytes) -> Result<()> {
-        self.inner.put(key, document).await
+    async fn get_raw(&self, key: &Key) -> Result<Option<Bytes>> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_raw(key).await
     }
-    async fn put_if_absent(&self, key: &Key, document: Bytes) -> Result<Created> {
-        self.inner.put_if_absent(key, document).await
+    async fn put_with(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
+        self.inner.put_with(key, document, mode).await
     }
     async fn delete(&self, key: &Key) -> Result<()> {
         self.inner.delete(key).await
@@ -312,6 +315,21 @@ impl Store for CountingStore {
     }
     fn location(&self) -> String {
         self.to_string()
+    }
+    fn keeps_segments(&self) -> bool {
+        self.inner.keeps_segments()
+    }
+    async fn put_segment(&self, name: &SegmentName, document: Bytes) -> Result<Created> {
+        self.inner.put_segment(name, document).await
+    }
+    async fn get_segment(&self, name: &SegmentName) -> Result<Option<Bytes>> {
+        self.inner.get_segment(name).await
+    }
+    async fn list_segments(&self) -> Result<Vec<SegmentName>> {
+        self.inner.list_segments().await
+    }
+    async fn delete_segment(&self, name: &SegmentName) -> Result<()> {
+        self.inner.delete_segment(name).await
     }
 }
 

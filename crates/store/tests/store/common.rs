@@ -1,7 +1,7 @@
 //! Shared helpers: S3 settings from the environment, child processes, documents.
 
 use cassette_store::conformance::document;
-use cassette_store::{Created, DynStore, Key};
+use cassette_store::{Created, DynStore, Key, StoreExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,7 +8,7 @@ use cassette_store::memory::MemoryStore;
 use cassette_store::readonly::ReadOnlyStore;
 use cassette_store::sled::SledStore;
 use cassette_store::tiered::TieredStore;
-use cassette_store::{open, DynStore, Store};
+use cassette_store::{open, DynStore, Store, StoreExt};
 use std::sync::Arc;
 
 #[tokio::test]
@@ -138,6 +138,37 @@ async fn tiered_file_over_s3() {
     let dir = tempfile::tempdir().unwrap();
     let cache = format!("file://{}", dir.path().join("cache").display());
     run_all(&*cassette_store::open_tiered(&url, Some(&cache)).unwrap()).await;
+}
+
+/// A wrapper reads `get_raw` through to the store it wraps: a damaged file, which the file
+/// store's checked `get` refuses, comes back as it is stored (the replay hit path checks what
+/// it reads itself). The tiered store once answered `get_raw` with its own checked `get`, so
+/// every replay hit through it checked the whole JSON, and this file read as a miss.
+#[tokio::test]
+async fn wrappers_read_raw_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileStore::open(dir.path()).unwrap();
+    let key = cassette_store::conformance::key("b0", 1);
+    let damaged: &[u8] = b"{\"key\": \"cut off";
+    let path = file.path_for(&key);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, damaged).unwrap();
+    let inner: DynStore = Arc::new(file);
+    assert!(inner.get(&key).await.is_err());
+    let wrappers: [(&str, DynStore); 2] = [
+        (
+            "tiered",
+            Arc::new(TieredStore::new(
+                inner.clone(),
+                Arc::new(MemoryStore::new()),
+            )),
+        ),
+        ("read-only", Arc::new(ReadOnlyStore::new(inner.clone()))),
+    ];
+    for (name, store) in wrappers {
+        let raw = store.get_raw(&key).await.unwrap();
+        assert_eq!(raw.as_deref(), Some(damaged), "{name}");
+    }
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use cassette_store::conformance::{document, key};
 use cassette_store::fs::FileStore;
 use cassette_store::jsonl::JsonlStore;
-use cassette_store::{open, open_tiered, Error, Store};
+use cassette_store::{open, open_tiered, Error, Store, StoreExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 

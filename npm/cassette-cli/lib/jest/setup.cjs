@@ -6,15 +6,26 @@
 const { relative } = require("node:path");
 const runner = require("../runner.cjs");
 
+/**
+ * The globals jest gives a setup file, as far as this file uses them (jest's own types are the
+ * user's dependency, not ours).
+ * @typedef {{
+ *   beforeEach: (hook: () => unknown) => void,
+ *   afterEach: (hook: () => unknown) => void,
+ *   expect: { getState(): { testPath?: string, currentTestName?: string } },
+ * }} JestGlobals
+ */
+const globals = /** @type {JestGlobals} */ (/** @type {unknown} */ (globalThis));
+
 const text = process.env.CASSETTE_RUNNER;
 if (text) {
   runner.attach({
     ready: JSON.parse(text),
     // Hooks of no parameter: jest takes a hook with one for a callback-style hook.
-    beforeEach: (/** @type {Function} */ hook) => globalThis.beforeEach(() => hook()),
-    afterEach: (/** @type {Function} */ hook) => globalThis.afterEach(() => hook()),
+    beforeEach: (/** @type {Function} */ hook) => globals.beforeEach(() => hook()),
+    afterEach: (/** @type {Function} */ hook) => globals.afterEach(() => hook()),
     testName: () => {
-      const state = globalThis.expect.getState();
+      const state = globals.expect.getState();
       return `${relative(process.cwd(), state.testPath ?? "?")} > ${state.currentTestName ?? "?"}`;
     },
   });

@@ -18,9 +18,7 @@ def prompt(name: str, text: str) -> str:
 
 
 def ask(text: str, model: str = "gpt-4o-mini") -> str:
-    answer = client.chat.completions.create(
-        model=model, temperature=0, messages=[{"role": "user", "content": text}]
-    )
+    answer = client.chat.completions.create(model=model, temperature=0, messages=[{"role": "user", "content": text}])
     return answer.choices[0].message.content or ""
 
 
@@ -44,9 +42,7 @@ def test_swallowed() -> None:
 def test_hardcoded_vendor_url() -> None:
     vendor = openai.OpenAI(base_url="https://api.openai.com/v1", max_retries=0)
     try:
-        vendor.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello?"}]
-        )
+        vendor.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello?"}])
     except openai.APIError:
         pass  # swallowed: only cassette can fail this test
 

@@ -24,7 +24,7 @@ def _real_hosts(request: Any) -> Any:
     for name, real in REAL.items():
         prefix = f"{VENDOR}/{name}"
         if VENDOR and request.uri.startswith(prefix):
-            request.uri = real + request.uri[len(prefix):]
+            request.uri = real + request.uri[len(prefix) :]
     return request
 
 

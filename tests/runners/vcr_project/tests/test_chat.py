@@ -71,9 +71,12 @@ def test_download() -> None:
 @pytest.mark.vcr
 def test_error_stream() -> None:
     client = anthropic.Anthropic()
-    with pytest.raises(anthropic.APIStatusError) as raised, client.messages.stream(
-        model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "Tell a long story."}]
-    ) as stream:
+    with (
+        pytest.raises(anthropic.APIStatusError) as raised,
+        client.messages.stream(
+            model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "Tell a long story."}]
+        ) as stream,
+    ):
         for _ in stream.text_stream:
             pass
     assert "overloaded" in str(raised.value).lower()

@@ -1,0 +1,49 @@
+//! No product file is over 1,000 lines: a file that grows past it holds more than one concern
+//! and is split along its seams (as `proxy/server.rs` and `settings/file.rs` were). Tests,
+//! benches and examples are not product files.
+
+use std::path::{Path, PathBuf};
+
+/// The longest a product source file may be, in lines.
+const MAX_LINES: usize = 1_000;
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_product_file_is_over_a_thousand_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    let crates = std::fs::read_dir(root.join("crates")).expect("the crates folder");
+    for krate in crates.flatten() {
+        rust_files(&krate.path().join("src"), &mut files);
+    }
+    assert!(files.len() > 50, "found only {} product files", files.len());
+    let mut long: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path).ok()?.lines().count();
+            let shown = path.strip_prefix(root).unwrap_or(path).display();
+            (lines > MAX_LINES).then(|| format!("{shown}: {lines} lines"))
+        })
+        .collect();
+    long.sort();
+    assert!(
+        long.is_empty(),
+        "product files over {MAX_LINES} lines (split them along their seams, and say so in \
+         ARCHITECTURE.md):\n{}",
+        long.join("\n")
+    );
+}
