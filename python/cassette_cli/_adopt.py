@@ -14,9 +14,12 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # vcrpy's default `match_on`.
 DEFAULT_MATCH_ON = ("method", "scheme", "host", "port", "path", "query")
@@ -39,8 +42,32 @@ def _shown(path: Path, root: Path) -> str:
         return str(path.resolve())
 
 
-def tapes_of(request: pytest.FixtureRequest) -> dict[str, list[str]]:
-    """The `tapes` and `match_on` of the running test, for its scope's begin."""
+def _merged(request: pytest.FixtureRequest, fixture: Callable[[str], object]) -> dict[str, Any]:
+    """`vcr_config` with the `vcr` markers' keywords over it, the closest marker last, as
+    pytest-recording merges them."""
+    vcr_config = fixture("vcr_config")
+    merged = dict(vcr_config) if isinstance(vcr_config, dict) else {}
+    for marker in reversed(list(request.node.iter_markers("vcr"))):
+        merged.update(marker.kwargs)
+    return merged
+
+
+def _tape_path(directory: str, name: str, merged: dict[str, Any]) -> Path:
+    """Where vcrpy opens a test's tape: its `path_transformer` over `cassette_library_dir`
+    and the name, else the name with the serializer's suffix (`.yaml`)."""
+    folder = str(merged.get("cassette_library_dir") or directory)
+    joined = os.path.join(folder, name)
+    transform = merged.get("path_transformer")
+    if callable(transform):
+        return Path(str(transform(joined)))
+    suffix = f".{merged.get('serializer') or 'yaml'}"
+    return Path(joined if joined.endswith(suffix) else joined + suffix)
+
+
+def tapes_of(request: pytest.FixtureRequest) -> tuple[dict[str, Any], list[str]]:
+    """The running test's scope begin (`tapes`, `match_on`, `filters`, and the documents of
+    tapes only the suite's serializer or persister reads), and what of the suite's vcrpy
+    settings is not honoured, with what it costs, for the report."""
 
     def fixture(name: str) -> object:
         try:
@@ -48,30 +75,33 @@ def tapes_of(request: pytest.FixtureRequest) -> dict[str, list[str]]:
         except pytest.FixtureLookupError:
             return None
 
-    directory = fixture("vcr_cassette_dir")
-    if directory is None:
-        path = Path(str(request.node.path))
-        directory = str(path.parent / "cassettes" / path.stem)
-    named = request.node.get_closest_marker("default_cassette")
-    default = str(named.args[0]) if named is not None and named.args else None
-    name = default or default_cassette_name(request.cls, request.node.name)
-    # pytest-recording adds `.yaml`; its extra tapes are taken as written, relative to the
-    # tape directory.
-    paths = [Path(str(directory)) / (name if name.endswith(".yaml") else f"{name}.yaml")]
-    paths += [
-        Path(str(directory)) / str(arg)
-        for marker in request.node.iter_markers("vcr")
-        for arg in marker.args
-    ]
-    marker = request.node.get_closest_marker("vcr")
-    vcr_config = fixture("vcr_config")
-    match_on: tuple[str, ...] = DEFAULT_MATCH_ON
-    if isinstance(vcr_config, dict) and vcr_config.get("match_on"):
-        match_on = tuple(str(m) for m in vcr_config["match_on"])
-    if marker is not None and marker.kwargs.get("match_on"):
-        match_on = tuple(str(m) for m in marker.kwargs["match_on"])
+    from cassette_cli._recording import cassette_dir
+
+    directory = str(fixture("vcr_cassette_dir") or cassette_dir(str(request.node.path)))
+    name = fixture("default_cassette_name")
+    if not isinstance(name, str):
+        named = request.node.get_closest_marker("default_cassette")
+        name = str(named.args[0]) if named is not None and named.args else None
+        name = name or default_cassette_name(request.cls, request.node.name)
+    merged = _merged(request, fixture)
+    # pytest-recording's extra tapes are taken as written, relative to the tape directory.
+    paths = [_tape_path(directory, name, merged)]
+    markers = request.node.iter_markers("vcr")
+    paths += [Path(directory) / str(arg) for marker in markers for arg in marker.args]
+    match_on = tuple(str(m) for m in merged.get("match_on") or DEFAULT_MATCH_ON)
     root = request.config.rootpath
-    return {"tapes": [_shown(p, root) for p in paths], "match_on": list(match_on)}
+    shown = [_shown(p, root) for p in paths]
+    begin: dict[str, Any] = {"tapes": shown, "match_on": list(match_on)}
+    from cassette_cli import _serializers
+
+    notes: list[str] = []
+    filters = _serializers.filters(merged, notes)
+    if filters:
+        begin["filters"] = filters
+    documents = _serializers.documents(request.config, merged, directory, paths, shown, notes)
+    if documents:
+        begin["documents"] = documents
+    return begin, notes
 
 
 def refused(tally: dict[str, Any]) -> list[str]:
@@ -98,22 +128,43 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
         raise
 
 
+def _header_drift(line: str) -> bool:
+    """Whether a drift line is of a header (`headers.anthropic-version: added ...`)."""
+    return line.startswith("headers.")
+
+
 def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str]:
     """The terminal summary of an adopt run: a line of counts, then per test what drifted or
     went unanswered (indented)."""
     answered = sum(len(r.get("adopted") or ()) for r in adopted.values())
-    drifted = [n for n, r in adopted.items() if any(a["drift"] for a in r.get("adopted") or ())]
+
+    def drift(result: dict[str, Any], headers: bool) -> list[str]:
+        # Header drift is most often a serializer that stripped headers, not the code moving
+        # on: counted apart, and listed in the report only.
+        lines = [line for a in result.get("adopted") or () for line in a["drift"]]
+        return [line for line in lines if _header_drift(line) == headers]
+
+    drifted = [n for n, r in adopted.items() if drift(r, headers=False)]
+    headers_only = [n for n, r in adopted.items() if drift(r, headers=True) and n not in drifted]
     unstored = sum(len(r.get("not_stored") or ()) for r in adopted.values())
     lines = [
         f"cassette adopt: {answered} answers from vcrpy tapes in {len(adopted)} tests, "
         f"{unstored} not stored, {len(drifted)} tests whose tapes drifted from today's requests"
+        + (f", {len(headers_only)} in headers only" if headers_only else "")
         + (f"; report in {report}" if report else "")
     ]
+    # The suite's vcrpy settings not honoured: the same for most tests, so named once each.
+    honoured: dict[str, int] = {}
+    for result in adopted.values():
+        for why in result.get("not_honoured") or ():
+            honoured[why] = honoured.get(why, 0) + 1
+    lines += [f"  not honoured ({n} tests): {why}" for why, n in honoured.items()]
     for nodeid, result in adopted.items():
         notes = [
             f"interaction {a['interaction']} of {a['tape']} ({a['request']}): {line}"
             for a in result.get("adopted") or ()
             for line in a["drift"]
+            if not _header_drift(line)
         ]
         notes += [
             f"not answered: {why}"
@@ -134,7 +185,11 @@ def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str
             )
             notes += [f"  the recording of {why}" for why in result["not_stored"]]
         if result.get("matchers_not_applied"):
-            notes.append("match_on not applied: " + ", ".join(result["matchers_not_applied"]))
+            notes.append(
+                "match_on not applied: "
+                + ", ".join(result["matchers_not_applied"])
+                + " (matched on the others: an interaction it would have refused may answer)"
+            )
         if notes:
             lines.append(f"  {nodeid}:")
             lines += [f"    {note}" for note in notes]

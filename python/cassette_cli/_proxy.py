@@ -251,6 +251,24 @@ class Proxy:
             self.process.wait()
 
 
+TRUE = ("1", "yes", "y", "on", "true", "t")
+FALSE = ("0", "no", "n", "off", "false", "f", "")
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """A yes-or-no variable in any of its usual spellings, in any case (1/0, yes/no, on/off,
+    true/false), as the binary reads them; `default` when unset. ValueError names it else."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    spelled = value.strip().lower()
+    if spelled in TRUE:
+        return True
+    if spelled in FALSE:
+        return False
+    raise ValueError(f"{name}={value!r} is not yes or no: use 1/0, yes/no, on/off or true/false")
+
+
 def apply_env(changes: dict[str, str], unset: list[str]) -> dict[str, str | None]:
     """Sets and removes variables in this process; returns what they were before."""
     before: dict[str, str | None] = {}

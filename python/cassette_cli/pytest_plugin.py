@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from cassette_cli._proxy import Proxy
+    from cassette_cli._recording import Tape
 
 MODES = ("replay", "record", "auto", "off")
 # A session mode only (never a marker's): the proxy answers misses from each test's own vcrpy
@@ -107,9 +108,13 @@ class _Test:
     begin: dict[str, Any] = dataclasses.field(default_factory=dict)
     adopt_unmatched: int = 0
     adopt_errors: int = 0
+    # Adopt: what of the suite's vcrpy settings is not honoured, and its cost.
+    not_honoured: list[str] = dataclasses.field(default_factory=list)
 
 
 _SESSION = pytest.StashKey[_Session]()
+# Whether this plugin stands in for pytest-recording (`_recording.py`).
+_STANDS_IN = pytest.StashKey[bool]()
 _TEST = pytest.StashKey[_Test]()
 COUNTS = ("requests", "hits", "misses", "recorded", "passed_through", "errors")
 
@@ -118,7 +123,11 @@ COUNTS = ("requests", "hits", "misses", "recorded", "passed_through", "errors")
 # Options, and whether this run is ours
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    from cassette_cli import _recording
+
+    if _recording.absent_for_good(pluginmanager):
+        _recording.add_options(parser)
     group = parser.getgroup(NAME, "cassette (record and replay LLM API calls; cassette-cli)")
     group.addoption(
         "--cassette",
@@ -237,6 +246,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "repeats of "
         "one request answered in sequence, and strict: fail when recordings of this test go unused",
     )
+    if _asked_mode(config)[0] != "off":
+        from cassette_cli._recording import stand_in
+
+        # pytest-recording's hook, markers and fixtures while it is off: no conftest is edited.
+        config.stash[_STANDS_IN] = stand_in(config)
     session = config.stash.get(_SESSION, None)
     if session is not None and _distributing(config):
         # Its proxy answers only what the controller's own code sends (a conftest that calls out
@@ -267,10 +281,13 @@ def _wants_pipe(session: _Session) -> bool:
     """Whether tests begin and end on the proxy's control pipe: unless CASSETTE_CONTROL_PIPE is
     `off` (the control endpoint alone, what Windows gets), or in adopt, which reads every
     test's tally anyway."""
-    asked = os.environ.get("CASSETTE_CONTROL_PIPE", "on").strip().lower()
-    if asked not in ("on", "off"):
-        raise pytest.UsageError(f"CASSETTE_CONTROL_PIPE is `on` or `off`, not `{asked}`")
-    return asked == "on" and session.mode != ADOPT
+    from cassette_cli._proxy import env_flag
+
+    try:
+        asked = env_flag("CASSETTE_CONTROL_PIPE", True)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from error
+    return asked and session.mode != ADOPT
 
 
 def _adopt_args() -> list[str]:
@@ -280,8 +297,16 @@ def _adopt_args() -> list[str]:
     # --mode: CASSETTE_MODE may say adopt, which only this plugin knows. --record-errors: a
     # tape's error answers (a 429 or 500 a test expects, a stream ending in an error event) are
     # the vendor's answers, stored like any. A request no interaction answers gets no answer,
-    # never one that is stored.
-    return ["--mode", "auto", "--record-errors", "--adopt"]
+    # never one that is stored. --exact-streams: a tape's stream is kept event for event, as
+    # vcrpy replayed it (a test snapshotting chunks passes in the replay after), unless
+    # CASSETTE_EXACT_STREAMS says no.
+    from cassette_cli._proxy import env_flag
+
+    try:
+        exact = env_flag("CASSETTE_EXACT_STREAMS", True)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from error
+    return ["--mode", "auto", "--record-errors", "--adopt", *(["--exact-streams"] if exact else [])]
 
 
 def _stop(session: _Session) -> None:
@@ -385,6 +410,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         begin["mode"] = mode
     if sequence:
         begin["repeats"] = "sequence"
+    if item.config.stash.get(_STANDS_IN, False) and "vcr" in getattr(item, "fixturenames", ()):
+        # The `vcr` fixture reads the requests the test sent from the proxy.
+        begin["keep_requests"] = True
     test = _Test(
         nodeid=test_id, mode=mode or session.session_mode, strict=strict, sequence=sequence
     )
@@ -456,6 +484,7 @@ def pytest_runtest_makereport(
             adopted["recorded"] = int(tally.get("recorded", 0))
             adopted["not_stored"] = _not_stored(session.proxy, tally)
             adopted["keys"] = list(tally.get("keys") or ())
+            adopted["not_honoured"] = test.not_honoured
             report.cassette_cli_adopt = adopted
     if problems:
         _fail(report, problems)
@@ -605,6 +634,24 @@ def cassette_cli_fixture(request: pytest.FixtureRequest) -> CassetteTest:
     return CassetteTest(session.proxy, test)
 
 
+def session_mode(config: pytest.Config) -> str | None:
+    """This run's mode (`replay`, `record`, `auto`, `adopt`), None when cassette is off."""
+    session = config.stash.get(_SESSION, None)
+    return None if session is None or session.proxy is None else session.session_mode
+
+
+def tape_of(request: pytest.FixtureRequest) -> Tape | None:
+    """The `vcr` fixture's stand-in for vcrpy's cassette (see `_recording.py`), None when
+    cassette is off for this test."""
+    from cassette_cli._recording import Tape, record_mode
+
+    session = request.config.stash.get(_SESSION, None)
+    test = request.node.stash.get(_TEST, None)
+    if session is None or session.proxy is None or test is None:
+        return None
+    return Tape(session.proxy, SCOPE, record_mode(request.config, test.mode), test.nodeid)
+
+
 @pytest.fixture(autouse=True)
 def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
     """Adopt: begins this test's scope with its vcrpy tapes (pytest-recording's layout, or the
@@ -621,7 +668,8 @@ def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
         # What was sent outside any test since the last one ended (a module's fixtures): the
         # begin starts the scope afresh.
         _note_strays(session, session.proxy.control("GET", SCOPE))
-        session.proxy.control("PUT", SCOPE, {**test.begin, **tapes_of(request)})
+        begin, test.not_honoured = tapes_of(request)
+        session.proxy.control("PUT", SCOPE, {**test.begin, **begin})
     except ProxyError as error:
         pytest.fail(f"cassette error: {error}", pytrace=False)
 
@@ -764,7 +812,8 @@ def pytest_terminal_summary(
         f"cassette ({mode}): {totals.get('requests', 0)} requests in tests: "
         f"{totals.get('hits', 0)} hits, "
         f"{totals.get('misses', 0)} misses, {totals.get('recorded', 0)} recorded, "
-        f"{totals.get('passed_through', 0)} passed through, {totals.get('errors', 0)} errors"
+        f"{totals.get('passed_through', 0)} {_passed_through(session)}, "
+        f"{totals.get('errors', 0)} errors"
         + (f"; proxy ready in {session.startup_ms:.0f} ms" if session.startup_ms else "")
     )
     if session.missed:
@@ -790,6 +839,13 @@ def pytest_terminal_summary(
         )
         for line in problems:
             terminalreporter.write_line(f"  {line}")
+
+
+def _passed_through(session: _Session) -> str:
+    """What an answer not stored is: in adopt, a tape's answer another test stored already."""
+    if session.mode == ADOPT:
+        return "answered by another test's identical stored answer"
+    return "passed through"
 
 
 def _adopt_summary(terminalreporter: pytest.TerminalReporter, session: _Session) -> None:

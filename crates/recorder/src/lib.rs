@@ -64,4 +64,4 @@ pub use hit_cache::HitCacheStats;
 pub use miss::Miss;
 pub use mode::{Mode, OnHit, OnMiss, Write};
 pub use response::{BodyStream, Outcome, Response, ResponseBody, Source};
-pub use scope::{Scope, TapeSet};
+pub use scope::{Scope, TapeFilters, TapeSet};

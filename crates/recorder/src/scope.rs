@@ -23,6 +23,9 @@ pub struct Scope {
     /// The vcrpy tapes this test's answers come from, for a recorder that answers from tapes
     /// (adopt; [`Answers::Tapes`](crate::config::Answers::Tapes)).
     pub tapes: Option<TapeSet>,
+    /// Whether the requests this test sends are kept for its runner (the pytest plugin's `vcr`
+    /// fixture reads them as vcrpy's cassette's `requests`), without credentials.
+    pub keep_requests: bool,
 }
 
 /// The vcrpy tapes of one test, as its runner names them (pytest-recording's tape of the test
@@ -34,6 +37,22 @@ pub struct TapeSet {
     pub paths: Vec<String>,
     /// vcrpy's matcher names (`method`, `path`, `body`, ...); vcrpy's default when empty.
     pub match_on: Vec<String>,
+    /// The tapes of `paths` only the suite's own serializer or persister reads, as the runner
+    /// deserialized them with it (vcrpy's dict shape, bytes as `{"!!binary": base64}`), or a
+    /// string saying why it could not; read instead of the file.
+    pub documents: std::collections::BTreeMap<String, serde_json::Value>,
+    /// What vcrpy's `filter_headers` and `filter_query_parameters` take out of (or replace in)
+    /// a request before matching: today's request is matched as vcrpy would match it.
+    pub filters: TapeFilters,
+}
+
+/// vcrpy's request filters: a name, and the value it is replaced by (removed when `None`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TapeFilters {
+    /// `filter_headers`.
+    pub headers: Vec<(String, Option<String>)>,
+    /// `filter_query_parameters`.
+    pub query: Vec<(String, Option<String>)>,
 }
 
 impl Scope {

@@ -15,7 +15,7 @@
 use crate::config::Route;
 use crate::error::Error;
 use crate::miss::redacted_material;
-use crate::scope::TapeSet;
+use crate::scope::{TapeFilters, TapeSet};
 use bytes::Bytes;
 use cassette_keying::KeyConfig;
 use cassette_review::render::difference_lines;
@@ -40,6 +40,8 @@ struct Playing {
     /// The tapes as the runner named them, and whether any of them exists.
     tapes: Vec<String>,
     present: bool,
+    /// vcrpy's `filter_headers` and `filter_query_parameters`, applied to today's request.
+    filters: TapeFilters,
     match_on: MatchOn,
     slots: Vec<Slot>,
     report: TapeReport,
@@ -118,7 +120,14 @@ impl TapeDeck {
         let mut slots = Vec::new();
         let mut present = false;
         for tape in &set.paths {
-            let Some(read) = read_tape(tape) else {
+            let read = match set.documents.get(tape) {
+                Some(serde_json::Value::String(why)) => Some(Err(why.clone())),
+                Some(document) => {
+                    Some(cassette_vcr::read_document(document).map_err(|e| e.to_string()))
+                }
+                None => read_tape(tape),
+            };
+            let Some(read) = read else {
                 continue;
             };
             present = true;
@@ -155,6 +164,7 @@ impl TapeDeck {
         let playing = Playing {
             tapes: set.paths,
             present,
+            filters: set.filters,
             match_on,
             slots,
             report,
@@ -193,10 +203,16 @@ impl TapeDeck {
                 "{shown} was sent by test `{test}`, which was begun without its tapes"
             ));
         };
+        let (uri, headers) = filtered(&playing.filters, sent);
+        let sent = Sent {
+            uri: &uri,
+            headers: &headers,
+            ..*sent
+        };
         let found = playing
             .slots
             .iter_mut()
-            .find(|slot| !slot.played && playing.match_on.matches(sent, &slot.interaction));
+            .find(|slot| !slot.played && playing.match_on.matches(&sent, &slot.interaction));
         if let Some(slot) = found {
             slot.played = true;
             let adopted = Adopted {
@@ -239,6 +255,41 @@ impl TapeDeck {
         }
         Err(why)
     }
+}
+
+/// Today's URL and headers as vcrpy matches them: its `filter_query_parameters` and
+/// `filter_headers` applied, as they were to the tape's request when it was recorded (a name
+/// without a replacement is removed, else its value replaced).
+fn filtered(filters: &TapeFilters, sent: &Sent<'_>) -> (url::Url, Vec<(String, String)>) {
+    let mut uri = sent.uri.clone();
+    if !filters.query.is_empty() {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for (name, value) in sent.uri.query_pairs() {
+            match filters.query.iter().find(|(n, _)| *n == name) {
+                None => pairs.push((name.into_owned(), value.into_owned())),
+                Some((_, Some(replacement))) => pairs.push((name.into_owned(), replacement.clone())),
+                Some((_, None)) => {}
+            }
+        }
+        if pairs.is_empty() {
+            uri.set_query(None);
+        } else {
+            uri.query_pairs_mut().clear().extend_pairs(pairs);
+        }
+    }
+    let mut headers = Vec::with_capacity(sent.headers.len());
+    for (name, value) in sent.headers {
+        match filters
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.trim()))
+        {
+            None => headers.push((name.clone(), value.clone())),
+            Some((_, Some(replacement))) => headers.push((name.clone(), replacement.clone())),
+            Some((_, None)) => {}
+        }
+    }
+    (uri, headers)
 }
 
 /// A tape's interactions as read, each converted or its error.
@@ -386,7 +437,7 @@ mod tests {
         let deck = TapeDeck::default();
         let set = TapeSet {
             paths: vec![path.clone()],
-            match_on: Vec::new(),
+            ..TapeSet::default()
         };
         deck.begin("t", Some(&set), &Redactor::default());
         let colour = ask("Name a colour.");
@@ -423,6 +474,64 @@ mod tests {
     }
 
     #[test]
+    fn filters_and_documents_are_applied_as_vcrpy_applies_them() {
+        // The tape holds the filtered request: the trace id replaced, the session dropped.
+        let text = "interactions:\n- request:\n    body: '{}'\n    headers: {Content-Type: [application/json], X-Trace: [TRACE]}\n    method: POST\n    uri: https://api.openai.com/v1/chat/completions?a=1\n  response:\n    body: {string: 'from the file'}\n    headers: {}\n    status: {code: 200}\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = tape(dir.path(), "t.yaml", text);
+        let document = serde_json::json!({"interactions": [{
+            "request": {"method": "POST", "uri": "https://api.openai.com/v1/chat/completions?a=1",
+                        "body": "{}", "headers": {"Content-Type": ["application/json"], "X-Trace": ["TRACE"]}},
+            "response": {"status": {"code": 200}, "body": {"string": "from the document"}}}]});
+        let mut request = ask("Hi");
+        request.query = "a=1&session=s-123".into();
+        request.headers.push(("x-trace".into(), "run-42".into()));
+        let filters = TapeFilters {
+            headers: vec![("X-Trace".into(), Some("TRACE".into()))],
+            query: vec![("session".into(), None)],
+        };
+        let match_on = ["method", "query", "headers"].map(String::from).to_vec();
+        let deck = TapeDeck::default();
+        let unfiltered = TapeSet {
+            paths: vec![path.clone()],
+            match_on: match_on.clone(),
+            ..TapeSet::default()
+        };
+        deck.begin("t", Some(&unfiltered), &Redactor::default());
+        assert!(play(&deck, Some("t"), &request).is_err(), "vcrpy would not match");
+        let filtered = TapeSet {
+            filters: filters.clone(),
+            ..unfiltered.clone()
+        };
+        deck.begin("t", Some(&filtered), &Redactor::default());
+        assert_eq!(play(&deck, Some("t"), &request).unwrap(), "from the file");
+        // The suite's serializer's document is read instead of the file; its error is named.
+        let documents = [(path.clone(), document)].into_iter().collect();
+        let from_document = TapeSet {
+            documents,
+            ..filtered.clone()
+        };
+        deck.begin("t", Some(&from_document), &Redactor::default());
+        assert_eq!(play(&deck, Some("t"), &request).unwrap(), "from the document");
+        let documents = [(path.clone(), serde_json::json!("it raised ValueError"))]
+            .into_iter()
+            .collect();
+        deck.begin(
+            "t",
+            Some(&TapeSet {
+                documents,
+                ..filtered
+            }),
+            &Redactor::default(),
+        );
+        let report = deck.report("t", true).unwrap();
+        assert_eq!(
+            report.errors,
+            [format!("cannot read the vcrpy tape {path}: it raised ValueError")]
+        );
+    }
+
+    #[test]
     fn a_broken_interaction_is_skipped_and_a_broken_tape_named() {
         let dir = tempfile::tempdir().unwrap();
         let good = interaction("Hi", "hello");
@@ -438,6 +547,7 @@ mod tests {
         let set = TapeSet {
             paths: vec![tape_path.clone(), hostile.clone(), missing],
             match_on: vec!["method".into(), "body".into(), "custom".into()],
+            ..TapeSet::default()
         };
         deck.begin("t", Some(&set), &Redactor::default());
         assert_eq!(

@@ -5,7 +5,8 @@
 //!
 //! - [`read`]: a tape's text into its interactions, each converted or its error (every body
 //!   and header shape real suites write, compressed answers decoded; a header value that
-//!   cannot be converted is left out and noted, never the interaction);
+//!   cannot be converted is left out and noted, never the interaction); [`read_document`]:
+//!   the same from a tape the suite's own serializer deserialized (vcrpy's dict shape);
 //! - [`test_id`]: the test a pytest-recording tape belongs to, from its path;
 //! - [`MatchOn`], [`Matcher`], [`Sent`]: vcrpy's `match_on` over an interaction.
 //!
@@ -24,6 +25,6 @@ mod test_id;
 
 pub use depth::MAX_DEPTH;
 pub use error::Error;
-pub use matching::{matches, MatchOn, Matcher, Sent, DEFAULT_MATCH_ON};
-pub use reader::{read, Interaction, MAX_TAPE_BYTES};
+pub use matching::{credential_header, matches, MatchOn, Matcher, Sent, DEFAULT_MATCH_ON};
+pub use reader::{read, read_document, Interaction, MAX_TAPE_BYTES};
 pub use test_id::test_id;

@@ -224,6 +224,12 @@ const CREDENTIALS: &[&str] = &[
     "cookie",
 ];
 
+/// Whether a header (its name in lower case) carries a credential, which a suite filters from
+/// its tapes and cassette never compares, stores or hands on.
+pub fn credential_header(name: &str) -> bool {
+    CREDENTIALS.contains(&name)
+}
+
 /// Headers as vcrpy's `headers` matcher compares them: names without case, the first value of
 /// each, without transport headers and credentials.
 fn compared_headers(headers: &[(String, String)]) -> BTreeMap<String, &str> {
@@ -231,7 +237,7 @@ fn compared_headers(headers: &[(String, String)]) -> BTreeMap<String, &str> {
     for (name, value) in headers {
         let name = name.to_ascii_lowercase();
         if TRANSPORT.contains(&name.as_str())
-            || CREDENTIALS.contains(&name.as_str())
+            || credential_header(&name)
             || name.starts_with("x-cassette")
         {
             continue;

@@ -69,6 +69,63 @@ pub fn read(text: &str) -> Result<Vec<Result<Interaction, Error>>, Error> {
     }
     let mut doc = parse(text)?;
     restore(&mut doc);
+    interactions(&doc)
+}
+
+/// The interactions of a tape the suite's own serializer deserialized (vcrpy's dict shape,
+/// as JSON: bytes as `{"!!binary": base64}`), read as a tape's text is, each converted or its
+/// error; an error only when it holds no `interactions` list.
+pub fn read_document(document: &Value) -> Result<Vec<Result<Interaction, Error>>, Error> {
+    if too_deep_json(document, MAX_DEPTH) {
+        return Err(Error::TooDeepForYaml {
+            reason: format!("the document nests deeper than {MAX_DEPTH}"),
+        });
+    }
+    interactions(&from_json(document))
+}
+
+/// Whether a JSON value nests deeper than `limit`.
+fn too_deep_json(value: &Value, limit: usize) -> bool {
+    let mut stack = vec![(value, 0)];
+    while let Some((value, depth)) = stack.pop() {
+        if depth > limit {
+            return true;
+        }
+        match value {
+            Value::Array(list) => stack.extend(list.iter().map(|v| (v, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A JSON document as the YAML a tape would hold: `{"!!binary": base64}` as `!!binary`.
+fn from_json(value: &Value) -> Yaml {
+    match value {
+        Value::Null => Yaml::Null,
+        Value::Bool(b) => Yaml::Bool(*b),
+        Value::Number(n) => yaml_serde::to_value(n).unwrap_or(Yaml::Null),
+        Value::String(s) => Yaml::String(s.clone()),
+        Value::Array(list) => Yaml::Sequence(list.iter().map(from_json).collect()),
+        Value::Object(map) => {
+            if let (1, Some(Value::String(b64))) = (map.len(), map.get("!!binary")) {
+                return Yaml::Tagged(Box::new(yaml_serde::value::TaggedValue {
+                    tag: yaml_serde::value::Tag::new(BINARY_TAG),
+                    value: Yaml::String(b64.clone()),
+                }));
+            }
+            Yaml::Mapping(
+                map.iter()
+                    .map(|(k, v)| (Yaml::String(k.clone()), from_json(v)))
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// The interactions of a tape's document.
+fn interactions(doc: &Yaml) -> Result<Vec<Result<Interaction, Error>>, Error> {
     let interactions = doc
         .get("interactions")
         .and_then(Yaml::as_sequence)
@@ -453,6 +510,40 @@ version: 1\n";
             read[2].as_ref().unwrap_err().to_string(),
             "request.uri is missing"
         );
+    }
+
+    #[test]
+    fn a_document_the_suites_serializer_deserialized_reads_as_its_tape_would() {
+        // vcrpy's dict shape as JSON: bytes as {"!!binary": base64}, in bodies and headers.
+        let document = serde_json::json!({"interactions": [
+            {"request": {"method": "POST", "uri": "https://api.openai.com/v1/chat/completions",
+                         "body": "{\"model\":\"m\"}", "headers": {"Content-Type": ["application/json"]}},
+             "response": {"status": {"code": 200}, "body": {"string": {"!!binary": "eyJvayI6MX0="}},
+                          "headers": {"x-amz-id-2": [{"!!binary": "/w=="}], "x-ok": [{"!!binary": "eWVz"}]}}},
+            {"request": {"method": "GET"}, "response": {"status": {"code": 200}}}
+        ], "version": 1});
+        let read = read_document(&document).unwrap();
+        let first = read[0].as_ref().unwrap();
+        assert_eq!(first.request_body, Bytes::from(r#"{"model":"m"}"#));
+        assert_eq!(first.response_body, Bytes::from(r#"{"ok":1}"#));
+        assert_eq!(
+            first.response_headers,
+            [("x-ok".to_owned(), "yes".to_owned())]
+        );
+        assert_eq!(first.left_out.len(), 1, "{:?}", first.left_out);
+        assert_eq!(
+            read[1].as_ref().unwrap_err().to_string(),
+            "request.uri is missing"
+        );
+        assert!(matches!(
+            read_document(&serde_json::json!({"recorded": []})),
+            Err(Error::NoInteractions)
+        ));
+        let mut deep = serde_json::json!(1);
+        for _ in 0..(MAX_DEPTH + 2) {
+            deep = serde_json::json!([deep]);
+        }
+        assert!(read_document(&serde_json::json!({ "interactions": deep })).is_err());
     }
 
     #[test]

@@ -26,7 +26,9 @@ use super::file::SettingsFile;
 use super::keying::KeyingArgs;
 use super::store::{StoreArgs, StoreSpec};
 use super::unopened::Unopened;
-use super::values::{parse_base_url, parse_memory, parse_route, parse_size, BUILT_IN_ROUTES};
+use super::values::{
+    parse_base_url, parse_flag, parse_memory, parse_route, parse_size, BUILT_IN_ROUTES,
+};
 use anyhow::{bail, Context};
 use cassette_recorder::config::{
     ApiKey, DEFAULT_MAX_ANSWER, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
@@ -138,7 +140,7 @@ pub(crate) struct RecorderArgs {
     /// Keep each recorded stream's events exactly as the upstream sent them and replay those,
     /// instead of re-synthesizing the provider's reference framing from the final response
     /// (for gateways whose framing differs). Replay follows what each cassette holds.
-    #[arg(long, env = "CASSETTE_EXACT_STREAMS")]
+    #[arg(long, env = "CASSETTE_EXACT_STREAMS", value_parser = parse_flag)]
     exact_streams: bool,
 
     /// Seconds an upstream may take to answer before the request fails with 504 [default: 600].
@@ -382,8 +384,8 @@ impl RecorderArgs {
     }
 }
 
-/// Whether the environment says this runs under CI (`CI` set to anything but empty, `0` or
-/// `false`, as GitHub Actions, GitLab, CircleCI, Buildkite and others set it).
+/// Whether the environment says this runs under CI (`CI` set to anything but empty or a
+/// spelling of no, `0`, `false`, `off`, ..., as GitHub Actions, GitLab, CircleCI, Buildkite and others set it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ci {
     Yes,
@@ -392,10 +394,9 @@ enum Ci {
 
 impl Ci {
     fn from_env() -> Ci {
+        // Set to anything but a spelling of no (`true`, `1`, a provider's name): CI.
         match std::env::var("CI") {
-            Ok(v) if !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false") => {
-                Ci::Yes
-            }
+            Ok(v) if parse_flag(&v) != Ok(false) => Ci::Yes,
             _ => Ci::No,
         }
     }

@@ -12,6 +12,19 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
 
+/// Parses a yes-or-no setting (a boolean variable such as `CASSETTE_EXACT_STREAMS`, or `CI`) in
+/// any of its usual spellings, in any case: `1`/`0`, `yes`/`no`, `y`/`n`, `on`/`off`,
+/// `true`/`false`, `t`/`f`; an empty value is no. The one reading of every boolean variable.
+pub(crate) fn parse_flag(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "yes" | "y" | "on" | "true" | "t" => Ok(true),
+        "0" | "no" | "n" | "off" | "false" | "f" | "" => Ok(false),
+        other => Err(format!(
+            "`{other}` is not yes or no: use 1/0, yes/no, on/off or true/false"
+        )),
+    }
+}
+
 /// Parses a byte size: `1048576`, `512KiB`, `32MiB`, `1GiB` (also `k`, `m`, `g`, `KB`, `MB`).
 pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();

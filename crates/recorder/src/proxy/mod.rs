@@ -61,6 +61,7 @@ mod journal;
 #[cfg(unix)]
 mod pipe;
 mod scopes;
+mod sent;
 mod server;
 
 pub use config::{

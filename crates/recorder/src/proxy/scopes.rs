@@ -18,12 +18,13 @@
 //! (a loopback `Host`, no foreign browser origin).
 
 use super::forward::Bypassed;
+use super::sent::SentRequest;
 use crate::config::{Repeats, Sharing};
 use crate::engine::Recorder;
 use crate::error::Error;
 use crate::mode::Mode;
 use crate::response::{Outcome, Source};
-use crate::scope::{Scope, TapeSet};
+use crate::scope::{Scope, TapeFilters, TapeSet};
 use crate::tapes::TapeReport;
 use cassette_review::failure::{self, Missed, Problems, Refused};
 use serde::{Deserialize, Serialize};
@@ -67,6 +68,25 @@ pub(super) struct Begin {
     /// The vcrpy matchers the tapes were recorded with (vcrpy's default when absent).
     #[serde(default)]
     match_on: Option<Vec<String>>,
+    /// The tapes only the suite's serializer reads, deserialized by the runner (by path).
+    #[serde(default)]
+    documents: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// vcrpy's `filter_headers` and `filter_query_parameters`: `[name, replacement|null]`.
+    #[serde(default)]
+    filters: Option<BeginFilters>,
+    /// Keep the requests the test sends, for its runner (`GET ...?requests=true`).
+    #[serde(default)]
+    keep_requests: bool,
+}
+
+/// The `filters` of a begin.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BeginFilters {
+    #[serde(default)]
+    headers: Vec<(String, Option<String>)>,
+    #[serde(default)]
+    query: Vec<(String, Option<String>)>,
 }
 
 impl Begin {
@@ -93,13 +113,25 @@ impl Begin {
                 return Err(format!("unknown sharing `{other}`: expected shared or own"))
             }
         };
+        let extra = self.documents.is_some() || self.filters.is_some();
         let tapes = match (self.tapes, self.match_on) {
             (None, Some(_)) => return Err("`match_on` is given with `tapes`".to_owned()),
+            (None, None) if extra => {
+                return Err("`documents` and `filters` are given with `tapes`".to_owned())
+            }
             (None, None) => None,
-            (Some(paths), match_on) => Some(TapeSet {
-                paths,
-                match_on: match_on.unwrap_or_default(),
-            }),
+            (Some(paths), match_on) => {
+                let filters = self.filters.unwrap_or_default();
+                Some(TapeSet {
+                    paths,
+                    match_on: match_on.unwrap_or_default(),
+                    documents: self.documents.unwrap_or_default(),
+                    filters: TapeFilters {
+                        headers: filters.headers,
+                        query: filters.query,
+                    },
+                })
+            }
         };
         Ok(Scope {
             test: self.test,
@@ -107,6 +139,7 @@ impl Begin {
             repeats,
             sharing,
             tapes,
+            keep_requests: self.keep_requests,
         })
     }
 }
@@ -224,6 +257,8 @@ pub(super) struct Read {
     pub(super) recorded: Option<Vec<String>>,
     /// What the runner refused itself.
     pub(super) refused: Vec<RunnerRefused>,
+    /// Whether the requests the scope kept are told (`?requests=true`).
+    pub(super) sent: bool,
 }
 
 /// How much of a scope's problems a reporting read has told, so that the next tells only more.
@@ -284,6 +319,10 @@ pub(super) struct Tally {
     /// What the test's vcrpy tapes answered, for a proxy that answers from them.
     #[serde(skip_serializing_if = "Option::is_none")]
     adopt: Option<TapeReport>,
+    /// The requests the test sent, when its begin asked to keep them and the read asks for
+    /// them (`?requests=true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sent: Option<Vec<SentRequest>>,
 }
 
 impl Tally {
@@ -443,6 +482,8 @@ struct Entry {
     notice_pending: bool,
     /// The tally's problems when it was last read or noticed: only more get a notice.
     problems_told: u64,
+    /// The requests the test sent, when its begin asked to keep them.
+    sent: Vec<SentRequest>,
 }
 
 /// The counts of every test that ended, summed (`GET /_cassette/scopes`): the runner's
@@ -576,6 +617,16 @@ impl Scopes {
         }
     }
 
+    /// Keeps a request scope `id` sent, when its test asked for them (`keep_requests`).
+    pub(super) fn keep(&self, id: &str, sent: impl FnOnce() -> SentRequest) {
+        let mut table = self.table();
+        if let Some(entry) = table.entries.get_mut(id) {
+            if entry.scope.keep_requests && entry.sent.len() < super::sent::KEPT {
+                entry.sent.push(sent());
+            }
+        }
+    }
+
     /// A forward-proxy request was refused: the `default` scope's test bypassed the base URL.
     pub(super) fn refused_bypass(&self) {
         let mut table = self.table();
@@ -618,6 +669,9 @@ impl Scopes {
         entry.notice_pending = false;
         entry.problems_told = entry.tally.problems();
         let mut tally = entry.tally.clone();
+        if read.sent {
+            tally.sent = Some(entry.sent.clone());
+        }
         if known && id == DEFAULT_SCOPE {
             tally.bypassed = bypassed
                 .iter()
@@ -848,6 +902,7 @@ mod tests {
                 Some(TapeSet {
                     paths: vec!["a.yaml".into(), "b.yaml".into()],
                     match_on: vec!["method".into(), "body".into()],
+                    ..TapeSet::default()
                 })
             ),
             other => panic!("{other:?}"),

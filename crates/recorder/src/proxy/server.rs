@@ -20,6 +20,7 @@ pub(super) use state::{open_pipe, AppState};
 
 use super::forward;
 use super::journal::{Answered, JournalEntry};
+use super::sent::SentRequest;
 use crate::error::{report, Error};
 use answer::{error_response, json_response, outcome_response, Asker};
 use axum::extract::{Request as HttpRequest, State};
@@ -283,6 +284,14 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
             return rejection;
         }
     };
+    if let Some((scopes, id, scope)) = &scoped {
+        if scope.keep_requests {
+            let base = state.recorder.config().route(&incoming.target);
+            let base = base.map(|route| route.base_url.as_str());
+            let redactor = state.recorder.redactor();
+            scopes.keep(id, || SentRequest::new(&incoming, base, redactor));
+        }
+    }
     let asker = Asker {
         user_agent,
         ollama: cassette_keying::Profile::from_path(&incoming.path).is_ollama(),

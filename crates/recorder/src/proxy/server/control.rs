@@ -93,7 +93,7 @@ pub(super) async fn control(
     let method = request.method().clone();
     let query = request.uri().query().unwrap_or_default();
     let asks = |what: &str| query.split('&').any(|p| p == what);
-    let (unused, report) = (asks("unused=true"), asks("report=true"));
+    let (unused, report, sent) = (asks("unused=true"), asks("report=true"), asks("requests=true"));
     let bypassed = state.forward.bypassed();
     match method {
         Method::PUT => {
@@ -146,6 +146,7 @@ pub(super) async fn control(
                 report,
                 recorded,
                 refused,
+                sent,
             };
             let tally = scopes
                 .read(&id, &bypassed, read)
