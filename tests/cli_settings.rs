@@ -183,6 +183,33 @@ fn precedence_is_flag_then_env_then_file_then_default() {
 }
 
 #[test]
+fn boolean_variables_take_the_usual_spellings_of_yes_and_no() {
+    // Issue 33: `CASSETTE_EXACT_STREAMS=1` was refused (`possible values: true, false`).
+    let dir = Workdir::new();
+    for value in ["1", "0", "yes", "No", "on", "OFF", "true", "False"] {
+        let out = dir
+            .cassette()
+            .args(["config", "--json"])
+            .env("CASSETTE_EXACT_STREAMS", value)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{value}: {}", both(&out));
+    }
+    let out = dir
+        .cassette()
+        .args(["config", "--json"])
+        .env("CASSETTE_EXACT_STREAMS", "maybe")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", both(&out));
+    assert!(
+        both(&out).contains("`maybe` is not yes or no"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
 fn keys_are_only_ever_set_or_unset() {
     let dir = Workdir::new();
     let secret = "sk-proj-thisIsTheRealKey0123456789abcdef";

@@ -267,7 +267,9 @@ fn filtered(filters: &TapeFilters, sent: &Sent<'_>) -> (url::Url, Vec<(String, S
         for (name, value) in sent.uri.query_pairs() {
             match filters.query.iter().find(|(n, _)| *n == name) {
                 None => pairs.push((name.into_owned(), value.into_owned())),
-                Some((_, Some(replacement))) => pairs.push((name.into_owned(), replacement.clone())),
+                Some((_, Some(replacement))) => {
+                    pairs.push((name.into_owned(), replacement.clone()))
+                }
                 Some((_, None)) => {}
             }
         }
@@ -498,7 +500,10 @@ mod tests {
             ..TapeSet::default()
         };
         deck.begin("t", Some(&unfiltered), &Redactor::default());
-        assert!(play(&deck, Some("t"), &request).is_err(), "vcrpy would not match");
+        assert!(
+            play(&deck, Some("t"), &request).is_err(),
+            "vcrpy would not match"
+        );
         let filtered = TapeSet {
             filters: filters.clone(),
             ..unfiltered.clone()
@@ -512,7 +517,10 @@ mod tests {
             ..filtered.clone()
         };
         deck.begin("t", Some(&from_document), &Redactor::default());
-        assert_eq!(play(&deck, Some("t"), &request).unwrap(), "from the document");
+        assert_eq!(
+            play(&deck, Some("t"), &request).unwrap(),
+            "from the document"
+        );
         let documents = [(path.clone(), serde_json::json!("it raised ValueError"))]
             .into_iter()
             .collect();
@@ -527,7 +535,9 @@ mod tests {
         let report = deck.report("t", true).unwrap();
         assert_eq!(
             report.errors,
-            [format!("cannot read the vcrpy tape {path}: it raised ValueError")]
+            [format!(
+                "cannot read the vcrpy tape {path}: it raised ValueError"
+            )]
         );
     }
 

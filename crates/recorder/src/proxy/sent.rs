@@ -68,7 +68,10 @@ mod tests {
         );
         request.query = "api-version=1&key=AIzaSyD-SECRETSECRETSECRETSECRET000".into();
         request.headers.extend([
-            ("Authorization".into(), "Bearer sk-SECRET0123456789abcdef0123".into()),
+            (
+                "Authorization".into(),
+                "Bearer sk-SECRET0123456789abcdef0123".into(),
+            ),
             ("X-Api-Key".into(), "sk-ant-SECRET0123456789".into()),
             ("X-Trace".into(), "trace-42".into()),
             ("x-cassette-test".into(), "t".into()),
@@ -82,7 +85,8 @@ mod tests {
         assert!(!text.contains("SECRET"), "{text}");
         assert_eq!(sent.method, "POST");
         assert!(
-            sent.uri.starts_with("https://api.openai.com/v1/chat/completions?api-version=1"),
+            sent.uri
+                .starts_with("https://api.openai.com/v1/chat/completions?api-version=1"),
             "{}",
             sent.uri
         );

@@ -93,7 +93,11 @@ pub(super) async fn control(
     let method = request.method().clone();
     let query = request.uri().query().unwrap_or_default();
     let asks = |what: &str| query.split('&').any(|p| p == what);
-    let (unused, report, sent) = (asks("unused=true"), asks("report=true"), asks("requests=true"));
+    let (unused, report, sent) = (
+        asks("unused=true"),
+        asks("report=true"),
+        asks("requests=true"),
+    );
     let bypassed = state.forward.bypassed();
     match method {
         Method::PUT => {
