@@ -107,7 +107,7 @@ fn main() -> ExitCode {
     };
     // Library warnings (a damaged log line, a cache bypassed, an upstream that broke off) reach
     // stderr whatever the command.
-    proxy::init_logging();
+    shared::runtime::init_logging();
     if cli.command.only_prints() {
         restore_default_sigpipe();
     }

@@ -9,7 +9,7 @@
 //! cases, misses) are skipped. With `--suite`, the suite lines of the kept ids are printed
 //! instead, which is the canary suite itself.
 
-use crate::commands::run::{run_file, RUNS_DIR};
+use crate::shared::runs::{run_file, RUNS_DIR};
 use anyhow::{bail, Context};
 use serde_json::Value;
 use std::collections::HashSet;

@@ -7,8 +7,8 @@
 //! under, with nothing today's redaction would not store. Anything else fails, named, and
 //! stays where it was.
 
-use crate::shared::cassettes::runtime;
 use crate::shared::progress::Progress;
+use crate::shared::runtime::runtime;
 use crate::shared::settings::StoreSpec;
 use anyhow::Context;
 use cassette_recorder::miss::{write_segment, IndexRecord, SegmentKind};

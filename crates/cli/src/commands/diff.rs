@@ -9,16 +9,16 @@
 //! to stdout, `--html` and `--markdown` write review files, and under GitHub Actions a short
 //! summary is appended to the step summary.
 
-use crate::shared::cassettes::{load_all, runtime};
+use crate::shared::cassettes::load_all;
 use crate::shared::git::{GitRevision, PREFIX as GIT_PREFIX};
 use crate::shared::review::output::{append_step_summary, write_atomic};
 use crate::shared::review::redact::output_redactor;
 use crate::shared::review::{FailOn, WHOLE_DIFF};
+use crate::shared::runtime::runtime;
 use crate::shared::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::Context;
 use cassette_keying::KeyConfig;
 use cassette_recorder::miss::pair;
-use cassette_recorder::redact::Redactor;
 use cassette_recorder::Cassette;
 use cassette_review::redact::reseal;
 use cassette_review::verdict::{answer_text, judge};
@@ -26,6 +26,7 @@ use cassette_review::{
     html, markdown, DiffReview, Drift, Judged, Pairing, Recording, RequestLine, Reviewed,
 };
 use cassette_store::{DynStore, Key};
+use cassette_tape::redact::Redactor;
 use similar::{Algorithm, ChangeTag, TextDiff};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 //! `cassette exec --report` compare the same way, request by request (by route, method, path
 //! and key): a request that was replayed in A and missed in B is named with its explanation.
 
-use crate::commands::run::{run_file, RUNS_DIR};
+use crate::shared::runs::{run_file, RUNS_DIR};
 use anyhow::{bail, Context};
 use cassette_grade::result::{SavedCase, Verdict};
 use std::collections::BTreeMap;

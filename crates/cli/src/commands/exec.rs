@@ -12,10 +12,11 @@
 //! different person), or an answer that was to be recorded was not stored; otherwise the
 //! command's own status (128+N when a signal N ended it).
 
-use crate::commands::mcp::ReportedMiss;
-use crate::commands::proxy::{init_logging, summary};
 use crate::shared::child_env::{child_env, EnvChange};
+use crate::shared::mcp_report::ReportedMiss;
+use crate::shared::runtime::init_logging;
 use crate::shared::runtime::EXIT_ERROR;
+use crate::shared::served::summary;
 use crate::shared::settings::{
     keys_summary, RecorderArgs, RecorderSettings, ServeArgs, SettingsFile,
 };
@@ -232,12 +233,12 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .context("cannot start the in-process proxy")?;
         let url = proxy.url();
 
-        let mcp_report = crate::commands::mcp::ExecReportFile::create()?;
+        let mcp_report = crate::shared::mcp_report::ExecReportFile::create()?;
         let mut command = tokio::process::Command::new(program);
         command
             .args(rest)
             .envs(nested_env(&settings))
-            .env(crate::commands::mcp::REPORT_ENV, mcp_report.path());
+            .env(crate::shared::mcp_report::REPORT_ENV, mcp_report.path());
         let lookup = |name: &str| std::env::var(name).ok();
         let mut set = std::collections::HashMap::new();
         for change in child_env(&url, &settings.keys, &serve, lookup) {
@@ -308,7 +309,7 @@ struct Outcome {
     stats: ProxyStats,
     /// The distinct HTTP misses.
     missed: MissLog,
-    mcp: crate::commands::mcp::ExecMcpReport,
+    mcp: crate::shared::mcp_report::ExecMcpReport,
     /// The answers that were to be recorded and were not stored.
     failures: Vec<cassette_recorder::RecordingFailure>,
     /// The variables exec set for the command, and their values (for the bypass report).

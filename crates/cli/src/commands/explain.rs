@@ -1,7 +1,7 @@
 //! `cassette explain REQUEST`: is this request recorded, and if not, which recording is nearest
 //! and what differs. Reads the store only, whatever the mode.
 
-use crate::commands::run::print_miss;
+use crate::shared::miss::print_miss;
 use crate::shared::request_file;
 use crate::shared::settings::{RecorderArgs, SettingsFile};
 use cassette_recorder::Mode;
@@ -32,7 +32,7 @@ pub(crate) fn run(args: ExplainArgs, file: &SettingsFile) -> anyhow::Result<Exit
     settings.config.mode = Mode::Replay;
     let recorder = settings.build()?;
     let key = request.key(&recorder.config().key).key.to_string();
-    let miss = crate::shared::cassettes::runtime()?.block_on(recorder.explain(&request))?;
+    let miss = crate::shared::runtime::runtime()?.block_on(recorder.explain(&request))?;
     match miss {
         None => {
             if args.json {

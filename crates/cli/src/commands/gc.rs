@@ -12,9 +12,10 @@
 //! deleted for being younger than the log gc first read. A recorder that logs nowhere, or to a
 //! log gc is not given, records cassettes gc counts as unused, as it always did.
 
-use crate::shared::cassettes::{runtime, StoreArgs};
 use crate::shared::progress::Progress;
+use crate::shared::runtime::runtime;
 use crate::shared::settings::SettingsFile;
+use crate::shared::settings::StoreArgs;
 use anyhow::{bail, Context};
 use cassette_recorder::Cassette;
 use cassette_store::{DynStore, Key};

@@ -17,8 +17,9 @@
 //! `--jsonl`, each line carries its own verdict and the exit status is 0 unless stdin or stdout
 //! failed.
 
-use crate::commands::run::judge::{self, JudgeArgs, Through};
-use crate::commands::run::{miss_lines, Stop};
+use crate::shared::call::Stop;
+use crate::shared::judge::{self, JudgeArgs, Through};
+use crate::shared::miss::miss_lines;
 use crate::shared::runtime::EXIT_ERROR;
 use crate::shared::settings::{RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};

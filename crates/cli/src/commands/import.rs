@@ -213,7 +213,7 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     for path in &args.paths {
         collect(path, &mut files)?;
     }
-    let runtime = crate::shared::cassettes::runtime()?;
+    let runtime = crate::shared::runtime::runtime()?;
     let mut total = Counts::default();
     let mut seen: HashMap<String, Seen> = HashMap::new();
     let progress = Progress::bar(files.len() as u64, "files");

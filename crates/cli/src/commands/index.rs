@@ -2,8 +2,9 @@
 //! every cassette, so the first miss of a run reads a handful of objects instead of every
 //! cassette (see `cassette_recorder::miss`). Reads only the cassettes no segment covers yet.
 
-use crate::shared::cassettes::{runtime, StoreArgs};
 use crate::shared::progress::Progress;
+use crate::shared::runtime::runtime;
+use crate::shared::settings::StoreArgs;
 use crate::shared::settings::{KeyingArgs, SettingsFile};
 use anyhow::Context;
 use cassette_recorder::miss::compact;

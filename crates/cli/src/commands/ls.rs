@@ -2,8 +2,10 @@
 //! recorded_at; a later occurrence of a request (sequence mode) shows which (`#3`), a
 //! test-scoped one says so, and a recording a test runner's plugin made names its test.
 
-use crate::shared::cassettes::{foreign_files, load_all, runtime, StoreArgs};
+use crate::shared::cassettes::{foreign_files, load_all};
+use crate::shared::runtime::runtime;
 use crate::shared::settings::SettingsFile;
+use crate::shared::settings::StoreArgs;
 use cassette_recorder::Cassette;
 use cassette_store::Key;
 use serde_json::json;

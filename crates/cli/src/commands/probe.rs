@@ -99,7 +99,7 @@ pub(crate) fn run(args: ProbeArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
         _ => Mode::Off,
     };
     let recorder = settings.build()?;
-    let runtime = crate::shared::cassettes::runtime()?;
+    let runtime = crate::shared::runtime::runtime()?;
     let mut too_many = false;
     for target in &targets {
         let probed = runtime.block_on(probe(&recorder, target, args.n))?;
@@ -204,7 +204,7 @@ async fn probe(recorder: &Recorder, target: &Target, n: u16) -> anyhow::Result<P
             );
         }
         // Printed, never stored: redacted as a cassette would be all the same.
-        let answer = crate::commands::run::redacted_answer(recorder, profile, &body);
+        let answer = crate::shared::call::redacted_answer(recorder, profile, &body);
         match answers
             .iter_mut()
             .find(|(a, _)| a.text == answer.text && a.tool_calls == answer.tool_calls)

@@ -2,6 +2,8 @@
 //! changing its base URL. See docs/proxy.md.
 
 use crate::shared::child_env::{child_env, EnvChange};
+use crate::shared::runtime::{init_logging, shutdown_signal};
+use crate::shared::served::summary;
 use crate::shared::settings::{
     parse_size, RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
 };
@@ -230,24 +232,6 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     Ok(stats?)
 }
 
-/// One line of counters, as printed on shutdown and by `cassette exec`.
-pub(crate) fn summary(stats: &ProxyStats) -> String {
-    let s = &stats.recorder;
-    let failed = match s.failed_recordings {
-        0 => String::new(),
-        n => format!(", {n} failed recordings"),
-    };
-    let bypassed = match stats.bypass_count() {
-        0 => String::new(),
-        n => format!(", {n} bypassed the base URL"),
-    };
-    format!(
-        "{} requests: {} hits, {} misses, {} recorded{failed}, {} upstream requests, {} upstream \
-         errors{bypassed}",
-        stats.requests, s.hits, s.misses, s.recorded, s.upstream_requests, s.upstream_errors
-    )
-}
-
 /// The ready line: the URL, the process id, the mode, the environment a test process needs
 /// (variables to set, and to remove), and the control token when there is one (and whether
 /// the control pipe is open).
@@ -293,63 +277,4 @@ fn control_token() -> anyhow::Result<String> {
         anyhow::anyhow!("cannot draw a control token from the operating system: {e}")
     })?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Completes on the first SIGINT or SIGTERM. The signals are listened for from the call on,
-/// not from the first poll.
-pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    #[cfg(unix)]
-    let signals = {
-        use tokio::signal::unix::{signal, SignalKind};
-        match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
-            (Ok(int), Ok(term)) => Some((int, term)),
-            _ => None,
-        }
-    };
-    async move {
-        #[cfg(unix)]
-        if let Some((mut int, mut term)) = signals {
-            tokio::select! {
-                _ = int.recv() => {},
-                _ = term.recv() => {},
-            }
-            return;
-        }
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// Warnings (misses with their explanation, upstream failures) on stderr; `RUST_LOG` overrides.
-/// Standard error for log lines, with every URL in them shown without credentials: library
-/// messages quote what a store or an upstream library said, URLs included. The formatter
-/// writes each line whole.
-struct ShownStderr;
-
-impl std::io::Write for ShownStderr {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let text = String::from_utf8_lossy(buf);
-        let shown = cassette_keying::shown_urls(&text);
-        std::io::Write::write_all(&mut std::io::stderr(), shown.as_bytes())?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        std::io::Write::flush(&mut std::io::stderr())
-    }
-}
-
-pub(crate) fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Another command may have installed a subscriber already; keeping it is fine.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(|| ShownStderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time()
-        .try_init();
 }

@@ -46,7 +46,7 @@ pub(crate) fn run(args: RekeyArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
     // Writing needs a writable store; nothing is ever sent upstream.
     settings.config.mode = Mode::Record;
     let recorder = settings.build()?;
-    let runtime = crate::shared::cassettes::runtime()?;
+    let runtime = crate::shared::runtime::runtime()?;
     let store = recorder.store().clone();
     let loaded = runtime.block_on(crate::shared::cassettes::load_all(&store))?;
     let progress = Progress::bar(loaded.len() as u64, "cassettes re-keyed");

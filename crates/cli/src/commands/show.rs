@@ -1,11 +1,13 @@
 //! `cassette show KEY`: one cassette, readably: its facts, the request, the response and the
 //! answer's text and tool calls. A unique key prefix is enough.
 
-use crate::shared::cassettes::{cassette_answer, resolve_key, runtime, StoreArgs};
+use crate::shared::cassettes::{cassette_answer, resolve_key};
+use crate::shared::runtime::runtime;
 use crate::shared::settings::SettingsFile;
+use crate::shared::settings::StoreArgs;
 use anyhow::Context;
-use cassette_recorder::cassette::StoredBody;
 use cassette_recorder::Cassette;
+use cassette_tape::document::StoredBody;
 use std::process::ExitCode;
 
 /// Arguments of `cassette show`.

@@ -9,17 +9,19 @@
 //! The saved runs of `cassette run` (`.cassette/runs/`, or `--runs-dir`) are audited for
 //! credential-shaped text too: they hold answers, and must be as clean as the cassettes.
 
-use crate::shared::cassettes::{foreign_files, load_all, runtime, store_exists, StoreArgs};
+use crate::shared::cassettes::{foreign_files, load_all, store_exists};
 use crate::shared::progress::Progress;
+use crate::shared::runtime::runtime;
+use crate::shared::settings::StoreArgs;
 use crate::shared::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_keying::{KeyConfig, KEY_VERSION};
-use cassette_recorder::redact::find_credentials;
 use cassette_recorder::Cassette;
 use cassette_store::jsonl::JsonlStore;
 use cassette_store::{DynStore, Key, StoreUrl};
 use cassette_tape::audit::audit;
+use cassette_tape::redact::find_credentials;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -70,7 +72,7 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     let runs_dir = args
         .runs_dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::commands::run::RUNS_DIR));
+        .unwrap_or_else(|| PathBuf::from(crate::shared::runs::RUNS_DIR));
     let run_problems = audit_runs(&runs_dir)?;
     if !store_exists(&spec) {
         // Opening it would create it empty, and an empty store verifies nothing.

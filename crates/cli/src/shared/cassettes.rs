@@ -12,18 +12,6 @@ use cassette_store::{DynStore, Key, StoreUrl};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// Maintenance commands read the store named by the same flags and variables as the proxy.
-pub(crate) use crate::shared::settings::StoreArgs;
-
-/// A small runtime for commands that only talk to stores.
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-}
-
 /// Finds the one key starting with `prefix`; errors say when there is none or several.
 pub(crate) async fn resolve_key(store: &DynStore, prefix: &str) -> anyhow::Result<Key> {
     let prefix = prefix.trim().to_ascii_lowercase();

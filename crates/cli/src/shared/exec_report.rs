@@ -7,7 +7,7 @@
 //! `cassette diff-runs` reads two reports (`ExecReport::cases`) to say which requests started
 //! to miss between two runs.
 
-use crate::commands::mcp::ReportedMiss;
+use crate::shared::mcp_report::ReportedMiss;
 use crate::shared::review::output::write_atomic;
 use crate::shared::review::RECORD;
 use anyhow::Context;
@@ -15,9 +15,9 @@ use cassette_grade::junit;
 use cassette_grade::result::{CaseResult, SavedCase, Verdict};
 use cassette_recorder::miss::{Explanation, MissLog};
 use cassette_recorder::proxy::{Answered, JournalEntry, JournalLog, ProxyStats};
-use cassette_recorder::redact::Redactor;
 use cassette_recorder::RecordingFailure;
 use cassette_review::markdown::{exec_summary, ExecMiss};
+use cassette_tape::redact::Redactor;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

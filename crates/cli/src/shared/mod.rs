@@ -4,12 +4,18 @@
 
 pub(crate) mod advice;
 pub(crate) mod bypass;
+pub(crate) mod call;
 pub(crate) mod cassettes;
 pub(crate) mod child_env;
 pub(crate) mod exec_report;
 pub(crate) mod git;
+pub(crate) mod judge;
+pub(crate) mod mcp_report;
+pub(crate) mod miss;
 pub(crate) mod progress;
 pub(crate) mod request_file;
 pub(crate) mod review;
+pub(crate) mod runs;
 pub(crate) mod runtime;
+pub(crate) mod served;
 pub(crate) mod settings;

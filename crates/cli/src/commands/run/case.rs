@@ -1,8 +1,8 @@
 //! One case: its request through the recorder, then its graders (and for a judge grader, the
 //! judge's votes through the same recorder), into the result line `cassette run` prints.
 
-use super::call::{call, Stop};
-use super::judge::Through;
+use crate::shared::call::{call, Stop};
+use crate::shared::judge::Through;
 use cassette_grade::answer::Answer;
 use cassette_grade::grading::grade_case;
 use cassette_grade::judge::JudgeConfig;

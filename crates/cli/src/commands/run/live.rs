@@ -3,10 +3,10 @@
 //! stored), then the two are compared: a case that passed on tape and fails live is a
 //! regression (exit 1), and a changed answer or answering model is reported.
 
-use super::call::Stop;
 use super::case::{run_case, Done};
 use super::report;
 use super::{SavedCase, SuiteRun, Verdict};
+use crate::shared::call::Stop;
 use crate::shared::review::output::{append_step_summary, write_atomic};
 use crate::shared::review::{answer_facts, WHOLE_DIFF};
 use anyhow::Context;

@@ -6,21 +6,19 @@
 //! when a verdict failed, else 0. Cases run concurrently (`--jobs`) but are reported in suite
 //! order.
 
-mod call;
 mod case;
-pub(crate) mod judge;
 mod live;
 mod report;
 mod reviewed;
 mod suite;
 
-pub(crate) use call::Stop;
-pub(crate) use report::{miss_lines, print_miss};
-
+use crate::shared::call::Stop;
+use crate::shared::judge::{self, JudgeArgs};
+use crate::shared::miss::print_miss;
 use crate::shared::progress::Progress;
+use crate::shared::runs::{run_file, LAST_RUN, RUNS_DIR};
 use crate::shared::settings::{is_plain_name, RecorderArgs, RecorderSettings, SettingsFile};
 use anyhow::{bail, Context};
-pub(crate) use call::redacted_answer;
 use case::{run_case, Done};
 use cassette_grade::graders::Check;
 use cassette_grade::judge::JudgeConfig;
@@ -29,17 +27,10 @@ use cassette_grade::result::{SavedCase, Verdict};
 use cassette_grade::suite::Case;
 use cassette_recorder::{Miss, Recorder};
 use futures::StreamExt;
-use judge::JudgeArgs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-
-/// Where `--save-run` keeps runs, relative to the working directory.
-pub(crate) const RUNS_DIR: &str = ".cassette/runs";
-
-/// The name every run is also saved under, so `cassette diff-runs last NAME` needs no flag.
-pub(crate) const LAST_RUN: &str = "last";
 
 /// Cases in flight when `--jobs` is not given.
 const DEFAULT_JOBS: u16 = 8;
@@ -325,11 +316,6 @@ fn parse_run_name(name: &str) -> Result<String, String> {
         ));
     }
     Ok(name.to_owned())
-}
-
-/// The file a saved run `name` lives in.
-pub(crate) fn run_file(runs_dir: &Path, name: &str) -> PathBuf {
-    runs_dir.join(format!("{name}.jsonl"))
 }
 
 /// Runs `cassette run`.

@@ -7,10 +7,10 @@ use super::{Ran, SuiteRun, Verdict};
 use crate::shared::review::output::{append_step_summary, write_atomic};
 use crate::shared::review::{answer_facts, RECORD};
 use anyhow::Context;
-use cassette_recorder::redact::Redactor;
 use cassette_recorder::{Miss, Recorder};
 use cassette_review::html::{MissView, RunCase, RunReview};
 use cassette_review::{html, markdown};
+use cassette_tape::redact::Redactor;
 use std::path::PathBuf;
 
 /// Where a run's review files go.

@@ -7,9 +7,9 @@ pub(crate) mod output;
 pub(crate) mod redact;
 
 use cassette_grade::answer::Answer;
-use cassette_recorder::stream::ResponseSummary;
 use cassette_recorder::Cassette;
 use cassette_review::{Drift, Facts};
+use cassette_wire::ResponseSummary;
 
 /// How a review tells its reader to record what missed.
 pub(crate) const RECORD: &str = "CASSETTE_MODE=record";

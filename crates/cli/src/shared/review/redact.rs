@@ -7,7 +7,7 @@
 use crate::shared::settings::{key_sources, SettingsFile, BUILT_IN_ROUTES};
 use anyhow::Context;
 use cassette_recorder::config::DEFAULT_TARGET;
-use cassette_recorder::redact::{RedactionRules, Redactor, Secret};
+use cassette_tape::redact::{RedactionRules, Redactor, Secret};
 
 /// The redactor of a review: the settings file's rules and the routes' keys from the
 /// environment, built as the recorder builds its own ([`Redactor::with_secrets`]).

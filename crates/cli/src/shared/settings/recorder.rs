@@ -31,12 +31,12 @@ use anyhow::{bail, Context};
 use cassette_recorder::config::{
     ApiKey, DEFAULT_MAX_ANSWER, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
 };
-use cassette_recorder::redact::RedactionRules;
 use cassette_recorder::{
     ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route, StreamReplay,
 };
 use cassette_store::readonly::ReadOnlyStore;
 use cassette_store::DynStore;
+use cassette_tape::redact::RedactionRules;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! check that its route exists, and its requests sent through the recorder (the pure half, its
 //! requests, prompt and votes, is `cassette_grade::judge`).
 
-use super::call::{call, Stop};
+use crate::shared::call::{call, Stop};
 use crate::shared::settings::RecorderSettings;
 use anyhow::bail;
 use cassette_grade::answer::Reply;
