@@ -2,8 +2,8 @@
 //! starts `cassette mcp -- python server.py` where it would start `python server.py`.
 //!
 //! Under `cassette exec`, misses reach exec through the report file it names in
-//! [`REPORT_ENV`](crate::shared::mcp_report::REPORT_ENV): one JSON line per miss as it happens, and one line of counters per session,
-//! so exec exits 2 on an MCP miss as on an HTTP one (see docs/mcp.md).
+//! [`REPORT_ENV`] (`shared/mcp_report.rs`): one JSON line per miss as it happens, and one line of
+//! counters per session, so exec exits 2 on an MCP miss as on an HTTP one (see docs/mcp.md).
 
 use crate::shared::mcp_report::{append_line, miss_reporter, session_line, REPORT_ENV};
 use crate::shared::runtime::EXIT_ERROR;
