@@ -74,7 +74,7 @@ pub(crate) struct ExecArgs {
 
     /// In replay, do not also serve the `ollama` route on Ollama's default address
     /// (127.0.0.1:11434) for clients that read no variable (ollama JS).
-    #[arg(long, env = "CASSETTE_NO_OLLAMA_STAND_IN", value_parser = crate::settings::parse_flag)]
+    #[arg(long, env = "CASSETTE_NO_OLLAMA_STAND_IN", value_parser = crate::shared::settings::parse_flag)]
     no_ollama_stand_in: bool,
 
     /// Also write a JSON record of the run to FILE: every request's key, route and outcome
