@@ -48,7 +48,7 @@ cargo check -q -p cassette-store --no-default-features --features s3
 cargo check -q -p cassette-store --no-default-features --features sled
 cargo check -q --bin cassette --no-default-features
 
-echo "== the pure crates build without IO crates, and no crate has an import circle of three files"
+echo "== the pure crates build without IO crates, no crate has an import circle of three files, and the line shares hold"
 for crate in cassette-keying cassette-wire cassette-tape cassette-vcr cassette-grade cassette-review; do
   # Normal dependencies only (-e normal): dev-dependencies may use anything.
   if cargo tree -q -p "$crate" -e normal --prefix none | grep -E '^(tokio|reqwest|axum|hyper|hyper-util|futures|object_store|sled|cassette-store|cassette-recorder|tracing|chrono) '; then
@@ -57,6 +57,8 @@ for crate in cassette-keying cassette-wire cassette-tape cassette-vcr cassette-g
   fi
 done
 python3 scripts/module-cycles.py
+# The CLI at most 30% of product lines, the pure crates at least 33% (ARCHITECTURE.md).
+python3 scripts/line-shares.py
 RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --workspace
 
 if [ -d tests/sdk ]; then

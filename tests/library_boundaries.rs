@@ -110,7 +110,7 @@ fn libraries_name_no_cli_flag_or_environment_variable() {
     assert!(
         found.is_empty(),
         "library code names CLI flags or variables; say what to change in the library's terms \
-         and let crates/cli/src/advice.rs add the flag:\n{}",
+         and let crates/cli/src/shared/advice.rs add the flag:\n{}",
         found.join("\n")
     );
 }

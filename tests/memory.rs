@@ -6,8 +6,8 @@
 
 mod common;
 
-use cassette_recorder::cassette::{Meta, StoredBody, StoredRequest, StoredResponse};
 use cassette_recorder::{Cassette, Request};
+use cassette_tape::document::{Meta, StoredBody, StoredRequest, StoredResponse};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
@@ -45,7 +45,7 @@ fn store_stream_recording(dir: &std::path::Path, question: &str, answer: &str) {
     let request = Request::post_json(CHAT, &chat_request(question, true));
     let keyed = request.key(&Default::default());
     let cassette = Cassette {
-        format: cassette_recorder::cassette::FORMAT_VERSION,
+        format: cassette_tape::document::FORMAT_VERSION,
         key: keyed.key.clone(),
         key_version: cassette_keying::KEY_VERSION,
         key_settings: None,

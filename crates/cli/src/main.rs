@@ -5,25 +5,8 @@
 // `[default: ...]`, `[REDACTED]` and bare URLs are meant as written, not as rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::bare_urls)]
 
-mod advice;
-mod bypass;
-mod child_env;
-mod config;
-mod exec;
-mod exec_report;
-mod grade;
-mod init;
-mod key;
-mod maint;
-mod mcp;
-#[cfg(unix)]
-mod npm;
-mod progress;
-mod proxy;
-mod request_file;
-mod review;
-mod run;
-mod settings;
+mod commands;
+mod shared;
 
 /// jemalloc instead of the system allocator: a replay hit allocates and frees buffers of a few
 /// kilobytes (the request body, the cassette read), and glibc's malloc spent about a tenth of
@@ -34,14 +17,11 @@ mod settings;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-// The review pages read answers as the graders do (`crate::answer`).
-use cassette_grade::answer;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+use commands::{config, exec, grade, init, key, mcp, proxy, run};
+use shared::runtime::EXIT_ERROR;
+use shared::{advice, settings};
 use std::process::ExitCode;
-
-/// Exit status for errors that are not a test verdict: usage errors, missing files, replay
-/// misses. Distinct from 1, which means "an assertion failed".
-pub(crate) const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -79,51 +59,39 @@ enum Command {
     /// Record or replay a stdio MCP tool server: `cassette mcp -- COMMAND [ARGS...]`.
     Mcp(mcp::McpArgs),
     /// Is a request recorded? If not, the nearest recording and what differs.
-    Explain(maint::explain::ExplainArgs),
+    Explain(commands::explain::ExplainArgs),
     /// List the recorded cassettes.
-    Ls(maint::ls::LsArgs),
+    Ls(commands::ls::LsArgs),
     /// Print one cassette readably (a unique key prefix is enough).
-    Show(maint::show::ShowArgs),
+    Show(commands::show::ShowArgs),
     /// Check that cassettes parse, keys still match, and no credential is stored.
-    Verify(maint::verify::VerifyArgs),
+    Verify(commands::verify::VerifyArgs),
     /// Delete cassettes that no usage log names.
-    Gc(maint::gc::GcArgs),
+    Gc(commands::gc::GcArgs),
     /// Copy cassettes between stores (create-only and resumable by default).
-    Copy(maint::copy::CopyArgs),
+    Copy(commands::copy::CopyArgs),
     /// Convert tapes of other tools (seed-harness JSON, vcrpy YAML) into cassettes.
-    Import(maint::import::ImportArgs),
+    Import(commands::import::ImportArgs),
     /// Key every cassette again from its stored request under today's keying settings and key
     /// version (after a change to `ignore` or `volatile`, or an upgrade).
-    Rekey(maint::rekey::RekeyArgs),
+    Rekey(commands::rekey::RekeyArgs),
     /// Compact the nearest-recording index, so a miss does not read every cassette.
-    Index(maint::index::IndexArgs),
+    Index(commands::index::IndexArgs),
     /// Compare two sets of cassettes (stores, folders, git revisions): re-recorded pairs,
     /// drift verdicts, HTML and Markdown reviews.
-    Diff(maint::diff::DiffArgs),
+    Diff(commands::diff::DiffArgs),
     /// Compare two saved runs: regressions, fixes, added and removed cases.
-    DiffRuns(maint::diff_runs::DiffRunsArgs),
+    DiffRuns(commands::diff_runs::DiffRunsArgs),
     /// Send a request live N times (never stored) and count distinct answers.
-    Probe(maint::probe::ProbeArgs),
+    Probe(commands::probe::ProbeArgs),
     /// Keep the cases whose score is near their threshold, for a canary suite.
-    Canary(maint::canary::CanaryArgs),
-}
-
-/// Writes the index records of the cassettes a command recorded (see
-/// `cassette_recorder::miss`), warning rather than failing: the cassettes are written already,
-/// and the index only makes explaining a later miss cheaper.
-pub(crate) async fn flush_index(recorder: &cassette_recorder::Recorder) {
-    if let Err(err) = recorder.flush_index().await {
-        eprintln!(
-            "cassette: warning: the nearest-recording index was not updated: {:#} (run `cassette index` later)",
-            anyhow::Error::new(err)
-        );
-    }
+    Canary(commands::canary::CanaryArgs),
 }
 
 fn main() -> ExitCode {
     // npm's postinstall puts this binary in place of its JavaScript shim on Unix only.
     #[cfg(unix)]
-    if let Some(code) = npm::redirect_to_override() {
+    if let Some(code) = commands::npm::redirect_to_override() {
         return code;
     }
     if std::env::args_os().nth(1).is_some_and(|a| a == "mcp") {
@@ -139,7 +107,7 @@ fn main() -> ExitCode {
     };
     // Library warnings (a damaged log line, a cache bypassed, an upstream that broke off) reach
     // stderr whatever the command.
-    proxy::init_logging();
+    shared::runtime::init_logging();
     if cli.command.only_prints() {
         restore_default_sigpipe();
     }
@@ -192,19 +160,19 @@ fn run_command(
         Command::Run(args) => run::run(args, file),
         Command::Grade(args) => grade::run(args, file),
         Command::Mcp(args) => mcp::run(args, file),
-        Command::Explain(args) => maint::explain::run(args, file),
-        Command::Ls(args) => maint::ls::run(args, file),
-        Command::Show(args) => maint::show::run(args, file),
-        Command::Verify(args) => maint::verify::run(args, file),
-        Command::Gc(args) => maint::gc::run(args, file),
-        Command::Copy(args) => maint::copy::run(args),
-        Command::Import(args) => maint::import::run(args, file),
-        Command::Rekey(args) => maint::rekey::run(args, file),
-        Command::Index(args) => maint::index::run(args, file),
-        Command::Diff(args) => maint::diff::run(args, file),
-        Command::DiffRuns(args) => maint::diff_runs::run(args),
-        Command::Probe(args) => maint::probe::run(args, file),
-        Command::Canary(args) => maint::canary::run(args),
+        Command::Explain(args) => commands::explain::run(args, file),
+        Command::Ls(args) => commands::ls::run(args, file),
+        Command::Show(args) => commands::show::run(args, file),
+        Command::Verify(args) => commands::verify::run(args, file),
+        Command::Gc(args) => commands::gc::run(args, file),
+        Command::Copy(args) => commands::copy::run(args),
+        Command::Import(args) => commands::import::run(args, file),
+        Command::Rekey(args) => commands::rekey::run(args, file),
+        Command::Index(args) => commands::index::run(args, file),
+        Command::Diff(args) => commands::diff::run(args, file),
+        Command::DiffRuns(args) => commands::diff_runs::run(args),
+        Command::Probe(args) => commands::probe::run(args, file),
+        Command::Canary(args) => commands::canary::run(args),
     }
 }
 

@@ -17,10 +17,10 @@ mod support;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use cassette_recorder::cassette::Cassette;
 use cassette_recorder::miss::{compact, write_segment, IndexRecord, SegmentKind};
 use cassette_recorder::{Error, Mode, Recorder, RecorderConfig, Request};
 use cassette_store::{Created, DynStore, Key, PutMode, Result, SegmentName, Store, StoreExt};
+use cassette_tape::document::Cassette;
 use futures::StreamExt;
 use serde_json::json;
 use std::fmt;

@@ -14,9 +14,9 @@
 
 mod support;
 
-use cassette_recorder::cassette::Cassette;
 use cassette_recorder::{Mode, Recorder, RecorderConfig, Request};
 use cassette_store::{DynStore, StoreExt};
+use cassette_tape::document::Cassette;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::hint::black_box;

@@ -1,7 +1,17 @@
 //! Record and replay of LLM API calls: the IO around the pure crates. Modes, upstream calls,
 //! the HTTP proxy, MCP relays and miss explanations; the cassette document and redaction live in
-//! `cassette-tape`, the provider stream formats in `cassette-wire` (re-exported here as
-//! [`cassette`], [`redact`] and [`stream`]).
+//! `cassette-tape`, the provider stream formats in `cassette-wire`.
+//!
+//! # What is re-exported
+//!
+//! The crate re-exports the types of `cassette-tape` that its own public signatures take or
+//! return ([`Request`] for [`Recorder::handle`], [`Cassette`] and [`Sealed`], the
+//! [`RedactionRules`] of a [`RecorderConfig`], the [`Redactor`] of [`Recorder::redactor`]), as
+//! object_store re-exports what its API needs: an embedder that records and replays needs no
+//! second dependency, and cannot end up with a second, mismatched version of those types. It
+//! does not re-export the crates themselves: whoever reads cassette documents, redacts or
+//! assembles streams on their own names `cassette-tape` or `cassette-wire`, so each crate's
+//! public surface is its own and one change to tape is not also a change to this crate's API.
 //!
 //! Build a [`Recorder`] from a store and a [`RecorderConfig`], then hand it requests with
 //! [`Recorder::handle`]. The mode decides what happens:
@@ -27,7 +37,7 @@
 //! [`Recorder::handle`] (`service.rs`) sends a request to the MCP relay when its route is an MCP
 //! route ([`mcp`]), to the engine (`engine/`) otherwise. The engine answers a [`Request`] with a
 //! [`Response`] (`response`), replaying a [`Cassette`] or recording one (`engine/recording.rs`,
-//! streams assembled by [`stream`]); every recording, HTTP, MCP or imported, is written by one
+//! streams assembled by `cassette-wire`); every recording, HTTP, MCP or imported, is written by one
 //! path (`engine/write.rs`) as a [`Sealed`] document. What a mode does on a hit and on a miss is
 //! decided in one place ([`Mode::on_hit`], [`Mode::on_miss`]); [`miss`] explains what replay
 //! could not answer, through one nearest-recording index the engine owns and lends to MCP;
@@ -49,13 +59,7 @@ mod service;
 mod tapes;
 mod upstream;
 
-/// The cassette document (`cassette-tape`), as embedders have used it from here.
-pub use cassette_tape::document as cassette;
-/// Redaction (`cassette-tape`).
-pub use cassette_tape::redact;
-/// The provider stream formats (`cassette-wire`).
-pub use cassette_wire as stream;
-
+pub use cassette_tape::redact::{RedactionRules, Redactor};
 pub use cassette_tape::{Cassette, Request, Sealed};
 pub use config::{Answers, ErrorRecording, RecorderConfig, Repeats, Route, Sharing, StreamReplay};
 pub use engine::{Exchange, Imported, Recorder, RecordingFailure, Rekeyed, Stats, Stored};

@@ -5,11 +5,11 @@
 
 mod support;
 
-use cassette_recorder::stream::{Assembler, StreamFormat};
 use cassette_recorder::{
     Cassette, Error, Mode, Recorder, RecorderConfig, Request, ResponseBody, Route, Source,
 };
 use cassette_store::{DynStore, StoreExt};
+use cassette_wire::{Assembler, StreamFormat};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::{fixture, FakeUpstream, Reply};

@@ -5,9 +5,9 @@
 
 use base64::Engine;
 use bytes::Bytes;
-use cassette_recorder::redact::find_credentials;
 use cassette_recorder::{Cassette, Error, Mode, Recorder, RecorderConfig, Request, Route, Source};
 use cassette_store::DynStore;
+use cassette_tape::redact::find_credentials;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -112,7 +112,7 @@ async fn everything_stored(store: &DynStore) -> String {
         out.push_str(&String::from_utf8_lossy(&bytes));
         let cassette = Cassette::from_document(&bytes).unwrap();
         for body in [&cassette.request.body, &cassette.response.body] {
-            if let cassette_recorder::cassette::StoredBody::Base64(b64) = body {
+            if let cassette_tape::document::StoredBody::Base64(b64) = body {
                 let decoded = base64::engine::general_purpose::STANDARD
                     .decode(b64)
                     .unwrap();

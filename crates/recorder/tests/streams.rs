@@ -3,11 +3,11 @@
 
 mod support;
 
-use cassette_recorder::stream::{Assembler, StreamFormat};
 use cassette_recorder::{
     Cassette, Mode, Recorder, RecorderConfig, Request, ResponseBody, Route, Source,
 };
 use cassette_store::DynStore;
+use cassette_wire::{Assembler, StreamFormat};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::{fixture, FakeUpstream, Reply};

@@ -1,9 +1,9 @@
 //! Cassettes for the recorder's benchmarks: what recording a chat completion would store.
 
-use cassette_recorder::cassette::{
+use cassette_recorder::Request;
+use cassette_tape::document::{
     Cassette, Meta, StoredBody, StoredRequest, StoredResponse, FORMAT_VERSION,
 };
-use cassette_recorder::Request;
 use serde_json::json;
 use std::collections::BTreeMap;
 
