@@ -26,6 +26,16 @@ const SETTINGS: &[&str] = &[
     "UPSTREAM_API_KEY",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    // A user's own endpoint becomes its route's upstream (issue 32): a developer's shell must
+    // not choose the tests' upstreams.
+    "OPENAI_BASE_URL",
+    "OPENAI_API_BASE",
+    "ANTHROPIC_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GROQ_BASE_URL",
+    "CO_API_URL",
+    "CASSETTE_PROXY_URL",
+    "CASSETTE_CHANNEL",
     "PORT",
     // Under CI a settings file cannot choose a mode that calls an upstream; tests that mean CI
     // set it themselves.

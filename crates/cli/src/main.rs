@@ -109,7 +109,7 @@ fn main() -> ExitCode {
     // stderr whatever the command.
     shared::runtime::init_logging();
     if cli.command.only_prints() {
-        restore_default_sigpipe();
+        shared::runtime::restore_default_sigpipe();
     }
     // `init` writes a new file: a broken one in a parent folder must not stop it.
     let file = match (&cli.command, cli.settings.load()) {
@@ -190,17 +190,5 @@ impl Command {
                 | Command::Canary(_)
                 | Command::Explain(_)
         )
-    }
-}
-
-/// Lets a printing command end quietly when its reader goes away (`cassette show KEY | head`),
-/// as Unix tools do. Rust ignores SIGPIPE, which turns a closed pipe into a panic inside
-/// `println!`. Commands that serve sockets or run children keep ignoring it. Windows has no
-/// SIGPIPE: there a closed pipe stays a write error.
-fn restore_default_sigpipe() {
-    // SAFETY: called before any thread is started; SIG_DFL is a valid disposition for SIGPIPE.
-    #[cfg(unix)]
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -95,6 +95,31 @@ pub enum Error {
         /// The `Host` the request named.
         host: String,
     },
+    /// A request that reached the proxy with its original URL (the in-process channel) for a
+    /// host no route serves: it can be neither recorded nor replayed, so it is refused in
+    /// every mode.
+    #[error(
+        "refused {url} from {client}: no cassette route serves {host}, so the request can be \
+         neither recorded nor replayed; mount a route for it (`[routes.NAME] upstream = \
+         \"https://{host}\"` in cassette.toml), or list the host in `[bypass] allow` for the \
+         client to reach it directly"
+    )]
+    Unrouted {
+        /// `host:port`.
+        host: String,
+        /// The URL without its query (which may carry a key).
+        url: String,
+        /// The client, as its `User-Agent` names it (`an unnamed client` when it does not).
+        client: String,
+    },
+    /// The proxy could not open its in-process channel (a Unix socket).
+    #[error("cannot open the channel at {path}: {reason}")]
+    Channel {
+        /// The socket's path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The proxy refused a request a web browser sent on behalf of a page: a hostile page
     /// must not spend the upstream key or write cassettes.
     #[error(
@@ -282,9 +307,10 @@ impl Error {
         match self {
             Error::Miss(_) | Error::Unanswered { .. } => 409,
             Error::InvalidRequest(_) => 400,
-            Error::ForeignHost { .. } | Error::BrowserOrigin { .. } | Error::ModeRefused { .. } => {
-                403
-            }
+            Error::ForeignHost { .. }
+            | Error::BrowserOrigin { .. }
+            | Error::ModeRefused { .. }
+            | Error::Unrouted { .. } => 403,
             Error::SlowBody { .. } => 408,
             Error::BodyTooLarge { .. } => 413,
             Error::Upstream {
@@ -306,12 +332,14 @@ impl Error {
             | Error::InvalidSetting { .. }
             | Error::NotLoopback { .. }
             | Error::Bind { .. }
+            | Error::Channel { .. }
             | Error::HttpClient { .. }
             | Error::UsageLog { .. }
             | Error::Redact(_) => "cassette_config_error",
             Error::Server { .. } => "cassette_internal_error",
             Error::InvalidRequest(_) => "invalid_request_error",
             Error::ForeignHost { .. } | Error::BrowserOrigin { .. } => "cassette_forbidden",
+            Error::Unrouted { .. } => "cassette_unrouted",
             Error::SlowBody { .. } => "request_timeout",
             Error::BodyTooLarge { .. } => "request_too_large",
             Error::AnswerTooLarge { .. } => "cassette_answer_too_large",

@@ -22,7 +22,7 @@ use crate::shared::settings::{
 };
 use anyhow::{bail, Context};
 use cassette_recorder::miss::MissLog;
-use cassette_recorder::proxy::{spawn, Journal, ProxyConfig, ProxyStats};
+use cassette_recorder::proxy::{spawn, Channel, Journal, ProxyConfig, ProxyStats};
 use cassette_recorder::Mode;
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -122,6 +122,9 @@ fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
     env
 }
 
+/// The variable naming the channel's socket to the command's in-process transports.
+pub(crate) const CHANNEL_ENV: &str = "CASSETTE_CHANNEL";
+
 /// Ollama's default address, which a client that reads no variable calls (ollama JS does).
 const OLLAMA_DEFAULT: ([u8; 4], u16) = ([127, 0, 0, 1], 11434);
 
@@ -140,6 +143,7 @@ async fn ollama_stand_in(
     let stand_in = ProxyConfig {
         listen: address,
         unrouted: route.to_owned(),
+        channel: Channel::Off,
         ..config.clone()
     };
     match spawn(recorder.clone(), &stand_in).await {
@@ -188,6 +192,9 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         .split_first()
         .context("no command given: cassette exec -- COMMAND [ARGS...]")?;
     let settings = args.recorder.resolve(file)?;
+    for honoured in &settings.honoured {
+        eprintln!("cassette exec: {}", honoured.line());
+    }
     let serve = args.serve.resolve(file);
     let listen = match args.listen {
         Some(addr) if !addr.ip().is_loopback() => bail!(
@@ -211,6 +218,12 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             Journal::Keep
         } else {
             Journal::Off
+        },
+        // Python processes of the command send every request over it (CASSETTE_CHANNEL).
+        channel: if cfg!(unix) {
+            Channel::Fresh
+        } else {
+            Channel::Off
         },
         ..ProxyConfig::ephemeral()
     };
@@ -239,6 +252,9 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .args(rest)
             .envs(nested_env(&settings))
             .env(crate::shared::mcp_report::REPORT_ENV, mcp_report.path());
+        if let Some(channel) = proxy.channel_path() {
+            command.env(CHANNEL_ENV, channel);
+        }
         let lookup = |name: &str| std::env::var(name).ok();
         let mut set = std::collections::HashMap::new();
         for change in child_env(&url, &settings.keys, &serve, lookup) {

@@ -8,7 +8,7 @@ use crate::shared::settings::{
     parse_size, RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
 };
 use anyhow::{bail, Context};
-use cassette_recorder::proxy::{ControlPipe, Exposure, Proxy, ProxyConfig, ProxyStats};
+use cassette_recorder::proxy::{Channel, ControlPipe, Exposure, Proxy, ProxyConfig, ProxyStats};
 use cassette_recorder::Answers;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -81,6 +81,14 @@ pub(crate) struct ProxyArgs {
     /// anywhere, and traffic that bypassed the base URL is refused. Needs mode auto or record.
     #[arg(long, requires = "control")]
     adopt: bool,
+
+    /// Also listen on a Unix socket only you can connect to, for in-process transports that
+    /// send each request with its original URL (the Python package's, under the pytest plugin
+    /// and `cassette exec`): a vendor's host is routed to its route, a host no route serves is
+    /// refused. Without PATH, a socket in a fresh private directory; its path is on the
+    /// --ready line. Unix only.
+    #[arg(long, value_name = "PATH", num_args = 0..=1)]
+    channel: Option<Option<std::path::PathBuf>>,
 }
 
 /// How `cassette proxy` says it is ready.
@@ -140,6 +148,11 @@ impl ProxyArgs {
             } else {
                 ControlPipe::Off
             },
+            channel: match &self.channel {
+                None => Channel::Off,
+                Some(None) => Channel::Fresh,
+                Some(Some(path)) => Channel::At(path.clone()),
+            },
             ..defaults
         };
         proxy.validate()?;
@@ -184,6 +197,15 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     // proxy right after its ready line must not kill it instead.
     let shutdown = shutdown_signal();
     let keys = settings.recorder.keys.clone();
+    let honoured: Vec<String> = settings
+        .recorder
+        .honoured
+        .iter()
+        .map(|h| h.line())
+        .collect();
+    for line in &honoured {
+        eprintln!("cassette proxy: {line}");
+    }
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
     let recorder_answers = recorder.config().answers;
@@ -202,6 +224,9 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         "cassette proxy: listening on {} (mode {mode}, store {store})",
         proxy.url()
     );
+    if let Some(channel) = proxy.channel_path() {
+        eprintln!("cassette proxy: channel {}", channel.display());
+    }
     if recorder_answers == Answers::Tapes {
         eprintln!("cassette proxy: answering from the running test's vcrpy tapes (adopt)");
     } else if mode.may_call_upstream() {
@@ -214,13 +239,19 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         let env = child_env(&proxy.url(), &keys, &settings.serve, |name| {
             std::env::var(name).ok()
         });
-        let line = ready_line(
+        let mut line = ready_line(
             &proxy.url(),
             mode,
             &env,
             settings.proxy.control_token.as_deref(),
             settings.proxy.control_pipe,
         );
+        if let Some(channel) = proxy.channel_path() {
+            line["channel"] = serde_json::Value::from(channel.to_string_lossy().into_owned());
+        }
+        if !honoured.is_empty() {
+            line["honoured"] = serde_json::Value::from(honoured.clone());
+        }
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{line}")

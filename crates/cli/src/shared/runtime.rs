@@ -1,5 +1,6 @@
 //! The process around a command: its exit status for errors, logging, the async runtime, the
-//! signals that stop it, and the index flushed before it ends.
+//! signals that stop it (and SIGPIPE for printing commands), and the index flushed before it
+//! ends.
 
 use anyhow::Context;
 
@@ -85,4 +86,16 @@ pub(crate) fn init_logging() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .without_time()
         .try_init();
+}
+
+/// Lets a printing command end quietly when its reader goes away (`cassette show KEY | head`),
+/// as Unix tools do. Rust ignores SIGPIPE, which turns a closed pipe into a panic inside
+/// `println!`. Commands that serve sockets or run children keep ignoring it. Windows has no
+/// SIGPIPE: there a closed pipe stays a write error.
+pub(crate) fn restore_default_sigpipe() {
+    // SAFETY: called before any thread is started; SIG_DFL is a valid disposition for SIGPIPE.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }

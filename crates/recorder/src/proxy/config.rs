@@ -1,5 +1,6 @@
 //! The proxy's settings, validated before anything is opened.
 
+use super::channel::Channel;
 use super::forward::Forwarding;
 use super::journal::Journal;
 use crate::error::{Error, Setting};
@@ -82,6 +83,9 @@ pub struct ProxyConfig {
     /// route for a proxy that stands where one upstream is expected (the default Ollama port,
     /// for a client that ignores every variable).
     pub unrouted: String,
+    /// Whether the proxy also listens on the in-process channel, a Unix socket only its owner
+    /// can connect to (see the module docs); off by default.
+    pub channel: Channel,
 }
 
 /// Where test scopes are begun and ended besides the control endpoint.
@@ -135,6 +139,7 @@ impl Default for ProxyConfig {
             control_pipe: ControlPipe::Off,
             retrying_miss_status: Some(DEFAULT_RETRYING_MISS_STATUS),
             unrouted: crate::config::DEFAULT_TARGET.to_owned(),
+            channel: Channel::Off,
         }
     }
 }

@@ -264,7 +264,7 @@ const CLIENT_TOKEN_MAX: usize = 64;
 
 /// The first token of a `User-Agent` (`Groq/Python 1.7` -> `Groq/Python`), in plain characters
 /// only: enough to tell the client, never more of the header than that.
-fn client_token(headers: &http::HeaderMap) -> Option<String> {
+pub(super) fn client_token(headers: &http::HeaderMap) -> Option<String> {
     let agent = headers.get(http::header::USER_AGENT)?.to_str().ok()?;
     let token: String = agent
         .split_whitespace()
@@ -343,7 +343,8 @@ impl Forwarder {
         }
     }
 
-    fn allowed(&self, target: &Target) -> bool {
+    /// Whether `[bypass] allow` lists `target`.
+    pub(super) fn allowed(&self, target: &Target) -> bool {
         match &self.policy {
             Forwarding::Catch { allow } => {
                 allow.iter().any(|p| p.matches(&target.host, target.port))

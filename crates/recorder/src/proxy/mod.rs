@@ -11,6 +11,16 @@
 //! The server itself (axum) lives in the private `server` module, its settings in `config`, the
 //! traffic that bypassed the base URL in `forward`: no axum type appears in this module's API.
 //!
+//! # The channel
+//!
+//! Besides its HTTP port the proxy can listen on a Unix socket only its owner can connect to
+//! ([`ProxyConfig::channel`], `channel`), for transports installed inside a test process. A
+//! request there carries its original URL (`POST https://api.openai.com/v1/...`) and is routed
+//! by its host ([`Hosts`]: the vendors' hosts and every route's upstream), then keyed, stored,
+//! counted and explained like any other. A host `[bypass] allow` lists, or a loopback one, is
+//! answered 421 with `x-cassette: direct` (the transport sends it itself); any other host is
+//! refused (403 `cassette_unrouted`) in every mode and counted for the running test.
+//!
 //! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
 //!
 //! When asked ([`ProxyConfig::journal`]), the proxy keeps one entry per request it answers
@@ -55,8 +65,10 @@
 //! client that ignores that header (the Vercel AI SDK) fails fast with another
 //! [`ProxyConfig::miss_status`].
 
+mod channel;
 mod config;
 mod forward;
+mod hosts;
 mod journal;
 #[cfg(unix)]
 mod pipe;
@@ -64,11 +76,13 @@ mod scopes;
 mod sent;
 mod server;
 
+pub use channel::Channel;
 pub use config::{
     Advice, ControlPipe, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT,
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS, DEFAULT_RETRYING_MISS_STATUS,
 };
 pub use forward::{Bypassed, Forwarding, HostPattern};
+pub use hosts::{Hosts, VENDOR_HOSTS};
 pub use journal::{Answered, Journal, JournalEntry, JournalLog, KEPT_ENTRIES};
 pub use server::ProxyStats;
 
@@ -87,6 +101,7 @@ use tokio::task::JoinHandle;
 pub struct Proxy {
     state: Arc<AppState>,
     listener: TcpListener,
+    channel: Option<channel::Socket>,
     addr: SocketAddr,
 }
 
@@ -121,6 +136,7 @@ impl Proxy {
             action: "reading its listening address",
             source: Box::new(e),
         })?;
+        let channel = channel::bind(&config.channel)?;
         Ok(Proxy {
             state: Arc::new(AppState::new(
                 recorder,
@@ -129,8 +145,15 @@ impl Proxy {
                 server::open_pipe(config)?,
             )),
             listener,
+            channel,
             addr,
         })
+    }
+
+    /// The path of the channel's socket, when the proxy listens on one
+    /// ([`ProxyConfig::channel`]); removed when the proxy stops.
+    pub fn channel_path(&self) -> Option<std::path::PathBuf> {
+        self.channel.as_ref().map(|c| c.path().to_owned())
     }
 
     /// The address actually bound (with the real port when port 0 was asked for).
@@ -155,7 +178,7 @@ impl Proxy {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<ProxyStats, Error> {
         let state = self.state.clone();
-        server::serve(self.listener, self.state, shutdown)
+        server::serve(self.listener, self.channel, self.state, shutdown)
             .await
             .map_err(|e| Error::Server {
                 action: "serving",
@@ -198,6 +221,7 @@ impl StatsHandle {
 pub async fn spawn(recorder: Recorder, config: &ProxyConfig) -> Result<RunningProxy, Error> {
     let proxy = Proxy::bind(recorder, config).await?;
     let addr = proxy.local_addr();
+    let channel = proxy.channel_path();
     let stats = proxy.stats_handle();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let task = tokio::spawn(proxy.serve(async move {
@@ -206,6 +230,7 @@ pub async fn spawn(recorder: Recorder, config: &ProxyConfig) -> Result<RunningPr
     }));
     Ok(RunningProxy {
         addr,
+        channel,
         stats,
         stop_tx: Some(stop_tx),
         task: Some(task),
@@ -216,6 +241,7 @@ pub async fn spawn(recorder: Recorder, config: &ProxyConfig) -> Result<RunningPr
 #[derive(Debug)]
 pub struct RunningProxy {
     addr: SocketAddr,
+    channel: Option<std::path::PathBuf>,
     stats: StatsHandle,
     stop_tx: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<ProxyStats, Error>>>,
@@ -230,6 +256,11 @@ impl RunningProxy {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The channel's socket, when the proxy listens on one.
+    pub fn channel_path(&self) -> Option<&std::path::Path> {
+        self.channel.as_deref()
     }
 
     /// The counters now.

@@ -647,6 +647,20 @@ impl Scopes {
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     }
 
+    /// Tells the runner, when a test's scope ended without a request (`{"idle":TEST}` on
+    /// stdout), for its list of the tests that reached nothing through cassette.
+    pub(super) fn tell_idle(&self, tally: &Tally) {
+        if self.notices == Notices::Off || tally.requests > 0 || !tally.bypassed.is_empty() {
+            return;
+        }
+        let Some(test) = &tally.test else {
+            return;
+        };
+        let line = json!({ "idle": test });
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+
     /// The counts of every test that ended so far.
     pub(super) fn ended(&self) -> Ended {
         self.table().ended.clone()

@@ -10,6 +10,7 @@
 //! writes, outcomes and errors alike (`answer.rs`).
 
 mod answer;
+mod channel;
 mod control;
 mod guard;
 mod incoming;
@@ -18,6 +19,7 @@ mod state;
 pub use state::ProxyStats;
 pub(super) use state::{open_pipe, AppState};
 
+use super::channel::Socket;
 use super::forward;
 use super::journal::{Answered, JournalEntry};
 use super::sent::SentRequest;
@@ -29,12 +31,13 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use channel::OnChannel;
 use control::{control, ended, in_scope};
 use guard::guard;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use incoming::{read_request, route};
+use incoming::read_request;
 use serde_json::json;
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -62,6 +65,7 @@ impl AppState {
 /// kernel's listen queue.
 pub(super) async fn serve(
     listener: TcpListener,
+    channel: Option<Socket>,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -114,10 +118,10 @@ pub(super) async fn serve(
                 Err(_) => break,
             },
         };
-        let (stream, peer) = tokio::select! {
+        let accepted = tokio::select! {
             () = &mut shutdown => break,
             () = &mut runner_gone => break,
-            accepted = listener.accept() => match accepted {
+            accepted = accept(&listener, channel.as_ref()) => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     accept_failed(&e).await;
@@ -125,16 +129,94 @@ pub(super) async fn serve(
                 }
             },
         };
-        // Small request and response writes go out at once rather than waiting on Nagle.
-        let _ = stream.set_nodelay(true);
-        // The peer's address tells forward-proxy requests from this machine from others.
-        let service = TowerToHyperService::new(
-            router
-                .clone()
-                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
-        );
-        let mut stop = stop_rx.clone();
-        let open = open_rx.clone();
+        let served = Served {
+            header_timeout,
+            stop: stop_rx.clone(),
+            open: open_rx.clone(),
+            slot,
+        };
+        match accepted {
+            Accepted::Http(stream, peer) => {
+                // Small request and response writes go out at once rather than waiting on Nagle.
+                let _ = stream.set_nodelay(true);
+                // The peer's address tells forward-proxy requests from this machine from others.
+                let service = router
+                    .clone()
+                    .layer(axum::Extension(axum::extract::ConnectInfo(peer)));
+                served.spawn(stream, service);
+            }
+            #[cfg(unix)]
+            Accepted::Channel(stream) => {
+                // The directory and the socket's mode keep other users out; their credentials
+                // are checked as well, in case the socket was handed on.
+                let uid = stream.peer_cred().map(|c| c.uid()).ok();
+                let owner = channel.as_ref().map(|c| c.owner);
+                if uid.is_none() || uid != owner {
+                    tracing::warn!(
+                        "refused a channel connection from user {uid:?}: not the proxy's owner"
+                    );
+                    continue;
+                }
+                served.spawn(stream, router.clone().layer(axum::Extension(OnChannel)));
+            }
+        }
+    }
+    drop(listener);
+    drop(channel);
+    drop(stop_tx);
+    drop(open_rx);
+    open_tx.closed().await;
+    #[cfg(unix)]
+    if let Some(follower) = follower {
+        follower.abort();
+    }
+    Ok(())
+}
+
+/// A connection accepted: on the HTTP port, with its peer's address, or on the channel.
+enum Accepted {
+    Http(tokio::net::TcpStream, std::net::SocketAddr),
+    #[cfg(unix)]
+    Channel(tokio::net::UnixStream),
+}
+
+/// The next connection on the HTTP port or the channel.
+async fn accept(listener: &TcpListener, channel: Option<&Socket>) -> std::io::Result<Accepted> {
+    #[cfg(unix)]
+    if let Some(channel) = channel {
+        return tokio::select! {
+            accepted = listener.accept() => accepted.map(|(s, peer)| Accepted::Http(s, peer)),
+            accepted = channel.listener.accept() => accepted.map(|(s, _)| Accepted::Channel(s)),
+        };
+    }
+    #[cfg(not(unix))]
+    let _ = channel;
+    let (stream, peer) = listener.accept().await?;
+    Ok(Accepted::Http(stream, peer))
+}
+
+/// What a connection is served with: the header timeout, the watch that begins a graceful
+/// shutdown, the handle held open until it ends, and its slot of the connection limit.
+struct Served {
+    header_timeout: Duration,
+    stop: watch::Receiver<()>,
+    open: watch::Receiver<()>,
+    slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Served {
+    /// Serves HTTP/1.1 (and HTTP/2) on `stream` in a task of its own.
+    fn spawn<S>(self, stream: S, router: Router)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let Served {
+            header_timeout,
+            mut stop,
+            open,
+            slot,
+        } = self;
+        let service = TowerToHyperService::new(router);
         tokio::spawn(async move {
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder
@@ -157,15 +239,6 @@ pub(super) async fn serve(
             drop((slot, open));
         });
     }
-    drop(listener);
-    drop(stop_tx);
-    drop(open_rx);
-    open_tx.closed().await;
-    #[cfg(unix)]
-    if let Some(follower) = follower {
-        follower.abort();
-    }
-    Ok(())
 }
 
 /// Waits after a failed accept: a connection that was reset before it was accepted costs
@@ -196,6 +269,11 @@ fn router(state: Arc<AppState>) -> Router {
         // own-address one comes back in origin form, and is checked like any other).
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(middleware::from_fn_with_state(state.clone(), intercept))
+        // Channel requests carry their URL: routed by its host before anything else.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            channel::channel,
+        ))
         .with_state(state)
 }
 
@@ -268,7 +346,7 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
         None => (None, request),
     };
     let asked = state.journal.keeps().then(|| {
-        let (route, path) = route(&state.mounts, &state.unrouted, request.uri().path());
+        let (route, path) = state.route_of(request.extensions(), request.uri().path());
         Asked {
             route,
             method: request.method().as_str().to_owned(),

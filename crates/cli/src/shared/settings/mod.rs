@@ -29,6 +29,7 @@
 
 mod file;
 mod keying;
+mod own_endpoint;
 mod recorder;
 mod serve;
 mod store;

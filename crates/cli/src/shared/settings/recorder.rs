@@ -24,6 +24,7 @@
 
 use super::file::SettingsFile;
 use super::keying::KeyingArgs;
+use super::own_endpoint::{self, Honoured};
 use super::store::{StoreArgs, StoreSpec};
 use super::unopened::Unopened;
 use super::values::{
@@ -180,6 +181,8 @@ pub(crate) struct RecorderSettings {
     pub(crate) usage_log: Option<PathBuf>,
     /// Where each route's key comes from (the keys themselves are in `config.routes`).
     pub(crate) keys: Vec<RouteKey>,
+    /// The user's own endpoints (base-URL variables) that became routes' upstreams.
+    pub(crate) honoured: Vec<Honoured>,
     /// The settings file these came from, if any.
     pub(crate) file: Option<PathBuf>,
 }
@@ -227,7 +230,7 @@ impl RecorderArgs {
         } else {
             self.record_errors || file.record_errors.unwrap_or(false)
         };
-        let (routes, keys) = self.routes(file, mode)?;
+        let (routes, keys, honoured) = self.routes(file, mode)?;
         let config = RecorderConfig {
             mode,
             routes,
@@ -276,6 +279,7 @@ impl RecorderArgs {
             cache,
             usage_log: self.usage_log.clone().or_else(|| file.usage_log.clone()),
             keys,
+            honoured,
             file: file.path.clone(),
         })
     }
@@ -312,7 +316,7 @@ impl RecorderArgs {
         &self,
         file: &SettingsFile,
         mode: Mode,
-    ) -> anyhow::Result<(Vec<Route>, Vec<RouteKey>)> {
+    ) -> anyhow::Result<(Vec<Route>, Vec<RouteKey>, Vec<Honoured>)> {
         let mut routes: Vec<Route> = std::iter::once((DEFAULT_TARGET, DEFAULT_UPSTREAM))
             .chain(BUILT_IN_ROUTES.iter().copied())
             .map(|(name, base_url)| Route::new(name, base_url))
@@ -335,10 +339,20 @@ impl RecorderArgs {
                 route.auth = auth.clone();
             }
         }
+        let given_routes: Vec<&Route> = self.routes.iter().chain(&self.mcp_routes).collect();
+        let set_by_cassette = |name: &str| {
+            file.routes
+                .iter()
+                .any(|r| r.name == name && r.upstream.is_some())
+                || (name == DEFAULT_TARGET && self.upstream.is_some())
+                || given_routes.iter().any(|r| r.name == name)
+        };
+        let honoured = own_endpoint::honour(&mut routes, set_by_cassette, |name| {
+            std::env::var(name).ok()
+        })?;
         if let Some(upstream) = &self.upstream {
             routes[0].base_url.clone_from(upstream);
         }
-        let given_routes: Vec<&Route> = self.routes.iter().chain(&self.mcp_routes).collect();
         for (i, given) in given_routes.iter().enumerate() {
             if given_routes[..i].iter().any(|r| r.name == given.name) {
                 bail!("--route `{}` is given twice", given.name);
@@ -355,7 +369,7 @@ impl RecorderArgs {
             self.check_key_variables(file)?;
         }
         let keys = read_keys(&mut routes, file);
-        Ok((routes, keys))
+        Ok((routes, keys, honoured))
     }
 
     /// Refuses an `api_key_env` of the file that names a variable of no API key's shape unless

@@ -184,9 +184,10 @@ impl AppState {
                     end: true,
                     ..Read::default()
                 };
-                scopes
+                let tally = scopes
                     .read(&id, &self.forward.bypassed(), end)
                     .with_tapes(&self.recorder, true);
+                scopes.tell_idle(&tally);
             }
             // Whichever test runs now cannot be vouched for: the runner reads why.
             Err(reason) => scopes.count(DEFAULT_SCOPE, |tally| tally.control_error(reason)),

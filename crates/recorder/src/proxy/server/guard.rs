@@ -2,6 +2,7 @@
 //! proxy's own (DNS rebinding) and pages a browser sends from origins not allowed; answers the
 //! CORS preflights of allowed origins itself, so that none reaches an upstream.
 
+use super::channel::OnChannel;
 use super::state::AppState;
 use crate::error::Error;
 use crate::proxy::config::{parse_origin, Exposure};
@@ -26,7 +27,9 @@ pub(super) async fn guard(
         .get(http::header::HOST)
         .and_then(|v| v.to_str().ok())
         .or_else(|| request.uri().authority().map(|a| a.as_str()));
-    if let Some(host) = host {
+    // A channel request names the vendor's host: only the socket's owner can send one.
+    let on_channel = request.extensions().get::<OnChannel>().is_some();
+    if let Some(host) = host.filter(|_| !on_channel) {
         if !state.host_allowed(host) {
             return state.error_response(&Error::ForeignHost {
                 host: host.to_owned(),

@@ -3,6 +3,7 @@
 //! timeout, and headers HTTP can carry on; the result is the one owned [`Request`].
 
 use super::answer::bad_request;
+use super::channel::Routed;
 use super::state::AppState;
 use crate::error::Error;
 use axum::body::Body;
@@ -52,8 +53,7 @@ pub(super) async fn read_request(
         }
     }
 
-    let raw_path = parts.uri.path();
-    let (target, path) = route(&state.mounts, &state.unrouted, raw_path);
+    let (target, path) = state.route_of(&parts.extensions, parts.uri.path());
     let query = parts.uri.query().unwrap_or("").to_owned();
 
     let declared = declared.and_then(|length| usize::try_from(length).ok());
@@ -68,6 +68,24 @@ pub(super) async fn read_request(
         headers,
         body,
     })
+}
+
+impl AppState {
+    /// The route (target) of a request and the path its upstream sees: the one its URL chose
+    /// when it came over the channel, else by its first path segment.
+    pub(super) fn route_of(
+        &self,
+        extensions: &http::Extensions,
+        raw_path: &str,
+    ) -> (String, String) {
+        match extensions.get::<Routed>() {
+            Some(Routed(target)) => {
+                let path = if raw_path.is_empty() { "/" } else { raw_path };
+                (target.clone(), path.to_owned())
+            }
+            None => route(&self.mounts, &self.unrouted, raw_path),
+        }
+    }
 }
 
 /// Splits a request path into the route (target) and the path the upstream sees; a path that

@@ -8,6 +8,7 @@ use crate::engine::{Recorder, Stats};
 use crate::error::Error;
 use crate::proxy::config::{parse_origin, Advice, ControlPipe, Exposure, ProxyConfig};
 use crate::proxy::forward::{Bypassed, Forwarder};
+use crate::proxy::hosts::Hosts;
 use crate::proxy::journal::Book;
 #[cfg(unix)]
 use crate::proxy::pipe::Pipe;
@@ -65,6 +66,8 @@ pub(in crate::proxy) struct AppState {
     pub(super) retrying_miss_status: Option<StatusCode>,
     /// Forward-proxy requests: the traffic that bypassed the base URL.
     pub(super) forward: Forwarder,
+    /// Which route serves a host, for requests over the channel.
+    pub(super) hosts: Hosts,
     /// One entry per request answered, when the journal is kept.
     pub(in crate::proxy) journal: Book,
     /// Test scopes, when a control token was configured.
@@ -126,6 +129,7 @@ impl AppState {
             .map(|r| r.name.clone())
             .filter(|name| name != DEFAULT_TARGET)
             .collect();
+        let hosts = Hosts::new(&recorder.config().routes);
         AppState {
             recorder,
             max_body: config.max_body,
@@ -153,6 +157,7 @@ impl AppState {
                 .retrying_miss_status
                 .and_then(|s| StatusCode::from_u16(s).ok()),
             forward: Forwarder::new(config.forwarding.clone(), own),
+            hosts,
             journal: Book::new(config.journal),
             scopes: config
                 .control_token

@@ -1,0 +1,199 @@
+//! Which route serves a URL: the one table from vendor hosts to routes (`api.openai.com` is the
+//! `default` route, `api.anthropic.com` is `anthropic`, ...), joined with the host of every
+//! configured route's upstream. A request that reaches the proxy with its original URL (the
+//! in-process channel) is routed by it, so a client with a vendor's URL in its code records
+//! and replays like one pointed at the proxy.
+
+use crate::config::{Route, DEFAULT_TARGET};
+
+/// The hosts each route's vendor serves its API on, by route name: a route of that name,
+/// wherever its upstream points (a test's fake, a gateway), serves requests for them. `host`
+/// alone is the scheme's default port; `host:port` that port only.
+pub const VENDOR_HOSTS: &[(&str, &[&str])] = &[
+    (DEFAULT_TARGET, &["api.openai.com"]),
+    ("anthropic", &["api.anthropic.com"]),
+    ("gemini", &["generativelanguage.googleapis.com"]),
+    ("groq", &["api.groq.com"]),
+    ("cohere", &["api.cohere.com", "api.cohere.ai"]),
+    ("ollama", &["127.0.0.1:11434", "localhost:11434"]),
+    ("mistral", &["api.mistral.ai"]),
+    ("together", &["api.together.xyz", "api.together.ai"]),
+    ("fireworks", &["api.fireworks.ai"]),
+    ("deepseek", &["api.deepseek.com"]),
+    ("openrouter", &["openrouter.ai"]),
+    ("xai", &["api.x.ai"]),
+    ("perplexity", &["api.perplexity.ai"]),
+];
+
+/// One host (and port) a route serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Served {
+    host: String,
+    /// `None`: the URL scheme's default port.
+    port: Option<u16>,
+    route: String,
+}
+
+/// The hosts the configured routes serve.
+#[derive(Debug, Clone, Default)]
+pub struct Hosts {
+    /// The routes' own upstreams first: a route whose upstream is a vendor's host serves it
+    /// even when the vendor's table names another route.
+    served: Vec<Served>,
+}
+
+impl Hosts {
+    /// The table for `routes`: each route's upstream host, then its vendor's hosts.
+    pub fn new(routes: &[Route]) -> Hosts {
+        let mut served = Vec::new();
+        for route in routes {
+            if let Ok(url) = url::Url::parse(&route.base_url) {
+                if let Some(host) = url.host_str() {
+                    served.push(Served {
+                        host: bare(host),
+                        port: url.port_or_known_default(),
+                        route: route.name.clone(),
+                    });
+                }
+            }
+        }
+        for (name, hosts) in VENDOR_HOSTS {
+            if !routes.iter().any(|r| r.name == *name) {
+                continue;
+            }
+            for host in *hosts {
+                let (host, port) = match host.rsplit_once(':') {
+                    Some((host, port)) => (host, port.parse().ok()),
+                    None => (*host, None),
+                };
+                served.push(Served {
+                    host: host.to_owned(),
+                    port,
+                    route: (*name).to_owned(),
+                });
+            }
+        }
+        Hosts { served }
+    }
+
+    /// The route serving `host:port` (`host` in any case, IPv6 with or without brackets;
+    /// `default_port` the URL scheme's), if any.
+    pub fn route(&self, host: &str, port: u16, default_port: u16) -> Option<&str> {
+        let host = bare(host);
+        self.served
+            .iter()
+            .find(|s| s.host == host && s.port.unwrap_or(default_port) == port)
+            .map(|s| s.route.as_str())
+    }
+
+    /// The route serving `url`, and the path the route is asked for: the URL's path under the
+    /// route's upstream when the URL is the upstream's own ([`Route::local_path`]), else the
+    /// URL's path as it is (a vendor's URL, its API at the root).
+    pub fn route_url<'r>(
+        &self,
+        routes: &'r [Route],
+        url: &url::Url,
+    ) -> Option<(&'r Route, String)> {
+        let host = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        let default_port = match url.scheme() {
+            "https" => 443,
+            _ => 80,
+        };
+        let name = self.route(host, port, default_port)?;
+        let route = routes.iter().find(|r| r.name == name)?;
+        let path = route
+            .local_path(url)
+            .unwrap_or_else(|| url.path().to_owned());
+        Some((route, path))
+    }
+}
+
+/// A host as compared: lowercase, without IPv6 brackets or a trailing dot.
+fn bare(host: &str) -> String {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_end_matches('.')
+        .to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes() -> Vec<Route> {
+        vec![
+            Route::new(DEFAULT_TARGET, "http://127.0.0.1:9999"),
+            Route::new("anthropic", "http://127.0.0.1:9999"),
+            Route::new("groq", "https://api.groq.com"),
+            Route::new("ollama", "http://127.0.0.1:11434"),
+            Route::new("gateway", "https://gateway.internal/openai/v1"),
+        ]
+    }
+
+    fn routed(url: &str) -> Option<(String, String)> {
+        let routes = routes();
+        let hosts = Hosts::new(&routes);
+        let url = url::Url::parse(url).unwrap();
+        hosts
+            .route_url(&routes, &url)
+            .map(|(route, path)| (route.name.clone(), path))
+    }
+
+    #[test]
+    fn vendor_hosts_map_to_their_routes_wherever_the_route_points() {
+        let table = [
+            (
+                "https://api.openai.com/v1/chat/completions",
+                Some(("default", "/v1/chat/completions")),
+            ),
+            (
+                "https://API.Anthropic.com/v1/messages",
+                Some(("anthropic", "/v1/messages")),
+            ),
+            (
+                "https://api.groq.com/openai/v1/chat/completions",
+                Some(("groq", "/openai/v1/chat/completions")),
+            ),
+            (
+                "http://localhost:11434/api/chat",
+                Some(("ollama", "/api/chat")),
+            ),
+            (
+                "http://127.0.0.1:11434/api/chat",
+                Some(("ollama", "/api/chat")),
+            ),
+            // The route's own upstream, under its base path (the last segment is kept, as a
+            // client of the proxy sends it).
+            (
+                "https://gateway.internal/openai/v1/chat/completions",
+                Some(("gateway", "/v1/chat/completions")),
+            ),
+            // A test's fake standing in for the vendor is the route's upstream too.
+            (
+                "http://127.0.0.1:9999/v1/chat/completions",
+                Some(("default", "/v1/chat/completions")),
+            ),
+            // Another port, another host, or a vendor whose route is not configured.
+            ("https://api.openai.com:8443/v1/chat/completions", None),
+            (
+                "http://api.openai.com/v1/chat/completions",
+                Some(("default", "/v1/chat/completions")),
+            ),
+            ("https://example.com/v1/chat/completions", None),
+            ("https://api.mistral.ai/v1/chat/completions", None),
+        ];
+        for (url, expected) in table {
+            let expected = expected.map(|(r, p)| (r.to_owned(), p.to_owned()));
+            assert_eq!(routed(url), expected, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_configured_route_of_a_known_name_serves_its_vendors_host() {
+        let routes = vec![Route::new("mistral", "http://127.0.0.1:1")];
+        let hosts = Hosts::new(&routes);
+        assert_eq!(hosts.route("api.mistral.ai", 443, 443), Some("mistral"));
+        assert_eq!(hosts.route("api.openai.com", 443, 443), None);
+    }
+}
