@@ -39,6 +39,10 @@ echo "== packaging: versions agree"
 "$venv/bin/python" scripts/check-versions.py
 
 echo "== packaging: the wheel (maturin, profile $profile)"
+# maturin reads `cargo metadata`, which needs the sources of every package the lock file
+# names, those of other platforms too (android_system_properties, windows-*), which no Linux
+# `cargo build` downloads: fetch them first, so that a fresh machine packs offline.
+cargo fetch --locked --quiet
 "$venv/bin/maturin" build --offline --locked --profile "$profile" --out "$out/wheels"
 wheel=$(ls "$out"/wheels/cassette_cli-*.whl)
 case "$profile" in dev | test) binary=target/debug/cassette ;; release | bench) binary=target/release/cassette ;; *) binary=target/$profile/cassette ;; esac
