@@ -126,31 +126,20 @@ fn open(path: PathBuf, _made_dir: Option<PathBuf>) -> Result<Socket, Error> {
     })
 }
 
-/// A new directory of the temporary directory that only its owner can enter.
+/// A new directory of the temporary directory that only its owner can enter (mode 0700, under
+/// a name tempfile makes sure nobody else took); kept, since the socket's `Drop` removes it.
 fn fresh_dir() -> Result<PathBuf, Error> {
-    let temp = std::env::temp_dir();
-    let pid = std::process::id();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    // A name someone else took is never used: `mkdir` fails on it, and the next is tried.
-    for attempt in 0..100u32 {
-        let dir = temp.join(format!("cassette-{pid}-{nanos:x}-{attempt}"));
-        match make_private_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(Error::Channel {
-                    path: dir,
-                    reason: format!("cannot create its directory: {e}"),
-                })
-            }
-        }
-    }
-    Err(Error::Channel {
-        path: temp,
-        reason: "cannot find a free directory name".to_owned(),
-    })
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("cassette-");
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    builder
+        .tempdir()
+        .map(tempfile::TempDir::keep)
+        .map_err(|e| Error::Channel {
+            path: std::env::temp_dir(),
+            reason: format!("cannot create its directory: {e}"),
+        })
 }
 
 fn make_private_dir(dir: &Path) -> std::io::Result<()> {

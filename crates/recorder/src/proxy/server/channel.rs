@@ -4,7 +4,8 @@
 //! one, gets a "go direct" answer, which tells the transport to send the request itself; any
 //! other host is refused in every mode, and the refusal is counted for the running test.
 
-use super::answer::Asker;
+use super::answer::{error_response, Asker};
+use super::guard::is_loopback;
 use super::state::AppState;
 use crate::error::Error;
 use crate::proxy::forward::{client_token, Target};
@@ -13,8 +14,6 @@ use axum::extract::{Request as HttpRequest, State};
 use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Marks a request that came over the channel (its connection's extension).
@@ -136,26 +135,14 @@ pub(super) async fn channel(
         .get(http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let mut response = state.answer_error(
+    // Not an upstream failure, so the answer already says not to retry.
+    state.answer_error(
         &err,
         &Asker {
             user_agent,
             ollama: false,
         },
-    );
-    response
-        .headers_mut()
-        .insert("x-should-retry", HeaderValue::from_static("false"));
-    response
-}
-
-/// Whether `host` names this machine: `localhost`, `*.localhost` or a loopback address.
-fn is_loopback(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    match bare.parse::<IpAddr>() {
-        Ok(ip) => ip.is_loopback(),
-        Err(_) => bare == "localhost" || bare.ends_with(".localhost"),
-    }
+    )
 }
 
 /// The answer that tells the transport to send the request itself.
@@ -175,14 +162,10 @@ fn go_direct(target: &Target) -> Response {
 }
 
 fn plain(status: StatusCode, kind: &str, message: &str) -> Response {
-    let body = json!({"type": "error", "error": {"type": kind, "code": kind, "message": message}});
-    let mut response = (status, body.to_string()).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert("x-should-retry", HeaderValue::from_static("false"));
+    let mut response = error_response(status, kind, message, None);
+    response
+        .headers_mut()
+        .insert("x-should-retry", HeaderValue::from_static("false"));
     response
 }
 

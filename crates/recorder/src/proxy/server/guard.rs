@@ -59,16 +59,17 @@ impl AppState {
     /// exposure was allowed (an address cannot be rebound, a name can), or an allowed name.
     fn host_allowed(&self, host: &str) -> bool {
         let name = host_name(host).trim_end_matches('.').to_ascii_lowercase();
+        if is_loopback(&name) {
+            return true;
+        }
         if let Ok(ip) = name
             .trim_start_matches('[')
             .trim_end_matches(']')
             .parse::<IpAddr>()
         {
-            return ip.is_loopback()
-                || ip == self.listen.ip()
-                || self.exposure == Exposure::AllowRemote;
+            return ip == self.listen.ip() || self.exposure == Exposure::AllowRemote;
         }
-        name == "localhost" || name.ends_with(".localhost") || self.allowed_hosts.contains(&name)
+        self.allowed_hosts.contains(&name)
     }
 
     /// The origin of a request a browser sent for a web page, when it is allowed; `None` when
@@ -140,4 +141,14 @@ fn allow_origin(headers: &mut HeaderMap, origin: &str) {
         HeaderValue::from_static("x-cassette, x-cassette-key"),
     );
     headers.append(http::header::VARY, HeaderValue::from_static("origin"));
+}
+
+/// Whether the lower-case host `name` names this machine: `localhost`, `*.localhost` or a
+/// loopback address (bracketed or not). The guard and the channel's "go direct" share it.
+pub(super) fn is_loopback(name: &str) -> bool {
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => bare == "localhost" || bare.ends_with(".localhost"),
+    }
 }
