@@ -46,28 +46,36 @@ class Counting(Vendor):
     do_POST = do_GET
 
 
-def record(project: Path) -> str:
-    # The suite expects the vendor's answers numbered from 1 (and test_vcr_import's run after).
+def record_with_vcrpy(project: Path, passed: int, key_tag: str, files: bool = False) -> str:
+    """Records `project` with pytest-recording against a fresh fake vendor (answers numbered
+    from 1), checks `passed` tests passed; the vendor's URL. The keys carry `key_tag`, for the
+    caller to look for in the tapes."""
     Vendor.calls = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), Vendor)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     vendor = f"http://127.0.0.1:{server.server_address[1]}"
     try:
+        extra = {"FILES_URL": f"{vendor}/files"} if files else {}
         env = clean_env(
             VENDOR_URL=vendor,
             OPENAI_BASE_URL=f"{vendor}/openai/v1",
             ANTHROPIC_BASE_URL=f"{vendor}/anthropic",
-            FILES_URL=f"{vendor}/files",
-            OPENAI_API_KEY="sk-test-VCRRECORDKEY0123456789abcdef",
-            ANTHROPIC_API_KEY="sk-ant-api03-VCRRECORDKEY0123456789abcdef",
+            OPENAI_API_KEY=f"sk-test-{key_tag}0123456789abcdef",
+            ANTHROPIC_API_KEY=f"sk-ant-api03-{key_tag}0123456789abcdef",
+            **extra,
         )
         out = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=once"], project, env)
-        assert "9 passed" in out.stdout, out.stdout
+        assert f"{passed} passed" in out.stdout, out.stdout
     finally:
         server.shutdown()
         server.server_close()
         Vendor.calls = 0
     return vendor
+
+
+def record(project: Path) -> str:
+    # The suite expects the vendor's answers numbered from 1 (and test_vcr_import's run after).
+    return record_with_vcrpy(project, 9, "VCRRECORDKEY", files=True)
 
 
 def plugin_env(files_url: str) -> dict[str, str]:

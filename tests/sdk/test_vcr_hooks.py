@@ -17,8 +17,8 @@ import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from test_vcr_adopt import Counting, plugin_env, plugin_pytest
-from test_vcr_import import ROOT, Vendor, clean_env, run
+from test_vcr_adopt import Counting, plugin_env, plugin_pytest, record_with_vcrpy
+from test_vcr_import import ROOT, clean_env, run
 
 PROJECT = ROOT / "tests" / "runners" / "vcr_hooked"
 TESTS = 6
@@ -27,24 +27,7 @@ TAPES = Path("tests") / "cassettes" / "test_hooked"
 
 def record(project: Path) -> int:
     """Records the suite with pytest-recording; the port the vendor listened on."""
-    Vendor.calls = 0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Vendor)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    vendor = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        env = clean_env(
-            VENDOR_URL=vendor,
-            OPENAI_BASE_URL=f"{vendor}/openai/v1",
-            ANTHROPIC_BASE_URL=f"{vendor}/anthropic",
-            OPENAI_API_KEY="sk-test-HOOKRECORDKEY0123456789abcdef",
-            ANTHROPIC_API_KEY="sk-ant-api03-HOOKRECORDKEY0123456789abcdef",
-        )
-        out = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=once"], project, env)
-        assert f"{TESTS} passed" in out.stdout, out.stdout
-    finally:
-        server.shutdown()
-        server.server_close()
-        Vendor.calls = 0
+    vendor = record_with_vcrpy(project, TESTS, "HOOKRECORDKEY")
     # The shared answer moves to the extra tape the marker names (pytest-recording writes only
     # a test's own tape).
     own = project / TAPES / "test_extra_tape.jsonbody"
