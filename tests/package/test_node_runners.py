@@ -234,3 +234,30 @@ def test_start_cassette_on_its_own(tarballs, tmp_path):
     )
     result = run(["node", failing], project, clean_env())
     assert "CassetteError: " in result.stdout and "nope" in result.stdout, result.stdout
+
+
+def test_stop_returns_the_whole_log(tarballs, tmp_path):
+    """stop() waits for the proxy's stderr to close, not merely for the process to exit: what the
+    proxy wrote last (its `stopped;` summary, which the vitest and jest teardowns print) can
+    arrive after the exit event. The stand-in binary leaves that line to a child holding its
+    stderr, so an exit-only wait misses it every time."""
+    project = make_project(tmp_path / "project", tarballs)
+    fake = tmp_path / "fake-cassette"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'echo \'{"url":"http://127.0.0.1:9","pid":1,"mode":"replay","env":{},"unset":[],"control":null}\'\n'
+        "trap '(sleep 0.3; echo \"cassette proxy: stopped; 0 requests\" >&2) & exit 0' TERM\n"
+        "while :; do sleep 0.05; done\n"
+    )
+    fake.chmod(0o755)
+    script = project / "stop.mjs"
+    script.write_text(
+        'import { startCassette } from "cassette-cli";\n'
+        f"const cassette = await startCassette({{ binary: {json.dumps(str(fake))} }});\n"
+        "const stopped = await cassette.stop();\n"
+        "console.log(JSON.stringify(stopped));\n"
+    )
+    result = run(["node", script], project, clean_env())
+    stopped = json.loads(result.stdout.strip().splitlines()[-1])
+    assert stopped["status"] == 0, stopped
+    assert "cassette proxy: stopped; 0 requests" in stopped["log"], stopped

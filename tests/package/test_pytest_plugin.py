@@ -284,16 +284,17 @@ def test_who_decides_the_mode_and_when_the_plugin_stays_out(venv, tmp_path):
     assert header_mode(run(base, ini, {**env, "CASSETTE_MODE": "record"})) == "auto"
     assert header_mode(run([*base, "--cassette=replay"], ini, env)) == "replay"
 
-    # Off, or no opt-in at all: nothing started, nothing changed.
-    for folder, args in ((opted, ["--cassette=off"]), (write_project(tmp_path / "plain", toml=None), [])):
+    # Off, or no opt-in at all: nothing started, nothing changed, and the header says why.
+    plain = write_project(tmp_path / "plain", toml=None)
+    for folder, args, why in ((opted, ["--cassette=off"], "(--cassette=off)"), (plain, [], "no cassette.toml found")):
         result = run([*base, *args], folder, env)
-        assert header_mode(result) is None, result.stdout
+        assert header_mode(result) == "off" and why in result.stdout, result.stdout
         assert "BASE None" in result.stdout, result.stdout
         assert "cassette (" not in result.stdout, result.stdout
 
     # Under `cassette exec` the plugin leaves it to exec's proxy.
     result = run([venv / "bin" / "cassette", "exec", "--", *base], opted, env)
-    assert header_mode(result) is None, result.stdout
+    assert "cassette: the proxy of `cassette exec` at http://127.0.0.1:" in result.stdout, result.stdout
     assert "BASE http://127.0.0.1:" in result.stdout
 
     # A bad mode is a usage error naming where it came from.
@@ -328,3 +329,58 @@ def test_a_marker_cannot_make_a_replaying_run_call_the_vendor(venv, tmp_path):
     assert "cassette error: " in failures["test_marker.py::test_wants_to_record"], failures
     assert "record" in failures["test_marker.py::test_wants_to_record"]
     assert "unknown keyword speed" in failures["test_marker.py::test_unknown_keyword"], failures
+
+
+ASK = """import openai
+client = openai.OpenAI(
+    base_url="https://api.openai.com/v1",
+    api_key="sk-test-hardcoded",
+    http_client=openai.DefaultHttpxClient(trust_env=False),
+    max_retries=0,
+)
+answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "From a child."}])
+print("ANSWER", answer.id)
+"""
+
+
+def test_a_test_subprocess_and_exec_children_are_caught_by_the_pth_file(venv, tmp_path):
+    """The wheel's cassette_cli.pth installs the in-process transports in any Python process whose
+    CASSETTE_CHANNEL names a channel: a test's subprocess under the plugin and a script under
+    `cassette exec`, both hard-coded to the vendor's URL, record and then replay with the vendor
+    stopped; with no channel named the same script goes to the network (is not answered)."""
+    if "pytest8" in str(venv):
+        pytest.skip("the same code under both pytest versions: checked once")
+    vendor = FakeUpstream()
+    try:
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
+        (project / "ask.py").write_text(ASK)
+        (project / "test_child.py").write_text(
+            "import subprocess, sys\n\n"
+            "def test_child():\n"
+            "    out = subprocess.run([sys.executable, 'ask.py'], capture_output=True, text=True)\n"
+            "    assert 'ANSWER' in out.stdout, out.stdout + out.stderr\n"
+        )
+        env = clean_env(OPENAI_API_KEY="sk-test-routekey")
+        recorded = run([*pytest_in(venv), "-q", "--cassette=record"], project, env)
+        assert "1 passed" in recorded.stdout, recorded.stdout
+        assert len(vendor.requests) == 1, vendor.requests
+
+        vendor.stop()
+        before = vendor.connections
+        replayed = run([*pytest_in(venv), "-q", "--cassette=replay"], project, env)
+        assert "1 passed" in replayed.stdout, replayed.stdout
+        under_exec = run([venv / "bin" / "cassette", "exec", "--", venv / "bin" / "python", "ask.py"], project, env)
+        assert "ANSWER" in under_exec.stdout, under_exec.stdout + under_exec.stderr
+        assert vendor.connections == before
+
+        # No channel named: the hook does nothing and the hard-coded URL is not answered here.
+        alone = run(
+            [venv / "bin" / "python", "-c", "import sys; print(sorted(m for m in sys.modules if 'cassette' in m))"],
+            project,
+            env,
+        )
+        assert alone.stdout.strip() == "[]", alone.stdout
+    finally:
+        vendor.close()

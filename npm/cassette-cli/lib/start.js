@@ -32,6 +32,10 @@ export async function startCassette(options = {}) {
   args.push(...(options.args ?? []));
   const child = spawn(binary, args, { cwd: options.cwd ?? process.cwd(), env, stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
+  let closed = false;
+  child.once("close", () => {
+    closed = true;
+  });
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (/** @type {string} */ text) => {
     log = (log + text).slice(-LOG_LIMIT);
@@ -67,9 +71,11 @@ export async function startCassette(options = {}) {
   });
   child.stdout.resume();
 
+  // "close", not "exit": the proxy's last words (its `stopped;` summary) may still be in the
+  // pipe when the process has exited, and the teardowns print them.
   const exited = new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
-    else child.once("exit", (code) => resolve(code));
+    if (closed) resolve(child.exitCode);
+    else child.once("close", (code) => resolve(code));
   });
   return {
     url: ready.url,
