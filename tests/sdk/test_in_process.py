@@ -303,3 +303,28 @@ def test_install_is_undone(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "python"))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", "_patch_httpx.<locals>.handle_request"], out
+
+
+def test_a_test_that_reached_nothing_is_named(tmp_path: Path) -> None:
+    """In a run where other tests reached cassette, the summary names a test that sent nothing
+    through it (a client it cannot see, a mock left in place)."""
+    vendor = FakeUpstream()
+    try:
+        folder = tmp_path / "project"
+        (folder / "tests").mkdir(parents=True)
+        (folder / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
+        (folder / "tests" / "test_two.py").write_text(
+            "import openai\n\n"
+            "def test_asks():\n"
+            "    client = openai.OpenAI(max_retries=0)\n"
+            "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n\n"
+            "def test_quiet():\n"
+            "    assert 1 + 1 == 2\n"
+        )
+        recorded = pytest_run(folder, "record")
+        assert "2 passed" in recorded.stdout, both(recorded)
+        assert "1 tests made no request through cassette (others did): tests/test_two.py::test_quiet" in (
+            recorded.stdout
+        ), both(recorded)
+    finally:
+        vendor.close()
