@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -79,6 +80,8 @@ class _Session:
     totals: dict[str, int] = dataclasses.field(default_factory=dict)
     # Requests made outside any test (module-level code, session fixtures between tests).
     strays: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Tests that ended without a request through cassette (the proxy says so on its pipe).
+    idle: list[str] = dataclasses.field(default_factory=list)
     modes_seen: set[str] = dataclasses.field(default_factory=set)
     # Adopt: what each test's tape answered, by node id (gathered from workers' reports too).
     adopted: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
@@ -265,6 +268,9 @@ def _start(config: pytest.Config, session: _Session) -> None:
     started = time.perf_counter()
     if session.mode == ADOPT:
         args = _adopt_args()
+    elif _in_process():
+        # The in-process transports' way in (cassette_cli._intercept): an owner-only socket.
+        args = [*args, "--channel"]
     try:
         proxy = Proxy(args, cwd=str(config.rootpath), pipe=_wants_pipe(session))
     except (ProxyError, FileNotFoundError) as error:
@@ -273,8 +279,27 @@ def _start(config: pytest.Config, session: _Session) -> None:
     session.proxy = proxy
     changes, unset = proxy.env_changes()
     changes[OWN_PROXY_ENV] = proxy.url
+    channel = proxy.ready.get("channel")
+    if channel:
+        from cassette_cli import _intercept
+
+        # The test's subprocesses install the same transports (cassette_cli.pth).
+        changes[_intercept.CHANNEL_ENV] = channel
+        _intercept.install(channel, own=proxy.url)
     session.env_before = apply_env(changes, unset)
     config.add_cleanup(lambda: _stop(session))
+
+
+def _in_process() -> bool:
+    """Whether this process's HTTP clients are caught in process (POSIX; unless
+    CASSETTE_IN_PROCESS is `off`, which leaves only the base-URL variables and the HTTP path)."""
+    from cassette_cli._proxy import env_flag
+
+    try:
+        asked = env_flag("CASSETTE_IN_PROCESS", True)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from error
+    return asked and sys.platform != "win32"
 
 
 def _wants_pipe(session: _Session) -> bool:
@@ -310,9 +335,11 @@ def _adopt_args() -> list[str]:
 
 
 def _stop(session: _Session) -> None:
+    from cassette_cli import _intercept
     from cassette_cli._proxy import restore_env
 
     proxy, session.proxy = session.proxy, None
+    _intercept.uninstall()
     restore_env(session.env_before)
     if proxy is None:
         return
@@ -326,15 +353,13 @@ def _stop(session: _Session) -> None:
     ]
     worth = [line for line in worth if "cassette miss" not in line and "stopped;" not in line]
     if status not in (0, None) or worth:
-        import sys
-
         print(f"cassette proxy (exit {status}):", *worth, sep="\n  ", file=sys.stderr)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> str | list[str] | None:
     session = config.stash.get(_SESSION, None)
     if session is None:
-        return None
+        return _why_off(config)
     if session.proxy is None:
         return None
     if session.role == "controller":
@@ -342,10 +367,37 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             f"cassette: {session.session_mode}, one proxy per pytest-xdist worker "
             f"(the controller's ready in {session.startup_ms:.0f} ms; {session.origin})"
         )
+    from cassette_cli import _intercept
+
     through = "" if session.proxy.piped else ", control endpoint only"
+    caught = (
+        "every request caught in process"
+        if _intercept.installed()
+        else "clients that read the base-URL variables"
+    )
+    # A user's own endpoint the proxy took as a route's upstream is said where it is seen.
+    own = [line for line in session.proxy.log_text().splitlines() if "(your own endpoint" in line]
+    return [
+        f"cassette: {session.session_mode}, {caught}, proxy {session.proxy.url} "
+        f"(ready in {session.startup_ms:.0f} ms{through}; {session.origin})",
+        *own,
+    ]
+
+
+def _why_off(config: pytest.Config) -> str | None:
+    """The header of a run cassette stays out of, saying why: a project without settings is
+    otherwise silently live."""
+    if hasattr(config, "workerinput"):
+        return None
+    mode, origin = _asked_mode(config)
+    if mode == "off":
+        return f"cassette: off ({origin}=off)"
+    outer = os.environ.get(PROXY_URL_ENV)
+    if outer and outer != os.environ.get(OWN_PROXY_ENV):
+        return f"cassette: the proxy of `cassette exec` at {outer} answers this run"
     return (
-        f"cassette: {session.session_mode}, proxy {session.proxy.url} "
-        f"(ready in {session.startup_ms:.0f} ms{through}; {session.origin})"
+        f"cassette: off, no {SETTINGS_FILE} found in {config.rootpath} or above "
+        "(add one, or pass --cassette=MODE): requests go to the network"
     )
 
 
@@ -739,6 +791,7 @@ def pytest_testnodedown(node: object, error: object) -> None:
     for nodeid, lines in (output.get("cassette_cli_not_stored") or {}).items():
         if nodeid in session.adopted:
             session.adopted[nodeid]["not_stored"] = lines
+    session.idle.extend(output.get("cassette_cli_idle") or [])
     if output.get("cassette_cli_mode"):
         session.modes_seen.add(str(output["cassette_cli_mode"]))
 
@@ -752,6 +805,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         try:
             _note_strays(state, state.proxy.control("GET", SCOPE))
+            if _piped(state):
+                state.proxy.noticed()  # the last tests' idle lines
+                state.idle.extend(state.proxy.idle)
             ended = state.proxy.ended().get("ended") or {}
             totals = {name: int(ended.get(name, 0)) for name in COUNTS}
         except ProxyError as error:
@@ -764,6 +820,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             output["cassette_cli_strays"] = state.strays
             output["cassette_cli_totals"] = totals
             output["cassette_cli_mode"] = state.session_mode
+            output["cassette_cli_idle"] = state.idle
         else:
             # xdist's controller has its workers' totals already (pytest_testnodedown).
             for name, value in totals.items():
@@ -825,6 +882,15 @@ def pytest_terminal_summary(
         )
         for nodeid, line in session.missed:
             terminalreporter.write_line(f"  {nodeid}: {line}")
+    if session.idle and totals.get("requests", 0):
+        # In a run where other tests reached cassette, a test that sent nothing may be talking
+        # to something cassette does not see (a client it cannot catch, a mock left in place).
+        shown = sorted(session.idle)
+        terminalreporter.write_line(
+            f"{len(shown)} tests made no request through cassette (others did): "
+            + ", ".join(shown[:10])
+            + (f", and {len(shown) - 10} more" if len(shown) > 10 else "")
+        )
     if session.mode == ADOPT:
         _adopt_summary(terminalreporter, session)
     for tally in session.strays:

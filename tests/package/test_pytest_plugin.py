@@ -131,8 +131,10 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
     # loadgroup: the tests of one xdist_group share a worker, in file order.
     xdist = ["-n", str(workers), "--dist", "loadgroup"] if workers else []
     upstream = FakeUpstream()
+    # A service of the application's own, not the LLM vendor's host: reached directly.
+    weather = FakeUpstream()
     try:
-        env = clean_env(WEATHER_URL=upstream.url)
+        env = clean_env(WEATHER_URL=weather.url)
 
         # test_replay_marker replays test_counts' tape even in a recording run; under -n 2 no
         # schedule promises test_counts runs first, so its tape is recorded once beforehand.
@@ -215,10 +217,10 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
         swallowed = failures["test_chat.py::test_swallowed"]
         assert swallowed.startswith("cassette miss"), swallowed
         assert '"Summarise the ticket." -> "Summarise the ticket. Answer in French instead."' in swallowed
-        assert (
-            "api.openai.com:443 bypassed the base URL and were refused"
-            in failures["test_chat.py::test_hardcoded_vendor_url"]
-        )
+        # Caught in process, a hard-coded vendor URL is answered like any other: never
+        # recorded, it misses (with the transports off it is a refused bypass, below).
+        hardcoded = failures["test_chat.py::test_hardcoded_vendor_url"]
+        assert hardcoded.startswith("cassette miss: no recording for POST /v1/chat/completions"), hardcoded
         assert failures["test_chat.py::test_strict"].startswith("cassette strict: 1 recording(s)")
         assert "5 tests failed on cassette's account" in broken.stdout, broken.stdout
         for name in ("test_plain[1]", "test_swallowed", "test_hardcoded_vendor_url", "test_strict"):
@@ -248,8 +250,20 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
             assert "control endpoint only" in endpoint.stdout and "control endpoint only" not in broken.stdout
             assert cassette_part(junit_failures(junit_endpoint)) == cassette_part(failures), endpoint.stdout
             assert upstream.connections == before
+
+            # The transports off: the base-URL variables alone, and the hard-coded URL is a
+            # refused bypass.
+            outside = run(
+                [*pytest_in(venv)],
+                project,
+                {**env, "HARDCODE": "1", "CASSETTE_IN_PROCESS": "off"},
+                expect=1,
+            )
+            assert "api.openai.com:443 bypassed the base URL and were refused" in outside.stdout, outside.stdout
+            assert upstream.connections == before
     finally:
         upstream.close()
+        weather.close()
 
 
 def write_project(folder: Path, ini: str = "", toml: str | None = "") -> Path:
@@ -284,16 +298,17 @@ def test_who_decides_the_mode_and_when_the_plugin_stays_out(venv, tmp_path):
     assert header_mode(run(base, ini, {**env, "CASSETTE_MODE": "record"})) == "auto"
     assert header_mode(run([*base, "--cassette=replay"], ini, env)) == "replay"
 
-    # Off, or no opt-in at all: nothing started, nothing changed.
-    for folder, args in ((opted, ["--cassette=off"]), (write_project(tmp_path / "plain", toml=None), [])):
+    # Off, or no opt-in at all: nothing started, nothing changed, and the header says why.
+    plain = write_project(tmp_path / "plain", toml=None)
+    for folder, args, why in ((opted, ["--cassette=off"], "(--cassette=off)"), (plain, [], "no cassette.toml found")):
         result = run([*base, *args], folder, env)
-        assert header_mode(result) is None, result.stdout
+        assert header_mode(result) == "off" and why in result.stdout, result.stdout
         assert "BASE None" in result.stdout, result.stdout
         assert "cassette (" not in result.stdout, result.stdout
 
     # Under `cassette exec` the plugin leaves it to exec's proxy.
     result = run([venv / "bin" / "cassette", "exec", "--", *base], opted, env)
-    assert header_mode(result) is None, result.stdout
+    assert "cassette: the proxy of `cassette exec` at http://127.0.0.1:" in result.stdout, result.stdout
     assert "BASE http://127.0.0.1:" in result.stdout
 
     # A bad mode is a usage error naming where it came from.
@@ -328,3 +343,58 @@ def test_a_marker_cannot_make_a_replaying_run_call_the_vendor(venv, tmp_path):
     assert "cassette error: " in failures["test_marker.py::test_wants_to_record"], failures
     assert "record" in failures["test_marker.py::test_wants_to_record"]
     assert "unknown keyword speed" in failures["test_marker.py::test_unknown_keyword"], failures
+
+
+ASK = """import openai
+client = openai.OpenAI(
+    base_url="https://api.openai.com/v1",
+    api_key="sk-test-hardcoded",
+    http_client=openai.DefaultHttpxClient(trust_env=False),
+    max_retries=0,
+)
+answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "From a child."}])
+print("ANSWER", answer.id)
+"""
+
+
+def test_a_test_subprocess_and_exec_children_are_caught_by_the_pth_file(venv, tmp_path):
+    """The wheel's cassette_cli.pth installs the in-process transports in any Python process whose
+    CASSETTE_CHANNEL names a channel: a test's subprocess under the plugin and a script under
+    `cassette exec`, both hard-coded to the vendor's URL, record and then replay with the vendor
+    stopped; with no channel named the same script goes to the network (is not answered)."""
+    if "pytest8" in str(venv):
+        pytest.skip("the same code under both pytest versions: checked once")
+    vendor = FakeUpstream()
+    try:
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
+        (project / "ask.py").write_text(ASK)
+        (project / "test_child.py").write_text(
+            "import subprocess, sys\n\n"
+            "def test_child():\n"
+            "    out = subprocess.run([sys.executable, 'ask.py'], capture_output=True, text=True)\n"
+            "    assert 'ANSWER' in out.stdout, out.stdout + out.stderr\n"
+        )
+        env = clean_env(OPENAI_API_KEY="sk-test-routekey")
+        recorded = run([*pytest_in(venv), "-q", "--cassette=record"], project, env)
+        assert "1 passed" in recorded.stdout, recorded.stdout
+        assert len(vendor.requests) == 1, vendor.requests
+
+        vendor.stop()
+        before = vendor.connections
+        replayed = run([*pytest_in(venv), "-q", "--cassette=replay"], project, env)
+        assert "1 passed" in replayed.stdout, replayed.stdout
+        under_exec = run([venv / "bin" / "cassette", "exec", "--", venv / "bin" / "python", "ask.py"], project, env)
+        assert "ANSWER" in under_exec.stdout, under_exec.stdout + under_exec.stderr
+        assert vendor.connections == before
+
+        # No channel named: the hook does nothing and the hard-coded URL is not answered here.
+        alone = run(
+            [venv / "bin" / "python", "-c", "import sys; print(sorted(m for m in sys.modules if 'cassette' in m))"],
+            project,
+            env,
+        )
+        assert alone.stdout.strip() == "[]", alone.stdout
+    finally:
+        vendor.close()

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import FakeUpstream
 
 APP = Path(__file__).parent / "node" / "app.mjs"
 NODE_MODULES = Path(__file__).parent / "node" / "node_modules" / "openai"
@@ -72,3 +73,54 @@ def test_node_client_replays_with_the_vendor_stopped(cassette, store_url, upstre
     assert miss.returncode == 2, miss.stderr
     assert len(json.loads(miss.stdout)["miss"]) == 64
     assert upstream.connections == before
+
+
+# Issue 32, the Node preload: clients hard-coded to the vendor, which read no variable, reach
+# cassette only through cassette-cli/register (CASSETTE_NODE_REGISTER, which the npm shim sets).
+HARDCODED = Path(__file__).parent / "node" / "hardcoded_app.mjs"
+REGISTER = Path(__file__).parents[2] / "npm" / "cassette-cli" / "lib" / "register.js"
+
+
+@pytest.fixture
+def vendor():
+    fake = FakeUpstream()
+    yield fake
+    fake.close()
+
+
+def test_hardcoded_vendor_urls_record_and_replay_through_the_preload(cassette, tmp_path, vendor, node):
+    upstream = vendor
+    store = "file://" + str(tmp_path / "tapes")
+    preload = {"CASSETTE_NODE_REGISTER": str(REGISTER)}
+    runs = [("What is cassette?", "openai"), ("Weather in Paris?", "stream"), ("Over node:https?", "https")]
+    record = {**preload, "CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url}
+    recorded = [exec_(cassette, store, [node, str(HARDCODED), q, c], record) for q, c in runs]
+    for run in recorded:
+        assert run.returncode == 0, run.stderr
+    assert json.loads(recorded[1].stdout)["tool_calls"] == ["get_weather", "get_time"]
+
+    before = upstream.connections
+    for (question, client), first in zip(runs, recorded):
+        replay = exec_(cassette, store, [node, str(HARDCODED), question, client], preload)
+        assert replay.returncode == 0, replay.stderr
+        assert replay.stdout == first.stdout
+    assert upstream.connections == before
+    # The vendor stopped: a replay still answers from the tape.
+    upstream.stop()
+    again = exec_(cassette, store, [node, str(HARDCODED), *runs[0]], preload)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == recorded[0].stdout
+
+
+def test_an_unrouted_host_is_refused_through_the_preload_and_fails_the_run(cassette, tmp_path, node):
+    store = "file://" + str(tmp_path / "tapes")
+    run = exec_(
+        cassette,
+        store,
+        [node, str(HARDCODED), "hi", "https://example.invalid/v1/chat"],
+        {"CASSETTE_NODE_REGISTER": str(REGISTER)},
+    )
+    # The client saw the proxy's refusal (without the preload: a DNS failure, no 403).
+    assert run.returncode != 0, run.stdout
+    assert "status 403" in run.stderr and "cassette_unrouted" in run.stderr, run.stderr
+    assert "no cassette route serves example.invalid:443" in run.stderr, run.stderr

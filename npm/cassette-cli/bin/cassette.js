@@ -4,6 +4,7 @@
 // miss's 2 included).
 import { spawn } from "node:child_process";
 import { constants } from "node:os";
+import { fileURLToPath } from "node:url";
 import { binaryPath } from "../lib/binary.js";
 
 // cassette's status for errors that are not a test verdict (a miss, a missing file).
@@ -17,7 +18,11 @@ try {
   process.exit(EXIT_ERROR);
 }
 
-const child = spawn(binary, process.argv.slice(2), { stdio: "inherit" });
+// `cassette exec` imports this preload into the command's Node processes (NODE_OPTIONS), which
+// then send every request over the proxy's channel (lib/register.js).
+const register = fileURLToPath(new URL("../lib/register.js", import.meta.url));
+const env = { ...process.env, CASSETTE_NODE_REGISTER: register };
+const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", env });
 
 // A terminal's Ctrl-C reaches the child anyway (same process group; the Windows console
 // likewise): this process must only outlive it. A signal sent to this process alone (a CI

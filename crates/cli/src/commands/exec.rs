@@ -125,6 +125,50 @@ fn nested_env(settings: &RecorderSettings) -> Vec<(String, String)> {
 /// The variable naming the channel's socket to the command's in-process transports.
 pub(crate) const CHANNEL_ENV: &str = "CASSETTE_CHANNEL";
 
+/// The variable the npm package's `cassette` shim sets to its preload (`lib/register.js`), which
+/// sends every request of a Node process over the channel.
+const NODE_REGISTER_ENV: &str = "CASSETTE_NODE_REGISTER";
+
+/// Node's variable of extra command-line options, read by every Node process of the command.
+const NODE_OPTIONS: &str = "NODE_OPTIONS";
+
+/// The npm package's preload: the one the JavaScript shim named, else, when this binary is the
+/// npm command itself (the postinstall step put it in place of `bin/cassette.js`), the
+/// package's `lib/register.js` beside it.
+fn node_register() -> Option<std::path::PathBuf> {
+    if let Some(named) = std::env::var_os(NODE_REGISTER_ENV).filter(|v| !v.is_empty()) {
+        return Some(named.into());
+    }
+    let me = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .ok()?;
+    if me.file_name()? != "cassette.js" {
+        return None;
+    }
+    let register = me.parent()?.parent()?.join("lib").join("register.js");
+    register.is_file().then_some(register)
+}
+
+/// NODE_OPTIONS with the npm package's preload imported (`--import`), when there is one;
+/// `None` leaves the variable as it is. The path is quoted, as NODE_OPTIONS splits on spaces.
+fn node_options(current: Option<String>) -> Option<String> {
+    let register = node_register()?;
+    if !register.is_file() {
+        eprintln!(
+            "cassette exec: {NODE_REGISTER_ENV} names {}, which is not a file: Node processes \
+             of the command are not caught in process",
+            register.display()
+        );
+        return None;
+    }
+    let import = format!("--import \"{}\"", register.display());
+    Some(match current {
+        Some(options) if options.contains(&import) => return None,
+        Some(options) if !options.trim().is_empty() => format!("{options} {import}"),
+        _ => import,
+    })
+}
+
 /// Ollama's default address, which a client that reads no variable calls (ollama JS does).
 const OLLAMA_DEFAULT: ([u8; 4], u16) = ([127, 0, 0, 1], 11434);
 
@@ -254,6 +298,9 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .env(crate::shared::mcp_report::REPORT_ENV, mcp_report.path());
         if let Some(channel) = proxy.channel_path() {
             command.env(CHANNEL_ENV, channel);
+            if let Some(options) = node_options(std::env::var(NODE_OPTIONS).ok()) {
+                command.env(NODE_OPTIONS, options);
+            }
         }
         let lookup = |name: &str| std::env::var(name).ok();
         let mut set = std::collections::HashMap::new();

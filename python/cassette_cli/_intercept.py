@@ -1,0 +1,410 @@
+"""In-process transports: every request of this process's HTTP clients goes to the cassette
+proxy's channel (`cassette proxy --channel`, a Unix socket only its owner can open) with its
+original URL, whatever base URL, proxy setting or transport the client was given.
+
+The proxy alone decides what a request is: a host a route serves is keyed, replayed or recorded
+there; a host no route serves is refused (and counted for the running test); a host
+`[bypass] allow` lists, or one on this machine, is "go direct" (421 with `x-cassette: direct`),
+and then the client's own transport sends it unchanged. That verdict is asked once per origin
+(`OPTIONS` with `x-cassette-probe: 1`) so that a request body is never sent twice. Requests to
+the proxy's own HTTP address (clients following the base-URL variables) take the channel too,
+in origin form, so they pay no loopback HTTP.
+
+Caught: httpx and its fork httpx2 (sync and async, at `HTTPTransport`, so clients built with
+their own transport, `proxy=` or `trust_env=False` are caught), urllib3 (requests) and aiohttp.
+Each is patched when it is first imported, so a process that never uses one pays nothing.
+"""
+
+# The libraries patched here are optional and imported only when the test code imports them, so
+# their objects are typed as Any at the seams.
+# ruff: noqa: ANN401
+
+from __future__ import annotations
+
+import http.client
+import importlib.abc
+import importlib.machinery
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+CHANNEL_ENV = "CASSETTE_CHANNEL"
+PROXY_URL_ENV = "CASSETTE_PROXY_URL"
+URL_HEADER = "x-cassette-url"
+ROUTED, DIRECT, REFUSED = "routed", "direct", "refused"
+
+
+class _State:
+    """The channel this process sends to, and what the proxy said of each origin."""
+
+    def __init__(self, path: str, own: str | None) -> None:
+        self.path = path
+        self.verdicts: dict[tuple[str, str, int], str] = {}
+        self.lock = threading.Lock()
+        self.own = _origin(own if own is not None else os.environ.get(PROXY_URL_ENV, ""))
+
+
+_STATE: _State | None = None
+_UNDO: list[Callable[[], None]] = []
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return (
+        parts.scheme,
+        parts.hostname.lower(),
+        parts.port or (443 if parts.scheme == "https" else 80),
+    )
+
+
+def verdict(scheme: str, host: str, port: int | None) -> str:
+    """Where the proxy sends this origin's requests: routed, direct or refused; `own` for the
+    proxy's own address."""
+    state = _STATE
+    if state is None:
+        return DIRECT
+    origin = (scheme, host.lower().strip("[]"), port or (443 if scheme == "https" else 80))
+    if origin == state.own:
+        return "own"
+    known = state.verdicts.get(origin)
+    if known is not None:
+        return known
+    connection = _UnixHTTPConnection(state.path)
+    try:
+        shown = f"[{origin[1]}]" if ":" in origin[1] else origin[1]
+        connection.request(
+            "OPTIONS",
+            f"{scheme}://{shown}:{origin[2]}/",
+            headers={"x-cassette-probe": "1", "host": shown},
+        )
+        answer = connection.getresponse()
+        answer.read()
+        said = answer.getheader("x-cassette") or REFUSED
+    except OSError:
+        # A proxy that is gone answers nothing; the request is refused rather than sent out.
+        said = REFUSED
+    finally:
+        connection.close()
+    with state.lock:
+        state.verdicts[origin] = said
+    return said
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over the channel's Unix socket (for the probe)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__("cassette", timeout=30)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+# ------------------------------------------------------------------------------------------------
+# httpx and httpx2
+
+
+def _patch_httpx(module: ModuleType) -> None:
+    sync_cls: Any = module.HTTPTransport
+    async_cls: Any = module.AsyncHTTPTransport
+    sync_send = sync_cls.handle_request
+    async_send = async_cls.handle_async_request
+    pools: dict[Any, Any] = {}
+
+    def channel_request(request: Any, how: str) -> Any:
+        headers = request.headers.copy()
+        if how != "own":
+            headers[URL_HEADER] = str(request.url)
+        url = module.URL("http://cassette" + request.url.raw_path.decode("ascii"))
+        return module.Request(
+            request.method,
+            url,
+            headers=headers,
+            stream=request.stream,
+            extensions=request.extensions,
+        )
+
+    def handle_request(self: Any, request: Any) -> Any:
+        how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
+        if how == DIRECT or _STATE is None:
+            return sync_send(self, request)
+        key = ("sync", os.getpid())
+        transport = pools.get(key)
+        if transport is None:
+            transport = sync_cls(uds=_STATE.path)
+            transport._cassette_channel = True
+            pools[key] = transport
+        return sync_send(transport, channel_request(request, how))
+
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
+        if how == DIRECT or _STATE is None:
+            return await async_send(self, request)
+        # An async pool belongs to its event loop: one per loop (pytest-asyncio runs many).
+        import asyncio
+
+        key = ("async", os.getpid(), id(asyncio.get_running_loop()))
+        transport = pools.get(key)
+        if transport is None:
+            transport = async_cls(uds=_STATE.path)
+            transport._cassette_channel = True
+            pools[key] = transport
+        return await async_send(transport, channel_request(request, how))
+
+    sync_cls.handle_request = handle_request
+    async_cls.handle_async_request = handle_async_request
+
+    def undo() -> None:
+        sync_cls.handle_request = sync_send
+        async_cls.handle_async_request = async_send
+        pools.clear()
+
+    _UNDO.append(undo)
+
+
+def _url_verdict(url: Any) -> str:
+    return verdict(url.scheme, url.host, url.port)
+
+
+# ------------------------------------------------------------------------------------------------
+# urllib3 (requests)
+
+
+def _patch_urllib3(module: ModuleType) -> None:
+    import urllib3.connection
+    import urllib3.connectionpool
+
+    pool_cls: Any = urllib3.connectionpool.HTTPConnectionPool
+    urlopen = pool_cls.urlopen
+
+    class ChannelConnection(urllib3.connection.HTTPConnection):
+        def _new_conn(self) -> socket.socket:
+            assert _STATE is not None
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            if isinstance(self.timeout, (int, float)):
+                sock.settimeout(self.timeout)
+            sock.connect(_STATE.path)
+            return sock
+
+    class ChannelPool(urllib3.connectionpool.HTTPConnectionPool):
+        ConnectionCls = ChannelConnection
+
+    pools: dict[int, Any] = {}
+
+    def patched(
+        self: Any,
+        method: str,
+        url: str,
+        body: Any = None,
+        headers: Any = None,
+        *args: Any,
+        **kw: Any,
+    ) -> Any:
+        if isinstance(self, ChannelPool) or _STATE is None:
+            return urlopen(self, method, url, body, headers, *args, **kw)
+        if url.startswith(("http://", "https://")):
+            # A pool for a forward proxy: the URL is the request's whole target.
+            parts = urlsplit(url)
+            scheme, host, port = parts.scheme, parts.hostname or "", parts.port
+            full = url
+            path = parts.path + (f"?{parts.query}" if parts.query else "") or "/"
+        else:
+            scheme, host, port = self.scheme, self.host, self.port
+            shown = f"[{host}]" if ":" in host else host
+            default = 443 if scheme == "https" else 80
+            full = f"{scheme}://{shown}{'' if port in (None, default) else f':{port}'}{url}"
+            path = url
+        how = verdict(scheme, host, port)
+        if how == DIRECT:
+            return urlopen(self, method, url, body, headers, *args, **kw)
+        pool = pools.get(os.getpid())
+        if pool is None:
+            pool = pools[os.getpid()] = ChannelPool("cassette", maxsize=10)
+        sent = dict(headers or {})
+        if how != "own":
+            sent[URL_HEADER] = full
+        kw["assert_same_host"] = False
+        return urlopen(pool, method, path, body, sent, *args, **kw)
+
+    pool_cls.urlopen = patched
+
+    def undo() -> None:
+        pool_cls.urlopen = urlopen
+        for pool in pools.values():
+            pool.close()
+        pools.clear()
+
+    _UNDO.append(undo)
+
+
+# ------------------------------------------------------------------------------------------------
+# aiohttp
+
+
+def _patch_aiohttp(module: ModuleType) -> None:
+    import weakref
+
+    session_cls: Any = module.ClientSession
+    request = session_cls._request
+    close = session_cls.close
+    # The channel's session of each of the test's sessions: closed with it, on its event loop.
+    via: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+    channels: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def patched(self: Any, method: str, str_or_url: Any, **kw: Any) -> Any:
+        if self in channels or _STATE is None:
+            return await request(self, method, str_or_url, **kw)
+        text = str(str_or_url)
+        if self._base_url is not None and not text.startswith(("http://", "https://")):
+            text = str(self._base_url.join(module.client.URL(text)))
+        parts = urlsplit(text)
+        how = verdict(parts.scheme, parts.hostname or "", parts.port)
+        if how == DIRECT:
+            return await request(self, method, str_or_url, **kw)
+        channel = via.get(self)
+        if channel is None or channel.closed:
+            channel = module.ClientSession(
+                connector=module.UnixConnector(path=_STATE.path),
+                auto_decompress=self.auto_decompress,
+            )
+            channels.add(channel)
+            via[self] = channel
+        headers = dict(self._default_headers)
+        headers.update(dict(kw.pop("headers", None) or {}))
+        if how != "own":
+            headers[URL_HEADER] = text
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return await request(channel, method, "http://cassette" + path, headers=headers, **kw)
+
+    async def closing(self: Any) -> None:
+        channel = via.pop(self, None)
+        if channel is not None:
+            await close(channel)
+        await close(self)
+
+    session_cls._request = patched
+    session_cls.close = closing
+
+    def undo() -> None:
+        session_cls._request = request
+        session_cls.close = close
+
+    _UNDO.append(undo)
+
+
+# ------------------------------------------------------------------------------------------------
+# Installing
+
+
+_PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    "httpx": _patch_httpx,
+    "httpx2": _patch_httpx,
+    "urllib3": _patch_urllib3,
+    "aiohttp": _patch_aiohttp,
+}
+_PATCHED: set[str] = set()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Patches a client library right after its first import."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _PATCHES or fullname in _PATCHED:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                continue
+            loader: Any = spec.loader
+            run = loader.exec_module
+
+            def exec_module(module: ModuleType, run: Any = run) -> None:
+                run(module)
+                _patch(fullname, module)
+
+            spec.loader = _Loader(loader, exec_module)
+            return spec
+        return None
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: Any, run: Callable[[ModuleType], None]) -> None:
+        self._inner = inner
+        self._run = run
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        created: ModuleType | None = self._inner.create_module(spec)
+        return created
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._run(module)
+
+
+_FINDER = _AfterImport()
+
+
+def _patch(name: str, module: ModuleType) -> None:
+    if name in _PATCHED:
+        return
+    _PATCHED.add(name)
+    try:
+        _PATCHES[name](module)
+    except (AttributeError, ImportError) as error:
+        # A version whose seams moved: said once, and the process stays on the HTTP path.
+        version = getattr(module, "__version__", "")
+        print(f"cassette: cannot intercept {name} {version}: {error}", file=sys.stderr)
+
+
+def install(path: str, own: str | None = None) -> None:
+    """Sends every request of this process through the channel at `path`; idempotent. `own`
+    is the proxy's HTTP address (default CASSETTE_PROXY_URL), whose requests take the channel
+    in origin form."""
+    global _STATE
+    if _STATE is not None and _STATE.path == path:
+        return
+    uninstall()
+    _STATE = _State(path, own)
+    for name in _PATCHES:
+        module = sys.modules.get(name)
+        if module is not None:
+            _patch(name, module)
+    sys.meta_path.insert(0, _FINDER)
+
+
+def uninstall() -> None:
+    """Puts every patched library back as it was."""
+    global _STATE
+    _STATE = None
+    if _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
+    while _UNDO:
+        _UNDO.pop()()
+    _PATCHED.clear()
+
+
+def installed() -> str | None:
+    """The channel this process sends to, if any."""
+    return _STATE.path if _STATE is not None else None
+
+
+def install_from_env() -> None:
+    """What the `.pth` file runs in every Python process: install when CASSETTE_CHANNEL names
+    a channel (set by `cassette exec` and by the pytest plugin for a test's subprocesses)."""
+    path = os.environ.get(CHANNEL_ENV)
+    if path and sys.platform != "win32":
+        install(path)

@@ -1,0 +1,330 @@
+"""Issue 32: the pytest plugin catches the requests of the test process in process
+(cassette_cli/_intercept.py over the proxy's channel), whatever URL, transport or proxy setting
+the client was given. Each client below is hard-coded to its vendor's real URL (no base-URL
+variable read, `trust_env=False` where the client has it): recorded against the fake vendor the
+routes name, then replayed with the fake vendor stopped and, where this machine can make one, in
+a network namespace with no network at all. A host no route serves fails exactly its test,
+naming the host; with the transports off (CASSETTE_IN_PROCESS=off) the same suite does not
+replay, which is what the transports add."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FakeUpstream
+from test_vcr_adopt import plugin_env
+
+KEY = "sk-test-INPROCESSKEY0123456789abcdef"
+ANTHROPIC_KEY = "sk-ant-test-INPROCESSKEY0123456789"
+
+APP = """
+import asyncio
+import os
+
+import aiohttp
+import anthropic
+import httpx
+import openai
+import requests
+
+MESSAGES = [{"role": "user", "content": "Say hello."}]
+CHAT = "https://api.openai.com/v1/chat/completions"
+AUTH = {"authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}
+
+
+def openai_client():
+    return openai.OpenAI(
+        base_url="https://api.openai.com/v1",
+        api_key=os.environ["OPENAI_API_KEY"],
+        http_client=openai.DefaultHttpxClient(trust_env=False),
+        max_retries=0,
+    )
+
+
+def test_openai_hard_coded():
+    answer = openai_client().chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
+    assert answer.choices[0].message is not None
+
+
+def test_openai_streamed():
+    chunks = list(
+        openai_client().chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, stream=True)
+    )
+    assert len(chunks) > 1
+
+
+def test_async_openai():
+    async def main():
+        client = openai.AsyncOpenAI(
+            base_url="https://api.openai.com/v1",
+            api_key=os.environ["OPENAI_API_KEY"],
+            http_client=openai.DefaultAsyncHttpxClient(trust_env=False),
+            max_retries=0,
+        )
+        answer = await client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
+        assert answer.choices
+
+    asyncio.run(main())
+
+
+def test_anthropic_hard_coded():
+    client = anthropic.Anthropic(
+        base_url="https://api.anthropic.com", api_key=os.environ["ANTHROPIC_API_KEY"], max_retries=0
+    )
+    answer = client.messages.create(model="claude-x", max_tokens=16, messages=MESSAGES)
+    assert answer.content
+
+
+def test_requests_hard_coded():
+    answer = requests.post(CHAT, json={"model": "gpt-4o-mini", "messages": MESSAGES}, headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"]
+
+
+def test_httpx_with_its_own_transport():
+    with httpx.Client(transport=httpx.HTTPTransport(retries=0), trust_env=False) as client:
+        answer = client.post(CHAT, json={"model": "gpt-4o-mini", "messages": MESSAGES, "n": 2}, headers=AUTH)
+    assert answer.status_code == 200, answer.text
+
+
+def test_aiohttp_hard_coded():
+    async def main():
+        async with aiohttp.ClientSession() as session:
+            body = {"model": "gpt-4o-mini", "messages": MESSAGES, "n": 3}
+            async with session.post(CHAT, json=body, headers=AUTH) as answer:
+                assert answer.status == 200, await answer.text()
+                assert (await answer.json())["choices"]
+
+    asyncio.run(main())
+
+
+def test_groq_hard_coded():
+    import groq
+
+    client = groq.Groq(base_url="https://api.groq.com", api_key="gsk-test-client", max_retries=0)
+    assert client.chat.completions.create(model="llama-3.1-8b-instant", messages=MESSAGES).choices
+
+
+def test_cohere_hard_coded():
+    import cohere
+
+    client = cohere.ClientV2(api_key="co-test-client", base_url="https://api.cohere.com")
+    assert client.chat(model="command-a-03-2025", messages=MESSAGES).message
+
+
+def test_mistral_hard_coded():
+    from mistralai.client import Mistral
+
+    client = Mistral(api_key="mistral-test-client", retry_config=None)
+    assert client.chat.complete(model="mistral-small-latest", messages=MESSAGES).choices
+
+
+def test_gemini_hard_coded():
+    from google import genai
+
+    client = genai.Client(api_key="gemini-test-client")
+    assert client.models.generate_content(model="gemini-2.0-flash", contents="Say hello.").candidates
+
+
+def test_litellm_hard_coded():
+    import litellm
+
+    answer = litellm.completion(
+        model="openai/gpt-4o-mini",
+        api_base="https://api.openai.com/v1",
+        api_key=os.environ["OPENAI_API_KEY"],
+        messages=[{"role": "user", "content": "From litellm."}],
+    )
+    assert answer.choices
+
+
+def test_langchain_openai_hard_coded():
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(
+        model="gpt-4o-mini", base_url="https://api.openai.com/v1", api_key=os.environ["OPENAI_API_KEY"], max_retries=0
+    )
+    assert llm.invoke("From langchain.").content is not None
+
+
+def test_unrouted_host():
+    # The answer is a refusal; the plugin fails this test for it.
+    requests.get("https://unrouted.example/data")
+"""
+
+PASSING = 13
+OTHER_KEYS = {
+    "GROQ_API_KEY": "gsk-test-INPROCESSKEY0123456789",
+    "CO_API_KEY": "co-test-INPROCESSKEY0123456789",
+    "GEMINI_API_KEY": "gemini-test-INPROCESSKEY0123456789",
+    "MISTRAL_API_KEY": "mistral-test-INPROCESSKEY0123456789",
+}
+
+
+def project(tmp_path: Path, vendor: FakeUpstream) -> Path:
+    folder = tmp_path / "project"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests" / "test_app.py").write_text(APP)
+    (folder / "cassette.toml").write_text(
+        'store = "cassettes"\n'
+        f'[routes.default]\nupstream = "{vendor.url}"\n'
+        f'[routes.anthropic]\nupstream = "{vendor.url}"\n'
+        f'[routes.groq]\nupstream = "{vendor.url}"\n'
+        f'[routes.cohere]\nupstream = "{vendor.url}"\n'
+        f'[routes.gemini]\nupstream = "{vendor.url}"\n'
+        f'[routes.mistral]\nupstream = "{vendor.url}"\napi_key_env = "MISTRAL_API_KEY"\n'
+    )
+    return folder
+
+
+def pytest_run(folder: Path, mode: str, *more: str, network: bool = True, **extra: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pytest", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin"]
+    command += ["-p", "no:cacheprovider", "-rf", f"--cassette={mode}", *(more or ["-q"]), "tests"]
+    env = plugin_env("http://127.0.0.1:9")
+    env.update(OPENAI_API_KEY=KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY, **OTHER_KEYS, **extra)
+    if not network:
+        command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def both(result: subprocess.CompletedProcess) -> str:
+    return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+
+
+def can_unshare() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True, check=False, timeout=30
+    )
+    return probe.returncode == 0
+
+
+def test_hard_coded_vendor_urls_record_and_replay_in_process(tmp_path: Path) -> None:
+    if sys.platform == "win32":
+        pytest.skip("the channel is a Unix socket; Windows takes the HTTP path")
+    vendor = FakeUpstream()
+    try:
+        folder = project(tmp_path, vendor)
+        recorded = pytest_run(folder, "record")
+        assert f"1 failed, {PASSING} passed" in recorded.stdout, both(recorded)
+        # Exactly the test that asked an unrouted host fails, naming it and what to do.
+        failed = [line for line in recorded.stdout.splitlines() if line.startswith("FAILED")]
+        assert len(failed) == 1 and "test_unrouted_host" in failed[0], both(recorded)
+        assert "unrouted.example" in recorded.stdout, both(recorded)
+        # Every routed request reached the fake vendor the routes name, with the route's key.
+        assert len(vendor.requests) == PASSING, vendor.requests
+        sent = json.dumps([headers for _, headers, _ in vendor.requests])
+        for key in (KEY, ANTHROPIC_KEY, *OTHER_KEYS.values()):
+            assert key in sent, (key, sent)
+        stored = "".join(p.read_text() for p in (folder / "cassettes").rglob("*.json"))
+        for key in (KEY, ANTHROPIC_KEY, *OTHER_KEYS.values()):
+            assert key not in stored
+
+        vendor.stop()
+        before = vendor.connections
+        replayed = pytest_run(folder, "replay")
+        assert f"1 failed, {PASSING} passed" in replayed.stdout, both(replayed)
+        assert vendor.connections == before, "replay opened a connection to the vendor"
+
+        if can_unshare():
+            offline = pytest_run(folder, "replay", network=False)
+            assert f"1 failed, {PASSING} passed" in offline.stdout, both(offline)
+
+        # What the transports add: without them the hard-coded URLs are not answered from tape.
+        outside = pytest_run(folder, "replay", CASSETTE_IN_PROCESS="off")
+        assert f"{PASSING} passed" not in outside.stdout, both(outside)
+        assert vendor.connections == before
+    finally:
+        vendor.close()
+
+
+def test_env_following_clients_take_the_channel_too(tmp_path: Path) -> None:
+    """A client that reads OPENAI_BASE_URL (the proxy's HTTP address) is carried over the channel
+    in origin form: replayed as before, counted for its test."""
+    if sys.platform == "win32":
+        pytest.skip("the channel is a Unix socket")
+    vendor = FakeUpstream()
+    try:
+        folder = tmp_path / "project"
+        (folder / "tests").mkdir(parents=True)
+        (folder / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
+        (folder / "tests" / "test_env.py").write_text(
+            "import openai\n\n"
+            "def test_env():\n"
+            "    client = openai.OpenAI(max_retries=0)\n"
+            "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n"
+        )
+        assert "1 passed" in pytest_run(folder, "record").stdout
+        vendor.stop()
+        replayed = pytest_run(folder, "replay")
+        assert "1 passed" in replayed.stdout, both(replayed)
+        (folder / "tests" / "test_env.py").write_text(
+            (folder / "tests" / "test_env.py").read_text().replace("'hi'", "'changed'")
+        )
+        missed = pytest_run(folder, "replay")
+        assert "1 failed" in missed.stdout and "cassette miss" in missed.stdout, both(missed)
+    finally:
+        vendor.close()
+
+
+def test_the_header_says_whether_cassette_is_on_and_why(tmp_path: Path) -> None:
+    vendor = FakeUpstream()
+    try:
+        folder = project(tmp_path, vendor)
+        on = pytest_run(folder, "replay", "--collect-only")
+        assert "cassette: replay, every request caught in process" in on.stdout, both(on)
+        (folder / "cassette.toml").unlink()
+        command = [sys.executable, "-m", "pytest", "-p", "cassette_cli.pytest_plugin", "--collect-only", "tests"]
+        env = plugin_env("http://127.0.0.1:9")
+        off = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert "cassette: off, no cassette.toml found in" in off.stdout, both(off)
+    finally:
+        vendor.close()
+
+
+def test_install_is_undone(tmp_path: Path) -> None:
+    """install() patches each library once, and uninstall() puts every seam back."""
+    code = (
+        "import httpx, urllib3.connectionpool as p, cassette_cli._intercept as i\n"
+        "before = (httpx.HTTPTransport.handle_request, p.HTTPConnectionPool.urlopen)\n"
+        f"i.install({json.dumps(str(tmp_path / 'none.sock'))}); i.install({json.dumps(str(tmp_path / 'none.sock'))})\n"
+        "during = (httpx.HTTPTransport.handle_request, p.HTTPConnectionPool.urlopen)\n"
+        "i.uninstall()\n"
+        "after = (httpx.HTTPTransport.handle_request, p.HTTPConnectionPool.urlopen)\n"
+        "print(before == after, before != during, during[0].__qualname__)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "python"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "_patch_httpx.<locals>.handle_request"], out
+
+
+def test_a_test_that_reached_nothing_is_named(tmp_path: Path) -> None:
+    """In a run where other tests reached cassette, the summary names a test that sent nothing
+    through it (a client it cannot see, a mock left in place)."""
+    vendor = FakeUpstream()
+    try:
+        folder = tmp_path / "project"
+        (folder / "tests").mkdir(parents=True)
+        (folder / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
+        (folder / "tests" / "test_two.py").write_text(
+            "import openai\n\n"
+            "def test_asks():\n"
+            "    client = openai.OpenAI(max_retries=0)\n"
+            "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n\n"
+            "def test_quiet():\n"
+            "    assert 1 + 1 == 2\n"
+        )
+        recorded = pytest_run(folder, "record")
+        assert "2 passed" in recorded.stdout, both(recorded)
+        assert "1 tests made no request through cassette (others did): tests/test_two.py::test_quiet" in (
+            recorded.stdout
+        ), both(recorded)
+    finally:
+        vendor.close()
