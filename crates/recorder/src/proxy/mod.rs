@@ -21,7 +21,10 @@
 //! answered 421 with `x-cassette: direct` (the transport sends it itself); any other host is
 //! refused (403 `cassette_unrouted`) in every mode and counted for the running test.
 //!
-//! Two paths belong to the proxy itself: `GET /healthz` and `GET /_cassette/stats`.
+//! Paths belong to the proxy itself: `GET /healthz` and everything under `/_cassette/`
+//! (`stats`, and the control endpoint): a near miss there is the proxy's 404, never an
+//! upstream request. The control token (`x-cassette-control`) is taken off every request
+//! before anything else sees it, so it is never forwarded or recorded.
 //!
 //! When asked ([`ProxyConfig::journal`]), the proxy keeps one entry per request it answers
 //! (`journal`): key, route, outcome, and for a miss its explanation, for a run's report.

@@ -32,7 +32,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use channel::OnChannel;
-use control::{control, ended, in_scope};
+use control::{control, ended, in_scope, is_own_path, not_own_endpoint, take_token};
 use guard::guard;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -274,6 +274,8 @@ fn router(state: Arc<AppState>) -> Router {
             state.clone(),
             channel::channel,
         ))
+        // Outermost: the control token never goes further than the control endpoint.
+        .layer(middleware::from_fn(take_token))
         .with_state(state)
 }
 
@@ -331,6 +333,14 @@ async fn stats(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    // A near miss of a control path (`/_cassette/scopes/`, `/_Cassette/stats`, behind a scope
+    // or a route's segment) is the proxy's own 404, never an upstream request.
+    let raw = request.uri().path();
+    let unscoped = super::scopes::split_scope(raw).map_or(raw, |(_, path)| path);
+    let routed = state.route_of(request.extensions(), unscoped).1;
+    if is_own_path(raw) || is_own_path(unscoped) || is_own_path(&routed) {
+        return not_own_endpoint(&state.recorder.redactor().text(raw));
+    }
     state.requests.fetch_add(1, Ordering::Relaxed);
     let user_agent = request
         .headers()

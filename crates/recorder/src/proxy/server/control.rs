@@ -9,6 +9,7 @@ use crate::proxy::scopes::Control;
 use crate::proxy::scopes::{self, Begin, Read, RunnerRefused, Scopes, DEFAULT_SCOPE};
 use axum::extract::{Request as HttpRequest, State};
 use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::Response;
 use http_body_util::BodyExt;
 use serde_json::json;
@@ -34,6 +35,73 @@ pub(super) fn in_scope(mut request: HttpRequest) -> (String, HttpRequest) {
     (id, request)
 }
 
+/// The header carrying the control token of the runner that started the proxy.
+const TOKEN_HEADER: &str = "x-cassette-control";
+
+/// The control token a request presented, taken off its headers (see [`take_token`]).
+#[derive(Clone)]
+struct ControlToken(String);
+
+/// The outermost layer: takes the control token off every request before anything else sees
+/// it, so no route, forward-proxy request or channel request can send it upstream or record
+/// it; the control endpoint reads it from the request's extensions.
+pub(super) async fn take_token(mut request: HttpRequest, next: Next) -> Response {
+    let token = match request.headers_mut().remove(TOKEN_HEADER) {
+        Some(value) => value.to_str().ok().map(str::to_owned),
+        None => None,
+    };
+    // A repeated header is removed whole by `remove`; only its first value is looked at.
+    if let Some(token) = token {
+        request.extensions_mut().insert(ControlToken(token));
+    }
+    next.run(request).await
+}
+
+/// Whether `path` is under `/_cassette/`, the proxy's own paths (those of its control endpoint
+/// and counters): its first segment, percent-decoded and in any case, begins `_cassette`. Such
+/// a path that names no endpoint is a 404 from the proxy, never an upstream request.
+pub(super) fn is_own_path(path: &str) -> bool {
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    let decoded = percent_decoded(first).to_ascii_lowercase();
+    decoded.trim_start_matches('/').starts_with("_cassette")
+}
+
+/// `text` with its `%XX` escapes decoded (bytes that are not UTF-8 are replaced).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                let (h, l) = (hex(h).unwrap_or(0), hex(l).unwrap_or(0));
+                out.push(u8::try_from(h * 16 + l).unwrap_or(0));
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The 404 of a path under `/_cassette/` that names none of the proxy's endpoints.
+pub(super) fn not_own_endpoint(path: &str) -> Response {
+    error_response(
+        StatusCode::NOT_FOUND,
+        "cassette_not_found",
+        &format!(
+            "`{path}` is under /_cassette/, the proxy's own paths, and names none of its \
+             endpoints (/_cassette/stats, /_cassette/scopes, /_cassette/scopes/ID); it is never \
+             sent upstream"
+        ),
+        None,
+    )
+}
+
 /// The counts of every test that ended (`GET /_cassette/scopes`), for the runner's summary.
 pub(super) async fn ended(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     let scopes = match state.control_caller(&request) {
@@ -56,9 +124,9 @@ impl AppState {
             )));
         };
         let token = request
-            .headers()
-            .get("x-cassette-control")
-            .and_then(|v| v.to_str().ok());
+            .extensions()
+            .get::<ControlToken>()
+            .map(|ControlToken(token)| token.as_str());
         if !scopes.authorized(token) {
             return Err(Box::new(error_response(
                 StatusCode::FORBIDDEN,
