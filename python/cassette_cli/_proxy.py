@@ -74,6 +74,9 @@ class Proxy:
         self.prefix: str = control.get("prefix", f"{self.url}/_scope")
         # The pipe's ends, when the proxy says it reads one.
         self.piped: bool = bool(control.get("pipe")) and self.process.stdin is not None
+        # What the pipe said: tests that ended without a request, and a line not read whole yet.
+        self.idle: list[str] = []
+        self._unread = b""
         if self.piped:
             assert self.process.stdin is not None and self.process.stdout is not None
             self._pipe_in = self.process.stdin.fileno()
@@ -187,19 +190,31 @@ class Proxy:
 
     def noticed(self) -> bool:
         """Whether the proxy wrote a notice since the last call (a scope saw a miss, an error
-        or a refused bypass: its tally is worth reading), or is gone."""
+        or a refused bypass: its tally is worth reading), or is gone. A test that ended having
+        sent nothing (`{"idle": TEST}`) is kept in `idle`, not a notice."""
         seen = False
         while True:
             try:
                 chunk = os.read(self._pipe_out, 4096)
             except BlockingIOError:
-                return seen
+                break
             except OSError:
                 return True
             if not chunk:
                 # It exited: asking the control endpoint says so.
                 return True
-            seen = True
+            self._unread += chunk
+        *lines, self._unread = self._unread.split(b"\n")
+        for line in lines:
+            try:
+                said = json.loads(line)
+            except ValueError:
+                said = None
+            if isinstance(said, dict) and isinstance(said.get("idle"), str) and len(said) == 1:
+                self.idle.append(said["idle"])
+            elif line.strip():
+                seen = True
+        return seen
 
     def ended(self) -> dict[str, Any]:
         """The counts of every test that ended, summed."""

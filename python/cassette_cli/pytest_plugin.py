@@ -80,6 +80,8 @@ class _Session:
     totals: dict[str, int] = dataclasses.field(default_factory=dict)
     # Requests made outside any test (module-level code, session fixtures between tests).
     strays: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Tests that ended without a request through cassette (the proxy says so on its pipe).
+    idle: list[str] = dataclasses.field(default_factory=list)
     modes_seen: set[str] = dataclasses.field(default_factory=set)
     # Adopt: what each test's tape answered, by node id (gathered from workers' reports too).
     adopted: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
@@ -789,6 +791,7 @@ def pytest_testnodedown(node: object, error: object) -> None:
     for nodeid, lines in (output.get("cassette_cli_not_stored") or {}).items():
         if nodeid in session.adopted:
             session.adopted[nodeid]["not_stored"] = lines
+    session.idle.extend(output.get("cassette_cli_idle") or [])
     if output.get("cassette_cli_mode"):
         session.modes_seen.add(str(output["cassette_cli_mode"]))
 
@@ -802,6 +805,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         try:
             _note_strays(state, state.proxy.control("GET", SCOPE))
+            if _piped(state):
+                state.proxy.noticed()  # the last tests' idle lines
+                state.idle.extend(state.proxy.idle)
             ended = state.proxy.ended().get("ended") or {}
             totals = {name: int(ended.get(name, 0)) for name in COUNTS}
         except ProxyError as error:
@@ -814,6 +820,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             output["cassette_cli_strays"] = state.strays
             output["cassette_cli_totals"] = totals
             output["cassette_cli_mode"] = state.session_mode
+            output["cassette_cli_idle"] = state.idle
         else:
             # xdist's controller has its workers' totals already (pytest_testnodedown).
             for name, value in totals.items():
@@ -875,6 +882,15 @@ def pytest_terminal_summary(
         )
         for nodeid, line in session.missed:
             terminalreporter.write_line(f"  {nodeid}: {line}")
+    if session.idle and totals.get("requests", 0):
+        # In a run where other tests reached cassette, a test that sent nothing may be talking
+        # to something cassette does not see (a client it cannot catch, a mock left in place).
+        shown = sorted(session.idle)
+        terminalreporter.write_line(
+            f"{len(shown)} tests made no request through cassette (others did): "
+            + ", ".join(shown[:10])
+            + (f", and {len(shown) - 10} more" if len(shown) > 10 else "")
+        )
     if session.mode == ADOPT:
         _adopt_summary(terminalreporter, session)
     for tally in session.strays:

@@ -131,8 +131,10 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
     # loadgroup: the tests of one xdist_group share a worker, in file order.
     xdist = ["-n", str(workers), "--dist", "loadgroup"] if workers else []
     upstream = FakeUpstream()
+    # A service of the application's own, not the LLM vendor's host: reached directly.
+    weather = FakeUpstream()
     try:
-        env = clean_env(WEATHER_URL=upstream.url)
+        env = clean_env(WEATHER_URL=weather.url)
 
         # test_replay_marker replays test_counts' tape even in a recording run; under -n 2 no
         # schedule promises test_counts runs first, so its tape is recorded once beforehand.
@@ -215,10 +217,10 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
         swallowed = failures["test_chat.py::test_swallowed"]
         assert swallowed.startswith("cassette miss"), swallowed
         assert '"Summarise the ticket." -> "Summarise the ticket. Answer in French instead."' in swallowed
-        assert (
-            "api.openai.com:443 bypassed the base URL and were refused"
-            in failures["test_chat.py::test_hardcoded_vendor_url"]
-        )
+        # Caught in process, a hard-coded vendor URL is answered like any other: never
+        # recorded, it misses (with the transports off it is a refused bypass, below).
+        hardcoded = failures["test_chat.py::test_hardcoded_vendor_url"]
+        assert hardcoded.startswith("cassette miss: no recording for POST /v1/chat/completions"), hardcoded
         assert failures["test_chat.py::test_strict"].startswith("cassette strict: 1 recording(s)")
         assert "5 tests failed on cassette's account" in broken.stdout, broken.stdout
         for name in ("test_plain[1]", "test_swallowed", "test_hardcoded_vendor_url", "test_strict"):
@@ -248,8 +250,20 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(venv, workers, tmp_path
             assert "control endpoint only" in endpoint.stdout and "control endpoint only" not in broken.stdout
             assert cassette_part(junit_failures(junit_endpoint)) == cassette_part(failures), endpoint.stdout
             assert upstream.connections == before
+
+            # The transports off: the base-URL variables alone, and the hard-coded URL is a
+            # refused bypass.
+            outside = run(
+                [*pytest_in(venv)],
+                project,
+                {**env, "HARDCODE": "1", "CASSETTE_IN_PROCESS": "off"},
+                expect=1,
+            )
+            assert "api.openai.com:443 bypassed the base URL and were refused" in outside.stdout, outside.stdout
+            assert upstream.connections == before
     finally:
         upstream.close()
+        weather.close()
 
 
 def write_project(folder: Path, ini: str = "", toml: str | None = "") -> Path:

@@ -104,12 +104,67 @@ def test_aiohttp_hard_coded():
     asyncio.run(main())
 
 
+def test_groq_hard_coded():
+    import groq
+
+    client = groq.Groq(base_url="https://api.groq.com", api_key="gsk-test-client", max_retries=0)
+    assert client.chat.completions.create(model="llama-3.1-8b-instant", messages=MESSAGES).choices
+
+
+def test_cohere_hard_coded():
+    import cohere
+
+    client = cohere.ClientV2(api_key="co-test-client", base_url="https://api.cohere.com")
+    assert client.chat(model="command-a-03-2025", messages=MESSAGES).message
+
+
+def test_mistral_hard_coded():
+    from mistralai.client import Mistral
+
+    client = Mistral(api_key="mistral-test-client", retry_config=None)
+    assert client.chat.complete(model="mistral-small-latest", messages=MESSAGES).choices
+
+
+def test_gemini_hard_coded():
+    from google import genai
+
+    client = genai.Client(api_key="gemini-test-client")
+    assert client.models.generate_content(model="gemini-2.0-flash", contents="Say hello.").candidates
+
+
+def test_litellm_hard_coded():
+    import litellm
+
+    answer = litellm.completion(
+        model="openai/gpt-4o-mini",
+        api_base="https://api.openai.com/v1",
+        api_key=os.environ["OPENAI_API_KEY"],
+        messages=[{"role": "user", "content": "From litellm."}],
+    )
+    assert answer.choices
+
+
+def test_langchain_openai_hard_coded():
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(
+        model="gpt-4o-mini", base_url="https://api.openai.com/v1", api_key=os.environ["OPENAI_API_KEY"], max_retries=0
+    )
+    assert llm.invoke("From langchain.").content is not None
+
+
 def test_unrouted_host():
     # The answer is a refusal; the plugin fails this test for it.
     requests.get("https://unrouted.example/data")
 """
 
-PASSING = 7
+PASSING = 13
+OTHER_KEYS = {
+    "GROQ_API_KEY": "gsk-test-INPROCESSKEY0123456789",
+    "CO_API_KEY": "co-test-INPROCESSKEY0123456789",
+    "GEMINI_API_KEY": "gemini-test-INPROCESSKEY0123456789",
+    "MISTRAL_API_KEY": "mistral-test-INPROCESSKEY0123456789",
+}
 
 
 def project(tmp_path: Path, vendor: FakeUpstream) -> Path:
@@ -120,6 +175,10 @@ def project(tmp_path: Path, vendor: FakeUpstream) -> Path:
         'store = "cassettes"\n'
         f'[routes.default]\nupstream = "{vendor.url}"\n'
         f'[routes.anthropic]\nupstream = "{vendor.url}"\n'
+        f'[routes.groq]\nupstream = "{vendor.url}"\n'
+        f'[routes.cohere]\nupstream = "{vendor.url}"\n'
+        f'[routes.gemini]\nupstream = "{vendor.url}"\n'
+        f'[routes.mistral]\nupstream = "{vendor.url}"\napi_key_env = "MISTRAL_API_KEY"\n'
     )
     return folder
 
@@ -128,7 +187,7 @@ def pytest_run(folder: Path, mode: str, *more: str, network: bool = True, **extr
     command = [sys.executable, "-m", "pytest", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin"]
     command += ["-p", "no:cacheprovider", "-rf", f"--cassette={mode}", *(more or ["-q"]), "tests"]
     env = plugin_env("http://127.0.0.1:9")
-    env.update(OPENAI_API_KEY=KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY, **extra)
+    env.update(OPENAI_API_KEY=KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY, **OTHER_KEYS, **extra)
     if not network:
         command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -161,10 +220,12 @@ def test_hard_coded_vendor_urls_record_and_replay_in_process(tmp_path: Path) -> 
         assert "unrouted.example" in recorded.stdout, both(recorded)
         # Every routed request reached the fake vendor the routes name, with the route's key.
         assert len(vendor.requests) == PASSING, vendor.requests
-        keys = {headers.get("authorization") or headers.get("x-api-key") for _, headers, _ in vendor.requests}
-        assert keys == {f"Bearer {KEY}", ANTHROPIC_KEY}, keys
+        sent = json.dumps([headers for _, headers, _ in vendor.requests])
+        for key in (KEY, ANTHROPIC_KEY, *OTHER_KEYS.values()):
+            assert key in sent, (key, sent)
         stored = "".join(p.read_text() for p in (folder / "cassettes").rglob("*.json"))
-        assert KEY not in stored and ANTHROPIC_KEY not in stored
+        for key in (KEY, ANTHROPIC_KEY, *OTHER_KEYS.values()):
+            assert key not in stored
 
         vendor.stop()
         before = vendor.connections
@@ -242,3 +303,28 @@ def test_install_is_undone(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "python"))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", "_patch_httpx.<locals>.handle_request"], out
+
+
+def test_a_test_that_reached_nothing_is_named(tmp_path: Path) -> None:
+    """In a run where other tests reached cassette, the summary names a test that sent nothing
+    through it (a client it cannot see, a mock left in place)."""
+    vendor = FakeUpstream()
+    try:
+        folder = tmp_path / "project"
+        (folder / "tests").mkdir(parents=True)
+        (folder / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
+        (folder / "tests" / "test_two.py").write_text(
+            "import openai\n\n"
+            "def test_asks():\n"
+            "    client = openai.OpenAI(max_retries=0)\n"
+            "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n\n"
+            "def test_quiet():\n"
+            "    assert 1 + 1 == 2\n"
+        )
+        recorded = pytest_run(folder, "record")
+        assert "2 passed" in recorded.stdout, both(recorded)
+        assert "1 tests made no request through cassette (others did): tests/test_two.py::test_quiet" in (
+            recorded.stdout
+        ), both(recorded)
+    finally:
+        vendor.close()

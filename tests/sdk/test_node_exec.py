@@ -124,3 +124,17 @@ def test_an_unrouted_host_is_refused_through_the_preload_and_fails_the_run(casse
     assert run.returncode != 0, run.stdout
     assert "status 403" in run.stderr and "cassette_unrouted" in run.stderr, run.stderr
     assert "no cassette route serves example.invalid:443" in run.stderr, run.stderr
+
+
+def test_a_refusal_the_client_swallows_still_fails_a_replay(cassette, tmp_path, node):
+    # fetch does not throw on a 403: the program exits 0, the run must not.
+    script = 'const r = await fetch("https://example.invalid/v1/chat"); console.log(r.status);'
+    run = exec_(
+        cassette,
+        "file://" + str(tmp_path / "tapes"),
+        [node, "--input-type=module", "-e", script],
+        {"CASSETTE_NODE_REGISTER": str(REGISTER)},
+    )
+    assert run.stdout.strip() == "403", run.stderr
+    assert run.returncode == 2, run.stderr
+    assert "example.invalid:443" in run.stderr, run.stderr

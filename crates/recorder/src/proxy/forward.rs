@@ -325,6 +325,13 @@ impl Forwarder {
         first
     }
 
+    /// Counts a request the channel refused (a host no route serves): traffic that bypassed
+    /// the base URL like a refused forward-proxy request, so a replay whose client swallowed
+    /// the refusal still fails.
+    pub(super) fn count_refused(&self, target: &Target, client: Option<String>) {
+        self.count(target, Counted::Refused, client);
+    }
+
     /// Whether `target` is this proxy itself.
     fn is_own(&self, target: &Target) -> bool {
         if target.port != self.own.port() {

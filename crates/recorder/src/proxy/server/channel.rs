@@ -117,7 +117,9 @@ pub(super) async fn channel(
     if direct {
         return go_direct(&target);
     }
-    let client = client_token(request.headers()).unwrap_or_else(|| "an unnamed client".to_owned());
+    let token = client_token(request.headers());
+    state.forward.count_refused(&target, token.clone());
+    let client = token.unwrap_or_else(|| "an unnamed client".to_owned());
     let mut shown = url.clone();
     shown.set_query(None);
     shown.set_fragment(None);
