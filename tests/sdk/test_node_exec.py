@@ -138,3 +138,30 @@ def test_a_refusal_the_client_swallows_still_fails_a_replay(cassette, tmp_path, 
     assert run.stdout.strip() == "403", run.stderr
     assert run.returncode == 2, run.stderr
     assert "example.invalid:443" in run.stderr, run.stderr
+
+
+def test_a_loopback_service_is_reached_directly_through_the_preload(cassette, tmp_path, vendor, node):
+    # The proxy answers a loopback host "go direct" (421): fetch and node:http then send the
+    # request, body and all, as the program asked, and nothing is recorded or refused.
+    url = f"{vendor.url}/v1/chat/completions"
+    body = '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"local?"}]}'
+    script = f"""
+import http from "node:http";
+const headers = {{ "content-type": "application/json" }};
+const f = await fetch({url!r}, {{ method: "POST", headers, body: {body!r} }});
+const viaHttp = await new Promise((resolve, reject) => {{
+  const req = http.request({url!r}, {{ method: "POST", headers }}, (res) => {{ res.resume(); resolve(res.statusCode); }});
+  req.on("error", reject);
+  req.end({body!r});
+}});
+console.log(JSON.stringify([f.status, viaHttp]));
+"""
+    run = exec_(
+        cassette,
+        "file://" + str(tmp_path / "tapes"),
+        [node, "--input-type=module", "-e", script],
+        {"CASSETTE_NODE_REGISTER": str(REGISTER), "CASSETTE_MODE": "record"},
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [200, 200], run.stderr
+    assert len(vendor.requests) == 2
