@@ -63,7 +63,8 @@ impl Piped {
             .parse()
             .unwrap();
         let token = ready["control"]["token"].as_str().unwrap().to_owned();
-        let (tx, notices) = mpsc::channel();
+        // Bounded: a test that stops reading notices leaves them in the pipe, as a runner would.
+        let (tx, notices) = mpsc::sync_channel(1024);
         std::thread::spawn(move || {
             for line in stdout.lines() {
                 let Ok(line) = line else { break };
@@ -88,7 +89,11 @@ impl Piped {
     }
 
     fn begin(&mut self, test: &str) {
-        self.send(&json!({"op": "begin", "scope": "default", "test": test}).to_string());
+        self.begin_in("default", test);
+    }
+
+    fn begin_in(&mut self, scope: &str, test: &str) {
+        self.send(&json!({"op": "begin", "scope": scope, "test": test}).to_string());
     }
 
     /// One HTTP/1.1 request on a fresh connection: its status and body.
@@ -181,6 +186,8 @@ fn a_scope_gets_one_notice_until_its_tally_is_read() {
     let work = Workdir::new();
     let mut proxy = Piped::start(&work);
     proxy.begin("t1");
+    proxy.begin_in("w1", "w1");
+    proxy.begin_in("w2", "w2");
     for n in 0..20 {
         proxy.miss(None, n);
     }
@@ -390,4 +397,74 @@ fn a_tally_carries_its_failure_text_and_a_reporting_read_tells_it_once() {
     );
     assert_eq!(status, 400, "{answer}");
     assert!(answer.to_string().contains("refused"), "{answer}");
+}
+
+#[test]
+fn a_scope_the_runner_never_began_is_refused_and_kept_nowhere() {
+    let work = Workdir::new();
+    let mut proxy = Piped::start(&work);
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "q"}]}).to_string();
+    for n in 0..50 {
+        let path = format!("/_scope/made-up-{n}/v1/chat/completions");
+        let (status, answer) = proxy.http("POST", &path, false, &body);
+        assert_eq!(status, 400, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("made-up-{n}")), "{answer}");
+        assert!(message.contains("never begun"), "{answer}");
+    }
+    // No notice for any of them: the first line the runner reads is its own scope's.
+    proxy.begin_in("w1", "t");
+    proxy.miss(Some("w1"), 0);
+    assert_eq!(proxy.notice(), r#"{"problem":"w1"}"#);
+}
+
+#[test]
+fn a_runner_that_does_not_read_its_notices_never_blocks_requests() {
+    // Every begun scope that misses writes a notice; nobody reads them, so the pipe fills
+    // (64 KiB is about 3,000 notices): requests must go on being answered all the same.
+    let work = Workdir::new();
+    let mut proxy = Piped::start(&work);
+    let started = std::time::Instant::now();
+    let (tx, done) = mpsc::channel();
+    let port = proxy.port;
+    let mut lines = String::new();
+    for n in 0..6000 {
+        lines.push_str(&json!({"op": "begin", "scope": format!("s{n}"), "test": "t"}).to_string());
+        lines.push('\n');
+    }
+    proxy.send(lines.trim_end());
+    // The notices are not read: past the test's buffer of them, they stay in the pipe.
+    std::thread::spawn(move || {
+        for n in 0..6000 {
+            let path = format!("/_scope/s{n}/v1/chat/completions");
+            let body = json!({"model": "m", "messages": [{"role": "user", "content": "q"}]});
+            if status_at(port, &path, &body.to_string()) != 409 {
+                let _ = tx.send(Err(n));
+                return;
+            }
+        }
+        let _ = tx.send(Ok(()));
+    });
+    let outcome = done
+        .recv_timeout(Duration::from_secs(120))
+        .expect("requests hung on a full control pipe");
+    assert_eq!(outcome, Ok(()), "after {:?}", started.elapsed());
+}
+
+/// The status of one POST on a fresh connection to the proxy at `port`.
+fn status_at(port: u16, path: &str, body: &str) -> u16 {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
 }

@@ -10,6 +10,7 @@
 "use strict";
 
 const { randomBytes } = require("node:crypto");
+const { execFileSync } = require("node:child_process");
 
 // The variable a worker keeps its scope in: a worker that runs several test files in one
 // module graph (vitest with `isolate: false`) keeps one scope, so clients built by an earlier
@@ -61,6 +62,29 @@ function direct(url, noProxy) {
 }
 
 /**
+ * Begins `scope` on the proxy before anything can use it (the proxy refuses requests in a
+ * scope its runner never began), synchronously: a client the test file calls when it is
+ * imported, before any hook runs, must find its scope begun. A child `node` does the PUT.
+ * @param {Ready} ready
+ * @param {string} scope
+ */
+function beginNow(ready, scope) {
+  const script = `fetch(process.argv[1], { method: "PUT", headers: { "x-cassette-control": process.env.CASSETTE_CONTROL_TOKEN } })
+    .then(async (r) => { if (!r.ok) { console.error(r.status + " " + (await r.text())); process.exit(1); } })
+    .catch((e) => { console.error(String(e)); process.exit(1); });`;
+  const url = `${ready.control.scopes}/${scope}`;
+  try {
+    execFileSync(process.execPath, ["-e", script, url], {
+      env: { ...process.env, CASSETTE_CONTROL_TOKEN: ready.control.token },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+  } catch (error) {
+    const why = /** @type {{ stderr?: Buffer }} */ (error).stderr?.toString().trim() || String(error);
+    throw new Error(`cassette: the proxy at ${ready.url} refused to begin scope ${scope} (PUT ${url}): ${why}`);
+  }
+}
+
+/**
  * Hooks one test file (or one worker) up to the proxy.
  * @param {{ ready: Ready, beforeEach: Function, afterEach: Function, testName: (context: unknown) => string }} options
  */
@@ -68,6 +92,7 @@ function attach({ ready, beforeEach, afterEach, testName }) {
   const fetch = globalThis.fetch;
   const scope = process.env[SCOPE_ENV] || `w${process.pid}-${randomBytes(4).toString("hex")}`;
   for (const name of ready.unset ?? []) delete process.env[name];
+  beginNow(ready, scope);
   Object.assign(process.env, scopedEnv(ready, scope), { [SCOPE_ENV]: scope });
 
   /** @param {string} method @param {unknown} [body] */

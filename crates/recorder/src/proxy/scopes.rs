@@ -523,6 +523,9 @@ pub(super) enum Notices {
 #[derive(Default)]
 struct Table {
     entries: HashMap<String, Entry>,
+    /// Every scope the runner began (through the control endpoint or the pipe, both the
+    /// runner's own): only these take requests, so a made-up `/_scope/ID/` costs nothing.
+    begun: std::collections::HashSet<String>,
     ended: Ended,
 }
 
@@ -531,6 +534,9 @@ pub(super) struct Scopes {
     token: String,
     notices: Notices,
     table: Mutex<Table>,
+    /// Notices not written because the runner's pipe was full (a runner that stopped reading
+    /// must not block request handling).
+    dropped: std::sync::atomic::AtomicU64,
 }
 
 impl Scopes {
@@ -539,7 +545,13 @@ impl Scopes {
             token,
             notices,
             table: Mutex::default(),
+            dropped: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Whether scope `id` takes requests: the default scope, or one the runner began.
+    pub(super) fn begun(&self, id: &str) -> bool {
+        id == DEFAULT_SCOPE || self.table().begun.contains(id)
     }
 
     /// Whether a control request carries the token (compared in constant time: a local process
@@ -595,7 +607,9 @@ impl Scopes {
             .iter()
             .map(|b| (bypass_name(b), b.requests()))
             .collect();
-        self.table().entries.insert(
+        let mut table = self.table();
+        table.begun.insert(id.to_owned());
+        table.entries.insert(
             id.to_owned(),
             Entry {
                 scope,
@@ -607,8 +621,12 @@ impl Scopes {
     }
 
     /// Counts something that happened in scope `id`; a new problem is noticed.
+    /// Nothing is kept for a scope the runner never began.
     pub(super) fn count(&self, id: &str, note: impl FnOnce(&mut Tally)) {
         let mut table = self.table();
+        if id != DEFAULT_SCOPE && !table.begun.contains(id) {
+            return;
+        }
         let entry = table.entries.entry(id.to_owned()).or_default();
         note(&mut entry.tally);
         if entry.tally.problems() > entry.problems_told {
@@ -641,8 +659,25 @@ impl Scopes {
             return;
         }
         entry.notice_pending = true;
-        let line = json!({ "problem": id });
+        self.tell(&json!({ "problem": id }));
+    }
+
+    /// Writes one line on stdout for the runner, only if the pipe has room now: request
+    /// handling never waits on a runner that does not read (a line is under `PIPE_BUF`, so a
+    /// pipe with room takes it whole). A line that does not fit is dropped and counted.
+    fn tell(&self, line: &serde_json::Value) {
         let mut out = std::io::stdout().lock();
+        if !room_on_stdout() {
+            let dropped = self
+                .dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            tracing::warn!(
+                "the test runner is not reading the control pipe's notices (stdout is full): \
+                 dropped {dropped} so far"
+            );
+            return;
+        }
         // A runner that stopped reading is gone, and stops the proxy: nothing to tell anyone.
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     }
@@ -656,9 +691,7 @@ impl Scopes {
         let Some(test) = &tally.test else {
             return;
         };
-        let line = json!({ "idle": test });
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        self.tell(&json!({ "idle": test }));
     }
 
     /// The counts of every test that ended so far.
@@ -725,6 +758,25 @@ impl Scopes {
         }
         tally
     }
+}
+
+/// Whether stdout can take a short line without blocking (always, where it is not a pipe
+/// that can fill, or off Unix).
+fn room_on_stdout() -> bool {
+    #[cfg(unix)]
+    {
+        let mut poll = libc::pollfd {
+            fd: libc::STDOUT_FILENO,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, a zero timeout: poll only reads and writes `poll`.
+        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+        // An error or a hang-up is let through: the write then fails at once, never blocks.
+        ready != 0
+    }
+    #[cfg(not(unix))]
+    true
 }
 
 /// A bypassed host as `host:port`.

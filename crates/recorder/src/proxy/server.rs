@@ -32,7 +32,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use channel::OnChannel;
-use control::{control, ended, in_scope, is_own_path, not_own_endpoint, take_token};
+use control::{control, ended, in_scope, is_own_path, not_own_endpoint, take_token, unknown_scope};
 use guard::guard;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -350,6 +350,9 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
     let (scoped, request) = match &state.scopes {
         Some(scopes) => {
             let (id, request) = in_scope(request);
+            if !scopes.begun(&id) {
+                return unknown_scope(&id);
+            }
             let scope = scopes.scope(&id);
             (Some((scopes, id, scope)), request)
         }

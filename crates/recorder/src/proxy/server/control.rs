@@ -102,6 +102,25 @@ pub(super) fn not_own_endpoint(path: &str) -> Response {
     )
 }
 
+/// The refusal of a request under `/_scope/ID/` for a scope its runner never began: a client
+/// error, not retried (a made-up scope would otherwise cost the proxy memory for ever).
+pub(super) fn unknown_scope(id: &str) -> Response {
+    let mut response = error_response(
+        StatusCode::BAD_REQUEST,
+        "cassette_unknown_scope",
+        &format!(
+            "scope `{id}` was never begun: the test runner that started the proxy begins a \
+             scope (PUT /_cassette/scopes/{id}, or a `begin` line on the control pipe) before \
+             its requests use /_scope/{id}/"
+        ),
+        None,
+    );
+    response
+        .headers_mut()
+        .insert("x-should-retry", http::HeaderValue::from_static("false"));
+    response
+}
+
 /// The counts of every test that ended (`GET /_cassette/scopes`), for the runner's summary.
 pub(super) async fn ended(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     let scopes = match state.control_caller(&request) {
