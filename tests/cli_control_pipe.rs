@@ -366,7 +366,7 @@ fn a_tally_carries_its_failure_text_and_a_reporting_read_tells_it_once() {
     assert_eq!(again["headline"], reported["headline"]);
     proxy.miss(None, 1);
     // The runner hands in what it refused itself (a client with the vendor's URL in code).
-    let refused = r#"{"refused": [{"host": "api.openai.com:443", "requests": 2}]}"#;
+    let refused = r#"{"refused": [{"host": "intranet.example:443", "requests": 2}]}"#;
     let (status, ended) = proxy.http(
         "DELETE",
         "/_cassette/scopes/default?report=true",
@@ -383,8 +383,13 @@ fn a_tally_carries_its_failure_text_and_a_reporting_read_tells_it_once() {
     assert!(lines[2].starts_with("  (replay never calls the vendor: "));
     assert!(
         lines[3].starts_with(
-            "cassette: 2 request(s) to api.openai.com:443 bypassed the base URL and were refused"
+            "cassette: 2 request(s) to intranet.example:443 bypassed the base URL and were refused"
         ),
+        "{lines:#?}"
+    );
+    // A host that is no LLM API: allowed the way exec's report says (issue 34, item 9).
+    assert!(
+        lines[3].contains("[bypass] allow in cassette.toml, --allow-host"),
         "{lines:#?}"
     );
     // A body that is not a list of refusals is refused, naming what it takes.

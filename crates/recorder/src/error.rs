@@ -98,11 +98,12 @@ pub enum Error {
     /// A request that reached the proxy with its original URL (the in-process channel) for a
     /// host no route serves: it can be neither recorded nor replayed, so it is refused in
     /// every mode.
+    // The advice is exec's bypass report's, so every runner says the same words.
     #[error(
         "refused {url} from {client}: no cassette route serves {host}, so the request can be \
-         neither recorded nor replayed; mount a route for it (`[routes.NAME] upstream = \
-         \"https://{host}\"` in cassette.toml), or list the host in `[bypass] allow` for the \
-         client to reach it directly"
+         neither recorded nor replayed; {advice} (a route: `[routes.NAME] upstream = \
+         \"https://{host}\"`; an allowed host the client reaches directly)",
+        advice = cassette_review::failure::UNROUTED_HOST_ADVICE
     )]
     Unrouted {
         /// `host:port`.

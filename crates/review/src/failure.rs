@@ -5,6 +5,10 @@
 //! plugin and the vitest and jest helpers print the lines as they are, so every runner says
 //! the same words.
 
+/// What to do about requests to a host no route serves and no allow-list names: `cassette
+/// exec`'s bypass report and every runner's failure text say the same words.
+pub const UNROUTED_HOST_ADVICE: &str = "point its client at the proxy with a route ([routes.NAME]), or allow it: [bypass] allow in cassette.toml, --allow-host";
+
 /// A miss during a test.
 #[derive(Debug, Clone, Copy)]
 pub struct Missed<'a> {
@@ -102,7 +106,7 @@ pub fn lines(problems: &Problems<'_>) -> Vec<String> {
             "cassette: {} request(s) to {} bypassed the base URL and were refused (replay never \
              connects anywhere): the client has a hard-coded URL or reads a variable cassette \
              does not set; give it the proxy's base URL (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, \
-             ...: see docs/proxy.md)",
+             ...: see docs/proxy.md); a host that is not an LLM API: {UNROUTED_HOST_ADVICE}",
             refused.requests, refused.host
         ));
     }
@@ -196,6 +200,11 @@ mod tests {
         assert!(lines[1].starts_with(
             "cassette: 2 request(s) to api.openai.com:443 bypassed the base URL and were refused"
         ));
+        // A host that is no LLM API is allowed as exec's report says (issue 34, item 9).
+        assert!(
+            lines[1].ends_with("or allow it: [bypass] allow in cassette.toml, --allow-host"),
+            "{lines:?}"
+        );
         assert!(lines[2].starts_with(
             "cassette strict: 2 recording(s) this test made were not asked for: 0123456789abcdef, fedcba ("
         ));

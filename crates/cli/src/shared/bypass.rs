@@ -186,8 +186,7 @@ const KNOWN: &[Known] = &[
 ];
 
 /// What to do about requests to an unknown host.
-const UNKNOWN_HOST: &str =
-    "point its client at the proxy with a route ([routes.NAME]), or allow it: [bypass] allow in cassette.toml, --allow-host";
+const UNKNOWN_HOST: &str = cassette_review::failure::UNROUTED_HOST_ADVICE;
 
 /// The well-known host `host` is, if it is one.
 fn known(host: &str) -> Option<&'static Known> {
