@@ -1353,3 +1353,43 @@ fn ls_and_show_name_the_test_that_recorded() {
     let out = dir.run(&["show", &untested, "--store", &store]);
     assert!(!common::stdout(&out).contains("\ntest "), "{}", both(&out));
 }
+
+/// Issue 34, item 3: `verify` checks the team's own `[redact]` rules too, so a tape recorded
+/// before a rule was added is named, with the rule it breaks.
+#[test]
+fn verify_names_tapes_breaking_the_configured_redact_rules() {
+    let dir = Workdir::new();
+    let store = dir.store("c");
+    let fake = FakeLlm::start();
+    let lines = record(
+        &dir,
+        &fake,
+        &case("a", "my email is jane.doe@example.com", "said"),
+        &store,
+    );
+    let key = lines[0]["key"].as_str().unwrap().to_owned();
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+
+    dir.write(
+        "cassette.toml",
+        "[redact]\npatterns = ['[\\w.+-]+@[\\w-]+\\.[\\w.]+']\npaths = [\"$.temperature\"]\n",
+    );
+    let out = dir.run(&["verify", "--store", &store]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let report = common::stdout(&out);
+    assert!(
+        report.contains(&format!(
+            "{key}: request.body.json.messages[0].content holds a value the `[redact]` pattern `[\\w.+-]+@[\\w-]+\\.[\\w.]+` replaces"
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "{key}: request.body.json.temperature holds a value the `[redact]` path `$.temperature` replaces"
+        )),
+        "{report}"
+    );
+    assert!(!report.contains("jane.doe"), "{report}");
+    assert!(both(&out).contains("problem(s)"), "{}", both(&out));
+}

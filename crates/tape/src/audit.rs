@@ -9,7 +9,9 @@
 
 use crate::document::{Cassette, StoredBody};
 use crate::error::{Error, Result};
-use crate::redact::{find_credentials, is_body_credential_name, normalize_name, Redactor};
+use crate::redact::{
+    find_credentials, is_body_credential_name, normalize_name, RedactionRules, Redactor,
+};
 use crate::seal::redact_fields;
 use base64::Engine;
 use bytes::Bytes;
@@ -226,6 +228,53 @@ pub fn audit(cassette: &Cassette) -> Vec<Finding> {
         |_| "a credential the current rules replace",
     );
     out
+}
+
+/// The places where `cassette` holds what one of the team's own rules (cassette.toml's
+/// `[redact]`) replaces, one finding per place and rule, the rule named in the reason. A tape
+/// recorded before the rule was added keeps the value; the built-in audit ([`audit`]) does not
+/// know the rule. Each rule is applied alone, on top of the built-in rules, so a finding names
+/// the rule that would change the place (and not the built-ins, which [`audit`] reports). The
+/// error names an invalid rule.
+pub fn audit_rules(cassette: &Cassette, rules: &RedactionRules) -> Result<Vec<Finding>> {
+    let built_in = Redactor::default();
+    let mut baseline = cassette.clone();
+    redact_fields(&built_in, &mut baseline);
+    let baseline = serde_json::to_value(&baseline).unwrap_or(Value::Null);
+    let single = rules
+        .json_paths
+        .iter()
+        .map(|path| {
+            let rule = RedactionRules {
+                json_paths: vec![path.clone()],
+                patterns: Vec::new(),
+            };
+            (rule, format!("the `[redact]` path `{path}`"))
+        })
+        .chain(rules.patterns.iter().map(|pattern| {
+            let rule = RedactionRules {
+                json_paths: Vec::new(),
+                patterns: vec![pattern.clone()],
+            };
+            (rule, format!("the `[redact]` pattern `{pattern}`"))
+        }));
+    let mut out = Vec::new();
+    for (rule, named) in single {
+        let redactor = Redactor::new(&rule)?;
+        let mut clean = cassette.clone();
+        redact_fields(&redactor, &mut clean);
+        let clean = serde_json::to_value(&clean).unwrap_or(Value::Null);
+        let mut changed = Vec::new();
+        changed_places(&baseline, &clean, String::new(), &mut changed);
+        for (path, _, _) in changed {
+            out.push(Finding {
+                // The path may hold what the rule replaces (a member name): shown redacted.
+                location: redactor.text(&path),
+                reason: format!("a value {named} replaces"),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Reports each place where `old` and `new` differ, unless a credential shape alone explains

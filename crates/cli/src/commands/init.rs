@@ -27,8 +27,8 @@ store = "file://cassettes"
 # identical request of a run gets the n-th recording: sampling, polling, counters).
 # repeats = "sequence"
 
-# The HTTP status of a replay miss. 424 makes clients that retry a 409 whatever the headers
-# say (the Vercel AI SDK) fail at once.
+# The HTTP status of a replay miss, for every client. Left out, a miss is 409, and 424 for
+# the clients that retry a 409 whatever the headers say (the Vercel AI SDK, Mastra, cohere).
 # miss_status = 409
 
 [bypass]
@@ -55,8 +55,9 @@ patterns = []   # e.g. ['[\w.+-]+@[\w-]+\.[\w.]+']
 # Upstreams. The proxy holds the real keys, read from the variables named here; under
 # `cassette exec` the command only ever sees the placeholder "cassette".
 # Built in: default (https://api.openai.com, UPSTREAM_API_KEY or OPENAI_API_KEY),
-# anthropic (/anthropic/..., ANTHROPIC_API_KEY), ollama (/ollama/..., no key) and
-# gemini (/gemini/..., GEMINI_API_KEY or GOOGLE_API_KEY).
+# anthropic (/anthropic/..., ANTHROPIC_API_KEY), ollama (/ollama/..., no key),
+# gemini (/gemini/..., GEMINI_API_KEY or GOOGLE_API_KEY), groq (/groq/..., GROQ_API_KEY)
+# and cohere (/cohere/..., CO_API_KEY or COHERE_API_KEY).
 #
 # [routes.default]
 # upstream    = "https://api.openai.com"
@@ -179,6 +180,23 @@ mod tests {
         assert!(file.mode.is_none() && file.cache.is_none());
         assert!(file.volatile.is_empty() && file.ignore.is_empty());
         assert!(file.redact_paths.is_empty() && file.routes.is_empty());
+    }
+
+    /// Issue 34, item 11: the starter named 4 of the 6 built-in routes.
+    #[test]
+    fn the_starter_names_every_built_in_route_and_its_key_variables() {
+        let file = SettingsFile::parse(Path::new("/p/cassette.toml"), "")
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        for (name, _) in crate::shared::settings::BUILT_IN_ROUTES {
+            let named = format!("{name} (/{name}/...");
+            assert!(STARTER.contains(&named), "the starter misses `{named}`");
+            for var in crate::shared::settings::key_sources(name, &file) {
+                assert!(
+                    STARTER.contains(&var),
+                    "the starter misses {var} for {name}"
+                );
+            }
+        }
     }
 
     #[test]

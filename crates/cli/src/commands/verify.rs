@@ -6,6 +6,8 @@
 //! to its occurrence key, names its request's base key, and follows every earlier occurrence
 //! (a gap would make replay miss halfway through the sequence). `--strict` also fails when git has uncommitted
 //! changes in the cassette folder, so CI never passes on tapes someone forgot to commit.
+//! Every rule of cassette.toml's `[redact]` (paths and patterns) is checked too: a tape recorded
+//! before a rule was added is named with the rule it breaks.
 //! The saved runs of `cassette run` (`.cassette/runs/`, or `--runs-dir`) are audited for
 //! credential-shaped text too: they hold answers, and must be as clean as the cassettes.
 
@@ -20,8 +22,8 @@ use cassette_keying::{KeyConfig, KEY_VERSION};
 use cassette_recorder::Cassette;
 use cassette_store::jsonl::JsonlStore;
 use cassette_store::{DynStore, Key, StoreUrl};
-use cassette_tape::audit::audit;
-use cassette_tape::redact::find_credentials;
+use cassette_tape::audit::{audit, audit_rules};
+use cassette_tape::redact::{find_credentials, RedactionRules};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -63,6 +65,11 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         GitCheck::Skip
     };
     let config = args.keying.config(file)?;
+    // The team's own rules: a tape recorded before a rule was added still holds what it replaces.
+    let rules = RedactionRules {
+        json_paths: file.redact_paths.clone(),
+        patterns: file.redact_patterns.clone(),
+    };
     let spec = args.store.resolve(file);
     // Checked before reading anything: --strict on a store git cannot see is a usage error.
     let folder = match git {
@@ -110,7 +117,7 @@ pub(crate) fn run(args: VerifyArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     let mut unverifiable = 0usize;
     let progress = Progress::bar(loaded.len() as u64, "cassettes verified");
     for (key, bytes, parsed) in &loaded {
-        let checked = check(key, bytes.as_ref(), parsed, &config);
+        let checked = check(key, bytes.as_ref(), parsed, &config, &rules);
         progress.suspend(|| {
             for what in &checked.problems {
                 println!("{key}: {what}");
@@ -235,6 +242,7 @@ fn check(
     bytes: Option<&Bytes>,
     parsed: &Result<Cassette, String>,
     config: &KeyConfig,
+    rules: &RedactionRules,
 ) -> Checked {
     let mut problems: Vec<String> = bytes
         .map(|b| find_credentials(b))
@@ -257,6 +265,16 @@ fn check(
                 finding.location, finding.reason
             )
         }));
+        // The file's rules were checked when it was read, so this cannot fail on them.
+        match audit_rules(cassette, rules) {
+            Ok(findings) => problems.extend(findings.into_iter().map(|finding| {
+                format!(
+                    "{} holds {}; re-record it (or redact it by hand)",
+                    finding.location, finding.reason
+                )
+            })),
+            Err(err) => problems.push(format!("cannot apply the `[redact]` rules: {err}")),
+        }
     }
     let (problem, key) = check_document(key, parsed, config);
     problems.extend(problem);
