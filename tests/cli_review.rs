@@ -716,3 +716,27 @@ fn exec_appends_a_step_summary() {
         both(&out)
     );
 }
+
+/// Issue 34, item 9: the exec report carries the run's duration.
+#[test]
+fn exec_report_carries_the_runs_duration() {
+    let dir = Workdir::new();
+    let out = dir.run(&[
+        "exec",
+        "--mode",
+        "replay",
+        "--store",
+        "cassettes",
+        "--report",
+        "report.json",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.4",
+    ]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    let seconds = report["duration_seconds"].as_f64().unwrap_or(-1.0);
+    assert!((0.4..60.0).contains(&seconds), "{report}");
+}

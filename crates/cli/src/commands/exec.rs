@@ -229,6 +229,8 @@ async fn is_cassette(address: SocketAddr) -> bool {
 
 /// Runs the command behind the proxy.
 pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCode> {
+    // The run's duration, for the report, counts the proxy's start and stop too.
+    let started = std::time::Instant::now();
     init_logging();
     crate::shared::child_env::hide_own_environment();
     let (program, rest) = args
@@ -353,6 +355,7 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             mode: outcome.mode.as_str().to_owned(),
             store: outcome.store.clone(),
             exit: code,
+            duration: started.elapsed(),
             stats: &outcome.stats,
             journal: handle.journal(),
             missed: &outcome.missed,

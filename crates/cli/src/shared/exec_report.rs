@@ -56,6 +56,10 @@ pub(crate) struct ExecReport {
     pub(crate) store: String,
     /// The exit status cassette exec gave.
     pub(crate) exit: u8,
+    /// How long the run took, from cassette exec's start to its report, in seconds (0 in a
+    /// report written before it was kept).
+    #[serde(default)]
+    pub(crate) duration_seconds: f64,
     /// The counters.
     pub(crate) counts: Counts,
     /// Every request the proxy answered, in order.
@@ -144,6 +148,8 @@ pub(crate) struct Run<'a> {
     pub(crate) mode: String,
     pub(crate) store: String,
     pub(crate) exit: u8,
+    /// How long the run took, up to the report.
+    pub(crate) duration: std::time::Duration,
     pub(crate) stats: &'a ProxyStats,
     pub(crate) journal: JournalLog,
     pub(crate) missed: &'a MissLog,
@@ -164,6 +170,8 @@ impl Run<'_> {
             mode: self.mode.clone(),
             store: redactor.url(&self.store),
             exit: self.exit,
+            // Milliseconds are all a CI dashboard shows.
+            duration_seconds: (self.duration.as_secs_f64() * 1000.0).round() / 1000.0,
             counts: Counts {
                 requests: self.stats.requests,
                 hits: s.hits,
