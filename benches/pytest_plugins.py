@@ -2,7 +2,9 @@
 """Test-runner benchmark (BENCHMARKS.md, "Test runner plugins"): replaying one suite of N tests,
 each making one OpenAI chat call with the official SDK, under
 
-- cassette's pytest plugin (`pytest`, the plugin from the cassette-cli wheel),
+- cassette's pytest plugin (`pytest`, the plugin from the cassette-cli wheel: its in-process
+  transports over the proxy's channel), and the same with them off (`CASSETTE_IN_PROCESS=off`:
+  the SDK over loopback HTTP to the proxy),
 - `cassette exec -- pytest` (the plugin stays out under exec),
 - cassetter's pytest plugin (PyPI `cassetter`, `@pytest.mark.vcr`, `--record-mode=none`),
 - pytest-recording (vcrpy; `@pytest.mark.vcr`, `--record-mode=none`),
@@ -260,6 +262,12 @@ def main() -> None:
 
     commands = {
         "cassette plugin": ([pythons["cassette"], "-m", "pytest", "-q"], projects["cassette"], ours_env),
+        # The same without the in-process transports: the SDK over loopback HTTP to the proxy.
+        "plugin, HTTP path": (
+            [pythons["cassette"], "-m", "pytest", "-q"],
+            projects["cassette"],
+            {**ours_env, "CASSETTE_IN_PROCESS": "off"},
+        ),
         "cassette exec": (
             [binary, "exec", "--", pythons["cassette"], "-m", "pytest", "-q"],
             projects["cassette"],

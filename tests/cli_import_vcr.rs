@@ -524,3 +524,39 @@ fn odd_values_cost_only_what_cannot_be_converted() {
     assert_eq!(binary["response"]["headers"]["x-amz-request-id"], "req-123");
     assert!(binary["response"]["headers"].get("x-amz-id-2").is_none());
 }
+
+#[test]
+fn a_tape_from_a_host_no_route_serves_is_refused_and_named() {
+    // Issue 35 item 10: filed under the default route, a stranger's answers would replay for
+    // the real vendor's requests.
+    let dir = Workdir::new();
+    let mut interactions = Vec::new();
+    for host in [
+        "evil.example",
+        "api.openai.com.evil.example",
+        "169.254.169.254",
+    ] {
+        interactions.push(interaction(host, "stolen").replace(
+            "https://api.openai.com/v1/chat/completions",
+            &format!("https://{host}/v1/chat/completions"),
+        ));
+    }
+    interactions.push(interaction("real", "fine"));
+    dir.write("t/strangers.yaml", &tape(&interactions));
+    let out = dir.run(&["import", "t", "--store", &dir.store("c")]);
+    let text = both(&out);
+    assert_eq!(code(&out), 2, "{text}");
+    for host in [
+        "evil.example",
+        "api.openai.com.evil.example",
+        "169.254.169.254",
+    ] {
+        assert!(
+            text.contains(&format!("on a host no route serves (`{host}`)")),
+            "{host}: {text}"
+        );
+    }
+    let stored = cassettes(&dir.join("c"));
+    assert_eq!(stored.len(), 1, "only the vendor's own interaction: {text}");
+    assert_eq!(content(&stored[0]), "fine");
+}

@@ -286,7 +286,15 @@ def _start(config: pytest.Config, session: _Session) -> None:
         # The test's subprocesses install the same transports (cassette_cli.pth).
         changes[_intercept.CHANNEL_ENV] = channel
         _intercept.install(channel, own=proxy.url)
-    session.env_before = apply_env(changes, unset)
+    before = apply_env(changes, unset)
+    # What is put back when the session ends, less every credential: a key variable the proxy
+    # replaced with its placeholder, or had removed, keeps no copy of its real value where test
+    # code could read it (the proxy alone holds it); it stays as the tests saw it.
+    session.env_before = {
+        name: value
+        for name, value in before.items()
+        if name not in unset and changes.get(name) != PLACEHOLDER_KEY
+    }
     config.add_cleanup(lambda: _stop(session))
 
 
@@ -775,6 +783,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 # The session of the run in progress (pytest_runtest_logreport is given no config); a stack,
 # for pytester's runs in process.
 _LIVE: list[_Session] = []
+
+# The value the proxy gives a test process's key variables (cassette's PLACEHOLDER_API_KEY).
+PLACEHOLDER_KEY = "cassette"
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -15,8 +15,10 @@
 //! test's tape already stored with a different answer keeps the first and stores this one
 //! under its test-scoped key (docs/keying.md), both tapes named; where the tests are not known
 //! (or are one test) it is a conflict naming both tapes (the stored one is kept); every cassette keeps its provenance (`meta.source`, and `meta.test` from the
-//! tape's place in a pytest-recording suite). Requests to hosts no route serves (fixtures
-//! downloaded from the web) are reported, since nothing asks the proxy for them on replay.
+//! tape's place in a pytest-recording suite). Requests to hosts no route serves are refused
+//! and named when they call an API path (a stranger's answers must not replay for a vendor's
+//! requests), else (fixtures downloaded from the web) reported, since nothing asks the proxy
+//! for them on replay.
 //!
 //! Imports go through the recorder's redaction (credentials in headers and queries are never
 //! stored) and are create-only unless `--overwrite`; the source files are left in place.

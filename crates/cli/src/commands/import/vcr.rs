@@ -5,7 +5,7 @@
 
 use anyhow::{anyhow, bail};
 use cassette_keying::Profile;
-use cassette_recorder::config::DEFAULT_TARGET;
+use cassette_recorder::proxy::Hosts;
 use cassette_recorder::{Exchange, Request, Route};
 use std::path::Path;
 
@@ -42,7 +42,7 @@ pub(crate) fn read_tape(
         .into_iter()
         .map(|interaction| {
             let interaction = interaction.map_err(|err| anyhow!(err))?;
-            Ok(item(interaction, routes, recorded_at, tool))
+            item(interaction, routes, recorded_at, tool)
         })
         .collect())
 }
@@ -63,7 +63,7 @@ fn item(
     routes: &[Route],
     recorded_at: &str,
     tool: &str,
-) -> Item {
+) -> anyhow::Result<Item> {
     let cassette_vcr::Interaction {
         method,
         uri,
@@ -78,10 +78,19 @@ fn item(
         let mut url = uri;
         // The query may hold a credential; the report does not need it.
         url.set_query(None);
-        return Item::Download {
+        if Profile::from_path(url.path()) != Profile::Http {
+            // An API call to a host no route serves is no recording of any route's: filed
+            // under one, it would answer that route's requests with a stranger's answers.
+            bail!(
+                "{method} {url} calls an API on a host no route serves (`{}`): refused; add a \
+                 route for it (--route NAME=URL, or [routes] in cassette.toml) if it is yours",
+                url.host_str().unwrap_or_default()
+            );
+        }
+        return Ok(Item::Download {
             method,
             url: url.to_string(),
-        };
+        });
     };
     let exchange = Exchange {
         request: Request {
@@ -102,29 +111,26 @@ fn item(
         test: None,
         source: None,
     };
-    Item::Exchange {
+    Ok(Item::Exchange {
         exchange: Box::new(exchange),
         left_out,
-    }
+    })
 }
 
 /// The route a recorded URL belongs to, its upstream, and the path a client of the proxy
-/// sends: a route whose upstream serves the URL ([`Route::local_path`]); else the default
-/// route with the whole path when an LLM profile reads that path; else `None` (a download
-/// from a host no route serves).
+/// sends: a route whose upstream serves the URL ([`Route::local_path`]); else the route whose
+/// vendor's host it is (the one host table, [`Hosts`], the channel routes by too); else
+/// `None`, a host no route serves.
 pub(crate) fn route_of(url: &url::Url, routes: &[Route]) -> Option<(String, String, String)> {
     for route in routes {
         if let Some(path) = route.local_path(url) {
             return Some((route.name.clone(), route.base_url.clone(), path));
         }
     }
-    (Profile::from_path(url.path()) != Profile::Http).then(|| {
-        (
-            DEFAULT_TARGET.to_owned(),
-            url.origin().ascii_serialization(),
-            url.path().to_owned(),
-        )
-    })
+    let hosts = Hosts::new(routes);
+    let (route, path) = hosts.route_url(routes, url)?;
+    // The upstream it was recorded from, as the tape says.
+    Some((route.name.clone(), url.origin().ascii_serialization(), path))
 }
 
 #[cfg(test)]
@@ -161,10 +167,14 @@ mod tests {
             of("https://api.groq.com/openai/v1/chat/completions"),
             "groq /v1/chat/completions"
         );
-        assert_eq!(
-            of("https://elsewhere.example/v1/chat/completions"),
-            "default /v1/chat/completions"
-        );
+        // A host no route serves belongs to none, whatever its path (issue 35 item 10).
+        for stranger in [
+            "https://elsewhere.example/v1/chat/completions",
+            "https://api.openai.com.evil.example/v1/chat/completions",
+            "http://169.254.169.254/v1/chat/completions",
+        ] {
+            assert_eq!(of(stranger), "download", "{stranger}");
+        }
         assert_eq!(of("https://files.example/fixtures/cat.png"), "download");
         // A host a route serves is imported whatever its path.
         assert_eq!(
