@@ -161,7 +161,7 @@ fn vendor_urls_record_and_replay_over_the_channel_and_strangers_are_refused() {
     for needle in [
         "llm.example.com:443",
         "OpenAI/Python",
-        "[bypass] allow in cassette.toml, --allow-host",
+        "[bypass] allow in cassette.toml",
         "cassette_unrouted",
     ] {
         assert!(body.contains(needle), "{needle}: {body}");

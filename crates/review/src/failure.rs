@@ -7,7 +7,7 @@
 
 /// What to do about requests to a host no route serves and no allow-list names: `cassette
 /// exec`'s bypass report and every runner's failure text say the same words.
-pub const UNROUTED_HOST_ADVICE: &str = "point its client at the proxy with a route ([routes.NAME]), or allow it: [bypass] allow in cassette.toml, --allow-host";
+pub const UNROUTED_HOST_ADVICE: &str = "point its client at the proxy with a route ([routes.NAME]), or allow it: [bypass] allow in cassette.toml";
 
 /// A miss during a test.
 #[derive(Debug, Clone, Copy)]
@@ -202,7 +202,7 @@ mod tests {
         ));
         // A host that is no LLM API is allowed as exec's report says (issue 34, item 9).
         assert!(
-            lines[1].ends_with("or allow it: [bypass] allow in cassette.toml, --allow-host"),
+            lines[1].ends_with("or allow it: [bypass] allow in cassette.toml"),
             "{lines:?}"
         );
         assert!(lines[2].starts_with(

@@ -186,7 +186,13 @@ const KNOWN: &[Known] = &[
 ];
 
 /// What to do about requests to an unknown host.
-const UNKNOWN_HOST: &str = cassette_review::failure::UNROUTED_HOST_ADVICE;
+// The libraries' words, and the flag only the CLI may name (tests/library_boundaries.rs).
+fn unknown_host() -> String {
+    format!(
+        "{} (or --allow-host)",
+        cassette_review::failure::UNROUTED_HOST_ADVICE
+    )
+}
 
 /// The well-known host `host` is, if it is one.
 fn known(host: &str) -> Option<&'static Known> {
@@ -213,7 +219,7 @@ pub(crate) fn advice(
     set: &dyn Fn(&str) -> Option<String>,
 ) -> String {
     let Some(known) = known(host) else {
-        return UNKNOWN_HOST.to_owned();
+        return unknown_host();
     };
     let client = clients.iter().find_map(|token| {
         let token = token.to_ascii_lowercase();
