@@ -950,7 +950,7 @@ mod tests {
                 "cassette miss: 2 more misses",
                 "  (replay never calls the vendor: record it with the record mode, which calls the vendor with your key)",
                 "cassette error: upstream unreachable",
-                "cassette: 1 request(s) to api.openai.com:443 bypassed the base URL and were refused (replay never connects anywhere): the client has a hard-coded URL or reads a variable cassette does not set; give it the proxy's base URL (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...: see docs/proxy.md)",
+                "cassette: 1 request(s) to api.openai.com:443 bypassed the base URL and were refused (replay never connects anywhere): the client has a hard-coded URL or reads a variable cassette does not set; give it the proxy's base URL (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...: see docs/proxy.md); a host that is not an LLM API: point its client at the proxy with a route ([routes.NAME]), or allow it: [bypass] allow in cassette.toml",
             ]
         );
         assert_eq!(
