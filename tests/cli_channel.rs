@@ -42,10 +42,7 @@ impl Channel {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting cassette proxy");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut ready = String::new();
-        stdout.read_line(&mut ready).expect("the ready line");
-        let ready: Value = serde_json::from_str(&ready).expect("the ready line is JSON");
+        let ready = common::ready_line(&mut BufReader::new(child.stdout.take().unwrap()));
         let socket = PathBuf::from(ready["channel"].as_str().expect("a channel path"));
         Channel { child, socket }
     }

@@ -48,20 +48,9 @@ impl Piped {
             .expect("starting cassette proxy");
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut ready = String::new();
-        stdout
-            .read_line(&mut ready)
-            .expect("reading the ready line");
-        let ready: Value = serde_json::from_str(&ready).expect("the ready line is JSON");
+        let ready = common::ready_line(&mut stdout);
         assert_eq!(ready["control"]["pipe"], json!(true), "{ready}");
-        let port = ready["url"]
-            .as_str()
-            .unwrap()
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let port = common::ready_port(&ready);
         let token = ready["control"]["token"].as_str().unwrap().to_owned();
         // Bounded: a test that stops reading notices leaves them in the pipe, as a runner would.
         let (tx, notices) = mpsc::sync_channel(1024);
@@ -98,28 +87,13 @@ impl Piped {
 
     /// One HTTP/1.1 request on a fresh connection: its status and body.
     fn http(&self, method: &str, path: &str, control: bool, body: &str) -> (u16, Value) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
         let token = if control {
             format!("x-cassette-control: {}\r\n", self.token)
         } else {
             String::new()
         };
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n{token}content-type: \
-             application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            self.port,
-            body.len()
-        )
-        .unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).unwrap();
-        let status = answer[9..12].parse().unwrap();
-        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+        let (status, body) = common::raw_request(self.port, method, path, &token, body);
+        (status, serde_json::from_str(&body).unwrap_or(Value::Null))
     }
 
     /// A chat request nothing was recorded for, in the default scope or scope `scope`.

@@ -6,12 +6,11 @@
 mod common;
 
 use common::cli_env::Workdir;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The route key the recording proxy adds (the client sends none).
 const KEY: &str = "sk-boundaries-0123456789abcdef";
@@ -103,43 +102,16 @@ impl Recording {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting cassette proxy");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut ready = String::new();
-        stdout.read_line(&mut ready).unwrap();
-        let ready: Value = serde_json::from_str(&ready).expect("the ready line is JSON");
-        let port = ready["url"]
-            .as_str()
-            .unwrap()
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .trim_end_matches('/')
-            .parse()
-            .unwrap();
+        let ready = common::ready_line(&mut BufReader::new(child.stdout.take().unwrap()));
+        let port = common::ready_port(&ready);
         let token = ready["control"]["token"].as_str().unwrap().to_owned();
         Recording { child, port, token }
     }
 
     /// One request carrying the control token: its status and body.
     fn send(&self, method: &str, path: &str, body: &str) -> (u16, String) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1:{}\r\nx-cassette-control: {}\r\n\
-             content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            self.port,
-            self.token,
-            body.len()
-        )
-        .unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).unwrap();
-        let status = answer[9..12].parse().unwrap();
-        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        (status, body.to_owned())
+        let token = format!("x-cassette-control: {}\r\n", self.token);
+        common::raw_request(self.port, method, path, &token, body)
     }
 }
 

@@ -56,3 +56,52 @@ pub(crate) fn stdout(out: &Output) -> String {
 pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// A proxy's one JSON ready line (`--ready json`), read from its stdout.
+pub(crate) fn ready_line(stdout: &mut impl std::io::BufRead) -> serde_json::Value {
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("reading the ready line");
+    serde_json::from_str(&line).expect("the ready line is JSON")
+}
+
+/// The port of the loopback URL in a proxy's ready line.
+pub(crate) fn ready_port(ready: &serde_json::Value) -> u16 {
+    ready["url"]
+        .as_str()
+        .expect("a url in the ready line")
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("a port in the ready line's url")
+}
+
+/// One HTTP/1.1 request to the proxy at `127.0.0.1:port` on a fresh connection, with `headers`
+/// (whole lines, each ending in `\r\n`) besides host, content type and length: its status and
+/// body.
+pub(crate) fn raw_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{headers}content-type: \
+         application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_owned())
+}
