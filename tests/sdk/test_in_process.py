@@ -183,6 +183,15 @@ def project(tmp_path: Path, vendor: FakeUpstream) -> Path:
     return folder
 
 
+def small_project(tmp_path: Path, vendor: FakeUpstream, name: str, text: str) -> Path:
+    """A project with one test file and the default route pointing at the fake vendor."""
+    folder = tmp_path / "project"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
+    (folder / "tests" / name).write_text(text)
+    return folder
+
+
 def pytest_run(folder: Path, mode: str, *more: str, network: bool = True, **extra: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "pytest", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin"]
     command += ["-p", "no:cacheprovider", "-rf", f"--cassette={mode}", *(more or ["-q"]), "tests"]
@@ -254,14 +263,14 @@ def test_env_following_clients_take_the_channel_too(tmp_path: Path) -> None:
         pytest.skip("the channel is a Unix socket")
     vendor = FakeUpstream()
     try:
-        folder = tmp_path / "project"
-        (folder / "tests").mkdir(parents=True)
-        (folder / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
-        (folder / "tests" / "test_env.py").write_text(
+        folder = small_project(
+            tmp_path,
+            vendor,
+            "test_env.py",
             "import openai\n\n"
             "def test_env():\n"
             "    client = openai.OpenAI(max_retries=0)\n"
-            "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n"
+            "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n",
         )
         assert "1 passed" in pytest_run(folder, "record").stdout
         vendor.stop()
@@ -312,16 +321,16 @@ def test_a_test_that_reached_nothing_is_named(tmp_path: Path) -> None:
     through it (a client it cannot see, a mock left in place)."""
     vendor = FakeUpstream()
     try:
-        folder = tmp_path / "project"
-        (folder / "tests").mkdir(parents=True)
-        (folder / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
-        (folder / "tests" / "test_two.py").write_text(
+        folder = small_project(
+            tmp_path,
+            vendor,
+            "test_two.py",
             "import openai\n\n"
             "def test_asks():\n"
             "    client = openai.OpenAI(max_retries=0)\n"
             "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n\n"
             "def test_quiet():\n"
-            "    assert 1 + 1 == 2\n"
+            "    assert 1 + 1 == 2\n",
         )
         recorded = pytest_run(folder, "record")
         assert "2 passed" in recorded.stdout, both(recorded)
