@@ -1,7 +1,9 @@
 //! What `cassette run` writes besides the cassettes (issue 25 item 1): result lines, the last
 //! run, a saved run and the JUnit report go through the recorder's own redaction, so a key the
 //! model said back or an upstream that echoes the route's own key is as absent there as it is
-//! from the cassette; and `cassette verify` audits the saved runs too.
+//! from the cassette; and `cassette verify` audits the saved runs too. A streamed case is
+//! assembled first (issue 34 item 2): graded, logged and saved as its answer's text, never as
+//! the raw events, and a secret streamed in pieces is redacted whole.
 
 mod common;
 
@@ -157,4 +159,130 @@ fn run_outputs_are_redacted_like_the_cassettes_and_verify_audits_saved_runs() {
     for secret in [SHAPED, ROUTE_KEY] {
         assert!(!printed.contains(secret), "{printed}");
     }
+}
+
+/// A key of Anthropic's shape, said in the prompt: the fake streams it back four characters an
+/// event, so no event holds it whole.
+const STREAMED: &str = "sk-ant-api03-Q9x2Lm7Vb4Kp1Zt8Rw3Yc6Hn0Js5Fd2Ga9Ue4Oi7_AA";
+
+/// Whether `text` holds a piece of the streamed secret: any four characters of it past its
+/// `sk-ant-` prefix (the deltas are four characters long, cut wherever the answer puts them).
+fn holds_a_piece(text: &str) -> bool {
+    let tail: Vec<char> = STREAMED["sk-ant-".len()..].chars().collect();
+    tail.windows(4)
+        .map(|w| w.iter().collect::<String>())
+        // Only pieces no key hash or id could hold by chance.
+        .filter(|w| w.chars().any(|c| c.is_ascii_uppercase()))
+        .any(|piece| text.contains(&piece))
+}
+
+#[test]
+fn streamed_cases_are_assembled_before_they_are_graded_logged_and_saved() {
+    let fake = FakeLlm::start();
+    let dir = Workdir::new();
+    let prompt = format!("my key is {STREAMED}");
+    let openai = |id: &str, grader: &str, needle: &str| {
+        format!(
+            r#"{{"id":"{id}","prompt":"{prompt}","params":{{"model":"m","temperature":0,"stream":true}},"grader":"{grader}","expect":{{"needle":"{needle}"}}}}"#
+        )
+    };
+    let anthropic = |id: &str, grader: &str, needle: &str| {
+        format!(
+            r#"{{"id":"{id}","request":{{"target":"anthropic","path":"/v1/messages","headers":{{"anthropic-version":"2023-06-01"}},"body":{{"model":"claude-x","max_tokens":100,"stream":true,"messages":[{{"role":"user","content":"{prompt}"}}]}}}},"grader":"{grader}","expect":{{"needle":"{needle}"}}}}"#
+        )
+    };
+    let suite = [
+        // "said: my key" spans three deltas: only the assembled text holds it.
+        openai("openai-phrase", "contains", "said: my key"),
+        openai("openai-framing", "contains", "data:"),
+        openai("openai-json", "contains", "delta"),
+        anthropic("anthropic-phrase", "contains", "said: my key"),
+        anthropic("anthropic-framing", "contains", "event:"),
+        anthropic("anthropic-json", "contains", "text_delta"),
+    ]
+    .join("\n");
+    dir.write("suite.jsonl", &suite);
+    let anthropic_route = format!("anthropic={}", fake.url);
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--mode",
+        "record",
+        "--store",
+        "file://tapes",
+        "--upstream",
+        &fake.url,
+        "--route",
+        &anthropic_route,
+        "--save-run",
+        "streamed",
+        "--junit",
+        "report.xml",
+    ]);
+    assert_eq!(code(&out), 1, "the framing cases fail: {}", both(&out));
+    assert!(fake.requests() >= 2, "{}", fake.requests());
+    let verdicts = |log: &str| -> Vec<String> {
+        common::cli_env::json_lines_of(log)
+            .iter()
+            .map(|l| {
+                format!(
+                    "{} {}",
+                    l["id"].as_str().unwrap(),
+                    l["verdict"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let expected = [
+        "openai-phrase pass",
+        "openai-framing fail",
+        "openai-json fail",
+        "anthropic-phrase pass",
+        "anthropic-framing fail",
+        "anthropic-json fail",
+    ];
+    assert_eq!(verdicts(&common::stdout(&out)), expected, "{}", both(&out));
+
+    let last = std::fs::read_to_string(dir.join(".cassette/runs/last.jsonl")).unwrap();
+    let saved = std::fs::read_to_string(dir.join(".cassette/runs/streamed.jsonl")).unwrap();
+    assert_eq!(verdicts(&last), expected);
+    for log in [&last, &saved] {
+        for line in common::cli_env::json_lines_of(log) {
+            assert_eq!(
+                line["text"], "You said: my key is [REDACTED]",
+                "the answer's assembled text, redacted: {line}"
+            );
+        }
+    }
+    let mut written = vec![
+        dir.join(".cassette/runs/last.jsonl"),
+        dir.join(".cassette/runs/streamed.jsonl"),
+        dir.join("report.xml"),
+    ];
+    written.extend(files_under(&dir.join("tapes")));
+    for path in &written {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(!text.contains(STREAMED), "{}: {text}", path.display());
+        assert!(!holds_a_piece(&text), "{}: {text}", path.display());
+    }
+    assert!(!holds_a_piece(&both(&out)), "{}", both(&out));
+
+    // Replayed (a stream synthesized from the sealed tape), the run grades and saves alike.
+    let out = dir.run(&[
+        "run",
+        "suite.jsonl",
+        "--store",
+        "file://tapes",
+        "--route",
+        &anthropic_route,
+    ]);
+    assert_eq!(code(&out), 1, "{}", both(&out));
+    let replayed = std::fs::read_to_string(dir.join(".cassette/runs/last.jsonl")).unwrap();
+    let texts = |log: &str| -> Vec<String> {
+        common::cli_env::json_lines_of(log)
+            .iter()
+            .map(|l| format!("{} {} {}", l["id"], l["verdict"], l["text"]))
+            .collect()
+    };
+    assert_eq!(texts(&replayed), texts(&last));
 }

@@ -54,7 +54,7 @@ upstream = "https://gateway.team.internal/v1"
 
 [routes.acme]
 upstream = "https://llm.acme.internal"
-api_key_env = "CASSETTE_TEST_ACME_KEY"
+api_key_env = "ACME_API_KEY"
 auth = "query:key"
 "#;
 
@@ -64,8 +64,15 @@ fn precedence_is_flag_then_env_then_file_then_default() {
     dir.write("cassette.toml", TEAM);
     let root = dir.path().display().to_string();
 
-    // The file alone.
-    let (file, rows) = config(&dir.run(&["config", "--json"]));
+    // The file alone (its mode calls an upstream, so acme's key variable is its own:
+    // `ACME_API_KEY`, which a developer's shell must not set here).
+    let alone = dir
+        .cassette()
+        .args(["config", "--json"])
+        .env_remove("ACME_API_KEY")
+        .output()
+        .unwrap();
+    let (file, rows) = config(&alone);
     assert_eq!(file, format!("{root}/cassette.toml").as_str());
     assert_eq!(get(&rows, "mode"), ("auto", "file"));
     assert_eq!(
@@ -84,7 +91,7 @@ fn precedence_is_flag_then_env_then_file_then_default() {
     assert_eq!(get(&rows, "routes.acme.auth"), ("query:key", "file"));
     assert_eq!(
         get(&rows, "routes.acme.key"),
-        ("unset", "reads CASSETTE_TEST_ACME_KEY")
+        ("unset", "reads ACME_API_KEY")
     );
     assert_eq!(get(&rows, "routes.ollama.key").0, "none");
 
@@ -96,7 +103,7 @@ fn precedence_is_flag_then_env_then_file_then_default() {
         .env("CASSETTE_STORE", "memory://")
         .env("UPSTREAM_BASE", "http://127.0.0.1:1")
         .env("CASSETTE_STREAM_CHUNK", "5")
-        .env("CASSETTE_TEST_ACME_KEY", "acme-secret-value-123")
+        .env("ACME_API_KEY", "acme-secret-value-123")
         .output()
         .unwrap();
     let (_, rows) = config(&out);
@@ -110,10 +117,7 @@ fn precedence_is_flag_then_env_then_file_then_default() {
         get(&rows, "routes.default.upstream"),
         ("http://127.0.0.1:1", "env UPSTREAM_BASE")
     );
-    assert_eq!(
-        get(&rows, "routes.acme.key"),
-        ("set", "env CASSETTE_TEST_ACME_KEY")
-    );
+    assert_eq!(get(&rows, "routes.acme.key"), ("set", "env ACME_API_KEY"));
     assert!(
         !common::stdout(&out).contains("acme-secret"),
         "{}",

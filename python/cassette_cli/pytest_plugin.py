@@ -164,7 +164,7 @@ def _asked_mode(config: pytest.Config) -> tuple[str | None, str]:
                 f"cassette_mode = {ini!r} in {config.inipath}: expected one of "
                 f"{', '.join(SESSION_MODES)}"
             )
-        return ini, f"cassette_mode in {config.inipath.name if config.inipath else 'the ini file'}"
+        return ini, f"cassette_mode in {_ini_name(config)}"
     env = os.environ.get(MODE_ENV, "").strip()
     if env:
         if env not in SESSION_MODES:
@@ -173,6 +173,82 @@ def _asked_mode(config: pytest.Config) -> tuple[str | None, str]:
             )
         return env, MODE_ENV
     return None, ""
+
+
+def _ini_name(config: pytest.Config) -> str:
+    return config.inipath.name if config.inipath else "the ini file"
+
+
+def _under_ci() -> bool:
+    """Whether this runs under CI, as the binary reads it: `CI` set to anything but empty or a
+    spelling of no (GitHub Actions, GitLab CI, CircleCI and Buildkite set it)."""
+    from cassette_cli._proxy import FALSE
+
+    value = os.environ.get("CI")
+    return value is not None and value.strip().lower() not in FALSE
+
+
+def _job_asks(config: pytest.Config) -> tuple[str | None, str | None]:
+    """What the CI job itself asks for: the last `--cassette` and `-o cassette_mode=` of its
+    command line and of PYTEST_ADDOPTS (both the job's), never the ini file's `addopts`, which
+    pytest puts in front of them and `invocation_params.args` leaves out."""
+    import shlex
+
+    try:
+        env_args = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:
+        env_args = []
+    args = [*env_args, *(str(a) for a in config.invocation_params.args)]
+    option: str | None = None
+    override: str | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break
+        value: str | None = None
+        if arg in ("--cassette", "-o", "--override-ini") and i + 1 < len(args):
+            value, i = args[i + 1], i + 1
+        elif arg.startswith(("--cassette=", "--override-ini=")):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-o") and not arg.startswith("--"):
+            value = arg[2:].removeprefix("=")
+        if value is not None:
+            if arg.startswith("--cassette"):
+                option = value.strip()
+            else:
+                name, _, ini = value.partition("=")
+                if name.strip() == "cassette_mode":
+                    override = ini.strip()
+        i += 1
+    return option, override
+
+
+def _calling_from_a_file(config: pytest.Config, mode: str, origin: str) -> None:
+    """Under CI, refuses a mode that calls a vendor when a pytest config file alone chose it (the
+    ini key `cassette_mode`, or `--cassette` in its `addopts`), as the binary refuses one from
+    cassette.toml: a pull request could otherwise turn a replay job into one that sends the job's
+    keys to the upstream its own cassette.toml names. The job's command line, PYTEST_ADDOPTS and
+    CASSETTE_MODE still choose any mode. `off` and `adopt` start nothing that calls a vendor
+    (`off` leaves the run as if cassette were not installed, as taking out cassette.toml would)."""
+    calling = ("record", "auto")
+    if mode not in calling or not _under_ci():
+        return
+    option, override = _job_asks(config)
+    # A job that asks for either calling mode itself has agreed to send its keys.
+    if any(asked in calling for asked in (option, override, os.environ.get(MODE_ENV, "").strip())):
+        return
+    where = (
+        f"--cassette={mode} comes from addopts in {_ini_name(config)}"
+        if origin == "--cassette"
+        else f"cassette_mode = {mode!r} in {_ini_name(config)}"
+    )
+    raise pytest.UsageError(
+        f"cassette: {where}, and under CI (the CI variable is set) a pytest config file alone "
+        f"never turns replay into a mode that calls an upstream: pass --cassette={mode} on the "
+        f"CI job's command line (or set {MODE_ENV}={mode} in the job) if it is meant to call "
+        "one, or take it out of the file"
+    )
 
 
 def _settings_file(rootpath: Path) -> Path | None:
@@ -201,6 +277,8 @@ def _wants(config: pytest.Config) -> _Session | None:
         # traffic it was started to see. (A pytest-xdist worker inherits its controller's
         # variables, which name the controller's proxy as this plugin's own.)
         return None
+    if mode is not None:
+        _calling_from_a_file(config, mode, origin)
     settings = _settings_file(config.rootpath)
     ini_set = bool(str(config.getini("cassette_mode") or "").strip())
     explicit = origin == "--cassette"

@@ -18,6 +18,10 @@
 //! - "capital of France": "The capital of France is Paris.";
 //! - anything else: "You said: PROMPT".
 //!
+//! A request with `"stream": true` for an OpenAI chat or Anthropic messages answer of text gets
+//! that API's event stream, its text cut into deltas of four characters: a secret said back is
+//! split across events, as a model streams it (a tool call is answered whole, as JSON).
+//!
 //! A variant string (see [`FakeLlm::start_variant`]) is appended to every plain answer, to
 //! stand in for a model whose answers drifted; [`FakeLlm::start_drifted`] also names another
 //! answering model (`MODEL-DATE`, `MODEL-2024-01-01` by default), an alias that moved.
@@ -189,6 +193,23 @@ async fn answer(
         map.insert("__credential".to_owned(), Value::from(credential));
     }
     let (status, answer) = respond(uri.path(), &request, n, &fake);
+    let streamed = (status == StatusCode::OK && request["stream"] == Value::Bool(true))
+        .then(|| event_stream(uri.path(), &answer))
+        .flatten();
+    if let Some(events) = streamed {
+        return (
+            status,
+            [
+                (header::CONTENT_TYPE, "text/event-stream".to_owned()),
+                (
+                    header::HeaderName::from_static("x-request-id"),
+                    format!("req-{n}"),
+                ),
+            ],
+            events,
+        )
+            .into_response();
+    }
     (
         status,
         [
@@ -340,4 +361,77 @@ fn respond(path: &str, request: &Value, n: usize, fake: &Fake) -> (StatusCode, V
                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                "usage": usage}),
     )
+}
+
+/// The deltas a streamed text is sent in: four characters each.
+fn deltas(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(4).map(|c| c.iter().collect()).collect()
+}
+
+/// A text answer as its API streams it: Anthropic's `message_start` ... `message_stop` events,
+/// or OpenAI's `chat.completion.chunk` lines ending with `[DONE]`; `None` for any other answer.
+fn event_stream(path: &str, answer: &Value) -> Option<String> {
+    let mut out = String::new();
+    let mut event = |name: Option<&str>, data: Value| {
+        if let Some(name) = name {
+            out.push_str(&format!("event: {name}\n"));
+        }
+        out.push_str(&format!("data: {data}\n\n"));
+    };
+    if path.ends_with("/messages") {
+        let [block] = answer["content"].as_array()?.as_slice() else {
+            return None;
+        };
+        let text = block["text"].as_str()?;
+        let mut start = answer.clone();
+        start["content"] = json!([]);
+        start["stop_reason"] = Value::Null;
+        event(
+            Some("message_start"),
+            json!({"type": "message_start", "message": start}),
+        );
+        event(
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "text", "text": ""}}),
+        );
+        for piece in deltas(text) {
+            event(
+                Some("content_block_delta"),
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": piece}}),
+            );
+        }
+        event(
+            Some("content_block_stop"),
+            json!({"type": "content_block_stop", "index": 0}),
+        );
+        event(
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": answer["stop_reason"]},
+                   "usage": {"output_tokens": 5}}),
+        );
+        event(Some("message_stop"), json!({"type": "message_stop"}));
+        return Some(out);
+    }
+    let text = answer.pointer("/choices/0/message/content")?.as_str()?;
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"],
+               "model": answer["model"],
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    event(
+        None,
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+    );
+    for piece in deltas(text) {
+        event(None, chunk(json!({"content": piece}), Value::Null));
+    }
+    event(
+        None,
+        chunk(json!({}), answer["choices"][0]["finish_reason"].clone()),
+    );
+    out.push_str("data: [DONE]\n\n");
+    Some(out)
 }

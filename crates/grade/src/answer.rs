@@ -1,9 +1,12 @@
 //! What an LLM answered, in one shape whatever the provider: the text, the tool calls as
 //! `{name, arguments}` and the finish reason, read with the wire crate's `response_summary` so
-//! that graders, `show` and `diff` see exactly what the cassette metadata sees.
+//! that graders, `show` and `diff` see exactly what the cassette metadata sees. A streamed
+//! answer is read as a cassette stores it: assembled by the wire crate, then redacted.
 
 use cassette_keying::Profile;
-use cassette_wire::{response_summary, ResponseSummary};
+use cassette_tape::redact::Redactor;
+use cassette_tape::StoredBody;
+use cassette_wire::{response_summary, Assembler, ResponseSummary, StreamFormat};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -61,6 +64,104 @@ pub fn from_bytes(profile: Profile, body: &[u8]) -> Answer {
             text: String::from_utf8_lossy(body).into_owned(),
             ..Answer::default()
         },
+    }
+}
+
+/// Reads the answer out of a response to a request for `path`, as a cassette would store it,
+/// redacted by `redactor` (the recorder's, which seals the cassettes) before anything reads it:
+/// an event stream (or NDJSON, or Gemini's JSON array) is assembled into its final response,
+/// so a text streamed in deltas is one string, and a secret streamed in pieces is whole when
+/// the credential shapes and the `[redact]` rules look for it. What a suite run grades, prints
+/// and saves is never the stream's framing.
+pub fn from_response(
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+    redactor: &Redactor,
+) -> Answer {
+    let profile = Profile::from_path(path);
+    let detected = content_type.and_then(|content_type| {
+        StreamFormat::detect_for_request(profile, Profile::path_streams(path), content_type)
+    });
+    let (mut stored, format) = match detected {
+        Some(format) => assembled(format, content_type.unwrap_or_default(), body),
+        None => (StoredBody::from_bytes(body), None),
+    };
+    redactor.response_body(&mut stored, format.map(StreamFormat::name), content_type);
+    match stored {
+        StoredBody::Json(value) if format.is_some_and(is_generic) => from_events(&value),
+        StoredBody::Json(value) => from_json(profile, &value),
+        StoredBody::Text(text) => Answer {
+            text,
+            ..Answer::default()
+        },
+        StoredBody::Empty => Answer::default(),
+        // Not UTF-8: scanned for credential shapes as bytes, then read as its lossy text.
+        binary @ StoredBody::Base64(_) => Answer {
+            text: redactor.text(&String::from_utf8_lossy(
+                &binary.to_bytes().unwrap_or_default(),
+            )),
+            ..Answer::default()
+        },
+    }
+}
+
+/// A stream as a cassette stores it, and the format it was read as: the final response its
+/// format assembles into (a generic stream on a path that names no API is tried as each known
+/// API's stream first, as [`from_json`] tries a body); its events verbatim when it does not
+/// assemble (cut off, or ended by the upstream's error event); its bytes when it is not even
+/// framed as events.
+fn assembled(
+    format: StreamFormat,
+    content_type: &str,
+    body: &[u8],
+) -> (StoredBody, Option<StreamFormat>) {
+    let guesses = GUESSES
+        .iter()
+        .filter(|_| is_generic(format))
+        .filter_map(|p| Some((*p, StreamFormat::detect(*p, content_type)?)))
+        .filter(|(_, guess)| !is_generic(*guess));
+    for (profile, guess) in guesses {
+        let mut assembler = Assembler::new(guess);
+        assembler.push(body);
+        if let Ok(value) = assembler.finish() {
+            if !is_empty(&response_summary(profile, &value)) {
+                return (StoredBody::Json(value), Some(guess));
+            }
+        }
+    }
+    let framing = (!is_generic(format)).then(|| format.framing());
+    for format in std::iter::once(format).chain(framing) {
+        let mut assembler = Assembler::new(format);
+        assembler.push(body);
+        if let Ok(value) = assembler.finish() {
+            return (StoredBody::Json(value), Some(format));
+        }
+    }
+    (StoredBody::from_bytes(body), None)
+}
+
+/// Whether a format keeps its events as they are (`{"events": [...]}`), with no meaning read.
+fn is_generic(format: StreamFormat) -> bool {
+    format.framing() == format
+}
+
+/// The answer of a stream kept event by event: each event's data (an NDJSON line, an SSE
+/// event's `data`), one a line, without the framing.
+fn from_events(value: &Value) -> Answer {
+    let data: Vec<&str> = value["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|event| match event {
+            Value::String(line) => Some(line.as_str()),
+            Value::Object(event) => event.get("data")?.as_str(),
+            _ => None,
+        })
+        .collect();
+    Answer {
+        text: data.join("\n"),
+        ..Answer::default()
     }
 }
 
@@ -141,6 +242,119 @@ mod tests {
         assert_eq!(a.tool_calls[0].arguments, json!({"city": "Paris"}));
         assert_eq!(a.finish.as_deref(), Some("tool_calls"));
         assert_eq!(b.text, "Checking.");
+    }
+
+    const KEY: &str = "sk-ant-api03-Q9x2Lm7Vb4Kp1Zt8Rw3Yc6Hn0Js5Fd2Ga9Ue4Oi7_AA";
+
+    /// `text` in OpenAI chat chunks of four characters; `done` ends the stream.
+    fn chat_stream(text: &str, done: bool) -> String {
+        let chars: Vec<char> = text.chars().collect();
+        let mut out = String::new();
+        for piece in chars.chunks(4) {
+            let piece: String = piece.iter().collect();
+            let chunk = json!({"object": "chat.completion.chunk", "model": "m",
+                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+            out.push_str(&format!("data: {chunk}\n\n"));
+        }
+        if done {
+            let last = json!({"object": "chat.completion.chunk", "model": "m",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+            out.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
+        }
+        out
+    }
+
+    fn read(path: &str, content_type: &str, body: &str) -> Answer {
+        from_response(
+            path,
+            Some(content_type),
+            body.as_bytes(),
+            &Redactor::default(),
+        )
+    }
+
+    #[test]
+    fn a_stream_is_read_assembled_and_a_key_streamed_in_pieces_redacted_whole() {
+        let body = chat_stream(&format!("Your key is {KEY}. Keep it."), true);
+        let answer = read("/v1/chat/completions", "text/event-stream", &body);
+        assert_eq!(answer.text, "Your key is [REDACTED]. Keep it.");
+        assert_eq!(answer.finish.as_deref(), Some("stop"));
+        assert_eq!(answer.model.as_deref(), Some("m"));
+
+        let events = [
+            (
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_1",
+                "type": "message", "role": "assistant", "model": "claude-x", "content": [],
+                "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 0}}}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": format!("Key: {}", &KEY[..10])}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": &KEY[10..]}}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+            (
+                "message_delta",
+                json!({"type": "message_delta",
+                "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ];
+        let body: String = events
+            .iter()
+            .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+            .collect();
+        let answer = read("/v1/messages", "text/event-stream", &body);
+        assert_eq!(answer.text, "Key: [REDACTED]");
+        assert_eq!(answer.finish.as_deref(), Some("end_turn"));
+    }
+
+    #[test]
+    fn a_generic_stream_is_tried_as_each_api_s_then_read_without_its_framing() {
+        // An OpenAI-compatible stream on a path that names no API.
+        let body = chat_stream("Hello there, friend.", true);
+        let answer = read("/gateway/generate", "text/event-stream", &body);
+        assert_eq!(answer.text, "Hello there, friend.");
+        // Events of no known API: their data, one a line, a key split across them redacted.
+        let body = format!(
+            "event: delta\ndata: token {}\n\nevent: delta\ndata: {}\n\n",
+            &KEY[..12],
+            &KEY[12..]
+        );
+        let answer = read("/gateway/generate", "text/event-stream", &body);
+        assert_eq!(answer.text, "token [REDACTED]\n");
+        // A stream cut off before its end: its events' data, never the framing.
+        let body = chat_stream("Cut", false);
+        let answer = read("/v1/chat/completions", "text/event-stream", &body);
+        assert!(!answer.text.contains("data:"), "{}", answer.text);
+        assert!(
+            answer.text.contains(r#""content":"Cut""#),
+            "{}",
+            answer.text
+        );
+        // A JSON answer reads as before, redacted.
+        let body = json!({"choices": [{"message": {"content": format!("k {KEY}")},
+            "finish_reason": "stop"}]});
+        let answer = read(
+            "/v1/chat/completions",
+            "application/json",
+            &body.to_string(),
+        );
+        assert_eq!(answer.text, "k [REDACTED]");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! `<error>` for the replay miss that stopped the run.
 
 use crate::result::CaseResult;
+use cassette_tape::redact::Redactor;
 use std::fmt::Write as _;
 
 /// A case's result as JUnit reports it.
@@ -36,6 +37,20 @@ impl TestCase {
                 None => Outcome::Passed,
                 Some(reason) => Outcome::Failed(reason.clone()),
             },
+        }
+    }
+}
+
+impl TestCase {
+    /// Redacts its id and its message with `redactor` (the recorder's, as the cassettes are),
+    /// as the report is written.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        self.id = redactor.text(&self.id);
+        match &mut self.outcome {
+            Outcome::Passed => {}
+            Outcome::Failed(message) | Outcome::Error(message) => {
+                *message = redactor.text(message);
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! run line (what `diff-runs` and `canary` read), and the judge's line of the run's summary.
 
 use crate::answer::Answer;
+use cassette_tape::redact::Redactor;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -124,6 +125,38 @@ impl CaseResult {
             scores: Vec::new(),
         }
     }
+
+    /// Redacts every text of the result with `redactor` (the recorder's, as the cassettes
+    /// are), as it is printed and written. Every field is named, so one added does not compile
+    /// until it is redacted or said to hold no text.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        let CaseResult {
+            id,
+            hit: _,
+            verdict: _,
+            finish,
+            // The hash the recording is stored under: an identifier, never a secret's place.
+            key: _,
+            reason,
+            summary,
+            judge: _,
+            judges,
+            score: _,
+            threshold: _,
+            scores,
+        } = self;
+        *id = redactor.text(id);
+        for text in [finish, reason, summary].into_iter().flatten() {
+            *text = redactor.text(text);
+        }
+        for tally in judges {
+            tally.grader = redactor.text(&tally.grader);
+            tally.criterion = redactor.text(&tally.criterion);
+        }
+        for score in scores {
+            score.grader = redactor.text(&score.grader);
+        }
+    }
 }
 
 /// How far a run's judge verdicts can be trusted, for its summary: how many there were, the
@@ -170,6 +203,21 @@ impl SavedCase {
                 .iter()
                 .map(|call| serde_json::json!({"name": call.name, "arguments": call.arguments}))
                 .collect(),
+        }
+    }
+
+    /// Redacts the line with `redactor`, as a saved run is written: its result, its text and
+    /// its tool calls.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        let SavedCase {
+            result,
+            text,
+            tool_calls,
+        } = self;
+        result.redact(redactor);
+        *text = redactor.text(text);
+        for call in tool_calls {
+            redactor.json(call);
         }
     }
 

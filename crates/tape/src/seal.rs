@@ -196,15 +196,8 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
     *headers = lowercased(&redactor.response_headers(&pairs(headers)));
     // A stream kept event by event in the body (the generic formats): a secret split across
     // its events is found in the text a client assembles.
-    let mut split = false;
-    if let (Some(_), crate::StoredBody::Json(value)) = (&stream, &mut *body) {
-        if value.get("events").is_some_and(Value::is_array) {
-            split = redactor.split_secrets(value);
-        }
-    }
     let content_type = headers.get("content-type").cloned();
-    let mut response_body = redactor.body(body, content_type.as_deref());
-    response_body.changed |= split;
+    let response_body = redactor.response_body(body, stream.as_deref(), content_type.as_deref());
     if let Some(name) = stream {
         *name = redactor.text(name);
     }

@@ -66,7 +66,7 @@ patterns = []   # e.g. ['[\w.+-]+@[\w-]+\.[\w.]+']
 #
 # [routes.acme]                    # requests to /acme/... go here
 # upstream    = "https://llm.acme.internal"
-# api_key_env = "ACME_LLM_KEY"
+# api_key_env = "ACME_API_KEY"     # the route's own (NAME_API_KEY); any other needs --allow-key-env
 #
 # [routes.azure]                   # Azure OpenAI: api-key auth, key from AZURE_OPENAI_API_KEY
 # upstream    = "https://YOUR-RESOURCE.openai.azure.com"

@@ -12,7 +12,6 @@ use cassette_grade::answer::Answer;
 use cassette_grade::graders::Check;
 use cassette_grade::request_file;
 use cassette_grade::suite::{self, Case};
-use cassette_keying::Profile;
 use cassette_recorder::{Mode, Recorder, Request, Source};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -186,7 +185,6 @@ fn targets(args: &ProbeArgs) -> anyhow::Result<Vec<Target>> {
 
 /// Sends `target` `n` times and groups the answers.
 async fn probe(recorder: &Recorder, target: &Target, n: u16) -> anyhow::Result<Probed> {
-    let profile = Profile::from_path(&target.request.path);
     let mut answers: Vec<(Answer, usize)> = Vec::new();
     let mut key = String::new();
     let mut recorded = false;
@@ -195,6 +193,12 @@ async fn probe(recorder: &Recorder, target: &Target, n: u16) -> anyhow::Result<P
         key = outcome.key.to_string();
         recorded |= outcome.source == Source::Recorded;
         let status = outcome.response.status;
+        let content_type = outcome
+            .response
+            .headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+            .map(|(_, value)| value.clone());
         let body = outcome.response.into_bytes().await?;
         if !(200..300).contains(&status) {
             bail!(
@@ -204,7 +208,12 @@ async fn probe(recorder: &Recorder, target: &Target, n: u16) -> anyhow::Result<P
             );
         }
         // Printed, never stored: redacted as a cassette would be all the same.
-        let answer = crate::shared::call::redacted_answer(recorder, profile, &body);
+        let answer = crate::shared::call::redacted_answer(
+            recorder,
+            &target.request.path,
+            content_type.as_deref(),
+            &body,
+        );
         match answers
             .iter_mut()
             .find(|(a, _)| a.text == answer.text && a.tool_calls == answer.tool_calls)

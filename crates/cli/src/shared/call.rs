@@ -3,7 +3,6 @@
 
 use cassette_grade::answer::{self, Answer, Reply};
 use cassette_keying::Key;
-use cassette_keying::Profile;
 use cassette_recorder::miss::{Explanation, Nearest};
 use cassette_recorder::{Error, Miss, Recorder, Request, Source};
 use serde_json::Value;
@@ -18,7 +17,7 @@ pub(crate) enum Stop {
 
 /// Sends one request through the recorder and reads the answer.
 pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Reply, Stop> {
-    let profile = Profile::from_path(&request.path);
+    let path = request.path.clone();
     match recorder.handle(request).await {
         Ok(outcome) => {
             let status = outcome.response.status;
@@ -43,6 +42,7 @@ pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Reply,
                 Some(source) => source == "replayed",
                 None => outcome.source == Source::Replayed,
             };
+            let content_type = header("content-type");
             let body = outcome.response.into_bytes().await.map_err(|e| {
                 Stop::Fatal(anyhow::Error::new(e).context(format!("reading the answer for {key}")))
             })?;
@@ -54,7 +54,7 @@ pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Reply,
             Ok(Reply {
                 hit,
                 status,
-                answer: redacted_answer(recorder, profile, &body),
+                answer: redacted_answer(recorder, &path, content_type.as_deref(), &body),
                 key,
             })
         }
@@ -63,23 +63,19 @@ pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Reply,
     }
 }
 
-/// The answer read out of `body` after the recorder's own redaction of a stored response body
-/// (credential names and shapes, the routes' keys, the user's paths and patterns): what a
-/// recording stores is all a result line, a saved run, a JUnit report or a grader ever sees,
-/// so a live answer and its replay grade, print and save alike, and a key the model streamed
-/// or an upstream echoed never reaches `.cassette/runs/`.
-pub(crate) fn redacted_answer(recorder: &Recorder, profile: Profile, body: &[u8]) -> Answer {
-    let redactor = recorder.redactor();
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(mut value) => {
-            redactor.json(&mut value);
-            answer::from_json(profile, &value)
-        }
-        Err(_) => answer::from_bytes(
-            profile,
-            redactor.text(&String::from_utf8_lossy(body)).as_bytes(),
-        ),
-    }
+/// The answer to a request for `path` read out of `body` (a stream assembled first) after the
+/// recorder's own redaction of a stored response body (credential names and shapes, a secret
+/// split across events, the routes' keys, the user's paths and patterns): what a recording
+/// stores is all a result line, a saved run, a JUnit report or a grader ever sees, so a live
+/// answer and its replay grade, print and save alike, and a key the model streamed or an
+/// upstream echoed never reaches `.cassette/runs/`.
+pub(crate) fn redacted_answer(
+    recorder: &Recorder,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Answer {
+    answer::from_response(path, content_type, body, recorder.redactor())
 }
 
 /// The miss a cassette proxy in front answered with (its JSON error, in the OpenAI and

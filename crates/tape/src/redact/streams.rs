@@ -7,7 +7,8 @@
 //! over the events in order: Gemini's `candidates[0].content.parts[0].text`, an OpenAI-style
 //! `choices[0].delta.content`, or plain text data.
 
-use super::{Redactor, REDACTED};
+use super::{BodyRedaction, Redactor, REDACTED};
+use crate::document::StoredBody;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -79,6 +80,27 @@ impl Places {
 }
 
 impl Redactor {
+    /// Redacts a response body as a cassette stores it: a stream kept event by event (`stream`
+    /// names its format) across its events first, then the body by its `content-type` as
+    /// [`Redactor::body`] does. What sealing does to a stored answer, and what `cassette run`
+    /// does to an answer before grading, printing or saving it.
+    pub fn response_body(
+        &self,
+        body: &mut StoredBody,
+        stream: Option<&str>,
+        content_type: Option<&str>,
+    ) -> BodyRedaction {
+        let mut split = false;
+        if let (Some(_), StoredBody::Json(value)) = (stream, &mut *body) {
+            if value.get("events").is_some_and(Value::is_array) {
+                split = self.split_secrets(value);
+            }
+        }
+        let mut redaction = self.body(body, content_type);
+        redaction.changed |= split;
+        redaction
+    }
+
     /// Redacts secrets split across the events of a stored stream body (`{"events": [...]}`):
     /// the first piece of a secret becomes `[REDACTED]`, its other pieces become empty, so the
     /// assembled text reads `[REDACTED]` once. Secrets inside one event are left to the JSON

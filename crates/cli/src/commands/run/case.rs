@@ -29,7 +29,9 @@ pub(super) async fn run_case(
 ) -> Result<Done, Stop> {
     let started = Instant::now();
     let reply = call(recorder, case.request.clone()).await?;
-    let result = grade_case(&Through(Some(recorder)), judge, case, &reply).await?;
+    let mut result = grade_case(&Through(Some(recorder)), judge, case, &reply).await?;
+    // A reason quotes the answer and the case: printed and written as a cassette would be.
+    result.redact(recorder.redactor());
     Ok(Done {
         result,
         answer: reply.answer,

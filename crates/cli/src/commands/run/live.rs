@@ -91,11 +91,11 @@ pub(super) async fn run_live(
         compared.push(line);
     }
     out.flush()?;
-    if let Err(err) = report::save_run(&suite.last_run, &saved) {
+    if let Err(err) = report::save_run(&suite.last_run, &saved, live.redactor()) {
         eprintln!("cassette run: warning: not kept as the last run: {err:#}");
     }
     if let Some((name, path)) = &suite.save_run {
-        report::save_run(path, &saved)?;
+        report::save_run(path, &saved, live.redactor())?;
         eprintln!("cassette run: saved as {name} ({})", path.display());
     }
     let review = DiffReview::new(

@@ -352,15 +352,15 @@ async fn run_suite(suite: &SuiteRun, recorder: &Recorder) -> anyhow::Result<Exit
     let ran = ran?;
     let seconds = started.elapsed().as_secs_f64();
     if let Some(path) = &suite.junit {
-        report::write_junit(path, &suite.path, &ran.junit, seconds)?;
+        report::write_junit(path, &suite.path, &ran.junit, seconds, recorder.redactor())?;
     }
     // The last run is a convenience: a checkout where it cannot be written still gets its
     // verdicts, with a warning.
-    if let Err(err) = report::save_run(&suite.last_run, &ran.saved) {
+    if let Err(err) = report::save_run(&suite.last_run, &ran.saved, recorder.redactor()) {
         eprintln!("cassette run: warning: not kept as the last run: {err:#}");
     }
     if let Some((name, path)) = &suite.save_run {
-        report::save_run(path, &ran.saved)?;
+        report::save_run(path, &ran.saved, recorder.redactor())?;
         eprintln!("cassette run: saved as {name} ({})", path.display());
     }
     reviewed::write(&suite.review, suite, &ran, recorder, seconds)?;
@@ -445,7 +445,7 @@ async fn run_cases<'a>(suite: &'a SuiteRun, recorder: &Recorder) -> anyhow::Resu
             }
             Err(Stop::Miss(miss)) => {
                 let mut result = report::miss_result(case, &miss);
-                result.summary = result.summary.map(|s| recorder.redactor().text(&s));
+                result.redact(recorder.redactor());
                 serde_json::to_writer(&mut out, &result)?;
                 out.write_all(b"\n")?;
                 progress.suspend(|| -> std::io::Result<()> {

@@ -8,6 +8,7 @@ use cassette_grade::junit;
 use cassette_grade::result::{judge_summary, CaseResult, SavedCase, Verdict};
 use cassette_grade::suite::Case;
 use cassette_recorder::{Miss, Recorder};
+use cassette_tape::redact::Redactor;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -16,18 +17,28 @@ pub(super) fn junit_case(done: &Done) -> junit::TestCase {
     junit::TestCase::graded(&done.result, done.seconds)
 }
 
-/// Writes the JUnit report of the suite at `suite` to `path`.
+/// Writes the JUnit report of the suite at `suite` to `path`, redacted by `redactor` as the
+/// cassettes are.
 pub(super) fn write_junit(
     path: &Path,
     suite: &Path,
     cases: &[junit::TestCase],
     seconds: f64,
+    redactor: &Redactor,
 ) -> anyhow::Result<()> {
     let name = suite
         .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
+        .map(|s| redactor.text(&s.to_string_lossy()))
         .unwrap_or_else(|| "suite".to_owned());
-    write_atomic(path, junit::render(&name, cases, seconds).as_bytes())
+    let cases: Vec<junit::TestCase> = cases
+        .iter()
+        .map(|case| {
+            let mut case = case.clone();
+            case.redact(redactor);
+            case
+        })
+        .collect();
+    write_atomic(path, junit::render(&name, &cases, seconds).as_bytes())
         .with_context(|| format!("writing the JUnit report {}", path.display()))
 }
 
@@ -45,11 +56,18 @@ pub(super) fn miss_result(case: &Case, miss: &Miss) -> CaseResult {
     )
 }
 
-/// Saves every case's result and answer to `path`, for `cassette diff-runs`.
-pub(super) fn save_run(path: &Path, saved: &[SavedCase]) -> anyhow::Result<()> {
+/// Saves every case's result and answer to `path`, for `cassette diff-runs`, redacted by
+/// `redactor` as the cassettes are.
+pub(super) fn save_run(
+    path: &Path,
+    saved: &[SavedCase],
+    redactor: &Redactor,
+) -> anyhow::Result<()> {
     let mut text = Vec::new();
     for case in saved {
-        serde_json::to_writer(&mut text, case)?;
+        let mut case = case.clone();
+        case.redact(redactor);
+        serde_json::to_writer(&mut text, &case)?;
         text.push(b'\n');
     }
     write_atomic(path, &text).with_context(|| format!("saving the run {}", path.display()))

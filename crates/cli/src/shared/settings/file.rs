@@ -13,7 +13,8 @@ mod locate;
 
 use super::values::{
     ignore_leaves_out, is_built_in_route, is_plain_name, join_clean, parse_base_url,
-    parse_ignore_path, parse_memory, parse_miss_status, parse_size, question_out_reason, StoreSpec,
+    parse_ignore_path, parse_memory, parse_miss_status, parse_size, question_out_reason, real_path,
+    StoreSpec,
 };
 use anyhow::{bail, Context};
 use cassette_keying::{JsonPath, KeyConfig};
@@ -567,11 +568,36 @@ fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Refuses a path (already joined onto `dir`) that leaves `dir`, read lexically: `..` past
-/// the folder, or an absolute path elsewhere. A file checked in by someone else must not make
-/// commands write outside the project (a usage log appended to `../../.bashrc`); a flag or
-/// environment variable, given by the user running the command, may point anywhere.
+/// Refuses a path (already joined onto `dir`) that leaves `dir` once resolved as the system
+/// will open it: `..` past the folder, an absolute path elsewhere, or a symlink, dangling or
+/// not, in the folder that points out of it (each resolved by [`real_path`], the folder's
+/// own path too). A file checked in by someone else must not make commands write outside the
+/// project (a usage log appended to `../../.bashrc`, or created through a committed link as
+/// `../victim/.bash_logout`); a flag or environment variable, given by the user running the
+/// command, may point anywhere. Runs while the file is read, before anything is created.
 fn stays_inside(dir: &Path, path: &Path) -> Result<(), String> {
+    let unreadable = |p: &Path, e: std::io::Error| format!("cannot resolve {}: {e}", p.display());
+    let real_dir = real_path(dir).map_err(|e| unreadable(dir, e))?;
+    let real = real_path(path).map_err(|e| unreadable(path, e))?;
+    if real.starts_with(&real_dir) {
+        return Ok(());
+    }
+    let through = if lexically_inside(dir, path) {
+        format!(" (through a symlink, to {})", real.display())
+    } else {
+        String::new()
+    };
+    Err(format!(
+        "{}{through} is outside the settings file's folder {}, and paths in a settings file \
+         stay inside it",
+        path.display(),
+        dir.display()
+    ))
+}
+
+/// Whether `path`, `..` taken as written, is below `dir`: a path that is, yet resolves
+/// elsewhere, got there through a symlink, which the message says.
+fn lexically_inside(dir: &Path, path: &Path) -> bool {
     fn normal(path: &Path) -> PathBuf {
         let mut out = PathBuf::new();
         for part in path.components() {
@@ -585,16 +611,7 @@ fn stays_inside(dir: &Path, path: &Path) -> Result<(), String> {
         }
         out
     }
-    if normal(path).starts_with(normal(dir)) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} is outside the settings file's folder {}, and paths in a settings file stay \
-             inside it",
-            path.display(),
-            dir.display()
-        ))
-    }
+    normal(path).starts_with(normal(dir))
 }
 
 #[cfg(test)]
@@ -832,5 +849,37 @@ auth        = "query:key"
     fn an_empty_key_variable_means_no_key() {
         let file = parse("[routes.default]\napi_key_env = \"\"").unwrap();
         assert_eq!(file.route("default").unwrap().api_key_env, Some(None));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_leading_out_of_the_folder_is_refused_dangling_or_not() {
+        let root = tempfile::tempdir().unwrap();
+        let project = root.path().join("project");
+        std::fs::create_dir_all(project.join("inner")).unwrap();
+        let link = |name: &str, to: &Path| std::os::unix::fs::symlink(to, project.join(name));
+        link("used.log", Path::new("../victim/.bash_logout")).unwrap();
+        link("up", root.path()).unwrap();
+        link("in", Path::new("inner")).unwrap();
+        link("loop", Path::new("loop")).unwrap();
+        let parse = |text: &str| SettingsFile::parse(&project.join("cassette.toml"), text);
+        for (text, column) in [
+            ("usage_log = \"used.log\"", ":1:13:"),
+            ("usage_log = \"in/../up/x.log\"", ":1:13:"),
+            ("store = \"up/tapes\"", ":1:9:"),
+            ("cache = \"jsonl://used.log\"", ":1:9:"),
+        ] {
+            let err = format!("{:#}", parse(text).unwrap_err());
+            assert!(
+                err.contains(column)
+                    && err.contains("through a symlink")
+                    && err.contains("outside the settings file's folder"),
+                "{text}: {err}"
+            );
+        }
+        let err = format!("{:#}", parse("usage_log = \"loop/x\"").unwrap_err());
+        assert!(err.contains("more than 40 symlinks"), "{err}");
+        let file = parse("usage_log = \"in/used.log\"\nstore = \"in/../in/tapes\"").unwrap();
+        assert_eq!(file.usage_log, Some(project.join("in/used.log")));
     }
 }

@@ -34,6 +34,7 @@ mod recorder;
 mod serve;
 mod store;
 mod unopened;
+mod usage_log;
 mod values;
 
 pub(crate) use file::{FileArgs, SettingsFile, FILE_NAME};

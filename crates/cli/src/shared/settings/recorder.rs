@@ -27,6 +27,7 @@ use super::keying::KeyingArgs;
 use super::own_endpoint::{self, Honoured};
 use super::store::{StoreArgs, StoreSpec};
 use super::unopened::Unopened;
+use super::usage_log::check_usage_log;
 use super::values::{
     parse_base_url, parse_flag, parse_memory, parse_route, parse_size, BUILT_IN_ROUTES,
 };
@@ -148,9 +149,9 @@ pub(crate) struct RecorderArgs {
     #[arg(long, env = "CASSETTE_UPSTREAM_TIMEOUT", value_name = "SECONDS")]
     upstream_timeout: Option<u64>,
 
-    /// Let a route's `api_key_env` in cassette.toml name this variable although it does not
-    /// look like an API key's (`*_KEY`): the file alone cannot send any variable upstream.
-    /// Repeatable; the variable takes a comma-separated list.
+    /// Let a route's `api_key_env` in cassette.toml name this variable although it is not the
+    /// route's own (its built-in source, or NAME_API_KEY for route NAME): the file alone cannot
+    /// send any other variable upstream. Repeatable; the variable takes a comma-separated list.
     #[arg(
         long = "allow-key-env",
         env = "CASSETTE_ALLOW_KEY_ENV",
@@ -372,26 +373,29 @@ impl RecorderArgs {
         Ok((routes, keys, honoured))
     }
 
-    /// Refuses an `api_key_env` of the file that names a variable of no API key's shape unless
-    /// the command line or environment allows it: a file must not be able to send
-    /// `GITHUB_TOKEN` (or any other secret of the job) to an upstream it names.
+    /// Refuses an `api_key_env` of the file that names a variable other than the route's own
+    /// ([`own_key_variables`]) unless the command line or environment allows it: a file must
+    /// not be able to send `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY` or another vendor's key (or
+    /// any other secret of the job) to an upstream it names.
     fn check_key_variables(&self, file: &SettingsFile) -> anyhow::Result<()> {
         for route in &file.routes {
             let Some(Some(var)) = &route.api_key_env else {
                 continue;
             };
-            if is_key_shaped(var) || self.allow_key_env.iter().any(|a| a.trim() == var) {
+            let own = own_key_variables(&route.name);
+            if own.contains(var) || self.allow_key_env.iter().any(|a| a.trim() == var) {
                 continue;
             }
             bail!(
-                "{}: [routes.{}] api_key_env = \"{var}\" does not name an API-key variable of a \
-                 known shape (*_API_KEY, *_KEY or a built-in one), and a settings file alone \
-                 never sends another variable's value upstream; allow it with --allow-key-env \
-                 {var} or CASSETTE_ALLOW_KEY_ENV={var}, or rename the variable",
+                "{}: [routes.{}] api_key_env = \"{var}\" is not the route's own key variable \
+                 ({}), and a settings file alone never sends another variable's value upstream; \
+                 allow it with --allow-key-env {var} or CASSETTE_ALLOW_KEY_ENV={var}, or name \
+                 the route's own",
                 file.path
                     .as_deref()
                     .map_or("the settings file".into(), |p| p.display().to_string()),
-                route.name
+                route.name,
+                own.join(" or ")
             );
         }
         Ok(())
@@ -416,14 +420,19 @@ impl Ci {
     }
 }
 
-/// Whether `var` looks like the name of an API key's variable: `*_KEY` (so `*_API_KEY`) or
-/// one of the built-in sources.
-fn is_key_shaped(var: &str) -> bool {
-    var.ends_with("_KEY")
-        || std::iter::once(DEFAULT_TARGET)
-            .chain(BUILT_IN_ROUTES.iter().map(|(n, _)| *n))
-            .chain(["azure"])
-            .any(|route| built_in_key_sources(route).contains(&var))
+/// The variables a settings file may name as a route's key on its own: the vendor's, which for
+/// a route with built-in sources are those (`OPENAI_API_KEY` for `default`, `ANTHROPIC_API_KEY`
+/// for `anthropic`, ...) and for any other `NAME_API_KEY` after the route's name
+/// (`MISTRAL_API_KEY` for `[routes.mistral]`), the vendors' own convention. Any other
+/// (`GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, another route's key) needs `--allow-key-env`.
+fn own_key_variables(route: &str) -> Vec<String> {
+    match built_in_key_sources(route) {
+        [] => vec![format!(
+            "{}_API_KEY",
+            route.to_ascii_uppercase().replace(['-', '.'], "_")
+        )],
+        sources => sources.iter().map(|s| (*s).to_owned()).collect(),
+    }
 }
 
 /// Gives each route its key from the environment: the first set variable among its sources.
@@ -519,59 +528,6 @@ impl RecorderSettings {
     }
 }
 
-/// How much of an existing usage log is read to tell whether it is one.
-const USAGE_LOG_PROBE: u64 = 64 << 10;
-
-/// Refuses to append keys to a file that is not a usage log: something other than a regular
-/// file (a FIFO would block, a device swallow), or a file whose lines are not keys (a
-/// `.bashrc` reached through a symlink). A missing or empty file becomes one.
-pub(crate) fn check_usage_log(path: &std::path::Path) -> anyhow::Result<()> {
-    use std::io::Read;
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => {
-            return Err(err)
-                .with_context(|| format!("cannot read the usage log {}", path.display()))
-        }
-    };
-    if !meta.is_file() {
-        bail!(
-            "the usage log {} is not a regular file; name a file that cassette may create or \
-             one it wrote before",
-            path.display()
-        );
-    }
-    let mut head = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(USAGE_LOG_PROBE).read_to_end(&mut head))
-        .with_context(|| format!("cannot read the usage log {}", path.display()))?;
-    let lines: Vec<&[u8]> = head.split(|b| *b == b'\n').collect();
-    for (i, line) in lines.iter().enumerate() {
-        let line = String::from_utf8_lossy(line);
-        let line = line.trim();
-        // The last line may be a key still being written, or cut by the probe's end.
-        let last = i + 1 == lines.len();
-        let fits = line.is_empty()
-            || cassette_keying::Key::parse(line).is_some()
-            || (last && is_hex_prefix(line));
-        if !fits {
-            bail!(
-                "{} is not a usage log (line {} is not a cassette key), so no key is appended \
-                 to it; name a new file or one cassette wrote",
-                path.display(),
-                i + 1
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Whether `line` could be the beginning of a key still being written.
-fn is_hex_prefix(line: &str) -> bool {
-    line.len() < 64 && line.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -629,7 +585,10 @@ auth = "query:key"
 
     #[test]
     fn the_file_fills_what_flags_leave_unset() {
-        let settings = parse(&[]).resolve_in(&file(TEAM_FILE), Ci::No).unwrap();
+        // The file's mode is auto, so its acme key variable, not `ACME_API_KEY`, needs leave.
+        let settings = parse(&["--allow-key-env", "CASSETTE_TEST_NEVER_SET_ACME_KEY"])
+            .resolve_in(&file(TEAM_FILE), Ci::No)
+            .unwrap();
         let config = &settings.config;
         assert_eq!(config.mode, Mode::Auto);
         assert_eq!(settings.store.to_string(), "file:///team/tests/cassettes");
@@ -734,7 +693,7 @@ auth = "query:key"
     }
 
     #[test]
-    fn a_key_variable_of_no_known_shape_needs_the_command_lines_permission() {
+    fn a_key_variable_not_the_routes_own_needs_the_command_lines_permission() {
         let text = "[routes.evil]\nupstream = \"https://collector.example\"\napi_key_env = \"GITHUB_TOKEN\"\n";
         let err = format!(
             "{:#}",
@@ -764,23 +723,49 @@ auth = "query:key"
         assert_eq!(evil.sources, ["GITHUB_TOKEN"]);
         // Replay sends no key anywhere, so it is not refused there.
         assert!(parse(&[]).resolve_in(&file(text), Ci::No).is_ok());
-        // Key-shaped names and the built-in sources pass.
-        for var in [
-            "ACME_LLM_KEY",
-            "ACME_API_KEY",
-            "OPENAI_API_KEY",
-            "GOOGLE_API_KEY",
-        ] {
+        // The route's own variables pass: its built-in sources, and NAME_API_KEY.
+        let with = |route: &str, var: &str| {
             let text = format!(
-                "[routes.acme]\nupstream = \"https://x.example\"\napi_key_env = \"{var}\"\n"
+                "[routes.{route}]\nupstream = \"https://x.example\"\napi_key_env = \"{var}\"\n"
             );
+            parse(&["--mode", "record"]).resolve_in(&file(&text), Ci::No)
+        };
+        for (route, var) in [
+            ("acme", "ACME_API_KEY"),
+            ("my-llm", "MY_LLM_API_KEY"),
+            ("default", "OPENAI_API_KEY"),
+            ("default", "UPSTREAM_API_KEY"),
+            ("gemini", "GOOGLE_API_KEY"),
+            ("azure", "AZURE_OPENAI_API_KEY"),
+            ("cohere", "CO_API_KEY"),
+        ] {
+            assert!(with(route, var).is_ok(), "{route} {var}");
+        }
+        // Any other, key-shaped or not, is some other secret of the job or another vendor's key.
+        for (route, var) in [
+            ("default", "AWS_SECRET_ACCESS_KEY"),
+            ("aws", "AWS_SECRET_ACCESS_KEY"),
+            ("acme", "ACME_LLM_KEY"),
+            ("acme", "OPENAI_API_KEY"),
+            ("default", "ANTHROPIC_API_KEY"),
+            ("anthropic", "OPENAI_API_KEY"),
+        ] {
+            let err = format!("{:#}", with(route, var).unwrap_err());
             assert!(
-                parse(&["--mode", "record"])
-                    .resolve_in(&file(&text), Ci::No)
-                    .is_ok(),
-                "{var}"
+                err.contains(&format!("[routes.{route}] api_key_env = \"{var}\""))
+                    && err.contains("is not the route's own key variable")
+                    && err.contains(&format!("--allow-key-env {var}")),
+                "{err}"
             );
         }
+        let err = format!(
+            "{:#}",
+            with("default", "AWS_SECRET_ACCESS_KEY").unwrap_err()
+        );
+        assert!(
+            err.contains("(UPSTREAM_API_KEY or OPENAI_API_KEY)"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -939,37 +924,5 @@ auth = "query:key"
             err.contains("--cache") && err.contains("store itself"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn keys_are_appended_only_to_a_usage_log() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = |name: &str| dir.path().join(name);
-        // Missing, empty, or keys only (the last line possibly half written): a usage log.
-        assert!(check_usage_log(&path("new.log")).is_ok());
-        std::fs::write(path("empty.log"), "").unwrap();
-        assert!(check_usage_log(&path("empty.log")).is_ok());
-        let key = "ab".repeat(32);
-        std::fs::write(path("used.log"), format!("{key}\n{key}\n\nabab")).unwrap();
-        assert!(check_usage_log(&path("used.log")).is_ok());
-        // Anything else is refused, naming the file.
-        std::fs::write(path(".bashrc"), "export PATH=$HOME/bin:$PATH\n").unwrap();
-        std::fs::write(path("half.log"), format!("{key}\nalias ls='rm -rf'")).unwrap();
-        std::fs::create_dir(path("dir")).unwrap();
-        for name in [".bashrc", "half.log", "dir"] {
-            let err = format!("{:#}", check_usage_log(&path(name)).unwrap_err());
-            assert!(err.contains(&path(name).display().to_string()), "{err}");
-        }
-        #[cfg(unix)]
-        {
-            std::os::unix::fs::symlink(path(".bashrc"), path("link.log")).unwrap();
-            let err = format!("{:#}", check_usage_log(&path("link.log")).unwrap_err());
-            assert!(err.contains("not a usage log"), "{err}");
-            let err = format!(
-                "{:#}",
-                check_usage_log(std::path::Path::new("/dev/null")).unwrap_err()
-            );
-            assert!(err.contains("not a regular file"), "{err}");
-        }
     }
 }

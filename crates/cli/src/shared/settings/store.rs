@@ -3,6 +3,7 @@
 //! settings file when there is one).
 
 use super::file::SettingsFile;
+use super::values::real_path;
 pub(crate) use super::values::StoreSpec;
 use anyhow::{bail, Context};
 use cassette_store::{DynStore, StoreUrl};
@@ -73,26 +74,11 @@ impl StoreSpec {
     }
 }
 
-/// `path` made absolute with symlinks resolved, as far as it exists; the rest (not created yet)
-/// is appended as written, without `.` components.
+/// `path` made absolute with symlinks resolved (dangling ones too), as far as it exists; the
+/// rest (not created yet) appended as written.
 fn resolved(path: &Path) -> PathBuf {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
-    let mut missing = Vec::new();
-    let mut existing = absolute.as_path();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            let mut out = real;
-            out.extend(missing.iter().rev());
-            return out;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                missing.push(name.to_owned());
-                existing = parent;
-            }
-            _ => return absolute,
-        }
-    }
+    real_path(path)
+        .unwrap_or_else(|_| std::path::absolute(path).unwrap_or_else(|_| path.to_owned()))
 }
 
 /// Which store a command uses (raw flags; [`StoreArgs::resolve`] picks one).

@@ -1,6 +1,6 @@
 //! The values settings are made of, and their parsers: single flag values (clap
 //! `value_parser`s: sizes, upstream base URLs, `NAME=URL` routes, miss statuses, `ignore`
-//! paths), store specs, the built-in routes, and path joining. Every other settings module
+//! paths), store specs, the built-in routes, and path joining and resolving. Every other settings module
 //! builds on these; this one on none of them, so the settings modules depend one way. Errors
 //! say what was expected; clap adds the flag and the value.
 
@@ -8,6 +8,7 @@ use cassette_keying::{path_leaves_out, JsonPath, QuestionLeftOut};
 use cassette_recorder::config::DEFAULT_TARGET;
 use cassette_recorder::Route;
 use cassette_store::StoreUrl;
+use std::ffi::OsString;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
@@ -179,6 +180,88 @@ pub(crate) fn join_clean(dir: &Path, path: &Path) -> PathBuf {
     out
 }
 
+/// How many symlinks [`real_path`] follows before it gives up (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// One step of a path being resolved.
+enum Part {
+    Prefix(OsString),
+    Root,
+    Up,
+    Name(OsString),
+}
+
+/// The parts of `path`, pushed so that popping yields them in order.
+fn push_parts(todo: &mut Vec<Part>, path: &Path) {
+    let parts: Vec<Part> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Prefix(p) => Some(Part::Prefix(p.as_os_str().to_owned())),
+            Component::RootDir => Some(Part::Root),
+            Component::CurDir => None,
+            Component::ParentDir => Some(Part::Up),
+            Component::Normal(name) => Some(Part::Name(name.to_owned())),
+        })
+        .collect();
+    todo.extend(parts.into_iter().rev());
+}
+
+/// `path` made absolute with every symlink in it followed, a dangling one included (to where it
+/// points, though nothing is there yet), and each `..` taken where the links led, as the
+/// system will when the path is opened; what does not exist yet is appended as written. What a
+/// settings file names is checked on this, before anything is created: a committed symlink
+/// must not lead a store or a usage log out of the file's folder. Reads only link metadata.
+pub(crate) fn real_path(path: &Path) -> std::io::Result<PathBuf> {
+    let mut todo = Vec::new();
+    push_parts(&mut todo, &std::path::absolute(path)?);
+    let mut out = PathBuf::new();
+    // Once a part is missing, nothing below it exists, so no later part can be a link.
+    let mut missing = false;
+    let mut links = 0;
+    while let Some(part) = todo.pop() {
+        match part {
+            Part::Prefix(prefix) => out = PathBuf::from(prefix),
+            Part::Root => {
+                let prefix = match out.components().next() {
+                    Some(Component::Prefix(p)) => PathBuf::from(p.as_os_str()),
+                    _ => PathBuf::new(),
+                };
+                out = prefix;
+                out.push(Component::RootDir);
+            }
+            Part::Up => {
+                out.pop();
+            }
+            Part::Name(name) => {
+                out.push(name);
+                if missing {
+                    continue;
+                }
+                match std::fs::symlink_metadata(&out) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        links += 1;
+                        if links > MAX_LINKS {
+                            return Err(std::io::Error::other(format!(
+                                "{} goes through more than {MAX_LINKS} symlinks",
+                                path.display()
+                            )));
+                        }
+                        let target = std::fs::read_link(&out)?;
+                        // A relative target continues from the link's folder, an absolute one
+                        // from the root.
+                        out.pop();
+                        push_parts(&mut todo, &target);
+                    }
+                    Ok(_) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => missing = true,
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A store as the user named it: the parsed URL, and the text it was given as, which is how
 /// messages name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,5 +366,32 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn real_paths_follow_every_link_even_to_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(root.path()).unwrap();
+        std::fs::create_dir_all(base.join("a/b")).unwrap();
+        let link = |name: &str, to: &str| std::os::unix::fs::symlink(to, base.join(name)).unwrap();
+        link("dangling", "gone/deeper");
+        link("a/up", "..");
+        link("chain", "a/up/a/b");
+        assert_eq!(
+            real_path(&base.join("dangling/x")).unwrap(),
+            base.join("gone/deeper/x")
+        );
+        // `..` is taken where the link led, as the system opens it.
+        assert_eq!(
+            real_path(&base.join("chain/../c")).unwrap(),
+            base.join("a/c")
+        );
+        assert_eq!(
+            real_path(&base.join("a/./b/missing/../y")).unwrap(),
+            base.join("a/b/y")
+        );
+        link("abs", "/");
+        assert_eq!(real_path(&base.join("abs")).unwrap(), PathBuf::from("/"));
     }
 }
