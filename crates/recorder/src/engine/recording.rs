@@ -251,7 +251,13 @@ impl Draft {
             (Stored::Kept, Some((cassette, stamp))) => {
                 self.recorder.keep_apart(cassette, stamp).await
             }
-            (stored, _) => Ok(stored),
+            (stored, _) => {
+                // Only an overwrite needs remembering: the other writes read the store first.
+                if stored == Stored::Won && self.write == Write::Overwrite {
+                    self.recorder.note_recorded_here(&self.keyed_key);
+                }
+                Ok(stored)
+            }
         }
     }
 
