@@ -5,7 +5,9 @@ stopped with SIGTERM.
 On POSIX it is also started with `--control-pipe`: a test's scope begins and ends with one line
 written on the proxy's stdin, and the proxy writes a line on its stdout when a scope sees a
 miss, an error or a refused bypass, so a test that went well costs two writes and one read that
-finds nothing, not three round trips to the control endpoint.
+finds nothing, not three round trips to the control endpoint. And with `--runner-pid` naming
+this process, pipe or no pipe: a runner killed with SIGKILL leaves no proxy behind, even while
+a child a test forked still holds the pipe's end.
 
 The binary does the work (keys, replay, misses and their explanation, counts per test); this
 module only starts it, reads its one JSON line and speaks to its control endpoint.
@@ -54,6 +56,7 @@ class Proxy:
             "json",
             "--control",
             *(["--control-pipe"] if pipe else []),
+            *([] if sys.platform == "win32" else ["--runner-pid", str(os.getpid())]),
             *args,
         ]
         try:

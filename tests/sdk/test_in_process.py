@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -230,7 +231,16 @@ def test_hard_coded_vendor_urls_record_and_replay_in_process(tmp_path: Path) -> 
         # ... with exec's words for a host that is no LLM API (issue 34, item 9).
         assert "[bypass] allow in cassette.toml" in recorded.stdout, both(recorded)
         # Every routed request reached the fake vendor the routes name, with the route's key.
-        assert len(vendor.requests) == PASSING, vendor.requests
+        # A record session asks each request once: a test sending what an earlier one asked is
+        # answered from that recording (docs/proxy.md, "Answers"), so the vendor saw each
+        # distinct request once, and every passing test's request was recorded or replayed.
+        tally = re.search(r"(\d+) hits, \d+ misses, (\d+) recorded", recorded.stdout)
+        assert tally, both(recorded)
+        hits, recorded_count = int(tally[1]), int(tally[2])
+        assert hits + recorded_count == PASSING, both(recorded)
+        assert len(vendor.requests) == recorded_count, vendor.requests
+        asked = [(path, json.dumps(body, sort_keys=True)) for path, _, body in vendor.requests]
+        assert len(set(asked)) == len(asked), asked
         sent = json.dumps([headers for _, headers, _ in vendor.requests])
         for key in (KEY, ANTHROPIC_KEY, *OTHER_KEYS.values()):
             assert key in sent, (key, sent)

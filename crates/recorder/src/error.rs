@@ -269,6 +269,8 @@ pub enum Setting {
     ControlPipe,
     /// Where what the mode forwards is answered (an upstream, or vcrpy tapes).
     Answers,
+    /// The test runner whose life bounds the proxy's.
+    Runner,
 }
 
 impl fmt::Display for Setting {
@@ -284,6 +286,7 @@ impl fmt::Display for Setting {
             Setting::MissStatus => "miss status",
             Setting::ControlPipe => "control pipe",
             Setting::Answers => "source of answers",
+            Setting::Runner => "runner to watch",
         })
     }
 }

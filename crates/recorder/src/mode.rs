@@ -39,6 +39,17 @@ impl Mode {
         }
     }
 
+    /// What this mode does with a request this recorder itself recorded earlier in its life
+    /// (its session): a session asks the upstream each request once, so two tests sending one
+    /// request in one record run get the one answer a replay of the run will give them. Only
+    /// `off`, which stores nothing, has no such recording.
+    pub fn on_recorded_here(self) -> OnHit {
+        match self {
+            Mode::Off => OnHit::Forward(Write::Nothing),
+            Mode::Replay | Mode::Record | Mode::Auto => OnHit::Replay,
+        }
+    }
+
     /// What this mode does with a request whose recording is not stored.
     pub fn on_miss(self) -> OnMiss {
         match self {
@@ -140,6 +151,15 @@ mod tests {
         assert_eq!(" AUTO ".parse::<Mode>(), Ok(Mode::Auto));
         assert!("replays".parse::<Mode>().unwrap_err().contains("replays"));
         assert_eq!(Mode::default(), Mode::Replay);
+    }
+
+    #[test]
+    fn a_session_replays_what_it_recorded_itself() {
+        assert_eq!(Mode::Record.on_hit(), OnHit::Forward(Write::Overwrite));
+        for mode in [Mode::Replay, Mode::Record, Mode::Auto] {
+            assert_eq!(mode.on_recorded_here(), OnHit::Replay, "{mode}");
+        }
+        assert_eq!(Mode::Off.on_recorded_here(), OnHit::Forward(Write::Nothing));
     }
 
     #[test]

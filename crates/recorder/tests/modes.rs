@@ -148,7 +148,9 @@ async fn record_overwrites_and_off_stores_nothing() {
     let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
     let key = recorder.handle(chat("Hi", 1.0)).await.unwrap().key;
     fake.reply(CHAT, Reply::json(200, completion("second")));
-    recorder.handle(chat("Hi", 1.0)).await.unwrap();
+    // A new record session re-records what an earlier one stored.
+    let again = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
+    again.handle(chat("Hi", 1.0)).await.unwrap();
     let stored = store.get_json(&key).await.unwrap().unwrap();
     assert_eq!(
         stored["response"]["body"]["json"]["choices"][0]["message"]["content"],
@@ -161,6 +163,35 @@ async fn record_overwrites_and_off_stores_nothing() {
     assert_eq!(outcome.source, Source::PassedThrough);
     assert!(off_store.list("").await.unwrap().is_empty());
     assert_eq!(fake.requests(), 3);
+}
+
+#[tokio::test]
+async fn a_record_session_asks_the_upstream_each_request_once() {
+    // Two tests sending one request in one record run: the upstream answers differently each
+    // time (a judge's verdict, a sampled answer), and a replay of the run gives both the one
+    // stored answer, so the record run must have given both that answer too.
+    let fake = fake_with_chat("PASS: polite").await;
+    let store = memory();
+    let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
+    let first = recorder.handle(chat("Judge this", 1.0)).await.unwrap();
+    assert_eq!(first.source, Source::Recorded);
+    let key = first.key.clone();
+    assert_eq!(body_json(first).await, completion("PASS: polite"));
+    fake.reply(CHAT, Reply::json(200, completion("FAIL: rude")));
+    let second = recorder.handle(chat("Judge this", 1.0)).await.unwrap();
+    assert_eq!(second.source, Source::Replayed);
+    assert_eq!(second.key, key);
+    assert_eq!(body_json(second).await, completion("PASS: polite"));
+    assert_eq!(fake.requests(), 1);
+    let stats = recorder.stats();
+    assert_eq!((stats.recorded, stats.hits), (1, 1));
+
+    // Another request is still recorded, and what replay answers is what the run answered.
+    recorder.handle(chat("Judge that", 1.0)).await.unwrap();
+    assert_eq!(fake.requests(), 2);
+    let replay = Recorder::new(config(Mode::Replay, &fake.url), store.clone()).unwrap();
+    let replayed = replay.handle(chat("Judge this", 1.0)).await.unwrap();
+    assert_eq!(body_json(replayed).await, completion("PASS: polite"));
 }
 
 #[tokio::test]

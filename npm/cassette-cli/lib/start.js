@@ -28,6 +28,8 @@ export async function startCassette(options = {}) {
   const env = options.env ?? process.env;
   const binary = options.binary ?? binaryPath({ env });
   const args = ["proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control"];
+  // The proxy ends with this process, however it dies (kill -9 runs no "exit" handler).
+  if (process.platform !== "win32") args.push("--runner-pid", String(process.pid));
   if (options.mode) args.push("--mode", options.mode);
   args.push(...(options.args ?? []));
   const child = spawn(binary, args, { cwd: options.cwd ?? process.cwd(), env, stdio: ["ignore", "pipe", "pipe"] });

@@ -8,7 +8,9 @@ use crate::shared::settings::{
     parse_size, RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
 };
 use anyhow::{bail, Context};
-use cassette_recorder::proxy::{Channel, ControlPipe, Exposure, Proxy, ProxyConfig, ProxyStats};
+use cassette_recorder::proxy::{
+    Channel, ControlPipe, Exposure, Proxy, ProxyConfig, ProxyStats, Runner,
+};
 use cassette_recorder::Answers;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -89,6 +91,12 @@ pub(crate) struct ProxyArgs {
     /// --ready line. Unix only.
     #[arg(long, value_name = "PATH", num_args = 0..=1)]
     channel: Option<Option<std::path::PathBuf>>,
+
+    /// Stop, as on SIGTERM, once the process PID is gone, however it ended (SIGKILL included;
+    /// looked at about every 250 ms): what a test runner that starts the proxy passes, its own
+    /// process id, so that no proxy outlives it. Unix only.
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(u32).range(1..=i64::from(i32::MAX)))]
+    runner_pid: Option<u32>,
 }
 
 /// How `cassette proxy` says it is ready.
@@ -152,6 +160,10 @@ impl ProxyArgs {
                 None => Channel::Off,
                 Some(None) => Channel::Fresh,
                 Some(Some(path)) => Channel::At(path.clone()),
+            },
+            runner: match self.runner_pid {
+                None => Runner::Unwatched,
+                Some(pid) => Runner::Pid(pid),
             },
             ..defaults
         };

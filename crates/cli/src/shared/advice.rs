@@ -29,6 +29,10 @@ pub(crate) fn for_recorder(err: &Error) -> Option<String> {
             setting: Setting::MissStatus,
             ..
         } => "--miss-status, or miss_status in cassette.toml",
+        Error::InvalidSetting {
+            setting: Setting::Runner,
+            ..
+        } => "cassette proxy --runner-pid PID",
         Error::NoUpstream { target } if target == DEFAULT_TARGET => {
             "--upstream or UPSTREAM_BASE, or [routes.default] upstream in cassette.toml"
         }

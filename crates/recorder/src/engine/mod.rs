@@ -4,6 +4,7 @@
 //! requests in flight at once share one upstream call, `import` stores exchanges recorded
 //! elsewhere). The MCP relays build on it through the crate-private counters and lookups below.
 
+mod echo;
 mod flight;
 mod hit;
 mod import;
@@ -38,7 +39,7 @@ use cassette_tape::{Cassette, Request};
 use flight::{Flights, Landed, Turn};
 use replay::replay_response;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -152,6 +153,9 @@ struct Inner {
     /// How often each request (by base key) was asked so far, in sequence mode.
     /// By test (when a test runner named one) and base key.
     occurrences: Mutex<HashMap<(Option<String>, Key), u32>>,
+    /// The keys this recorder stored, so that a record session answers a request it already
+    /// recorded from that recording ([`Mode::on_recorded_here`]). 32 bytes a recording.
+    recorded_here: Mutex<HashSet<Key>>,
     /// Ready-to-send replay answers, checked against the stored document on every hit.
     hit_cache: HitCache,
 }
@@ -238,6 +242,7 @@ impl Recorder {
                 flushing: tokio::sync::Mutex::new(()),
                 usage_log,
                 occurrences: Mutex::new(HashMap::new()),
+                recorded_here: Mutex::default(),
             }),
         })
     }
@@ -336,15 +341,22 @@ impl Recorder {
         let keyed = request.key(&self.inner.config.key);
         request.check_declared_json(keyed.body)?;
         let keyed = self.in_session(keyed, repeats, scope.test.as_deref());
-        let (keyed, stored) = match mode.reads_store() {
+        let (keyed, stored, on_hit) = match mode.reads_store() {
             true => {
-                self.lookup_for(keyed, scope.test.as_deref(), sharing, hits_first)
-                    .await?
+                let (keyed, stored) = self
+                    .lookup_for(keyed, scope.test.as_deref(), sharing, hits_first)
+                    .await?;
+                (keyed, stored, mode.on_hit())
             }
-            false => (keyed, None),
+            // A mode that calls the upstream for every request still asks it once a session.
+            false if self.recorded_here(&keyed.key) => {
+                let stored = self.lookup(&keyed).await?;
+                (keyed, stored, mode.on_recorded_here())
+            }
+            false => (keyed, None, mode.on_hit()),
         };
         let write = match stored {
-            Some(cassette) => match mode.on_hit() {
+            Some(cassette) => match on_hit {
                 OnHit::Replay => return self.replay(&request, keyed, cassette),
                 OnHit::Forward(write) => write,
             },
@@ -724,6 +736,24 @@ impl Recorder {
     }
 
     /// Counts a replay hit and logs its key as used.
+    /// Whether this recorder stored the recording of `key` itself.
+    fn recorded_here(&self, key: &Key) -> bool {
+        self.inner
+            .recorded_here
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key)
+    }
+
+    /// Notes that this recorder stored the recording of `key`.
+    pub(super) fn note_recorded_here(&self, key: &Key) {
+        self.inner
+            .recorded_here
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone());
+    }
+
     fn note_hit(&self, key: &Key) {
         self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
         self.log_usage(key);

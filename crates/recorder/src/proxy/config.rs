@@ -86,6 +86,24 @@ pub struct ProxyConfig {
     /// Whether the proxy also listens on the in-process channel, a Unix socket only its owner
     /// can connect to (see the module docs); off by default.
     pub channel: Channel,
+    /// The process whose life bounds the proxy's (see [`Runner`]); none by default.
+    pub runner: Runner,
+}
+
+/// The test runner whose life bounds a proxy it started: once it is gone, however it died
+/// (SIGKILL included), the proxy stops as it does on SIGTERM or when the control pipe closes.
+/// A pipe cannot tell that alone: a runner that uses none has nothing to close, and a child a
+/// test forked holds the runner's end open for as long as it lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Runner {
+    /// None: the proxy serves until it is stopped.
+    #[default]
+    Unwatched,
+    /// The process with this id (the runner passes its own), looked at about every 250 ms:
+    /// when it is the proxy's parent, by whether it still is (a parent that died is not
+    /// mistaken for a process that took its id later, nor for its zombie), else by whether a
+    /// process with that id exists. Unix only.
+    Pid(u32),
 }
 
 /// Where test scopes are begun and ended besides the control endpoint.
@@ -140,6 +158,7 @@ impl Default for ProxyConfig {
             retrying_miss_status: Some(DEFAULT_RETRYING_MISS_STATUS),
             unrouted: crate::config::DEFAULT_TARGET.to_owned(),
             channel: Channel::Off,
+            runner: Runner::Unwatched,
         }
     }
 }
@@ -185,6 +204,21 @@ impl ProxyConfig {
                 return Err(Error::InvalidSetting {
                     setting: Setting::ControlPipe,
                     reason: "it is a Unix pipe; use the control endpoint on this platform",
+                });
+            }
+        }
+        if let Runner::Pid(pid) = self.runner {
+            // 0 and -1 (what a larger number becomes as a pid_t) name groups to kill(2).
+            if pid == 0 || i32::try_from(pid).is_err() {
+                return Err(Error::InvalidSetting {
+                    setting: Setting::Runner,
+                    reason: "a process id is a number from 1 to 2147483647",
+                });
+            }
+            if cfg!(not(unix)) {
+                return Err(Error::InvalidSetting {
+                    setting: Setting::Runner,
+                    reason: "the runner is watched on Unix only",
                 });
             }
         }

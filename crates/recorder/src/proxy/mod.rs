@@ -75,14 +75,17 @@ mod hosts;
 mod journal;
 #[cfg(unix)]
 mod pipe;
+#[cfg(unix)]
+mod runner;
 mod scopes;
 mod sent;
 mod server;
 
 pub use channel::Channel;
 pub use config::{
-    Advice, ControlPipe, Exposure, ProxyConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT,
-    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS, DEFAULT_RETRYING_MISS_STATUS,
+    Advice, ControlPipe, Exposure, ProxyConfig, Runner, DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MISS_STATUS,
+    DEFAULT_RETRYING_MISS_STATUS,
 };
 pub use forward::{Bypassed, Forwarding, HostPattern};
 pub use hosts::{Hosts, VENDOR_HOSTS};
@@ -100,12 +103,21 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+#[cfg(unix)]
+use runner::Watch;
+/// Where the runner is not watched, a placeholder: [`Runner::Pid`] is refused there.
+#[cfg(not(unix))]
+#[derive(Debug)]
+struct Watch;
+
 /// A proxy bound to a socket, ready to [`serve`](Proxy::serve).
 pub struct Proxy {
     state: Arc<AppState>,
     listener: TcpListener,
     channel: Option<channel::Socket>,
     addr: SocketAddr,
+    /// The test runner whose end ends the proxy ([`ProxyConfig::runner`]).
+    runner: Option<Watch>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -139,6 +151,11 @@ impl Proxy {
             action: "reading its listening address",
             source: Box::new(e),
         })?;
+        // Before the channel is bound, which a failure here would leave behind.
+        #[cfg(unix)]
+        let runner = Watch::new(config.runner)?;
+        #[cfg(not(unix))]
+        let runner = None;
         let channel = channel::bind(&config.channel)?;
         Ok(Proxy {
             state: Arc::new(AppState::new(
@@ -150,6 +167,7 @@ impl Proxy {
             listener,
             channel,
             addr,
+            runner,
         })
     }
 
@@ -174,19 +192,26 @@ impl Proxy {
         StatsHandle(self.state.clone())
     }
 
-    /// Serves until `shutdown` completes, then stops accepting, lets requests in flight
-    /// (streams included) finish, and returns the final counters.
+    /// Serves until `shutdown` completes (or the test runner is gone: it closed the control
+    /// pipe, or the process [`ProxyConfig::runner`] names ended), then stops accepting, lets
+    /// requests in flight (streams included) finish, and returns the final counters.
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<ProxyStats, Error> {
         let state = self.state.clone();
-        server::serve(self.listener, self.channel, self.state, shutdown)
-            .await
-            .map_err(|e| Error::Server {
-                action: "serving",
-                source: Box::new(e),
-            })?;
+        server::serve(
+            self.listener,
+            self.channel,
+            self.runner,
+            self.state,
+            shutdown,
+        )
+        .await
+        .map_err(|e| Error::Server {
+            action: "serving",
+            source: Box::new(e),
+        })?;
         Ok(StatsHandle(state).get())
     }
 }

@@ -66,6 +66,7 @@ impl AppState {
 pub(super) async fn serve(
     listener: TcpListener,
     channel: Option<Socket>,
+    runner: Option<super::Watch>,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -74,7 +75,8 @@ pub(super) async fn serve(
     // Lines of the control pipe are followed as they come too, not only when a request comes:
     // a run of tests that send nothing must not fill the pipe and block their runner. When the
     // runner closes its end it is gone (killed, or crashed before it could stop us): the proxy
-    // stops as on SIGTERM instead of serving nobody forever.
+    // stops as on SIGTERM instead of serving nobody forever. So it does when the runner it
+    // watches ends (`super::runner`), which a pipe a forked child still holds cannot tell.
     #[cfg(unix)]
     let (follower, runner_gone) = match state.pipe.is_some() {
         true => {
@@ -95,12 +97,27 @@ pub(super) async fn serve(
     };
     #[cfg(not(unix))]
     let runner_gone: Option<tokio::sync::oneshot::Receiver<()>> = None;
-    let runner_gone = async move {
+    let pipe_closed = async move {
         match runner_gone {
             Some(gone) => {
                 let _ = gone.await;
             }
             None => std::future::pending().await,
+        }
+    };
+    let runner_ended = async move {
+        #[cfg(unix)]
+        if let Some(watch) = runner {
+            return watch.gone().await;
+        }
+        #[cfg(not(unix))]
+        let _ = runner;
+        std::future::pending().await
+    };
+    let runner_gone = async move {
+        tokio::select! {
+            () = pipe_closed => {},
+            () = runner_ended => {},
         }
     };
     let mut runner_gone = std::pin::pin!(runner_gone);
