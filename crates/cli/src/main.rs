@@ -68,6 +68,8 @@ enum Command {
     Verify(commands::verify::VerifyArgs),
     /// Delete cassettes that no usage log names.
     Gc(commands::gc::GcArgs),
+    /// Rewrite a jsonl:// log without the bytes of deleted and replaced cassettes.
+    Compact(commands::compact::CompactArgs),
     /// Copy cassettes between stores (create-only and resumable by default).
     Copy(commands::copy::CopyArgs),
     /// Convert tapes of other tools (seed-harness JSON, vcrpy YAML) into cassettes.
@@ -165,6 +167,7 @@ fn run_command(
         Command::Show(args) => commands::show::run(args, file),
         Command::Verify(args) => commands::verify::run(args, file),
         Command::Gc(args) => commands::gc::run(args, file),
+        Command::Compact(args) => commands::compact::run(args, file),
         Command::Copy(args) => commands::copy::run(args),
         Command::Import(args) => commands::import::run(args, file),
         Command::Rekey(args) => commands::rekey::run(args, file),

@@ -825,3 +825,113 @@ async fn a_key_split_across_exact_stream_events_is_never_stored_for_any_provider
         );
     }
 }
+
+/// The key the route adds, which the command itself never had (it sends a placeholder).
+const ROUTE_KEY: &str = "sk-ant-api03-Qw7Er9Ty2Ui4Op6As8Df0Gh1Jk3Lz5Xc7Vb9Nm";
+
+fn keyed_recorder(upstream: &Upstream, store: &DynStore) -> Recorder {
+    let mut route = Route::new("default", upstream.url.clone());
+    route.api_key = cassette_recorder::config::ApiKey::new(ROUTE_KEY);
+    let config = RecorderConfig {
+        mode: Mode::Record,
+        routes: vec![route],
+        ..RecorderConfig::default()
+    };
+    Recorder::new(config, store.clone()).unwrap()
+}
+
+/// Issue 35 item 6: an upstream that echoes the route's key (a 401 message, a 200 body, a
+/// header, a stream that carries it across network pieces) hands the command no real key.
+#[tokio::test]
+async fn a_route_key_the_upstream_echoes_never_reaches_the_client() {
+    let upstream = Upstream::start().await;
+    let store = memory();
+    let rec = keyed_recorder(&upstream, &store);
+    let placeholder = "sk-cassette-placeholder";
+    let ask = |path: &str, body: Value| {
+        let mut request = Request::post_json(path, &body);
+        request
+            .headers
+            .push(("authorization".into(), format!("Bearer {placeholder}")));
+        request
+    };
+    let chat = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+
+    upstream.answer(
+        "/v1/denied",
+        Answer {
+            status: 401,
+            headers: vec![
+                ("content-type", "application/json".into()),
+                ("www-authenticate", format!("Bearer realm=\"{ROUTE_KEY}\"")),
+            ],
+            body: Bytes::from(
+                json!({"error": {"message": format!("Incorrect API key provided: {ROUTE_KEY}")}})
+                    .to_string(),
+            ),
+            pieces: Some(5),
+        },
+    );
+    let denied = rec.handle(ask("/v1/denied", chat.clone())).await.unwrap();
+    assert_eq!(denied.response.status, 401);
+    let headers = format!("{:?}", denied.response.headers);
+    assert!(!headers.contains(ROUTE_KEY), "{headers}");
+    let body = String::from_utf8_lossy(&denied.response.into_bytes().await.unwrap()).into_owned();
+    assert!(!body.contains(ROUTE_KEY), "{body}");
+    assert!(
+        body.contains("Incorrect API key provided: [REDACTED]"),
+        "{body}"
+    );
+
+    upstream.answer(
+        "/v1/chat/completions",
+        Answer::json(chat_answer(&format!("your key is {ROUTE_KEY}"))),
+    );
+    let whole = rec
+        .handle(ask("/v1/chat/completions", chat.clone()))
+        .await
+        .unwrap();
+    let body = String::from_utf8_lossy(&whole.response.into_bytes().await.unwrap()).into_owned();
+    assert!(!body.contains(ROUTE_KEY), "{body}");
+    assert!(body.contains("your key is [REDACTED]"), "{body}");
+
+    let event = |content: &str| {
+        let data = json!({"id": "c1", "object": "chat.completion.chunk", "created": 1,
+            "model": "m", "choices": [{"index": 0, "delta": {"content": content},
+            "finish_reason": null}]});
+        format!("data: {data}\n\n")
+    };
+    let sse = [
+        event("key: "),
+        event(ROUTE_KEY),
+        event(" again "),
+        event(ROUTE_KEY),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    for size in [1, 7, 40] {
+        upstream.answer(
+            "/v1/chat/completions",
+            Answer {
+                status: 200,
+                headers: vec![("content-type", "text/event-stream".into())],
+                body: Bytes::from(sse.clone()),
+                pieces: Some(size),
+            },
+        );
+        let mut body = chat.clone();
+        body["stream"] = json!(true);
+        body["n"] = json!(size);
+        let streamed = rec.handle(ask("/v1/chat/completions", body)).await.unwrap();
+        let text =
+            String::from_utf8_lossy(&streamed.response.into_bytes().await.unwrap()).into_owned();
+        assert!(!text.contains(ROUTE_KEY), "pieces of {size}: {text}");
+        assert!(text.contains("[REDACTED]"), "pieces of {size}: {text}");
+        assert!(
+            text.ends_with("data: [DONE]\n\n"),
+            "pieces of {size}: {text}"
+        );
+    }
+    let stored = everything_stored(&store).await;
+    assert_absent(&stored, &[ROUTE_KEY]);
+}

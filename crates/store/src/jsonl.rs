@@ -170,6 +170,20 @@ impl JsonlStore {
         .await
     }
 
+    /// Rewrites the log keeping only each live key's latest cassette, so the bytes of deleted
+    /// and replaced cassettes (and of unreadable lines) leave the disk: `cassette compact`, and
+    /// `gc` after it deleted from a log.
+    ///
+    /// The new log is written to a temporary file in the log's folder, synced, and renamed over
+    /// the log, so the path names the old log or the whole new one, never a partial file.
+    /// Writers are held off by the exclusive lock every append takes; one waiting for it on the
+    /// old file finds the path renamed once it gets the lock and follows the new file (as it
+    /// follows any replacement), so no record is lost. A reader with the old file open keeps
+    /// reading that snapshot until its next look at the path, which follows the new file.
+    pub async fn compact(&self) -> Result<Compaction> {
+        self.run(|inner, state| state.compact(&inner.path)).await
+    }
+
     async fn append(&self, key: &Key, document: Bytes, mode: PutMode) -> Result<Created> {
         json::validate(&document).map_err(|reason| Error::InvalidDocument {
             location: self.location(),
@@ -199,6 +213,22 @@ impl JsonlStore {
         })
         .await
     }
+}
+
+/// What [`JsonlStore::compact`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Compaction {
+    /// Cassettes kept (the live keys).
+    pub kept: usize,
+    /// Lines left out: deletions, cassettes replaced or deleted since, and unreadable lines.
+    pub dropped_lines: u64,
+    /// Unreadable lines among them (damaged, or cut short by a writer that died).
+    pub dropped_damaged: usize,
+    /// The log's size before, in bytes.
+    pub bytes_before: u64,
+    /// The log's size after, in bytes.
+    pub bytes_after: u64,
 }
 
 /// Whether opening the log may create it.
@@ -457,6 +487,90 @@ impl State {
             .map_err(|source| io_error("reading", path, source))?;
         self.remember_tail(path)?;
         Ok(start)
+    }
+
+    /// See [`JsonlStore::compact`]. The exclusive lock is held from the catch-up to the rename,
+    /// so the new log holds every line any writer appended.
+    fn compact(&mut self, path: &Path) -> Result<Compaction> {
+        let _lock = self.lock_for_writing(path)?;
+        self.catch_up(path)?;
+        let bytes_before = self.seen.len;
+        let lines_before = self.lines + u64::from(self.indexed_to < self.seen.len);
+        let dropped_damaged = self.damaged.len();
+        let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) => dir.to_owned(),
+            None => PathBuf::from("."),
+        };
+        let name = path
+            .file_name()
+            .map_or_else(|| "log".into(), |n| n.to_string_lossy().into_owned());
+        let nonce = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let temp = dir.join(format!(".{name}.compact-{}-{nonce}", std::process::id()));
+        let written = self.write_live(path, &temp);
+        let bytes_after = match written {
+            Ok(len) => len,
+            Err(err) => {
+                let _ = std::fs::remove_file(&temp);
+                return Err(err);
+            }
+        };
+        if let Err(source) = std::fs::rename(&temp, path) {
+            let _ = std::fs::remove_file(&temp);
+            return Err(io_error("replacing", path, source));
+        }
+        platform::sync_dir(&dir)
+            .map_err(|source| io_error("syncing the folder of", path, source))?;
+        let kept = self.index.len();
+        // Follow the new log now; the lock on the old one is released when `_lock` drops.
+        *self = State::open(path, Create::Never)?;
+        Ok(Compaction {
+            kept,
+            dropped_lines: lines_before.saturating_sub(kept as u64),
+            dropped_damaged,
+            bytes_before,
+            bytes_after,
+        })
+    }
+
+    /// Writes each live key's cassette line to `temp` (a new file with the log's permissions),
+    /// synced, and returns its length.
+    fn write_live(&self, path: &Path, temp: &Path) -> Result<u64> {
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(temp)
+            .map_err(|source| io_error("creating", temp, source))?;
+        let permissions = self
+            .file
+            .metadata()
+            .map_err(|source| io_error("reading", path, source))?
+            .permissions();
+        out.set_permissions(permissions)
+            .map_err(|source| io_error("writing", temp, source))?;
+        let mut writer = io::BufWriter::with_capacity(1 << 20, &mut out);
+        let mut len = 0u64;
+        for (key, &span) in &self.index {
+            let cassette = self.read_cassette(path, span)?;
+            let mut line = Vec::with_capacity(cassette.len() + 96);
+            line.extend_from_slice(b"{\"key\":\"");
+            line.extend_from_slice(key.as_str().as_bytes());
+            line.extend_from_slice(b"\",\"cassette\":");
+            line.extend_from_slice(&cassette);
+            line.extend_from_slice(b"}\n");
+            writer
+                .write_all(&line)
+                .map_err(|source| io_error("writing", temp, source))?;
+            len += line.len() as u64;
+        }
+        writer
+            .flush()
+            .map_err(|source| io_error("writing", temp, source))?;
+        drop(writer);
+        out.sync_all()
+            .map_err(|source| io_error("syncing", temp, source))?;
+        Ok(len)
     }
 
     fn read_cassette(&self, path: &Path, (offset, len): (u64, u64)) -> Result<Vec<u8>> {

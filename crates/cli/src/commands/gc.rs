@@ -11,7 +11,11 @@
 //! cassette gc lists that a logging recorder wrote is named by the logs gc judges by: none is
 //! deleted for being younger than the log gc first read. A recorder that logs nowhere, or to a
 //! log gc is not given, records cassettes gc counts as unused, as it always did.
+//!
+//! On a `jsonl://` log a delete appends a tombstone, so gc compacts the log after deleting
+//! (`cassette compact`): the deleted cassettes' bytes leave the disk, not only the listing.
 
+use crate::shared::compaction::{compact, summary};
 use crate::shared::progress::Progress;
 use crate::shared::runtime::runtime;
 use crate::shared::settings::SettingsFile;
@@ -63,7 +67,8 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
         // evidence would be a disaster.
         bail!("the usage logs name no key; refusing to treat every cassette as unused");
     }
-    let store = args.store.open_existing(file)?;
+    let spec = args.store.resolve(file);
+    let store = spec.open_existing()?;
     let (unused, total, failed, kept) = runtime()?.block_on(async {
         let keys = store.list("").await?;
         if !keys.is_empty() && !keys.iter().any(|k| used.contains(k)) {
@@ -126,6 +131,21 @@ pub(crate) fn run(args: GcArgs, file: &SettingsFile) -> anyhow::Result<ExitCode>
             String::new()
         }
     );
+    if action == Action::Delete && unused.len() > failed {
+        // A jsonl:// delete only appends a tombstone: the deleted cassettes' bytes stay in the
+        // log until it is rewritten, and a team deleting a leaked tape must not believe it gone.
+        match compact(&spec) {
+            Ok(Some(done)) => eprintln!("{}", summary(&spec, &done)),
+            Ok(None) => {}
+            Err(err) => {
+                eprintln!(
+                    "the deleted cassettes' bytes remain in {spec}: compacting it failed: {err:#}; \
+                     run `cassette compact --store {spec}` to remove them"
+                );
+                return Ok(ExitCode::from(crate::shared::runtime::EXIT_ERROR));
+            }
+        }
+    }
     Ok(if failed > 0 {
         ExitCode::from(crate::shared::runtime::EXIT_ERROR)
     } else {

@@ -2,6 +2,7 @@
 //! on another command (tests/cli_layers.rs).
 
 pub(crate) mod canary;
+pub(crate) mod compact;
 pub(crate) mod config;
 pub(crate) mod copy;
 pub(crate) mod diff;

@@ -7,6 +7,7 @@ pub(crate) mod bypass;
 pub(crate) mod call;
 pub(crate) mod cassettes;
 pub(crate) mod child_env;
+pub(crate) mod compaction;
 pub(crate) mod exec_report;
 pub(crate) mod git;
 pub(crate) mod judge;

@@ -4,6 +4,7 @@
 //! requests in flight at once share one upstream call, `import` stores exchanges recorded
 //! elsewhere). The MCP relays build on it through the crate-private counters and lookups below.
 
+mod echo;
 mod flight;
 mod hit;
 mod import;

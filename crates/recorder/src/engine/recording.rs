@@ -2,6 +2,7 @@
 //! it) becomes a cassette, handed to the one write path; a stream is relayed to the client
 //! piece by piece while it is assembled.
 
+use super::echo::Echo;
 use super::flight::{Flight, Landed};
 use super::relay::{Assembled, Relay, Relayed};
 use super::write::{Stamp, Stored};
@@ -77,7 +78,14 @@ impl Draft {
     /// stored either: when it was to be recorded, the client gets the whole events sent so
     /// far and an error event naming the limit, and nothing more; otherwise (mode `off`) it is
     /// passed on whole, no longer assembled. Either way memory stays within the limit.
-    pub(super) fn relay_stream(mut self, format: StreamFormat, response: Body) -> BodyStream {
+    /// With `echo`, the route's key the upstream echoes is replaced in what the client gets,
+    /// also when it is split across pieces (the recording is redacted by the store).
+    pub(super) fn relay_stream(
+        mut self,
+        format: StreamFormat,
+        response: Body,
+        mut echo: Option<Echo>,
+    ) -> BodyStream {
         let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(16);
         let config = &self.recorder.inner.config;
         let mut relay = Relay::new(
@@ -96,6 +104,9 @@ impl Draft {
                 let bytes = match piece {
                     Ok(bytes) => bytes,
                     Err(err) => {
+                        if let (Some(echo), Some(tx)) = (&mut echo, &client) {
+                            let _ = tx.send(Ok(echo.finish())).await;
+                        }
                         self.broke_off(format, err, client.as_ref(), relay.assembling())
                             .await;
                         return;
@@ -118,16 +129,40 @@ impl Draft {
                         self.land(Landed::NotStored);
                         if let Some(tx) = client.take() {
                             for piece in ending {
+                                // Each piece of the ending ends an event or the body: what
+                                // was held back goes with it.
+                                let piece = match (&mut echo, piece) {
+                                    (Some(echo), Ok(bytes)) => {
+                                        let mut out = echo.chunk(bytes).to_vec();
+                                        out.extend_from_slice(&echo.finish());
+                                        Ok(Bytes::from(out))
+                                    }
+                                    (Some(echo), Err(err)) => {
+                                        let _ = tx.send(Ok(echo.finish())).await;
+                                        Err(err)
+                                    }
+                                    (None, piece) => piece,
+                                };
                                 let _ = tx.send(piece).await;
                             }
                         }
                         return;
                     }
                 };
+                let bytes = match &mut echo {
+                    Some(echo) => echo.chunk(bytes),
+                    None => bytes,
+                };
                 if let Some(tx) = &client {
-                    if tx.send(Ok(bytes)).await.is_err() {
+                    if !bytes.is_empty() && tx.send(Ok(bytes)).await.is_err() {
                         client = None;
                     }
+                }
+            }
+            if let (Some(echo), Some(tx)) = (&mut echo, &client) {
+                let held = echo.finish();
+                if !held.is_empty() && tx.send(Ok(held)).await.is_err() {
+                    client = None;
                 }
             }
             match relay.finish() {
@@ -291,6 +326,12 @@ impl Recorder {
         let mut headers = std::mem::take(&mut sent.headers);
         let mut client = client_headers(&headers);
         sandbox_locations(&sent, &request.target, &mut headers, &mut client);
+        let echo = sent.echo.take();
+        if let Some(echo) = &echo {
+            for (_, value) in client.iter_mut() {
+                *value = echo.text(value);
+            }
+        }
         let success = (200..300).contains(&status);
         let keep = success || self.inner.config.errors == ErrorRecording::Record;
         let mut write = if keep { write } else { Write::Nothing };
@@ -331,7 +372,7 @@ impl Recorder {
         };
         let Some(format) = format else {
             return self
-                .relay_whole(draft, keyed, client, &sent.endpoint, sent.body)
+                .relay_whole(draft, keyed, client, &sent.endpoint, sent.body, echo)
                 .await;
         };
         // The headers go out before the stream is complete: what is known now is that it is
@@ -346,7 +387,7 @@ impl Recorder {
             response: Response {
                 status,
                 headers: client,
-                body: ResponseBody::Stream(draft.relay_stream(format, sent.body)),
+                body: ResponseBody::Stream(draft.relay_stream(format, sent.body, echo)),
             },
         })
     }
@@ -356,7 +397,8 @@ impl Recorder {
     /// A success that declares JSON but does not parse (a truncated or garbled body) is an
     /// upstream error: passed on and never recorded, not even when error answers are, since
     /// it would replay as a success the client cannot read, forever (error recording keeps the
-    /// upstream's error answers, which say what they are).
+    /// upstream's error answers, which say what they are). With `echo`, the client gets the
+    /// answer without the route's key it may echo.
     async fn relay_whole(
         &self,
         mut draft: Draft,
@@ -364,6 +406,7 @@ impl Recorder {
         client: Vec<(String, String)>,
         endpoint: &str,
         response: Body,
+        echo: Option<Echo>,
     ) -> Result<Outcome> {
         let limit = self.inner.config.max_answer;
         let bytes = match response.read_whole(limit).await {
@@ -431,6 +474,10 @@ impl Recorder {
         if source == Source::Recorded {
             draft.land(Landed::Stored);
         }
+        let bytes = match &echo {
+            Some(echo) => echo.whole(bytes),
+            None => bytes,
+        };
         Ok(Outcome {
             key: keyed.key,
             source,
@@ -456,6 +503,7 @@ impl Recorder {
         let counters = &inner.counters;
         counters.upstream_requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
+        let via_network = matches!(via, Via::Network(_));
         let answered =
             match via {
                 Via::Network(upstream) => upstream.send(route, request, &inner.redactor).await.map(
@@ -478,7 +526,14 @@ impl Recorder {
         let (endpoint, status, headers, body) = answered.inspect_err(|_| {
             counters.upstream_errors.fetch_add(1, Ordering::Relaxed);
         })?;
+        // Only the key the proxy itself added is kept from the client; a route without one
+        // passes the answer on untouched.
+        let echo = match (via_network, &route.api_key) {
+            (true, Some(key)) => Echo::new(key.expose()),
+            _ => None,
+        };
         Ok(Sent {
+            echo,
             upstream: inner.redactor.url(&route.base_url),
             endpoint,
             status,
@@ -500,6 +555,8 @@ struct Sent {
     headers: Vec<(String, String)>,
     body: Body,
     started: Instant,
+    /// The scrubber of the route's key, when the proxy sent one.
+    echo: Option<Echo>,
 }
 
 /// The body of an answer: the upstream's, still arriving, or a tape's, whole.

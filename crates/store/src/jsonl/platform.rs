@@ -20,7 +20,7 @@ pub(super) struct FileId {
 /// wait (Windows' `LockFileEx` locks are mandatory, Unix's `flock` advisory).
 pub(super) const MANDATORY_LOCKS: bool = cfg!(windows);
 
-pub(super) use imp::{read_exact_at, stat_file, stat_path};
+pub(super) use imp::{read_exact_at, stat_file, stat_path, sync_dir};
 
 #[cfg(unix)]
 mod imp {
@@ -53,6 +53,11 @@ mod imp {
     pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
         file.read_exact_at(buf, offset)
     }
+
+    /// Makes a rename in `dir` durable (the folder's entry is synced like a file's data).
+    pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
 }
 
 #[cfg(windows)]
@@ -74,6 +79,12 @@ mod imp {
     /// The identity and metadata of an open file.
     pub(crate) fn stat_file(file: &File) -> io::Result<(FileId, Metadata)> {
         Ok((id(file)?, file.metadata()?))
+    }
+
+    /// Windows makes a rename durable with the file system's own journal; a folder cannot be
+    /// opened as a file to sync it.
+    pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
+        Ok(())
     }
 
     /// The identity and metadata of the file a path names now. Windows identifies files only

@@ -117,11 +117,6 @@ impl StoreArgs {
         }
     }
 
-    /// Opens the store, which must exist already (see [`StoreSpec::open_existing`]).
-    pub(crate) fn open_existing(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
-        self.resolve(file).open_existing()
-    }
-
     /// Opens the store for reading only (see [`StoreSpec::open_for_reading`]).
     pub(crate) fn open_for_reading(&self, file: &SettingsFile) -> anyhow::Result<DynStore> {
         self.resolve(file).open_for_reading()
