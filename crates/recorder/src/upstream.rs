@@ -225,8 +225,9 @@ fn upstream_query(query: &str, route: &Route) -> String {
     parts.join("&")
 }
 
-/// Percent-encodes everything but unreserved characters (RFC 3986), for a key in a query.
-fn query_encode(text: &str) -> String {
+/// Percent-encodes everything but unreserved characters (RFC 3986), for a key in a query (and
+/// for the echo of that key an upstream may send back, `engine/echo.rs`).
+pub(crate) fn query_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {

@@ -3,6 +3,7 @@
 //! which was only ever given a placeholder. Pure, tested with bytes; the store's redactor
 //! already keeps it off disk, this is what is passed on live (record, auto and off modes).
 
+use crate::upstream::query_encode;
 use bytes::Bytes;
 use cassette_tape::redact::{MIN_REDACTED_SECRET, REDACTED};
 
@@ -25,7 +26,11 @@ impl Echo {
             return None;
         }
         let mut needles = vec![key.as_bytes().to_vec()];
-        let forms = [json_escaped(key), key.replace('/', "\\/"), url_encoded(key)];
+        let forms = [
+            json_escaped(key),
+            key.replace('/', "\\/"),
+            query_encode(key),
+        ];
         for form in forms {
             if !needles.iter().any(|n| n == form.as_bytes()) {
                 needles.push(form.into_bytes());
@@ -128,19 +133,6 @@ fn json_escaped(key: &str) -> String {
         .to_owned()
 }
 
-/// `key` percent-encoded as the query of a `query:` route carries it.
-fn url_encoded(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    for byte in key.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,7 +155,7 @@ mod tests {
         let body = format!(
             r#"{{"error":"bad key {KEY}","again":"{}","url":"?key={}"}}"#,
             KEY.replace('/', "\\/"),
-            url_encoded(KEY)
+            query_encode(KEY)
         );
         let out = echo.whole(Bytes::from(body));
         assert_eq!(
