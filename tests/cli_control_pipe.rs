@@ -276,17 +276,8 @@ fn the_proxy_stops_when_its_runner_closes_the_pipe() {
     let work = Workdir::new();
     let mut proxy = Piped::start(&work);
     drop(proxy.stdin.take());
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = proxy.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the proxy kept serving after its runner closed the control pipe"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = common::cli_env::exited_within(&mut proxy.child, Duration::from_secs(30))
+        .expect("the proxy kept serving after its runner closed the control pipe");
     assert!(status.success(), "{status}");
 }
 

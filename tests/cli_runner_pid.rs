@@ -9,7 +9,7 @@ mod common;
 use common::cli_env::Workdir;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a proxy may outlive its runner: it looks at it about every 250 ms.
 const GONE_WITHIN: Duration = Duration::from_secs(10);
@@ -59,16 +59,9 @@ fn the_proxy_stops_once_the_runner_it_watches_is_killed() {
     assert_eq!(status, 200);
     runner.kill().unwrap();
     runner.wait().unwrap();
-    let deadline = Instant::now() + GONE_WITHIN;
-    let status = loop {
-        if let Some(status) = proxy.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = proxy.kill();
-            panic!("the proxy kept serving after the runner it watches was killed");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = common::cli_env::exited_within(&mut proxy, GONE_WITHIN) else {
+        let _ = proxy.kill();
+        panic!("the proxy kept serving after the runner it watches was killed");
     };
     assert!(status.success(), "{status}");
     // It stopped as on SIGTERM: counters printed (and the index flushed) on the one path.

@@ -126,15 +126,29 @@ pub(crate) fn output_within(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    if exited_within(&mut child, deadline).is_none() {
+        let _ = child.kill();
     }
     let out = child.wait_with_output().unwrap();
     (out, started.elapsed())
+}
+
+/// How `child` exited, once it has, or `None` when it still runs after `within` (it is left
+/// running: the caller kills it or fails, as its test says).
+pub(crate) fn exited_within(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if started.elapsed() > within {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// The exit code, with both streams in the message when there is none.
