@@ -6,17 +6,13 @@ one call to the next (as a sampled judge's does)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_vcr_adopt import plugin_env
-
-KEY = "sk-test-SESSIONKEY0123456789abcdef"
+from test_plugin_ci import pytest_run
 
 JUDGED = """
 import json
@@ -88,14 +84,6 @@ def judge() -> Iterator[Judge]:
     server.server_close()
 
 
-def run(folder: Path, mode: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin"]
-    command += ["-p", "no:cacheprovider", f"--cassette={mode}", "tests"]
-    env = plugin_env("http://127.0.0.1:9")
-    env["OPENAI_API_KEY"] = KEY
-    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
-
-
 def test_a_record_run_asks_the_vendor_each_request_once_and_its_replay_agrees(tmp_path: Path, judge: Judge) -> None:
     folder = tmp_path / "project"
     (folder / "tests").mkdir(parents=True)
@@ -105,7 +93,7 @@ def test_a_record_run_asks_the_vendor_each_request_once_and_its_replay_agrees(tm
     )
     (folder / "tests" / "test_judged.py").write_text(JUDGED)
 
-    recorded = run(folder, "record")
+    recorded = pytest_run(folder, "--cassette=record")
     out = recorded.stdout + recorded.stderr
     # Before: the second test asked again, got FAIL and failed the record run.
     assert recorded.returncode == 0, out
@@ -114,7 +102,7 @@ def test_a_record_run_asks_the_vendor_each_request_once_and_its_replay_agrees(tm
     assert len(list((folder / "cassettes").rglob("*.json"))) == 1, out
 
     judge.shutdown()
-    replayed = run(folder, "replay")
+    replayed = pytest_run(folder, "--cassette=replay")
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "2 passed" in replayed.stdout
     assert judge.asked == 1
