@@ -271,6 +271,8 @@ pub enum Setting {
     Answers,
     /// The test runner whose life bounds the proxy's.
     Runner,
+    /// The per-run secret a recording proxy requires of its callers.
+    RunSecret,
 }
 
 impl fmt::Display for Setting {
@@ -287,6 +289,7 @@ impl fmt::Display for Setting {
             Setting::ControlPipe => "control pipe",
             Setting::Answers => "source of answers",
             Setting::Runner => "runner to watch",
+            Setting::RunSecret => "run secret",
         })
     }
 }

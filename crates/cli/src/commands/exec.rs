@@ -12,7 +12,7 @@
 //! different person), or an answer that was to be recorded was not stored; otherwise the
 //! command's own status (128+N when a signal N ended it).
 
-use crate::shared::child_env::{child_env, EnvChange};
+use crate::shared::child_env::{child_env, EnvChange, ProxyAddress};
 use crate::shared::mcp_report::ReportedMiss;
 use crate::shared::runtime::init_logging;
 use crate::shared::runtime::EXIT_ERROR;
@@ -271,6 +271,9 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         } else {
             Channel::Off
         },
+        // The command's clients carry it in their base URLs: no other program of this machine
+        // may send requests upstream with the keys this exec holds.
+        run_secret: Some(crate::shared::run_secret::fresh()?),
         ..ProxyConfig::ephemeral()
     };
     config.validate()?;
@@ -306,11 +309,13 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         }
         let lookup = |name: &str| std::env::var(name).ok();
         let mut set = std::collections::HashMap::new();
-        for change in child_env(&url, &settings.keys, &serve, lookup) {
+        let address = ProxyAddress::new(&url, config.run_secret.as_ref());
+        for change in child_env(&address, &settings.keys, &serve, lookup) {
             match change {
                 EnvChange::Set(name, value) => {
                     command.env(&name, &value);
-                    set.insert(name, value);
+                    // Kept for the advice on bypasses, which names values as they are shown.
+                    set.insert(name, address.shown(&value));
                 }
                 EnvChange::Remove(name) => {
                     command.env_remove(name);

@@ -1,7 +1,8 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::shared::child_env::{child_env, EnvChange};
+use crate::shared::child_env::{child_env, EnvChange, ProxyAddress};
+use crate::shared::run_secret::{self, RUN_SECRET_ENV};
 use crate::shared::runtime::{init_logging, shutdown_signal};
 use crate::shared::served::summary;
 use crate::shared::settings::{
@@ -92,6 +93,16 @@ pub(crate) struct ProxyArgs {
     #[arg(long, value_name = "PATH", num_args = 0..=1)]
     channel: Option<Option<std::path::PathBuf>>,
 
+    /// Serve API requests in modes that may call an upstream (record, auto, off) only when they
+    /// carry a per-run secret, as the first path segment of their base URL
+    /// (`http://127.0.0.1:8089/_run/SECRET/v1`) or the x-cassette-run header; any other local
+    /// program, another user's included, gets 403. The secret is CASSETTE_RUN_SECRET when set
+    /// (16 to 128 letters, digits, `-` or `_`), else a fresh one, on the --ready line only
+    /// (`base`, and every base URL of `env`): what the pytest plugin and the Node helpers pass.
+    /// Replay serves any local program either way.
+    #[arg(long)]
+    run_secret: bool,
+
     /// Stop, as on SIGTERM, once the process PID is gone, however it ended (SIGKILL included;
     /// looked at about every 250 ms): what a test runner that starts the proxy passes, its own
     /// process id, so that no proxy outlives it. Unix only.
@@ -147,7 +158,7 @@ impl ProxyArgs {
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),
             control_token: if self.control {
-                Some(control_token()?)
+                Some(run_secret::fresh_hex()?)
             } else {
                 None
             },
@@ -165,6 +176,7 @@ impl ProxyArgs {
                 None => Runner::Unwatched,
                 Some(pid) => Runner::Pid(pid),
             },
+            run_secret: self.run_secret()?,
             ..defaults
         };
         proxy.validate()?;
@@ -181,6 +193,25 @@ impl ProxyArgs {
             ready: self.ready,
         };
         Ok(settings)
+    }
+}
+
+impl ProxyArgs {
+    /// The run secret `--run-secret` asks for: `CASSETTE_RUN_SECRET`'s, else a fresh one,
+    /// which only the ready line can tell.
+    fn run_secret(&self) -> anyhow::Result<Option<cassette_recorder::proxy::RunSecret>> {
+        if !self.run_secret {
+            return Ok(None);
+        }
+        if let Some(secret) = run_secret::from_env()? {
+            return Ok(Some(secret));
+        }
+        if self.ready.is_none() {
+            bail!(
+                "--run-secret without {RUN_SECRET_ENV} draws a fresh secret, which only the                  --ready line tells: pass --ready json, or set {RUN_SECRET_ENV} to the secret                  your clients carry (http://127.0.0.1:8089/_run/SECRET/v1)"
+            );
+        }
+        run_secret::fresh().map(Some)
     }
 }
 
@@ -247,12 +278,19 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
             crate::shared::settings::keys_summary(&keys)
         );
     }
+    if mode.may_call_upstream() && settings.proxy.run_secret.is_none() {
+        eprintln!(
+            "cassette proxy: any program of this machine (other users' too) can send requests              through this proxy, which calls upstreams with its keys and records; to serve only              clients that carry a secret, start it with --run-secret and              {RUN_SECRET_ENV}=SECRET, and give them base URLs such as {}/_run/SECRET/v1",
+            proxy.url()
+        );
+    }
+    let address = ProxyAddress::new(&proxy.url(), settings.proxy.run_secret.as_ref());
     if let Some(Ready::Json) = settings.ready {
-        let env = child_env(&proxy.url(), &keys, &settings.serve, |name| {
+        let env = child_env(&address, &keys, &settings.serve, |name| {
             std::env::var(name).ok()
         });
         let mut line = ready_line(
-            &proxy.url(),
+            &address,
             mode,
             &env,
             settings.proxy.control_token.as_deref(),
@@ -275,11 +313,12 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     Ok(stats?)
 }
 
-/// The ready line: the URL, the process id, the mode, the environment a test process needs
+/// The ready line: the URL, the base its clients use (the URL followed by the run secret's
+/// path, when there is one), the process id, the mode, the environment a test process needs
 /// (variables to set, and to remove), and the control token when there is one (and whether
 /// the control pipe is open).
 fn ready_line(
-    url: &str,
+    address: &ProxyAddress,
     mode: cassette_recorder::Mode,
     env: &[EnvChange],
     control_token: Option<&str>,
@@ -295,8 +334,10 @@ fn ready_line(
             EnvChange::Remove(name) => unset.push(name.clone()),
         }
     }
+    let url = &address.url;
     let mut line = serde_json::json!({
         "url": url,
+        "base": address.base,
         "pid": std::process::id(),
         "mode": mode.as_str(),
         "env": set,
@@ -306,18 +347,9 @@ fn ready_line(
         line["control"] = serde_json::json!({
             "token": token,
             "scopes": format!("{url}/_cassette/scopes"),
-            "prefix": format!("{url}/_scope"),
+            "prefix": format!("{}/_scope", address.base),
             "pipe": pipe == ControlPipe::Stdio,
         });
     }
     line
-}
-
-/// A fresh control token: 128 bits from the operating system, in hex.
-fn control_token() -> anyhow::Result<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        anyhow::anyhow!("cannot draw a control token from the operating system: {e}")
-    })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -4,6 +4,7 @@
 //! variables, so a client whose base URL still points at a vendor is caught.
 
 use crate::shared::settings::{RouteKey, ServeSettings};
+use cassette_recorder::proxy::RunSecret;
 
 /// The API key the command gets in every key variable: SDKs refuse to construct without one,
 /// and the proxy replaces it with the route's real key (or, in replay, never sends anything).
@@ -112,6 +113,38 @@ pub(crate) fn hide_own_environment() {
     }
 }
 
+/// Where a command behind the proxy reaches it: `url`, the proxy's own address (what the
+/// proxy variables name: a forward proxy is addressed by host), and `base`, what every base
+/// URL begins with: `url` followed by the run secret's path (`/_run/SECRET`) when the proxy
+/// requires one.
+#[derive(Debug, Clone)]
+pub(crate) struct ProxyAddress {
+    pub(crate) url: String,
+    pub(crate) base: String,
+    secret: Option<RunSecret>,
+}
+
+impl ProxyAddress {
+    pub(crate) fn new(url: &str, secret: Option<&RunSecret>) -> ProxyAddress {
+        ProxyAddress {
+            url: url.to_owned(),
+            base: match secret {
+                Some(secret) => format!("{url}{}", secret.path_prefix()),
+                None => url.to_owned(),
+            },
+            secret: secret.cloned(),
+        }
+    }
+
+    /// `text` (a variable's value) as it may be printed: without the run secret.
+    pub(crate) fn shown(&self, text: &str) -> String {
+        match &self.secret {
+            Some(secret) => secret.hide(text),
+            None => text.to_owned(),
+        }
+    }
+}
+
 /// What the child's environment gains or loses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum EnvChange {
@@ -119,22 +152,27 @@ pub(crate) enum EnvChange {
     Remove(String),
 }
 
-/// The environment changes for the child, given the proxy's base URL, where the routes' keys
-/// come from (one entry per route), the catch, and the current environment (`lookup`).
+/// The environment changes for the child, given where it reaches the proxy, where the routes'
+/// keys come from (one entry per route), the catch, and the current environment (`lookup`).
+/// `CASSETTE_PROXY_URL` and the base URLs carry the run secret, the proxy variables do not.
 pub(crate) fn child_env(
-    url: &str,
+    proxy: &ProxyAddress,
     keys: &[RouteKey],
     serve: &ServeSettings,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Vec<EnvChange> {
     let set = |name: &str, value: String| EnvChange::Set(name.to_owned(), value);
     let is_set = |name: &str| matches!(lookup(name), Some(v) if !v.trim().is_empty());
-    let mut env = vec![set("CASSETTE_PROXY_URL", url.to_owned())];
+    let (url, base) = (proxy.url.as_str(), proxy.base.as_str());
+    let mut env = vec![set("CASSETTE_PROXY_URL", base.to_owned())];
     for (name, path) in BASE_URL_VARIABLES {
-        env.push(set(name, format!("{url}{path}")));
+        env.push(set(name, format!("{base}{path}")));
     }
     if keys.iter().any(|k| k.route == AZURE_ROUTE) {
-        env.push(set(AZURE_ENDPOINT_VARIABLE, format!("{url}/{AZURE_ROUTE}")));
+        env.push(set(
+            AZURE_ENDPOINT_VARIABLE,
+            format!("{base}/{AZURE_ROUTE}"),
+        ));
     }
     for (name, value) in CLIENT_DEFAULTS {
         if !is_set(name) {
@@ -244,7 +282,12 @@ mod tests {
     }
 
     fn env_of(keys: &[RouteKey], lookup: impl Fn(&str) -> Option<String>) -> Vec<EnvChange> {
-        child_env("http://127.0.0.1:5", keys, &catching(&[]), lookup)
+        child_env(
+            &ProxyAddress::new("http://127.0.0.1:5", None),
+            keys,
+            &catching(&[]),
+            lookup,
+        )
     }
 
     fn get<'a>(env: &'a [EnvChange], name: &str) -> Option<&'a str> {
@@ -289,6 +332,22 @@ mod tests {
     }
 
     #[test]
+    fn base_urls_carry_the_run_secret_and_the_proxy_variables_do_not() {
+        let secret = RunSecret::new("0123456789abcdef0123").unwrap();
+        let proxy = ProxyAddress::new("http://127.0.0.1:5", Some(&secret));
+        let env = child_env(&proxy, &built_in(None, None), &catching(&[]), |_| None);
+        let base = "http://127.0.0.1:5/_run/0123456789abcdef0123";
+        assert_eq!(get(&env, "CASSETTE_PROXY_URL"), Some(base));
+        assert_eq!(get(&env, "OPENAI_BASE_URL"), Some(&*format!("{base}/v1")));
+        assert_eq!(get(&env, "OLLAMA_HOST"), Some(&*format!("{base}/ollama")));
+        assert_eq!(get(&env, "HTTPS_PROXY"), Some("http://127.0.0.1:5"));
+        assert_eq!(
+            proxy.shown(&format!("{base}/v1")),
+            "http://127.0.0.1:5/_run/…/v1"
+        );
+    }
+
+    #[test]
     fn an_azure_route_gets_the_azure_endpoint_and_its_key_a_placeholder() {
         let mut keys = built_in(None, None);
         keys.push(route_key(
@@ -308,9 +367,12 @@ mod tests {
     #[test]
     fn everything_but_loopback_and_allowed_hosts_goes_through_the_proxy() {
         let serve = catching(&["huggingface.co", "*.internal.example", "db.local:5432"]);
-        let env = child_env("http://127.0.0.1:5", &built_in(None, None), &serve, |_| {
-            None
-        });
+        let env = child_env(
+            &ProxyAddress::new("http://127.0.0.1:5", None),
+            &built_in(None, None),
+            &serve,
+            |_| None,
+        );
         for name in PROXY_VARIABLES {
             assert_eq!(get(&env, name), Some("http://127.0.0.1:5"), "{name}");
         }
@@ -329,7 +391,12 @@ mod tests {
             retrying_miss_status: None,
             forwarding: Forwarding::Off,
         };
-        let env = child_env("http://127.0.0.1:5", &built_in(None, None), &off, |_| None);
+        let env = child_env(
+            &ProxyAddress::new("http://127.0.0.1:5", None),
+            &built_in(None, None),
+            &off,
+            |_| None,
+        );
         for name in PROXY_VARIABLES.iter().chain(NO_PROXY_VARIABLES) {
             assert_eq!(get(&env, name), None, "{name}");
         }

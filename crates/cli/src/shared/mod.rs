@@ -16,6 +16,7 @@ pub(crate) mod miss;
 pub(crate) mod progress;
 pub(crate) mod request_file;
 pub(crate) mod review;
+pub(crate) mod run_secret;
 pub(crate) mod runs;
 pub(crate) mod runtime;
 pub(crate) mod served;

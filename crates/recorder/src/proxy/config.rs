@@ -3,6 +3,7 @@
 use super::channel::Channel;
 use super::forward::Forwarding;
 use super::journal::Journal;
+use super::run_secret::RunSecret;
 use crate::error::{Error, Setting};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -88,6 +89,10 @@ pub struct ProxyConfig {
     pub channel: Channel,
     /// The process whose life bounds the proxy's (see [`Runner`]); none by default.
     pub runner: Runner,
+    /// The secret a request on the HTTP port must carry (see [`RunSecret`]) in every mode that
+    /// may call an upstream; `None` (the default) serves every local program. Replay and the
+    /// channel never ask for it; a request that carries it is served in every mode.
+    pub run_secret: Option<RunSecret>,
 }
 
 /// The test runner whose life bounds a proxy it started: once it is gone, however it died
@@ -159,6 +164,7 @@ impl Default for ProxyConfig {
             unrouted: crate::config::DEFAULT_TARGET.to_owned(),
             channel: Channel::Off,
             runner: Runner::Unwatched,
+            run_secret: None,
         }
     }
 }

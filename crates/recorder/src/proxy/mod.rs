@@ -40,7 +40,11 @@
 //! - a request a browser sends for a page (an `Origin` header, or `Sec-Fetch-Site` saying
 //!   `cross-site` or `same-site`) is refused unless its origin is in
 //!   [`ProxyConfig::allowed_origins`]; CORS preflights are answered by the proxy (for allowed
-//!   origins) or refused, never forwarded.
+//!   origins) or refused, never forwarded;
+//! - with a [`RunSecret`] ([`ProxyConfig::run_secret`]), in a mode that may call an upstream
+//!   (the proxy's, or the scope's), an API request on the HTTP port must carry the secret
+//!   (`/_run/SECRET/...`, or the `x-cassette-run` header): any other local program, another
+//!   user's included, is refused, and a wrong secret is refused in every mode.
 //!
 //! Refusals are 403 `cassette_forbidden`.
 //!
@@ -75,6 +79,7 @@ mod hosts;
 mod journal;
 #[cfg(unix)]
 mod pipe;
+mod run_secret;
 #[cfg(unix)]
 mod runner;
 mod scopes;
@@ -90,6 +95,7 @@ pub use config::{
 pub use forward::{Bypassed, Forwarding, HostPattern};
 pub use hosts::{Hosts, VENDOR_HOSTS};
 pub use journal::{Answered, Journal, JournalEntry, JournalLog, KEPT_ENTRIES};
+pub use run_secret::{RunSecret, RUN_SECRET_HEADER, RUN_SEGMENT};
 pub use server::ProxyStats;
 
 use crate::engine::Recorder;

@@ -5,10 +5,11 @@
 //!
 //! What every handler shares is `state.rs` (`AppState`), which depends on no other file here.
 //! The steps live beside it: refusing strangers (`guard.rs`: foreign `Host`, browser origins,
-//! CORS preflights), reading a request (`incoming.rs`: routing, the body limit and timeout),
+//! CORS preflights; `admission.rs`: the run secret of a recording proxy), reading a request (`incoming.rs`: routing, the body limit and timeout),
 //! the test runners' control endpoint and pipe lines (`control.rs`), and every answer the proxy
 //! writes, outcomes and errors alike (`answer.rs`).
 
+mod admission;
 mod answer;
 mod channel;
 mod control;
@@ -291,8 +292,13 @@ fn router(state: Arc<AppState>) -> Router {
             state.clone(),
             channel::channel,
         ))
-        // Outermost: the control token never goes further than the control endpoint.
+        // Outermost: the control token never goes further than the control endpoint, and the
+        // run secret no further than here.
         .layer(middleware::from_fn(take_token))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            admission::take_run_secret,
+        ))
         .with_state(state)
 }
 
@@ -357,6 +363,9 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
     let routed = state.route_of(request.extensions(), unscoped).1;
     if is_own_path(raw) || is_own_path(unscoped) || is_own_path(&routed) {
         return not_own_endpoint(&state.recorder.redactor().text(raw));
+    }
+    if let Some(refused) = state.refuse_stranger(request.extensions(), raw) {
+        return refused;
     }
     state.requests.fetch_add(1, Ordering::Relaxed);
     let user_agent = request

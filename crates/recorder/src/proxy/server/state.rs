@@ -12,6 +12,7 @@ use crate::proxy::hosts::Hosts;
 use crate::proxy::journal::Book;
 #[cfg(unix)]
 use crate::proxy::pipe::Pipe;
+use crate::proxy::run_secret::RunSecret;
 use crate::proxy::scopes::{Notices, Scopes};
 use axum::http::StatusCode;
 use serde::Serialize;
@@ -72,6 +73,8 @@ pub(in crate::proxy) struct AppState {
     pub(in crate::proxy) journal: Book,
     /// Test scopes, when a control token was configured.
     pub(super) scopes: Option<Scopes>,
+    /// The secret API requests must carry in modes that may call an upstream, when set.
+    pub(super) run_secret: Option<RunSecret>,
     /// The control pipe (stdin), when the runner that started the proxy speaks through it.
     #[cfg(unix)]
     pub(super) pipe: Option<Pipe>,
@@ -163,6 +166,7 @@ impl AppState {
                 .control_token
                 .clone()
                 .map(|token| Scopes::new(token, notices)),
+            run_secret: config.run_secret.clone(),
             #[cfg(unix)]
             pipe,
         }
