@@ -55,6 +55,9 @@ class Proxy:
             "--ready",
             "json",
             "--control",
+            # Only this run's clients may send requests upstream through it: the base URLs of
+            # the ready line carry the secret, another program of the machine lacks it.
+            "--run-secret",
             *(["--control-pipe"] if pipe else []),
             *([] if sys.platform == "win32" else ["--runner-pid", str(os.getpid())]),
             *args,
@@ -71,6 +74,8 @@ class Proxy:
             raise ProxyError(f"cannot start {binary}: {error}") from error
         self.ready: dict[str, Any] = self._read_ready(command)
         self.url: str = self.ready["url"]
+        # What every base URL begins with: the URL and the run secret's path. Never printed.
+        self.base: str = self.ready.get("base", self.url)
         control = self.ready.get("control") or {}
         self._token: str = control.get("token", "")
         self._scopes_path: str = urlsplit(control.get("scopes", "")).path
@@ -130,10 +135,10 @@ class Proxy:
         return dict(self.ready.get("env") or {}), list(self.ready.get("unset") or [])
 
     def scoped_env(self, scope: str) -> dict[str, str]:
-        """The variables with every base URL naming scope `scope` (`<url>/_scope/ID/...`); the
+        """The variables with every base URL naming scope `scope` (`<base>/_scope/ID/...`); the
         proxy variables stay as they are (a forward proxy is addressed by host, not by path)."""
         env, _ = self.env_changes()
-        own = self.url + "/"
+        own = self.base + "/"
         scoped = f"{self.prefix}/{scope}/"
         return {
             name: scoped + value[len(own) :] if value.startswith(own) else value

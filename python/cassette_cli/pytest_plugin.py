@@ -356,7 +356,7 @@ def _start(config: pytest.Config, session: _Session) -> None:
     session.startup_ms = monotonic_ms(started)
     session.proxy = proxy
     changes, unset = proxy.env_changes()
-    changes[OWN_PROXY_ENV] = proxy.url
+    changes[OWN_PROXY_ENV] = proxy.base
     channel = proxy.ready.get("channel")
     if channel:
         from cassette_cli import _intercept
@@ -480,7 +480,9 @@ def _why_off(config: pytest.Config) -> str | None:
         return f"cassette: off ({origin}=off)"
     outer = os.environ.get(PROXY_URL_ENV)
     if outer and outer != os.environ.get(OWN_PROXY_ENV):
-        return f"cassette: the proxy of `cassette exec` at {outer} answers this run"
+        # Its URL without the run secret's path, which is never printed.
+        shown = outer.split("/_run/", 1)[0]
+        return f"cassette: the proxy of `cassette exec` at {shown} answers this run"
     return (
         f"cassette: off, no {SETTINGS_FILE} found in {config.rootpath} or above "
         "(add one, or pass --cassette=MODE): requests go to the network"
@@ -719,7 +721,8 @@ class CassetteTest:
         self.test: str = test.nodeid
         self.mode: str = test.mode
         self.sequence: bool = test.sequence
-        self.url: str = proxy.url
+        # What clients built with an explicit URL use: it carries the run's secret.
+        self.url: str = proxy.base
         self.env: dict[str, str] = proxy.env_changes()[0]
 
     @property

@@ -17,16 +17,17 @@ const { execFileSync } = require("node:child_process");
 // file still count.
 const SCOPE_ENV = "CASSETTE_SCOPE";
 
-/** @typedef {{ url: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string } }} Ready */
+/** @typedef {{ url: string, base?: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string } }} Ready */
 
 /**
  * The environment with every base URL naming `scope`; proxy variables unchanged.
- * @param {{ url: string, env: Record<string, string>, control?: { prefix: string } | null }} ready
+ * @param {{ url: string, base?: string, env: Record<string, string>, control?: { prefix: string } | null }} ready
  * @param {string} scope
  */
 function scopedEnv(ready, scope) {
-  const own = `${ready.url}/`;
-  const prefix = `${ready.control?.prefix ?? `${ready.url}/_scope`}/${scope}/`;
+  // The base URLs begin with `base`: the URL followed by the run secret's path.
+  const own = `${ready.base ?? ready.url}/`;
+  const prefix = `${ready.control?.prefix ?? `${ready.base ?? ready.url}/_scope`}/${scope}/`;
   /** @type {Record<string, string>} */
   const out = {};
   for (const [name, value] of Object.entries(ready.env)) {

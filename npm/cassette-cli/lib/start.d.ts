@@ -20,13 +20,15 @@ export interface Control {
   token: string;
   /** `<url>/_cassette/scopes`: PUT, GET and DELETE `/ID`. */
   scopes: string;
-  /** `<url>/_scope`: base URLs under `<prefix>/ID/` belong to scope ID. */
+  /** `<base>/_scope`: base URLs under `<prefix>/ID/` belong to scope ID. */
   prefix: string;
 }
 
 /** The ready line of `cassette proxy --ready json --control`. */
 export interface ReadyLine {
   url: string;
+  /** What every base URL begins with: `url` followed by the run secret's path (`/_run/SECRET`). */
+  base: string;
   pid: number;
   mode: Mode;
   /** The variables a test process needs (what `cassette exec` sets). */
@@ -39,6 +41,11 @@ export interface ReadyLine {
 export interface Cassette {
   /** `http://127.0.0.1:PORT`. */
   url: string;
+  /**
+   * `http://127.0.0.1:PORT/_run/SECRET`: what a client built with an explicit base URL begins
+   * with (recording serves only requests that carry the run secret). Never print it.
+   */
+  base: string;
   pid: number;
   mode: Mode;
   env: Record<string, string>;
@@ -60,6 +67,6 @@ export declare function startCassette(options?: StartOptions): Promise<Cassette>
 
 /** `env` with every base URL naming scope `scope` (`<url>/_scope/ID/...`). */
 export declare function scopedEnv(
-  ready: { url: string; env: Record<string, string>; control?: { prefix: string } | null },
+  ready: { url: string; base?: string; env: Record<string, string>; control?: { prefix: string } | null },
   scope: string,
 ): Record<string, string>;

@@ -27,7 +27,9 @@ export class CassetteError extends Error {
 export async function startCassette(options = {}) {
   const env = options.env ?? process.env;
   const binary = options.binary ?? binaryPath({ env });
-  const args = ["proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control"];
+  // --run-secret: only this run's clients (whose base URLs carry the secret) may send requests
+  // upstream through it, not another program of the machine.
+  const args = ["proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control", "--run-secret"];
   // The proxy ends with this process, however it dies (kill -9 runs no "exit" handler).
   if (process.platform !== "win32") args.push("--runner-pid", String(process.pid));
   if (options.mode) args.push("--mode", options.mode);
@@ -81,6 +83,7 @@ export async function startCassette(options = {}) {
   });
   return {
     url: ready.url,
+    base: ready.base ?? ready.url,
     pid: ready.pid,
     mode: ready.mode,
     env: ready.env,
@@ -97,8 +100,8 @@ export async function startCassette(options = {}) {
 }
 
 /**
- * The environment with every base URL naming scope `scope` (`<url>/_scope/ID/...`); the proxy
+ * The environment with every base URL naming scope `scope` (`<base>/_scope/ID/...`); the proxy
  * variables stay as they are (a forward proxy is addressed by host, not by path).
- * @type {(ready: { url: string, env: Record<string, string>, control?: { prefix: string } | null }, scope: string) => Record<string, string>}
+ * @type {(ready: { url: string, base?: string, env: Record<string, string>, control?: { prefix: string } | null }, scope: string) => Record<string, string>}
  */
 export const scopedEnv = runner.scopedEnv;

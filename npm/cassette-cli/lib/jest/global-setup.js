@@ -12,6 +12,7 @@ export default async function globalSetup() {
   /** @type {any} */ (globalThis).__cassetteCli = cassette;
   process.env[RUNNER_ENV] = JSON.stringify({
     url: cassette.url,
+    base: cassette.base,
     mode: cassette.mode,
     env: cassette.env,
     unset: cassette.unset,

@@ -9,6 +9,7 @@ export default async function setup(project) {
   const cassette = await startCassette();
   project.provide("cassette", {
     url: cassette.url,
+    base: cassette.base,
     mode: cassette.mode,
     env: cassette.env,
     unset: cassette.unset,
