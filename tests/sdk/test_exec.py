@@ -157,6 +157,10 @@ def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_ur
     env = json.loads(result.stdout)
     url = env["CASSETTE_PROXY_URL"]
     assert url.startswith("http://127.0.0.1:")
+    # Every base URL carries the run's secret (only the command's clients may record); the
+    # proxy variables name the proxy itself, as a forward proxy is addressed by host.
+    origin, secret = url.split("/_run/")
+    assert len(secret) >= 16, url
     assert env["OPENAI_BASE_URL"] == f"{url}/v1"
     assert env["ANTHROPIC_BASE_URL"] == f"{url}/anthropic"
     assert env["OLLAMA_HOST"] == f"{url}/ollama"
@@ -169,7 +173,7 @@ def test_the_command_sees_every_base_url_and_placeholder_keys(cassette, store_ur
     assert env["AZURE_OPENAI_ENDPOINT"] is None
     # Traffic that bypasses the base URL comes to the proxy too; loopback stays direct.
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        assert env[name] == url, (name, env)
+        assert env[name] == origin, (name, env)
     assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1,::1"
     # Every client constructs: a placeholder key for each, in every mode.
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
