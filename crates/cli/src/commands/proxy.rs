@@ -208,7 +208,9 @@ impl ProxyArgs {
         }
         if self.ready.is_none() {
             bail!(
-                "--run-secret without {RUN_SECRET_ENV} draws a fresh secret, which only the                  --ready line tells: pass --ready json, or set {RUN_SECRET_ENV} to the secret                  your clients carry (http://127.0.0.1:8089/_run/SECRET/v1)"
+                "--run-secret without {RUN_SECRET_ENV} draws a fresh secret, which only the \
+                 --ready line tells: pass --ready json, or set {RUN_SECRET_ENV} to the secret \
+                 your clients carry (http://127.0.0.1:8089/_run/SECRET/v1)"
             );
         }
         run_secret::fresh().map(Some)
@@ -280,7 +282,10 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     }
     if mode.may_call_upstream() && settings.proxy.run_secret.is_none() {
         eprintln!(
-            "cassette proxy: any program of this machine (other users' too) can send requests              through this proxy, which calls upstreams with its keys and records; to serve only              clients that carry a secret, start it with --run-secret and              {RUN_SECRET_ENV}=SECRET, and give them base URLs such as {}/_run/SECRET/v1",
+            "cassette proxy: any program of this machine (other users' too) can send requests \
+             through this proxy, which calls upstreams with its keys and records; to serve only \
+             clients that carry a secret, start it with --run-secret and \
+             {RUN_SECRET_ENV}=SECRET, and give them base URLs such as {}/_run/SECRET/v1",
             proxy.url()
         );
     }
