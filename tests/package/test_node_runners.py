@@ -211,7 +211,7 @@ def test_start_cassette_on_its_own(tarballs, tmp_path):
         "const stranger = await fetch(`${cassette.control.scopes}/s1`);\n"
         'const env = scopedEnv(cassette, "s1");\n'
         "const stopped = await cassette.stop();\n"
-        "console.log(JSON.stringify({ url: cassette.url, mode: health.mode, base: cassette.env.OPENAI_BASE_URL,\n"
+        "console.log(JSON.stringify({ url: cassette.url, run: cassette.base, mode: health.mode, base: cassette.env.OPENAI_BASE_URL,\n"
         "  scoped: env.OPENAI_BASE_URL, proxy: env.HTTPS_PROXY, put: put.status, stranger: stranger.status,\n"
         "  status: stopped.status, log: stopped.log }));\n"
     )
@@ -219,8 +219,11 @@ def test_start_cassette_on_its_own(tarballs, tmp_path):
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     url = answer["url"]
     assert url.startswith("http://127.0.0.1:")
-    assert (answer["mode"], answer["base"]) == ("replay", f"{url}/v1")
-    assert answer["scoped"] == f"{url}/_scope/s1/v1"
+    # The base URLs carry the run secret (only the run's clients may record through it).
+    run_base = answer["run"]
+    assert run_base.startswith(f"{url}/_run/") and len(run_base) >= len(url) + 6 + 16, run_base
+    assert (answer["mode"], answer["base"]) == ("replay", f"{run_base}/v1")
+    assert answer["scoped"] == f"{run_base}/_scope/s1/v1"
     assert answer["proxy"] == url  # the proxy variables name the proxy, never a scope
     assert (answer["put"], answer["stranger"], answer["status"]) == (200, 403, 0)
     assert "cassette proxy: stopped;" in answer["log"]
