@@ -17,14 +17,16 @@ import contextvars
 import itertools
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import concurrent.futures
 
 SCOPE_HEADER = "x-cassette-scope"
 
-_ALIAS: contextvars.ContextVar[str | None] = contextvars.ContextVar("cassette_test_alias", default=None)
+_ALIAS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "cassette_test_alias", default=None
+)
 _UNDO: list[Callable[[], None]] = []
 # Aliases are unique in the process, so across the sessions of pytester's runs in process too.
 _NUMBERS = itertools.count(1)
@@ -71,13 +73,21 @@ def install() -> None:
         start(self)
 
     def submitting(
-        self: concurrent.futures.ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future[Any]:
+        self: concurrent.futures.ThreadPoolExecutor,
+        fn: Callable[..., object],
+        /,
+        *args: object,
+        **kwargs: object,
+    ) -> concurrent.futures.Future[object]:
         context = contextvars.copy_context()
-        return submit(self, context.run, fn, *args, **kwargs)
+
+        def run() -> object:
+            return context.run(fn, *args, **kwargs)
+
+        return submit(self, run)
 
     threading.Thread.start = starting  # type: ignore[method-assign]
-    concurrent.futures.ThreadPoolExecutor.submit = submitting  # type: ignore[method-assign]
+    concurrent.futures.ThreadPoolExecutor.submit = submitting  # type: ignore[method-assign,assignment]
 
     def undo() -> None:
         threading.Thread.start = start  # type: ignore[method-assign]

@@ -670,9 +670,8 @@ impl Scopes {
             .begin(&scope)
             .map_err(|err| crate::error::report(&err));
         let aliased = self.begin(id, scope, alias, bypassed);
-        begun.and(aliased).map_err(|reason| {
+        begun.and(aliased).inspect_err(|reason| {
             self.count(id, |tally| tally.control_error(reason.clone()));
-            reason
         })
     }
 

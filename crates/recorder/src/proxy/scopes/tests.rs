@@ -34,9 +34,10 @@ fn the_token_is_compared_whole() {
 #[test]
 fn a_pipe_line_is_a_begin_or_an_end_and_nothing_else() {
     let parse = |line: &str| Control::parse(line.as_bytes());
-    match parse(r#"{"op":"begin","scope":"w1","test":"t","repeats":"sequence"}"#) {
-        Ok(Control::Begin { id, scope }) => {
+    match parse(r#"{"op":"begin","scope":"w1","test":"t","repeats":"sequence","alias":"t1"}"#) {
+        Ok(Control::Begin { id, scope, alias }) => {
             assert_eq!((id.as_str(), scope.test.as_deref()), ("w1", Some("t")));
+            assert_eq!(alias.as_deref(), Some("t1"));
             assert_eq!(scope.repeats, Some(Repeats::Sequence));
         }
         other => panic!("{other:?}"),
@@ -93,7 +94,7 @@ fn a_begin_names_its_mode_and_repeats() {
     // The control pipe's begin says the same.
     let line = br#"{"op":"begin","scope":"default","test":"t","sharing":"own"}"#;
     match Control::parse(line).unwrap() {
-        Control::Begin { id, scope } => {
+        Control::Begin { id, scope, .. } => {
             assert_eq!((id.as_str(), scope.sharing), ("default", Sharing::Own));
         }
         other => panic!("{other:?}"),
