@@ -8,7 +8,11 @@
 //! a test runner whose workers share one proxy gives each worker or test file base URLs of
 //! its own), or else to the `default` scope (a runner whose tests run one at a time in front
 //! of their own proxy). Forward-proxy requests that bypassed the base URL carry no path of
-//! ours: they count for the `default` scope.
+//! ours: they count for the `default` scope. A test may be begun with an alias of its own,
+//! which its requests name from whichever of its threads or tasks sent them (the in-process
+//! transports' `x-cassette-scope`): such a request is that test's while it runs, and a late
+//! request of that test once it ended (kept apart, for the runner's summary), never the test's
+//! that runs when it arrives.
 //!
 //! A proxy that answers from vcrpy tapes (adopt) reads a test's tapes when its scope begins
 //! (`tapes` and `match_on` in the begin), and a tally tells what they answered (`adopt`).
