@@ -192,6 +192,7 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         body,
         stream,
         events,
+        failure: _,
     } = response;
     *headers = lowercased(&redactor.response_headers(&pairs(headers)));
     // A stream kept event by event in the body (the generic formats): a secret split across

@@ -67,6 +67,7 @@ fn full() -> Cassette {
                 json!({"event": "message", "data": "{\"a\":\"b\"}", "id": "1"}),
                 json!("{\"done\":true}"),
             ]),
+            failure: None,
         },
         meta: Meta {
             profile: "openai.chat".into(),

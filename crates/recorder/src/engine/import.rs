@@ -143,6 +143,7 @@ impl Recorder {
             started: Instant::now(),
             write,
             flight: None,
+            failure: None,
         };
         let mut cassette = draft.cassette(body, format, None);
         cassette.meta.source = exchange.source;
