@@ -74,6 +74,9 @@ if [ -d tests/sdk ]; then
   npm ci --prefix tests/sdk/node --no-audit --no-fund --silent
   # vitest and jest, for the suites using cassette-cli's expect() (tests/sdk/test_expect.py).
   npm ci --prefix tests/sdk/expect_node --no-audit --no-fund --silent
+  # Node 18 and 22 beside the machine's 20, for the Node preload's tests (test_node_exec.py).
+  CASSETTE_TEST_NODES="$(scripts/node-versions.sh)"
+  export CASSETTE_TEST_NODES
   "$venv/bin/python" -m pytest -q tests/sdk
 
   echo "== the pip and npm packages, built from target/debug and installed offline"

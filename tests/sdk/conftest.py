@@ -101,6 +101,11 @@ def _answer_for(path: str, body: dict) -> tuple[str, bytes]:
         if stream:
             return "text/event-stream", fixture_bytes("openai_responses.sse")
         return "application/json", fixture_bytes("openai_responses.response.json")
+    if path == "/api/chat":
+        # Ollama's chat API: NDJSON when streamed, which it is unless the body says false.
+        if body.get("stream", True):
+            return "application/x-ndjson", fixture_bytes("ollama_chat.ndjson")
+        return "application/json", fixture_bytes("ollama_chat.response.json")
     if path == "/v1/messages":
         if stream:
             return "text/event-stream", fixture_bytes("anthropic_tool_use.sse")

@@ -349,3 +349,91 @@ def test_a_test_that_reached_nothing_is_named(tmp_path: Path) -> None:
         ), both(recorded)
     finally:
         vendor.close()
+
+
+OLLAMA_APP = """
+import httpx
+import requests
+
+CHAT = "http://127.0.0.1:11434/api/chat"
+MESSAGES = [{"role": "user", "content": "Hello, local model."}]
+
+
+def test_ollama_default_port_plain():
+    answer = requests.post(CHAT, json={"model": "llama3.2", "messages": MESSAGES, "stream": False}, timeout=10)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["message"]["content"]
+
+
+def test_ollama_default_port_streamed():
+    with httpx.Client(trust_env=False) as client:
+        question = [{"role": "user", "content": "Stream it, local model."}]
+        with client.stream("POST", CHAT, json={"model": "llama3.2", "messages": question}) as answer:
+            assert answer.status_code == 200
+            lines = [line for line in answer.iter_lines() if line]
+    assert len(lines) > 1
+"""
+
+
+class _LocalOllama:
+    """A listener on Ollama's default port that counts the connections it is offered (a local
+    Ollama a replay must not reach); None where the port is taken."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.connections = 0
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 11434))
+        self._sock.listen()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def test_a_client_hard_coded_to_ollamas_default_port_replays_in_process(tmp_path: Path) -> None:
+    """Issue 32: `127.0.0.1:11434` is the ollama route's host, so a client hard-coded to a local
+    Ollama is recorded and replayed like a vendor's; a local Ollama running beside the replay is
+    never asked (before, a replay with one running passed live)."""
+    if sys.platform == "win32":
+        pytest.skip("the channel is a Unix socket")
+    vendor = FakeUpstream()
+    try:
+        folder = small_project(tmp_path, vendor, "test_ollama.py", OLLAMA_APP)
+        with (folder / "cassette.toml").open("a") as settings:
+            settings.write(f'[routes.ollama]\nupstream = "{vendor.url}"\n')
+        recorded = pytest_run(folder, "record")
+        assert "2 passed" in recorded.stdout, both(recorded)
+        assert [path for path, _, _ in vendor.requests] == ["/api/chat", "/api/chat"], both(recorded)
+        vendor.stop()
+        try:
+            local: _LocalOllama | None = _LocalOllama()
+        except OSError:
+            local = None  # a real Ollama holds the port: it must not be asked either
+        try:
+            replayed = pytest_run(folder, "replay")
+            assert "2 passed" in replayed.stdout, both(replayed)
+            assert "2 hits" in replayed.stdout, both(replayed)
+            if local is not None:
+                assert local.connections == 0, "the replay reached the local Ollama"
+                # Without the transports the same replay goes to the local Ollama.
+                outside = pytest_run(folder, "replay", CASSETTE_IN_PROCESS="off")
+                assert "2 passed" not in outside.stdout, both(outside)
+                assert local.connections > 0, both(outside)
+        finally:
+            if local is not None:
+                local.close()
+    finally:
+        vendor.close()

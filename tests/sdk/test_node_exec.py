@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,12 +17,37 @@ APP = Path(__file__).parent / "node" / "app.mjs"
 NODE_MODULES = Path(__file__).parent / "node" / "node_modules" / "openai"
 
 
-@pytest.fixture(scope="module")
-def node():
-    path = shutil.which("node")
-    if path is None or not NODE_MODULES.exists():
-        pytest.fail("node and tests/sdk/node/node_modules are needed: run `npm ci --prefix tests/sdk/node`")
+def _nodes() -> list[str]:
+    """The machine's `node` and the other releases scripts/node-versions.sh fetched (Node 18
+    and 22 beside the machine's 20): every test here runs on each."""
+    extra = [p for p in os.environ.get("CASSETTE_TEST_NODES", "").split(":") if p]
+    if not extra and os.environ.get("CI") and platform.system() == "Linux" and platform.machine() == "x86_64":
+        # Under CI the other releases are part of the suite: their absence is a failure, not a skip.
+        extra = ["CASSETTE_TEST_NODES is not set: scripts/test.sh sets it from scripts/node-versions.sh"]
+    return [shutil.which("node") or "node", *extra]
+
+
+@pytest.fixture(scope="module", params=_nodes(), ids=lambda p: Path(p).parts[-4] if "/nodes/" in p else "machine")
+def node(request):
+    path = request.param
+    if not Path(path).is_file() and shutil.which(path) is None:
+        pytest.fail(f"no Node.js at {path}")
+    if not NODE_MODULES.exists():
+        pytest.fail("tests/sdk/node/node_modules is needed: run `npm ci --prefix tests/sdk/node`")
     return path
+
+
+@pytest.fixture(scope="module")
+def upstream(node):
+    # One vendor and one store per Node release: the replay test stops its vendor.
+    fake = FakeUpstream()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture(scope="module")
+def store_url(node, tmp_path_factory) -> str:
+    return "file://" + str(tmp_path_factory.mktemp("node-cassettes"))
 
 
 def exec_(cassette, store_url, args, env=None):

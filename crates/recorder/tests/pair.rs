@@ -159,3 +159,69 @@ async fn a_tie_is_broken_the_same_way_every_time() {
         assert_eq!(pairs[0].old, smaller, "round {round}: {pairs:?}");
     }
 }
+
+/// `replaced`: a re-record's old recording may still be in the new set; the same test's
+/// recording comes first, and two tests' recordings are never one re-record.
+#[tokio::test]
+async fn a_rerecord_is_paired_with_what_it_replaces_even_when_that_is_kept() {
+    use cassette_recorder::miss::replaced;
+    use cassette_review::PairedBy;
+    use std::collections::HashSet;
+    let system = "Be brief.";
+    let path = "/v1/chat/completions";
+    let tested = |mut c: Cassette, test: Option<&str>| {
+        c.meta.test = test.map(str::to_owned);
+        c
+    };
+    let old = recorded(vec![
+        chat(path, system, "What is the capital of France?"),
+        chat(path, system, "Name the largest city of Germany, please."),
+        chat(path, system, "Translate this email into French, please."),
+    ])
+    .await;
+    let old = vec![
+        tested(old[0].clone(), Some("t1")),
+        tested(old[1].clone(), Some("t2")),
+        tested(old[2].clone(), None),
+    ];
+    let new = recorded(vec![
+        // Nearest to t1's recording, but t2 made it: it replaces t2's.
+        chat(path, system, "What is the capital of France, please?"),
+        // No test named: the nearest request, kept in the new set.
+        chat(path, system, "Translate this email into German, please."),
+        // Near t1's recording, but made by a third test: nothing it replaces.
+        chat(path, system, "What is the capital of Spain?"),
+    ])
+    .await;
+    let new = vec![
+        tested(new[0].clone(), Some("t2")),
+        tested(new[1].clone(), None),
+        tested(new[2].clone(), Some("t3")),
+    ];
+    // Every old recording is still in the new set.
+    let kept: HashSet<_> = old.iter().map(|c| c.key.clone()).collect();
+    let found = replaced(&old, &kept, &new, &KeyConfig::default(), 2.5).await;
+    let seen: Vec<_> = found
+        .iter()
+        .map(|r| (r.paired.old.clone(), r.paired.new.clone(), r.by))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (old[1].key.clone(), new[0].key.clone(), PairedBy::SameTest),
+            (old[2].key.clone(), new[1].key.clone(), PairedBy::Nearest),
+        ],
+        "{found:?}"
+    );
+    // Without the old recordings kept, the untested new one still pairs, the same way.
+    let found = replaced(
+        &old,
+        &HashSet::new(),
+        &new[1..2],
+        &KeyConfig::default(),
+        2.5,
+    )
+    .await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].paired.old, old[2].key);
+}

@@ -65,15 +65,40 @@ impl Recording {
 /// How the two sides of a reviewed item were matched.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pairing {
-    /// One key in both sets.
+    /// One key in both sets (and no re-record replaced it).
     SameKey,
-    /// A key only the old set has, paired with the nearest key only the new set has.
-    Nearest {
+    /// A re-record: a key only the new set has, paired with the recording of the old set it
+    /// replaces, whether or not the new set still holds that one.
+    Rerecorded {
         /// How far apart the two requests are (as a miss weighs it).
         distance: f64,
+        /// What matched them.
+        by: PairedBy,
+        /// Whether the new set still holds the old recording.
+        old: OldTape,
     },
     /// A key only one set has, paired with none.
     Alone,
+}
+
+/// What matched a re-record with the recording it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairedBy {
+    /// Both were recorded by the same test (or suite case), as their metadata names it, at the
+    /// same route and path.
+    SameTest,
+    /// The old one is the recording a replay miss of the new request would name as nearest.
+    Nearest,
+}
+
+/// Where the replaced recording of a re-record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OldTape {
+    /// Only the old set has it (deleted, or a store written afresh).
+    Gone,
+    /// The new set still holds it: a re-record writes the new key beside the old one, so the
+    /// old one stays until it is deleted. Stale, unless something else still replays it.
+    StillInB,
 }
 
 /// One line of the request difference of a pair: the miss explanation's line, and the same as
@@ -178,12 +203,37 @@ impl DiffReview {
         self.items.iter().filter(|i| i.drift() == drift).count()
     }
 
-    /// How many pairs of a re-record were matched by their nearest request.
+    /// How many re-records were paired with the recording they replace.
     pub fn pairs(&self) -> usize {
         self.items
             .iter()
-            .filter(|i| matches!(i.pairing, Pairing::Nearest { .. }))
+            .filter(|i| matches!(i.pairing, Pairing::Rerecorded { .. }))
             .count()
+    }
+
+    /// How many keys both sets hold that no re-record replaced.
+    pub fn shared(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|i| i.pairing == Pairing::SameKey)
+            .count()
+    }
+
+    /// The replaced recordings the new set still holds (stale), by key.
+    pub fn replaced(&self) -> Vec<&Key> {
+        self.items
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.pairing,
+                    Pairing::Rerecorded {
+                        old: OldTape::StillInB,
+                        ..
+                    }
+                )
+            })
+            .filter_map(|i| i.old.as_ref().map(|r| &r.key))
+            .collect()
     }
 
     /// `2 changed, 0 removed, 1 added, 3 reworded, 40 same`.

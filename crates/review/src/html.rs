@@ -19,7 +19,7 @@
 //! What reaches these pages was redacted before (see [`crate::redact`], and the run's
 //! recorder).
 
-use crate::diff::{DiffReview, Pairing, Recording, Reviewed};
+use crate::diff::{DiffReview, OldTape, PairedBy, Pairing, Recording, Reviewed};
 use crate::render::Piece;
 use crate::verdict::{answer_text, Drift, Facts};
 use base64::Engine as _;
@@ -100,6 +100,10 @@ pub fn diff_page(review: &DiffReview) -> String {
                     }
                 }
                 li { (review.pairs()) " re-recorded under a new key" }
+                @let replaced = review.replaced().len();
+                @if replaced > 0 {
+                    li { (replaced) " replaced recordings still in B" }
+                }
             }
         }
         (filter("show-all", &format!("All ({})", review.items.len()), true))
@@ -135,9 +139,11 @@ fn diff_item(item: &Reviewed, open: bool) -> Markup {
                 span.badge { (drift) }
                 code { (item.key().short()) } " " (described)
                 @match item.pairing {
-                    Pairing::Nearest { distance } => {
+                    Pairing::Rerecorded { distance, by, old } => {
                         span.why { " — re-recorded from " code { (item.old.as_ref().map_or("", |r| r.key.short())) }
-                                   " (request distance " (format!("{distance:.2}")) ")" }
+                                   " (" (match by { PairedBy::SameTest => "same test, ", PairedBy::Nearest => "" })
+                                   "request distance " (format!("{distance:.2}")) ")"
+                                   @if old == OldTape::StillInB { ", which is still in B" } }
                     }
                     _ => {}
                 }

@@ -29,6 +29,6 @@ pub mod redact;
 pub mod render;
 pub mod verdict;
 
-pub use diff::{DiffReview, Pairing, Recording, RequestLine, Reviewed};
+pub use diff::{DiffReview, OldTape, PairedBy, Pairing, Recording, RequestLine, Reviewed};
 pub use render::{difference_line, difference_lines, difference_pieces, word_diff, Piece};
 pub use verdict::{Drift, Facts, Judged};

@@ -14,7 +14,7 @@
 //! embedder names how, in its own terms (a command, a variable): the words come in as
 //! arguments, shown as code.
 
-use crate::diff::{DiffReview, Pairing, Recording, Reviewed};
+use crate::diff::{DiffReview, OldTape, PairedBy, Pairing, Recording, Reviewed};
 use crate::html::RunReview;
 use crate::verdict::{gist, Drift};
 use std::fmt::Write as _;
@@ -75,8 +75,9 @@ fn key(key: &str) -> String {
 }
 
 /// The summary of `cassette diff`; `whole` is how to get the whole review (a command line),
-/// named when the summary lists only the first items.
-pub fn diff_summary(review: &DiffReview, whole: &str) -> String {
+/// named when the summary lists only the first items; `stale` is how to delete the replaced
+/// recordings the new set still holds, named when there are any.
+pub fn diff_summary(review: &DiffReview, whole: &str, stale: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -95,6 +96,14 @@ pub fn diff_summary(review: &DiffReview, whole: &str) -> String {
         review.sizes.1,
         review.pairs()
     );
+    let replaced = review.replaced().len();
+    if replaced > 0 {
+        let _ = writeln!(
+            out,
+            "\n{replaced} of the recordings they replace are still in B (stale unless something \
+             else replays them; delete them with `{stale}`)."
+        );
+    }
     let differing: Vec<&Reviewed> = review
         .items
         .iter()
@@ -109,7 +118,7 @@ pub fn diff_summary(review: &DiffReview, whole: &str) -> String {
     );
     for item in differing.iter().take(LISTED) {
         let keys = match (&item.pairing, &item.old, &item.new) {
-            (Pairing::Nearest { .. }, Some(old), Some(new)) => {
+            (Pairing::Rerecorded { .. }, Some(old), Some(new)) => {
                 format!("{} → {}", key(old.key.as_str()), key(new.key.as_str()))
             }
             _ => key(item.key().as_str()),
@@ -121,6 +130,14 @@ pub fn diff_summary(review: &DiffReview, whole: &str) -> String {
             .map(|r| r.describe())
             .unwrap_or_default();
         let mut what = item.judged.reasons.join(", ");
+        if let Pairing::Rerecorded { by, old, .. } = item.pairing {
+            if by == PairedBy::SameTest {
+                what = format!("{what}; re-recorded by the same test");
+            }
+            if old == OldTape::StillInB {
+                what = format!("{what}; the old recording is still in B");
+            }
+        }
         if let Some(line) = item.request.first() {
             what = format!("{what}; request: {}", line.text);
         }
@@ -316,7 +333,11 @@ mod tests {
         let mut paired = item(
             Drift::Reworded,
             &["text"],
-            Pairing::Nearest { distance: 0.97 },
+            Pairing::Rerecorded {
+                distance: 0.97,
+                by: PairedBy::Nearest,
+                old: OldTape::Gone,
+            },
             Some(recording(1, "The capital of France is Paris.")),
             Some(recording(2, "Paris is the capital of France.")),
         );
@@ -354,7 +375,7 @@ mod tests {
                 ),
             ],
         );
-        let summary = diff_summary(&review, "cassette diff --html");
+        let summary = diff_summary(&review, "cassette diff --html", "cassette gc");
         for row in summary
             .lines()
             .filter(|l| l.starts_with("| ") && l.contains('`'))
@@ -362,6 +383,58 @@ mod tests {
             assert_eq!(row.replace("\\|", "").matches('|').count(), 7, "{row}");
         }
         insta::assert_snapshot!(summary);
+    }
+
+    /// A re-record whose old recording is still in the new set is one re-recorded pair, not a
+    /// shared key plus an added one: both answers in one row, and the stale one named.
+    #[test]
+    fn a_replaced_recording_still_in_b_is_paired_not_shared() {
+        let review = DiffReview::new(
+            "git:HEAD:cassettes".into(),
+            "file://cassettes".into(),
+            (2, 3),
+            vec![
+                item(
+                    Drift::Same,
+                    &[],
+                    Pairing::SameKey,
+                    Some(recording(3, "same")),
+                    Some(recording(3, "same")),
+                ),
+                item(
+                    Drift::Reworded,
+                    &["text"],
+                    Pairing::Rerecorded {
+                        distance: 1.0,
+                        by: PairedBy::SameTest,
+                        old: OldTape::StillInB,
+                    },
+                    Some(recording(1, "The old answer.")),
+                    Some(recording(2, "The new answer.")),
+                ),
+            ],
+        );
+        assert_eq!((review.shared(), review.pairs()), (1, 1));
+        assert_eq!(review.replaced(), [&recording(1, "").key]);
+        let summary = diff_summary(&review, "cassette diff --html", "the collector");
+        assert!(
+            summary.contains(
+                "1 of the recordings they replace are still in B (stale unless something else \
+                 replays them; delete them with `the collector`)."
+            ),
+            "{summary}"
+        );
+        let row = summary
+            .lines()
+            .find(|l| l.starts_with("| reworded | `"))
+            .unwrap_or_else(|| panic!("{summary}"));
+        for part in [
+            "`010101010101` → `020202020202`",
+            "re-recorded by the same test; the old recording is still in B",
+            "| The old answer. | The new answer. |",
+        ] {
+            assert!(row.contains(part), "{part}\n{row}");
+        }
     }
 
     #[test]

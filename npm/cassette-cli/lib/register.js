@@ -110,7 +110,11 @@ function installDispatcher(socket, probe) {
     return;
   }
   const Agent = original.constructor;
-  const channel = new Agent({ connect: { socketPath: socket } });
+  // Under `cassette exec` Node 22.21+ reads NODE_USE_ENV_PROXY, and its dispatcher is then an
+  // EnvHttpProxyAgent: one made like it would send the channel's requests to HTTP_PROXY (a
+  // tunnel to cassette.channel), so the proxy variables are overridden to none for it.
+  const direct = Agent.name === "EnvHttpProxyAgent" ? { httpProxy: "", httpsProxy: "", noProxy: "" } : {};
+  const channel = new Agent({ ...direct, connect: { socketPath: socket } });
 
   class CassetteDispatcher extends EventEmitter {
     /**

@@ -13,22 +13,23 @@ use crate::shared::cassettes::load_all;
 use crate::shared::git::{GitRevision, PREFIX as GIT_PREFIX};
 use crate::shared::review::output::{append_step_summary, write_atomic};
 use crate::shared::review::redact::output_redactor;
-use crate::shared::review::{FailOn, WHOLE_DIFF};
+use crate::shared::review::{FailOn, STALE, WHOLE_DIFF};
 use crate::shared::runtime::runtime;
 use crate::shared::settings::{KeyingArgs, SettingsFile, StoreSpec};
 use anyhow::Context;
 use cassette_keying::KeyConfig;
-use cassette_recorder::miss::pair;
+use cassette_recorder::miss::replaced;
 use cassette_recorder::Cassette;
 use cassette_review::redact::reseal;
 use cassette_review::verdict::{answer_text, judge};
 use cassette_review::{
-    html, markdown, DiffReview, Drift, Judged, Pairing, Recording, RequestLine, Reviewed,
+    html, markdown, DiffReview, Drift, Judged, OldTape, PairedBy, Pairing, Recording, RequestLine,
+    Reviewed,
 };
 use cassette_store::{DynStore, Key};
 use cassette_tape::redact::Redactor;
 use similar::{Algorithm, ChangeTag, TextDiff};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -144,22 +145,33 @@ pub(crate) fn run(args: DiffArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
         Detail::Each => print_each(&review),
         Detail::Summary => print_summary(&review),
     }
-    let shared = left.keys().filter(|k| right.contains_key(*k)).count();
+    let replaced = review.replaced().len();
+    let still = match replaced {
+        0 => String::new(),
+        n => format!(" ({n} of the replaced still in B)"),
+    };
     eprintln!(
-        "A {}: {} cassettes, B {}: {} cassettes; {shared} shared, {} re-recorded pairs; {}",
+        "A {}: {} cassettes, B {}: {} cassettes; {} shared, {} re-recorded pairs{still}; {}",
         review.a,
         left.len(),
         review.b,
         right.len(),
+        review.shared(),
         review.pairs(),
         review.counts_line()
     );
+    if replaced > 0 {
+        eprintln!(
+            "cassette diff: {replaced} replaced cassettes are still in B, stale unless something \
+             else replays them; delete them with {STALE}"
+        );
+    }
     if let Some(path) = &args.html {
         write_atomic(path, html::diff_page(&review).as_bytes())
             .with_context(|| format!("writing the HTML review {}", path.display()))?;
         eprintln!("cassette diff: wrote {}", path.display());
     }
-    let summary = markdown::diff_summary(&review, WHOLE_DIFF);
+    let summary = markdown::diff_summary(&review, WHOLE_DIFF, STALE);
     if let Some(path) = &args.markdown {
         write_atomic(path, summary.as_bytes())
             .with_context(|| format!("writing the Markdown summary {}", path.display()))?;
@@ -209,7 +221,8 @@ fn read(
         .collect()
 }
 
-/// Compares the two sides: shared keys, pairs of a re-record, and keys only one side has.
+/// Compares the two sides: re-records paired with what they replace (whether or not B still
+/// holds it), the other shared keys, and keys only one side has.
 async fn review(
     a: String,
     b: String,
@@ -218,44 +231,63 @@ async fn review(
     config: &KeyConfig,
     within: f64,
 ) -> DiffReview {
-    let mut items = Vec::new();
-    for (key, old) in left {
-        let Some(new) = right.get(key) else { continue };
-        items.push(compared(key, old, key, new, Pairing::SameKey, Vec::new()));
-    }
-    let only = |side: &BTreeMap<Key, Result<Cassette, String>>,
-                other: &BTreeMap<Key, Result<Cassette, String>>| {
-        side.iter()
-            .filter(|(k, _)| !other.contains_key(*k))
-            .filter_map(|(_, c)| c.as_ref().ok().cloned())
+    let readable = |side: &BTreeMap<Key, Result<Cassette, String>>| {
+        side.values()
+            .filter_map(|c| c.as_ref().ok().cloned())
             .collect::<Vec<Cassette>>()
     };
-    let (only_a, only_b) = (only(left, right), only(right, left));
-    let pairs = pair(&only_a, &only_b, config, within).await;
-    let mut paired_a = std::collections::HashSet::new();
-    let mut paired_b = std::collections::HashSet::new();
-    for p in &pairs {
+    let only_b: Vec<Cassette> = readable(right)
+        .into_iter()
+        .filter(|c| !left.contains_key(&c.key))
+        .collect();
+    // Every old recording is a candidate: a re-record writes its new key beside the old one,
+    // which stays in B until it is deleted.
+    let old = match only_b.is_empty() {
+        true => Vec::new(),
+        false => readable(left),
+    };
+    let kept: HashSet<Key> = left
+        .keys()
+        .filter(|k| right.contains_key(*k))
+        .cloned()
+        .collect();
+    let replacements = replaced(&old, &kept, &only_b, config, within).await;
+    let mut paired_a = HashSet::new();
+    let mut paired_b = HashSet::new();
+    let mut items = Vec::new();
+    for r in &replacements {
+        let p = &r.paired;
         paired_a.insert(p.old.clone());
         paired_b.insert(p.new.clone());
         let lines = RequestLine::of_differences(&p.differences);
+        let old = match kept.contains(&p.old) {
+            true => OldTape::StillInB,
+            false => OldTape::Gone,
+        };
         items.push(compared(
             &p.old,
             &left[&p.old],
             &p.new,
             &right[&p.new],
-            Pairing::Nearest {
+            Pairing::Rerecorded {
                 distance: p.distance,
+                by: r.by,
+                old,
             },
             lines,
         ));
     }
     for (key, old) in left {
-        if !right.contains_key(key) && !paired_a.contains(key) {
-            items.push(alone(
+        if paired_a.contains(key) {
+            continue;
+        }
+        match right.get(key) {
+            Some(new) => items.push(compared(key, old, key, new, Pairing::SameKey, Vec::new())),
+            None => items.push(alone(
                 Drift::Removed,
                 Some(Recording::of(key, old, crate::shared::review::facts)),
                 None,
-            ));
+            )),
         }
     }
     for (key, new) in right {
@@ -349,18 +381,27 @@ fn print_each(review: &DiffReview) {
 }
 
 /// `changed: KEY (POST /v1/chat/completions, m): finish reason stop -> length`, with the key
-/// it was re-recorded as for a pair, and `only in A` or `only in B` for a key alone.
+/// it was re-recorded as for a pair (and whether B still holds the old one), and `only in A`
+/// or `only in B` for a key alone.
 fn heading(item: &Reviewed) -> String {
     let verdict = item.drift().as_str();
     let what = match &item.pairing {
         Pairing::SameKey | Pairing::Alone => String::new(),
-        Pairing::Nearest { distance } => format!(
-            " re-recorded as {} (request distance {distance:.2})",
-            item.new.as_ref().map_or("", |r| r.key.as_str())
+        Pairing::Rerecorded { distance, by, old } => format!(
+            " re-recorded as {} ({}request distance {distance:.2}){}",
+            item.new.as_ref().map_or("", |r| r.key.as_str()),
+            match by {
+                PairedBy::SameTest => "same test, ",
+                PairedBy::Nearest => "",
+            },
+            match old {
+                OldTape::StillInB => ", old cassette still in B",
+                OldTape::Gone => "",
+            }
         ),
     };
     let side = match item.pairing {
-        Pairing::Nearest { .. } => item.old.as_ref(),
+        Pairing::Rerecorded { .. } => item.old.as_ref(),
         _ => item.new.as_ref().or(item.old.as_ref()),
     };
     let (key, described) = side.map_or((String::new(), String::new()), |r| {
@@ -395,6 +436,17 @@ fn print_summary(review: &DiffReview) {
     }
     if review.pairs() > 0 {
         println!("  re-recorded under a new key: {}", review.pairs());
+    }
+    let replaced = review.replaced();
+    if !replaced.is_empty() {
+        println!(
+            "  replaced, still in B: {}",
+            replaced
+                .iter()
+                .map(|k| k.short())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
 }
 

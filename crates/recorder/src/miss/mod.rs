@@ -14,7 +14,7 @@ pub(crate) use index::NearestIndex;
 pub use index::{compact, write_segment, Compacted, IndexRecord, SegmentKind};
 pub(crate) use log::MissBook;
 pub use log::{MissLog, MissNote};
-pub use pair::{pair, request_differences, Paired};
+pub use pair::{pair, replaced, request_differences, Paired, Replacement};
 
 use cassette_keying::{Change, Difference, Key};
 use cassette_tape::redact::Redactor;

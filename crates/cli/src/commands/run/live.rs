@@ -8,7 +8,7 @@ use super::report;
 use super::{SavedCase, SuiteRun, Verdict};
 use crate::shared::call::Stop;
 use crate::shared::review::output::{append_step_summary, write_atomic};
-use crate::shared::review::{answer_facts, WHOLE_DIFF};
+use crate::shared::review::{answer_facts, STALE, WHOLE_DIFF};
 use anyhow::Context;
 use cassette_grade::suite::Case;
 use cassette_recorder::Recorder;
@@ -172,7 +172,7 @@ fn write_review(files: &super::reviewed::ReviewFiles, review: &DiffReview) -> an
         write_atomic(path, html::diff_page(review).as_bytes())
             .with_context(|| format!("writing the HTML review {}", path.display()))?;
     }
-    let summary = markdown::diff_summary(review, WHOLE_DIFF);
+    let summary = markdown::diff_summary(review, WHOLE_DIFF, STALE);
     if let Some(path) = &files.markdown {
         write_atomic(path, summary.as_bytes())
             .with_context(|| format!("writing the Markdown summary {}", path.display()))?;

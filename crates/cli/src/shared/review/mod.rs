@@ -17,6 +17,12 @@ pub(crate) const RECORD: &str = "CASSETTE_MODE=record";
 /// How a summary of `cassette diff` names the whole review.
 pub(crate) const WHOLE_DIFF: &str = "cassette diff --html";
 
+/// How a review tells its reader to delete the recordings a re-record replaced that its
+/// store still holds: a replay of everything that logs the keys it uses, then the collector
+/// of the ones it did not (never one something still replays).
+pub(crate) const STALE: &str = "a replay of every suite and test with --usage-log used.log, \
+then cassette gc --unused --usage-log used.log";
+
 /// When `cassette diff` exits 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum FailOn {
