@@ -248,21 +248,10 @@ impl StreamFormat {
             return None;
         }
         let joined: Vec<u8> = sent_tail.iter().chain(piece).copied().collect();
-        let boundaries: &[&[u8]] = if self.is_sse() {
-            &[b"\n\n", b"\r\n\r\n", b"\r\r"]
-        } else {
-            &[b"\n"]
-        };
         // Boundary ends, as lengths of `piece` (the tail's own count as 0 when they end it).
-        let mut ends: Vec<usize> = boundaries
-            .iter()
-            .flat_map(|b| {
-                joined
-                    .windows(b.len())
-                    .enumerate()
-                    .filter(move |(_, w)| w == b)
-                    .map(move |(at, _)| at + b.len())
-            })
+        let mut ends: Vec<usize> = self
+            .event_ends(&joined)
+            .into_iter()
             .filter(|&end| end >= sent_tail.len())
             .map(|end| end - sent_tail.len())
             .collect();
@@ -272,6 +261,33 @@ impl StreamFormat {
         ends.sort_unstable();
         let within = ends.iter().rev().find(|&&end| end <= room).copied();
         within.or_else(|| ends.first().copied())
+    }
+
+    /// Where events end in `bytes` (just after each blank line for server-sent events, each
+    /// newline for NDJSON), ascending: what a reader of the stream may take one event at a
+    /// time. Empty for Gemini's JSON array, which has no events.
+    pub fn event_ends(self, bytes: &[u8]) -> Vec<usize> {
+        if self == StreamFormat::GeminiJson {
+            return Vec::new();
+        }
+        let boundaries: &[&[u8]] = if self.is_sse() {
+            &[b"\n\n", b"\r\n\r\n", b"\r\r"]
+        } else {
+            &[b"\n"]
+        };
+        let mut ends: Vec<usize> = boundaries
+            .iter()
+            .flat_map(|b| {
+                bytes
+                    .windows(b.len())
+                    .enumerate()
+                    .filter(move |(_, w)| w == b)
+                    .map(move |(at, _)| at + b.len())
+            })
+            .collect();
+        ends.sort_unstable();
+        ends.dedup();
+        ends
     }
 
     fn is_sse(self) -> bool {

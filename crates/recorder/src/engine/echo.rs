@@ -2,10 +2,23 @@
 //! (a 401 message quoting it, a body or stream repeating it) must not hand it to the command,
 //! which was only ever given a placeholder. Pure, tested with bytes; the store's redactor
 //! already keeps it off disk, this is what is passed on live (record, auto and off modes).
+//!
+//! Two layers for a stream: the bytes (the key as the upstream wrote it, however the network
+//! cut it), then its events (the key spelled out across the text of several events, found by
+//! the tape's split-secret pass in its live form, `SplitWatch`).
 
 use crate::upstream::query_encode;
 use bytes::Bytes;
-use cassette_tape::redact::{MIN_REDACTED_SECRET, REDACTED};
+use cassette_tape::redact::{Released, SplitWatch, MIN_REDACTED_SECRET, REDACTED};
+use cassette_wire::{synthesize, Assembler, StreamFormat, SynthesisOptions};
+use serde_json::{json, Value};
+
+/// How much of the key's start an event's text may end with before the event is held back
+/// (until the next events show whether the key follows). Any start would catch every key, but
+/// one or two letters (`s`, `sk`) end ordinary text often, and each hold delays the stream; a
+/// shorter start goes on and the rest of the key is still replaced, so at most this less one
+/// byte of the key (its public prefix, `sk-`) reaches the client.
+const HOLD_FROM: usize = 4;
 
 /// Replaces a route's key in what goes to the client, whole or piece by piece; a piece's end
 /// that may be the start of the key is held back until the next piece shows whether it is.
@@ -15,6 +28,71 @@ pub(super) struct Echo {
     needles: Vec<Vec<u8>>,
     /// The end of the last piece, held back: the start of a needle.
     held: Vec<u8>,
+    /// A stream's events, watched for the key across their text.
+    events: Option<Events>,
+}
+
+/// The events of a stream as they are passed on: each whole event, held back while its text
+/// ends with a start of the key, rewritten when the key completes.
+#[derive(Debug)]
+struct Events {
+    /// The stream's framing: generic server-sent events or NDJSON lines.
+    framing: StreamFormat,
+    /// The bytes of an event not yet whole. A client reads nothing of an event before its end
+    /// (a blank line, a newline), so holding them costs it nothing.
+    partial: Vec<u8>,
+    watch: SplitWatch<Bytes>,
+}
+
+impl Events {
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
+        self.partial.extend_from_slice(bytes);
+        let mut from = 0;
+        for end in self.framing.event_ends(&self.partial) {
+            let raw = &self.partial[from..end];
+            from = end;
+            let event = stored_event(self.framing, raw);
+            for released in self.watch.push(event, Bytes::copy_from_slice(raw)) {
+                write(self.framing, released, out);
+            }
+        }
+        self.partial.drain(..from);
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        for released in self.watch.finish() {
+            write(self.framing, released, out);
+        }
+        out.append(&mut self.partial);
+    }
+}
+
+/// One whole event's bytes in the stored form of a generic stream (`None`: a comment, a blank
+/// line, what does not read).
+fn stored_event(framing: StreamFormat, raw: &[u8]) -> Option<Value> {
+    let mut assembler = Assembler::new(framing);
+    assembler.push(raw);
+    let mut body = assembler.finish().ok()?;
+    match body.get_mut("events").and_then(Value::as_array_mut) {
+        Some(events) if events.len() == 1 => events.pop(),
+        _ => None,
+    }
+}
+
+/// An event as it goes on: its own bytes, or, rewritten, written again in its framing.
+fn write(framing: StreamFormat, released: Released<Bytes>, out: &mut Vec<u8>) {
+    let Some(event) = released.rewritten else {
+        out.extend_from_slice(&released.payload);
+        return;
+    };
+    let options = SynthesisOptions {
+        chunk_size: 0,
+        include_usage: false,
+    };
+    // A stored event always writes again; if one did not, dropping it is what keeps the key.
+    if let Ok(pieces) = synthesize(framing, &json!({ "events": [event] }), &options) {
+        pieces.iter().for_each(|piece| out.extend_from_slice(piece));
+    }
 }
 
 impl Echo {
@@ -39,7 +117,26 @@ impl Echo {
         Some(Echo {
             needles,
             held: Vec::new(),
+            events: None,
         })
+    }
+
+    /// The scrubber for a stream of `format`: its events are also watched for the key spelled
+    /// across their text (not Gemini's JSON array, which has no events: bytes only).
+    pub(super) fn stream(mut self, format: StreamFormat) -> Echo {
+        if format != StreamFormat::GeminiJson {
+            let needles: Vec<&str> = self
+                .needles
+                .iter()
+                .filter_map(|n| std::str::from_utf8(n).ok())
+                .collect();
+            self.events = Some(Events {
+                framing: format.framing(),
+                partial: Vec::new(),
+                watch: SplitWatch::new(&needles, HOLD_FROM),
+            });
+        }
+        self
     }
 
     /// A whole answer with every occurrence of the key replaced.
@@ -64,6 +161,33 @@ impl Echo {
     /// The next piece of a stream: what may be passed on now (the held bytes of the last
     /// piece first), with the key replaced; an end that may start the key is held back.
     pub(super) fn chunk(&mut self, bytes: Bytes) -> Bytes {
+        let bytes = self.bytes(bytes);
+        match &mut self.events {
+            None => bytes,
+            Some(events) => {
+                let mut out = Vec::new();
+                events.push(&bytes, &mut out);
+                Bytes::from(out)
+            }
+        }
+    }
+
+    /// What was held back, once the stream ends (it did not turn out to be the key).
+    pub(super) fn finish(&mut self) -> Bytes {
+        let held = std::mem::take(&mut self.held);
+        match &mut self.events {
+            None => Bytes::from(held),
+            Some(events) => {
+                let mut out = Vec::new();
+                events.push(&held, &mut out);
+                events.finish(&mut out);
+                Bytes::from(out)
+            }
+        }
+    }
+
+    /// The byte layer of [`Echo::chunk`].
+    fn bytes(&mut self, bytes: Bytes) -> Bytes {
         if self.held.is_empty() {
             let (out, rest) = self.scan(&bytes, false);
             let keep = bytes.len() - rest.len();
@@ -87,11 +211,6 @@ impl Echo {
         };
         self.held = held;
         Bytes::from(out)
-    }
-
-    /// What was held back, once the stream ends (it did not turn out to be the key).
-    pub(super) fn finish(&mut self) -> Bytes {
-        Bytes::from(std::mem::take(&mut self.held))
     }
 
     /// `bytes` with every whole needle replaced (`None` when none was found), and, unless
@@ -189,6 +308,34 @@ mod tests {
         // Held back until the next piece says, and a clean piece passes whole.
         assert_eq!(echo.chunk(Bytes::from_static(b"x sk-an")), "x ");
         assert_eq!(echo.chunk(Bytes::from_static(b"d y")), "sk-and y");
+    }
+
+    #[test]
+    fn a_key_spelled_across_events_is_caught_however_the_network_cuts_them() {
+        let event = |text: &str| format!("data: {}\n\n", serde_json::json!({ "t": text }));
+        let stream: String = ["key "]
+            .into_iter()
+            .chain(
+                KEY.as_bytes()
+                    .chunks(5)
+                    .map(|c| std::str::from_utf8(c).unwrap()),
+            )
+            .chain([" end"])
+            .map(event)
+            .collect();
+        let expected = [event("key "), event("[REDACTED]"), event("")].concat();
+        let bytes = stream.as_bytes();
+        for size in [1, 3, 7, 64, bytes.len()] {
+            let mut echo = Echo::new(KEY).unwrap().stream(StreamFormat::OpenaiChat);
+            let mut out = Vec::new();
+            for piece in bytes.chunks(size) {
+                out.extend_from_slice(&echo.chunk(Bytes::copy_from_slice(piece)));
+            }
+            out.extend_from_slice(&echo.finish());
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.starts_with(&expected), "pieces of {size}: {out}");
+            assert!(out.ends_with(&event(" end")), "pieces of {size}: {out}");
+        }
     }
 
     #[test]

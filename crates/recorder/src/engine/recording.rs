@@ -79,13 +79,15 @@ impl Draft {
     /// far and an error event naming the limit, and nothing more; otherwise (mode `off`) it is
     /// passed on whole, no longer assembled. Either way memory stays within the limit.
     /// With `echo`, the route's key the upstream echoes is replaced in what the client gets,
-    /// also when it is split across pieces (the recording is redacted by the store).
+    /// also when it is split across pieces or spelled across events' text (the recording is
+    /// redacted by the store).
     pub(super) fn relay_stream(
         mut self,
         format: StreamFormat,
         response: Body,
-        mut echo: Option<Echo>,
+        echo: Option<Echo>,
     ) -> BodyStream {
+        let mut echo = echo.map(|echo| echo.stream(format));
         let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(16);
         let config = &self.recorder.inner.config;
         let mut relay = Relay::new(

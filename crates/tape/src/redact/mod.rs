@@ -19,17 +19,20 @@
 //! One file per job: `shapes` finds credential-shaped text, `names` holds the header, query and
 //! body name lists, `json_path` applies user JSON paths (parsed by `cassette_keying::JsonPath`),
 //! `redactor` puts them together in [`Redactor`], `bodies` reads forms, multipart and binary
-//! bodies, and `streams` finds secrets split across the events of a stored stream. A whole
+//! bodies, `streams` finds secrets split across the events of a stored stream, and `live` does it
+//! as a stream's events arrive, for what the proxy passes on. A whole
 //! cassette is redacted by [`Sealed::seal`](crate::Sealed::seal) alone, field by field.
 
 mod bodies;
 mod json_path;
+mod live;
 mod names;
 mod redactor;
 mod shapes;
 mod streams;
 
 pub use bodies::BodyRedaction;
+pub use live::{Released, SplitWatch};
 pub(crate) use names::is_body_credential_name;
 pub use names::{
     normalize_name, BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, QUERY_CREDENTIAL_NAMES,

@@ -15,7 +15,7 @@ use std::ops::Range;
 
 /// One step of a JSON path into an event's data.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Step {
+pub(super) enum Step {
     Member(String),
     Index(usize),
 }
@@ -37,7 +37,8 @@ struct Place {
 }
 
 /// An event's data, parsed when it is JSON.
-enum Data {
+#[derive(Debug)]
+pub(super) enum Data {
     Json(Value),
     Text(String),
 }
@@ -149,16 +150,8 @@ impl Redactor {
                     None => {}
                 }
             }
-            let text = match parsed {
-                Some(Data::Json(value)) => serde_json::to_string(&value).unwrap_or_default(),
-                Some(Data::Text(text)) => text,
-                None => continue,
-            };
-            match event {
-                Value::Object(map) => {
-                    map.insert("data".into(), Value::String(text));
-                }
-                other => *other = Value::String(text),
+            if let Some(parsed) = parsed {
+                set_data(event, parsed);
             }
         }
         true
@@ -187,36 +180,42 @@ impl Redactor {
             }
         }
         let mut out = Vec::new();
-        for (i, mut cut) in cuts.into_iter().enumerate() {
+        for (i, cut) in cuts.into_iter().enumerate() {
             if cut.is_empty() {
                 continue;
             }
-            let old = piece_text(i);
-            cut.sort_by_key(|(range, _)| range.start);
-            let mut text = String::with_capacity(old.len());
-            let mut copied = 0;
-            for (range, marker) in cut {
-                if range.start < copied {
-                    // Overlaps a cut already made: extend it.
-                    copied = copied.max(range.end);
-                    continue;
-                }
-                text.push_str(&old[copied..range.start]);
-                if marker {
-                    text.push_str(REDACTED);
-                }
-                copied = range.end;
-            }
-            text.push_str(&old[copied..]);
+            let text = cut_text(piece_text(i), cut);
             out.push((pieces[i].event, place.path.clone(), text));
         }
         out
     }
 }
 
+/// `old` without the byte ranges of `cut`, `[REDACTED]` in place of those marked: one piece of
+/// a secret's text (the first piece of a secret gets the marker, the others only lose theirs).
+pub(super) fn cut_text(old: &str, mut cut: Vec<(Range<usize>, bool)>) -> String {
+    cut.sort_by_key(|(range, _)| range.start);
+    let mut text = String::with_capacity(old.len());
+    let mut copied = 0;
+    for (range, marker) in cut {
+        if range.start < copied {
+            // Overlaps a cut already made: extend it.
+            copied = copied.max(range.end);
+            continue;
+        }
+        text.push_str(&old[copied..range.start]);
+        if marker {
+            text.push_str(REDACTED);
+        }
+        copied = range.end;
+    }
+    text.push_str(&old[copied..]);
+    text
+}
+
 /// The data of a stored event: an SSE event's `data`, an NDJSON line; parsed when it is a JSON
 /// object or array.
-fn event_data(event: &Value) -> Option<Data> {
+pub(super) fn event_data(event: &Value) -> Option<Data> {
     let text = match event {
         Value::Object(map) => map.get("data")?.as_str()?,
         Value::String(line) => line,
@@ -231,8 +230,22 @@ fn event_data(event: &Value) -> Option<Data> {
     Some(Data::Text(text.to_owned()))
 }
 
+/// Puts `data` back into a stored event (an SSE event's `data`, an NDJSON line).
+pub(super) fn set_data(event: &mut Value, data: Data) {
+    let text = match data {
+        Data::Json(value) => serde_json::to_string(&value).unwrap_or_default(),
+        Data::Text(text) => text,
+    };
+    match event {
+        Value::Object(map) => {
+            map.insert("data".into(), Value::String(text));
+        }
+        other => *other = Value::String(text),
+    }
+}
+
 /// Calls `f` with every string of `value` and its path.
-fn visit_strings(value: &Value, path: &mut Vec<Step>, f: &mut dyn FnMut(&[Step], &str)) {
+pub(super) fn visit_strings(value: &Value, path: &mut Vec<Step>, f: &mut dyn FnMut(&[Step], &str)) {
     match value {
         Value::String(s) => f(path, s),
         Value::Array(items) => {
@@ -253,7 +266,7 @@ fn visit_strings(value: &Value, path: &mut Vec<Step>, f: &mut dyn FnMut(&[Step],
     }
 }
 
-fn at_path<'a>(value: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
+pub(super) fn at_path<'a>(value: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
     path.iter().try_fold(value, |value, step| match step {
         Step::Member(name) => value.get_mut(name.as_str()),
         Step::Index(i) => value.get_mut(*i),
