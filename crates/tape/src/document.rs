@@ -225,6 +225,14 @@ pub struct StoredResponse {
     /// the lines' text. Replay then sends these instead of a re-synthesized stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<Vec<Value>>,
+    /// A JSON answer's text as replay sends it, kept when that is not `body` written compactly
+    /// (a `Value` sorts its members): the upstream's own bytes when redaction left the answer
+    /// alone, else the redacted answer compact in the upstream's member order. Only for an
+    /// answer that was not a stream; absent in documents written before it, which replay
+    /// `body` compactly. Sealing derives it again from `body`, so it never holds what `body`
+    /// had redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_text: Option<String>,
     /// Set when the upstream gave no answer at all (recorded with error recording on): what
     /// happened instead, which replay reproduces. `status` is then 0 and the body empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -536,6 +544,7 @@ mod tests {
                 body: StoredBody::Text("ok".into()),
                 stream: None,
                 events: None,
+                body_text: None,
                 failure: None,
             },
             meta: Meta::default(),

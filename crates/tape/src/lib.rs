@@ -24,6 +24,7 @@ pub mod document;
 mod error;
 pub mod headers;
 pub mod mcp;
+mod order;
 pub mod redact;
 mod request;
 mod seal;

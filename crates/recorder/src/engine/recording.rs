@@ -55,6 +55,47 @@ pub(super) struct Draft {
     pub(super) failure: Option<UpstreamFailure>,
 }
 
+/// The answer a recording stores.
+pub(super) struct Answer {
+    pub(super) body: StoredBody,
+    /// The text of a whole JSON answer as the client got it, for `body_text`: sealing keeps
+    /// it (or its member order, when redaction changed the answer).
+    pub(super) text: Option<String>,
+    pub(super) stream: Option<StreamFormat>,
+    pub(super) events: Option<Vec<Value>>,
+}
+
+impl Answer {
+    /// A whole answer (not a stream), as received.
+    pub(super) fn whole(bytes: &[u8]) -> Answer {
+        let body = StoredBody::from_bytes(bytes);
+        let text = match body {
+            StoredBody::Json(_) => std::str::from_utf8(bytes).ok().map(str::to_owned),
+            _ => None,
+        };
+        Answer {
+            body,
+            text,
+            stream: None,
+            events: None,
+        }
+    }
+
+    /// A stream's assembled answer, with its events when exact streams are kept.
+    pub(super) fn streamed(
+        body: StoredBody,
+        format: StreamFormat,
+        events: Option<Vec<Value>>,
+    ) -> Answer {
+        Answer {
+            body,
+            text: None,
+            stream: Some(format),
+            events,
+        }
+    }
+}
+
 impl Draft {
     /// Tells the requests waiting for this recording how it ended.
     pub(super) fn land(&mut self, landed: Landed) {
@@ -176,7 +217,7 @@ impl Draft {
                     body,
                     format,
                     events,
-                })) => match self.store(body, Some(format), events).await {
+                })) => match self.store(Answer::streamed(body, format, events)).await {
                     Ok(Stored::Nothing) => {}
                     // Its key was logged before it was stored (`Recorder::write`).
                     Ok(Stored::Won | Stored::Kept) => self.land(Landed::Stored),
@@ -222,29 +263,18 @@ impl Draft {
     }
 
     /// Writes the recording as `write` says, made now.
-    pub(super) async fn store(
-        &mut self,
-        body: StoredBody,
-        stream: Option<StreamFormat>,
-        events: Option<Vec<Value>>,
-    ) -> Result<Stored> {
+    pub(super) async fn store(&mut self, answer: Answer) -> Result<Stored> {
         let stamp = Stamp::now(self.started.elapsed().as_millis() as u64);
-        self.store_stamped(body, stream, events, stamp).await
+        self.store_stamped(answer, stamp).await
     }
 
     /// Writes the recording as `write` says, with its provenance; what it did (a create-only
     /// write that lost keeps the other recording).
-    pub(super) async fn store_stamped(
-        &mut self,
-        body: StoredBody,
-        stream: Option<StreamFormat>,
-        events: Option<Vec<Value>>,
-        stamp: Stamp,
-    ) -> Result<Stored> {
+    pub(super) async fn store_stamped(&mut self, answer: Answer, stamp: Stamp) -> Result<Stored> {
         if self.write == Write::Nothing {
             return Ok(Stored::Nothing);
         }
-        let cassette = self.cassette(body, stream, events);
+        let cassette = self.cassette(answer);
         let material = self.material.take();
         let own = self.sharing == Sharing::Own && self.write == Write::CreateOnly;
         let apart = own.then(|| (cassette.clone(), stamp.clone()));
@@ -267,12 +297,13 @@ impl Draft {
     }
 
     /// The cassette of this exchange as received; the write path seals it.
-    pub(super) fn cassette(
-        &self,
-        response_body: StoredBody,
-        stream: Option<StreamFormat>,
-        events: Option<Vec<Value>>,
-    ) -> Cassette {
+    pub(super) fn cassette(&self, answer: Answer) -> Cassette {
+        let Answer {
+            body: response_body,
+            text: body_text,
+            stream,
+            events,
+        } = answer;
         let request = &self.request;
         let mut cassette = Cassette {
             format: format_for(self.sequence.as_ref(), None),
@@ -299,6 +330,7 @@ impl Draft {
                 body: response_body,
                 stream: stream.map(|f| f.name().to_owned()),
                 events,
+                body_text,
                 failure: self.failure,
             },
             meta: Meta {
@@ -379,7 +411,7 @@ impl Recorder {
                     failure: Some(failure),
                 };
                 // Kept like an error answer; the client gets the error as it would without.
-                match draft.store(StoredBody::Empty, None, None).await {
+                match draft.store(Answer::whole(b"")).await {
                     Ok(Stored::Won | Stored::Kept) => draft.land(Landed::Stored),
                     Ok(Stored::Nothing) => {}
                     Err(store) => self.record_failure(&keyed.key, report(&store)),
@@ -519,10 +551,7 @@ impl Recorder {
                 }
             }
         }
-        let source = match draft
-            .store(StoredBody::from_bytes(&bytes), None, None)
-            .await
-        {
+        let source = match draft.store(Answer::whole(&bytes)).await {
             Ok(Stored::Won) => Source::Recorded,
             Ok(Stored::Nothing) => Source::PassedThrough,
             Ok(Stored::Kept) => {
