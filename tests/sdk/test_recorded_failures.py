@@ -1,7 +1,8 @@
 """Issue 34 item 7: a timeout or a connection reset from the vendor, recorded with
 `--record-errors`, replays as the same failure to the real OpenAI Python SDK (no retries): a
 connection error for a reset, a read timeout for a stall the client does not wait out, and no
-upstream connection in replay."""
+upstream connection in replay; and under the pytest plugin a test that expects the failure
+passes (a replayed failure is no cassette error)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import openai
 import pytest
 
 from conftest import Proxy
+from test_plugin_ci import pytest_run
 
 
 class FailingUpstream:
@@ -94,3 +96,32 @@ def test_the_recorded_failure_replays_without_the_vendor(recorded: tuple[str, st
     finally:
         proxy.stop()
     assert upstream.connections == before, "replay called the vendor"
+
+
+RETRY_PATH = """
+import openai
+import pytest
+
+
+def test_the_retry_path_sees_the_failure():
+    client = openai.OpenAI(max_retries=0)
+    with pytest.raises(openai.APIConnectionError):
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+"""
+
+
+def test_a_test_of_its_retry_path_passes_on_the_replayed_failure(
+    recorded: tuple[str, str, FailingUpstream], tmp_path: Path
+) -> None:
+    how, store_url, upstream = recorded
+    folder = tmp_path / "project"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "cassette.toml").write_text(f'[routes.default]\nupstream = "{upstream.url}/v1"\n')
+    (folder / "tests" / "test_retry.py").write_text(RETRY_PATH)
+    before = upstream.connections
+    replayed = pytest_run(folder, "--cassette=replay", CASSETTE_STORE=store_url)
+    out = replayed.stdout + replayed.stderr
+    # Before: the plugin failed the test with "cassette error: replayed the recorded upstream failure".
+    assert replayed.returncode == 0, out
+    assert "1 passed" in replayed.stdout, out
+    assert upstream.connections == before, out
