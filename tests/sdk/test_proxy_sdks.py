@@ -11,7 +11,7 @@ import anthropic
 import openai
 import pytest
 
-from conftest import Proxy, fixture_json
+from conftest import Proxy, fixture_bytes, fixture_json
 
 # A credential the client sends; it must reach the upstream and never the store.
 CLIENT_KEY = "sk-test-CLIENTSECRET0123456789abcdef"
@@ -86,6 +86,14 @@ def chat_nonstream(oa, an):
         "model": r.model,
         "total_tokens": r.usage.total_tokens,
     }
+
+
+def chat_raw(oa, an):
+    # A test that snapshots the raw answer (docs/cassette-format.md, "Replay").
+    raw = oa.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=user("Show me the raw answer for order A-1042.")
+    )
+    return {"text": raw.text, "content": raw.parse().choices[0].message.content}
 
 
 def chat_stream(oa, an):
@@ -188,7 +196,15 @@ def anthropic_stream(oa, an):
 
 SCENARIOS = {
     f.__name__: f
-    for f in [chat_nonstream, chat_stream, chat_stream_helper, responses_stream, anthropic_nonstream, anthropic_stream]
+    for f in [
+        chat_nonstream,
+        chat_raw,
+        chat_stream,
+        chat_stream_helper,
+        responses_stream,
+        anthropic_nonstream,
+        anthropic_stream,
+    ]
 }
 
 
@@ -281,6 +297,12 @@ def test_record_gives_the_vendor_answers(recorded):
         ["tool_use", tool_use["content"][1]["id"], "get_weather", {"city": "Paris", "unit": "celsius"}],
     ]
     assert r["anthropic_stream"]["text_stream"] == tool_use["content"][0]["text"]
+
+
+def test_record_gives_the_vendor_bytes_and_replay_the_same(recorded, replayed):
+    vendor = fixture_bytes("openai_chat.response.json").decode()
+    assert recorded["results"]["chat_raw"]["text"] == vendor
+    assert replayed["results"]["chat_raw"]["text"] == vendor
 
 
 def test_record_stores_one_cassette_per_request_and_stops_gracefully(recorded, upstream, store_url):

@@ -631,3 +631,56 @@ async fn a_corrupt_cassette_is_an_error_naming_the_key_and_store() {
     );
     assert!(message.contains("re-record"), "{message}");
 }
+
+/// Records `raw` as the upstream's answer, then replays it from the tape: what the client got
+/// each time.
+async fn recorded_and_replayed(raw: &'static str) -> (Bytes, Bytes) {
+    let mut fake = FakeUpstream::start().await;
+    fake.reply(
+        CHAT,
+        Reply::Body {
+            status: 200,
+            content_type: "application/json".into(),
+            body: Bytes::from_static(raw.as_bytes()),
+        },
+    );
+    let store = memory();
+    let recorder = Recorder::new(config(Mode::Record, &fake.url), store.clone()).unwrap();
+    let recorded = recorder.handle(chat("Order?", 0.0)).await.unwrap();
+    assert_eq!(recorded.source, Source::Recorded);
+    let recorded = recorded.response.into_bytes().await.unwrap();
+    fake.stop();
+    let replayer = Recorder::new(config(Mode::Replay, &fake.url), store).unwrap();
+    let replayed = replayer.handle(chat("Order?", 0.0)).await.unwrap();
+    assert_eq!(replayed.source, Source::Replayed);
+    (recorded, replayed.response.into_bytes().await.unwrap())
+}
+
+#[tokio::test]
+async fn replay_gives_the_recorded_bytes_of_a_json_answer() {
+    // Members out of alphabetical order, Python's spacing, a trailing newline.
+    let raw = "{\"id\": \"chatcmpl-29\", \"object\": \"chat.completion\", \"created\": 1,  \
+               \"model\": \"gpt-4o-mini\", \"choices\": [{\"message\": {\"role\": \"assistant\", \
+               \"content\": \"Refunds take 5 days.\"}, \"index\": 0, \"finish_reason\": \"stop\"}]}\n";
+    let (recorded, replayed) = recorded_and_replayed(raw).await;
+    assert_eq!(recorded, raw.as_bytes());
+    assert_eq!(
+        String::from_utf8_lossy(&replayed),
+        String::from_utf8_lossy(&recorded)
+    );
+}
+
+#[tokio::test]
+async fn a_redacted_answer_replays_in_the_recorded_member_order() {
+    let raw = "{\"id\": \"chatcmpl-30\", \"object\": \"chat.completion\", \"choices\": [{\"message\": \
+               {\"role\": \"assistant\", \"content\": \"use sk-proj-7Fh2kQ9xLm3Np8Rs5Tv1Wy4Za6Bc0De2Fg\"}, \
+               \"index\": 0}], \"created\": 2}";
+    let (_, replayed) = recorded_and_replayed(raw).await;
+    let replayed = String::from_utf8_lossy(&replayed);
+    assert!(!replayed.contains("sk-proj-"), "{replayed}");
+    assert_eq!(
+        replayed,
+        "{\"id\":\"chatcmpl-30\",\"object\":\"chat.completion\",\"choices\":[{\"message\":\
+         {\"role\":\"assistant\",\"content\":\"use [REDACTED]\"},\"index\":0}],\"created\":2}"
+    );
+}

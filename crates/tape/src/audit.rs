@@ -168,6 +168,16 @@ pub fn audit(cassette: &Cassette) -> Vec<Finding> {
         &clean.request.query,
         "a credential parameter (left out of the key and never stored today)",
     );
+    // The replayed text follows the body: a body finding says what it held, so only a text
+    // that holds more than its body (a hand edit) is a finding of its own.
+    if cassette.response.body == clean.response.body {
+        text(
+            "response.body_text",
+            cassette.response.body_text.as_deref().unwrap_or(""),
+            clean.response.body_text.as_deref().unwrap_or(""),
+            "a credential the current rules replace",
+        );
+    }
     headers(
         &mut out,
         "request.headers",

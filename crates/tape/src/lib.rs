@@ -24,12 +24,14 @@ pub mod document;
 mod error;
 pub mod headers;
 pub mod mcp;
+mod order;
 pub mod redact;
 mod request;
 mod seal;
 
 pub use document::{
     Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse, TestScope,
+    UpstreamFailure,
 };
 pub use error::{Error, Result};
 pub use request::{model_in_path, Request, DEFAULT_TARGET};

@@ -7,7 +7,7 @@
 //! redacted here; `tests/seal.rs` plants a credential in every string of a full document and
 //! checks that none reaches the sealed bytes.
 
-use crate::document::{Cassette, KeySettings, Meta, StoredRequest, StoredResponse};
+use crate::document::{Cassette, KeySettings, Meta, StoredBody, StoredRequest, StoredResponse};
 use crate::headers::lowercased;
 use crate::redact::{BodyRedaction, Redactor};
 use bytes::Bytes;
@@ -192,12 +192,21 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         body,
         stream,
         events,
+        body_text,
+        failure: _,
     } = response;
     *headers = lowercased(&redactor.response_headers(&pairs(headers)));
     // A stream kept event by event in the body (the generic formats): a secret split across
     // its events is found in the text a client assembles.
     let content_type = headers.get("content-type").cloned();
     let response_body = redactor.response_body(body, stream.as_deref(), content_type.as_deref());
+    *body_text = replay_text(
+        redactor,
+        body_text.take(),
+        body,
+        stream.is_some(),
+        response_body,
+    );
     if let Some(name) = stream {
         *name = redactor.text(name);
     }
@@ -241,6 +250,33 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         response: response_body,
         events: events_changed,
     }
+}
+
+/// The text a JSON answer is replayed as (`response.body_text`), from the text it was received
+/// as and its redacted `body`: the received bytes when redaction changed neither the answer nor
+/// the text, else the redacted answer in the received member order; nothing when that is what
+/// replay sends anyway (`body` compact) or the answer is not a JSON one that was not streamed.
+fn replay_text(
+    redactor: &Redactor,
+    received: Option<String>,
+    body: &StoredBody,
+    streamed: bool,
+    redaction: BodyRedaction,
+) -> Option<String> {
+    let (StoredBody::Json(value), Some(received), false) = (body, received, streamed) else {
+        return None;
+    };
+    // The text is kept only when it says what the redacted answer says (a hand-edited text
+    // could say more), and is checked as text too: a shape could match the raw text across
+    // its escapes where no decoded string holds it.
+    let same = || serde_json::from_str::<Value>(&received).is_ok_and(|v| v == *value);
+    let text = if !redaction.changed && same() && redactor.text(&received) == received {
+        received
+    } else {
+        crate::order::in_order_of(&received, value)?
+    };
+    let compact = serde_json::to_string(value).unwrap_or_default();
+    (text != compact).then_some(text)
 }
 
 /// The review facts of an LLM recording, read from its redacted request and answer (and

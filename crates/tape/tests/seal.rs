@@ -67,6 +67,8 @@ fn full() -> Cassette {
                 json!({"event": "message", "data": "{\"a\":\"b\"}", "id": "1"}),
                 json!("{\"done\":true}"),
             ]),
+            body_text: Some("{\"a\": \"b\"}".into()),
+            failure: None,
         },
         meta: Meta {
             profile: "openai.chat".into(),
@@ -178,6 +180,54 @@ fn sealing_is_idempotent_and_derives_the_review_facts_from_what_is_stored() {
     assert_eq!(meta.usage, Some(json!({"total_tokens": 9})));
     let twice = Sealed::seal(once.cassette().clone(), &Redactor::default(), None);
     assert_eq!(twice.to_document(), once.to_document());
+}
+
+#[test]
+fn an_answers_replayed_text_keeps_its_bytes_or_its_member_order_and_never_a_secret() {
+    let mut cassette = full();
+    cassette.response.stream = None;
+    cassette.response.events = None;
+    let received = r#"{"id": "c-1",  "object": "chat.completion", "choices": [{"message": {"content": "ok"}}]}"#;
+    let answer = |cassette: &mut Cassette, body: &str, text: &str| {
+        cassette.response.body = StoredBody::from_bytes(body.as_bytes());
+        cassette.response.body_text = Some(text.to_owned());
+    };
+    let sealed = |cassette: &Cassette| {
+        let sealed = Sealed::seal(cassette.clone(), &Redactor::default(), None);
+        let again = Sealed::seal(sealed.cassette().clone(), &Redactor::default(), None);
+        assert_eq!(again.to_document(), sealed.to_document(), "idempotent");
+        sealed.cassette().response.body_text.clone()
+    };
+    // Left alone by redaction: the received bytes.
+    answer(&mut cassette, received, received);
+    assert_eq!(sealed(&cassette).as_deref(), Some(received));
+    // Redacted: the redacted answer, compact, in the received member order.
+    let leaky = received.replace("ok", SECRET);
+    answer(&mut cassette, &leaky, &leaky);
+    assert_eq!(
+        sealed(&cassette).as_deref(),
+        Some(
+            r#"{"id":"c-1","object":"chat.completion","choices":[{"message":{"content":"[REDACTED]"}}]}"#
+        )
+    );
+    // A text that says more than its body (a hand edit) is written from the body.
+    answer(&mut cassette, received, &leaky);
+    assert_eq!(
+        sealed(&cassette).as_deref(),
+        Some(r#"{"id":"c-1","object":"chat.completion","choices":[{"message":{"content":"ok"}}]}"#)
+    );
+    let findings = audit(&cassette);
+    assert!(
+        findings.iter().any(|f| f.location == "response.body_text"),
+        "{findings:?}"
+    );
+    // Nothing to keep when it is what the body gives anyway, or when the answer streamed.
+    let sorted = r#"{"choices":[{"message":{"content":"ok"}}],"id":"c-1"}"#;
+    answer(&mut cassette, sorted, sorted);
+    assert_eq!(sealed(&cassette), None);
+    answer(&mut cassette, received, received);
+    cassette.response.stream = Some("openai.chat".into());
+    assert_eq!(sealed(&cassette), None);
 }
 
 #[test]

@@ -2,9 +2,11 @@
 //! settings file, default). Keys are shown only as set or unset, with the variable they come
 //! from.
 
+use crate::shared::judge::JudgeArgs;
 use crate::shared::settings::{
     RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
 };
+use cassette_grade::judge::JudgeConfig;
 use clap::parser::ValueSource;
 use clap::ArgMatches;
 use serde::Serialize;
@@ -24,6 +26,9 @@ pub(crate) struct ConfigArgs {
 
     #[command(flatten)]
     serve: ServeArgs,
+
+    #[command(flatten)]
+    judge: JudgeArgs,
 
     /// Print JSON: {"file": PATH or null, "settings": [{"name", "value", "origin"}]}.
     #[arg(long)]
@@ -46,6 +51,7 @@ pub(crate) fn run(
 ) -> anyhow::Result<ExitCode> {
     let settings = args.recorder.resolve(file)?;
     let mut rows = rows(&settings, &args.serve.resolve(file), file, matches);
+    rows.extend(judge_rows(&args.judge.resolve(file), file, matches));
     // A store or an upstream URL may carry a password or a key: shown without.
     for row in &mut rows {
         row.value = cassette_keying::shown_urls(&row.value).into_owned();
@@ -286,6 +292,32 @@ fn serve_rows(serve: &ServeSettings, file: &SettingsFile, m: &ArgMatches) -> Vec
             name: "bypass.allow".to_owned(),
             value: list(&allowed),
             origin: list_origin(m, "allow_hosts", !file.allow_hosts.is_empty()),
+        },
+    ]
+}
+
+/// The judge's model and route (`[judge]`, `--judge-model`, `--judge-route`).
+fn judge_rows(judge: &JudgeConfig, file: &SettingsFile, m: &ArgMatches) -> Vec<Row> {
+    vec![
+        Row {
+            name: "judge.model".to_owned(),
+            value: judge.model.clone().unwrap_or_else(|| "none".to_owned()),
+            origin: origin(
+                m,
+                "judge_model",
+                Some("CASSETTE_JUDGE_MODEL"),
+                file.judge_model.is_some(),
+            ),
+        },
+        Row {
+            name: "judge.route".to_owned(),
+            value: judge.route.clone(),
+            origin: origin(
+                m,
+                "judge_route",
+                Some("CASSETTE_JUDGE_ROUTE"),
+                file.judge_route.is_some(),
+            ),
         },
     ]
 }

@@ -157,7 +157,7 @@ pub(crate) fn run(args: GradeArgs, file: &SettingsFile) -> anyhow::Result<ExitCo
     // first judged request.
     let settings = args.recorder.resolve(file)?;
     let mut grader = Session {
-        judge: args.judge.resolve(),
+        judge: args.judge.resolve(file),
         settings: Some(settings),
         recorder: None,
     };

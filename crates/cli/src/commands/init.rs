@@ -52,6 +52,12 @@ ignore = []
 paths = []      # e.g. ["$..email"]
 patterns = []   # e.g. ['[\w.+-]+@[\w-]+\.[\w.]+']
 
+# The judge of judge graders (cassette run, cassette grade, expect() in tests): its model,
+# for graders that name none, and the route it is reached through (default: default).
+# [judge]
+# model = "gpt-4o-mini"
+# route = "default"
+
 # Upstreams. The proxy holds the real keys, read from the variables named here; under
 # `cassette exec` the command only ever sees the placeholder "cassette".
 # Built in: default (https://api.openai.com, UPSTREAM_API_KEY or OPENAI_API_KEY),

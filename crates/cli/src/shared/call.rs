@@ -4,7 +4,7 @@
 use cassette_grade::answer::{self, Answer, Reply};
 use cassette_keying::Key;
 use cassette_recorder::miss::{Explanation, Nearest};
-use cassette_recorder::{Error, Miss, Recorder, Request, Source};
+use cassette_recorder::{Error, Miss, Recorder, Request, Scope, Source};
 use serde_json::Value;
 
 /// Why a run stops early.
@@ -17,8 +17,18 @@ pub(crate) enum Stop {
 
 /// Sends one request through the recorder and reads the answer.
 pub(crate) async fn call(recorder: &Recorder, request: Request) -> Result<Reply, Stop> {
+    call_in(recorder, request, &Scope::default()).await
+}
+
+/// Sends one request through the recorder for `scope` (the judge's votes name theirs) and reads
+/// the answer.
+pub(crate) async fn call_in(
+    recorder: &Recorder,
+    request: Request,
+    scope: &Scope,
+) -> Result<Reply, Stop> {
     let path = request.path.clone();
-    match recorder.handle(request).await {
+    match recorder.handle_in(request, scope).await {
         Ok(outcome) => {
             let status = outcome.response.status;
             let header = |name: &str| {

@@ -20,6 +20,12 @@ use cassette_tape::{Request, DEFAULT_TARGET};
 use serde_json::{json, Value};
 use std::future::Future;
 
+/// The test the judge's votes are asked for, as a recorder names the test of a request: their
+/// cassettes carry it as their `meta.test`, so a review tells them from the application's, and
+/// a judge vote that misses is compared with the judge's own recordings first. Spaces and the
+/// parentheses keep it from being any test runner's test id.
+pub const JUDGE_TEST: &str = "(cassette judge)";
+
 /// Sends a judge request to the judge's model and brings its reply back: the one thing the
 /// judge needs from outside. The CLI implements it over the recorder (replayed, recorded, or a
 /// miss that stops the grading); tests implement it with canned replies.

@@ -4,7 +4,7 @@
 //! stored under the same key is compared with the imported one, so that two recordings of one
 //! request with different answers are reported, never silently merged.
 
-use super::recording::Draft;
+use super::recording::{Answer, Draft};
 use super::write::{Stamp, Stored};
 use super::Recorder;
 use crate::error::Result;
@@ -109,24 +109,26 @@ impl Recorder {
                 StreamFormat::detect(keyed.profile, content_type)
             })
             .flatten();
-        let (body, format) = match detected {
+        let answer = match detected {
             Some(format) => {
                 let mut assembler = Assembler::new(format);
                 assembler.push(&exchange.body);
                 match assembler.finish() {
-                    Ok(final_response) => (StoredBody::Json(final_response), Some(format)),
+                    Ok(final_response) => {
+                        Answer::streamed(StoredBody::Json(final_response), format, None)
+                    }
                     // The upstream's own error event ends the stream: what the test saw is
                     // the events, kept verbatim in the format's framing.
                     Err(StreamError::Upstream { .. }) => {
                         let framing = format.framing();
                         let mut events = Assembler::new(framing);
                         events.push(&exchange.body);
-                        (StoredBody::Json(events.finish()?), Some(framing))
+                        Answer::streamed(StoredBody::Json(events.finish()?), framing, None)
                     }
                     Err(err) => return Err(err.into()),
                 }
             }
-            None => (StoredBody::from_bytes(&exchange.body), None),
+            None => Answer::whole(&exchange.body),
         };
         let draft = Draft {
             recorder: self.clone(),
@@ -143,8 +145,9 @@ impl Recorder {
             started: Instant::now(),
             write,
             flight: None,
+            failure: None,
         };
-        let mut cassette = draft.cassette(body, format, None);
+        let mut cassette = draft.cassette(answer);
         cassette.meta.source = exchange.source;
         let stamp = Stamp {
             recorded_at: exchange.recorded_at,

@@ -14,10 +14,11 @@ use crate::response::{BodyStream, Outcome, Response, ResponseBody, Source};
 use crate::upstream::{client_headers, response_headers};
 use bytes::Bytes;
 use cassette_keying::{Key, Keyed, Profile};
-use cassette_tape::document::format_for;
+use cassette_tape::document::{format_for, format_of};
 use cassette_tape::headers::{declares_json, header, lowercased};
 use cassette_tape::{
     Cassette, KeySettings, Meta, Request, Sequence, StoredBody, StoredRequest, StoredResponse,
+    UpstreamFailure,
 };
 use cassette_wire::StreamFormat;
 use futures::StreamExt;
@@ -50,6 +51,49 @@ pub(super) struct Draft {
     pub(super) write: Write,
     /// The single flight this recording leads, if any.
     pub(super) flight: Option<Flight>,
+    /// The upstream gave no answer: what it did instead (recorded with error recording on).
+    pub(super) failure: Option<UpstreamFailure>,
+}
+
+/// The answer a recording stores.
+pub(super) struct Answer {
+    pub(super) body: StoredBody,
+    /// The text of a whole JSON answer as the client got it, for `body_text`: sealing keeps
+    /// it (or its member order, when redaction changed the answer).
+    pub(super) text: Option<String>,
+    pub(super) stream: Option<StreamFormat>,
+    pub(super) events: Option<Vec<Value>>,
+}
+
+impl Answer {
+    /// A whole answer (not a stream), as received.
+    pub(super) fn whole(bytes: &[u8]) -> Answer {
+        let body = StoredBody::from_bytes(bytes);
+        let text = match body {
+            StoredBody::Json(_) => std::str::from_utf8(bytes).ok().map(str::to_owned),
+            _ => None,
+        };
+        Answer {
+            body,
+            text,
+            stream: None,
+            events: None,
+        }
+    }
+
+    /// A stream's assembled answer, with its events when exact streams are kept.
+    pub(super) fn streamed(
+        body: StoredBody,
+        format: StreamFormat,
+        events: Option<Vec<Value>>,
+    ) -> Answer {
+        Answer {
+            body,
+            text: None,
+            stream: Some(format),
+            events,
+        }
+    }
 }
 
 impl Draft {
@@ -173,7 +217,7 @@ impl Draft {
                     body,
                     format,
                     events,
-                })) => match self.store(body, Some(format), events).await {
+                })) => match self.store(Answer::streamed(body, format, events)).await {
                     Ok(Stored::Nothing) => {}
                     // Its key was logged before it was stored (`Recorder::write`).
                     Ok(Stored::Won | Stored::Kept) => self.land(Landed::Stored),
@@ -219,29 +263,18 @@ impl Draft {
     }
 
     /// Writes the recording as `write` says, made now.
-    pub(super) async fn store(
-        &mut self,
-        body: StoredBody,
-        stream: Option<StreamFormat>,
-        events: Option<Vec<Value>>,
-    ) -> Result<Stored> {
+    pub(super) async fn store(&mut self, answer: Answer) -> Result<Stored> {
         let stamp = Stamp::now(self.started.elapsed().as_millis() as u64);
-        self.store_stamped(body, stream, events, stamp).await
+        self.store_stamped(answer, stamp).await
     }
 
     /// Writes the recording as `write` says, with its provenance; what it did (a create-only
     /// write that lost keeps the other recording).
-    pub(super) async fn store_stamped(
-        &mut self,
-        body: StoredBody,
-        stream: Option<StreamFormat>,
-        events: Option<Vec<Value>>,
-        stamp: Stamp,
-    ) -> Result<Stored> {
+    pub(super) async fn store_stamped(&mut self, answer: Answer, stamp: Stamp) -> Result<Stored> {
         if self.write == Write::Nothing {
             return Ok(Stored::Nothing);
         }
-        let cassette = self.cassette(body, stream, events);
+        let cassette = self.cassette(answer);
         let material = self.material.take();
         let own = self.sharing == Sharing::Own && self.write == Write::CreateOnly;
         let apart = own.then(|| (cassette.clone(), stamp.clone()));
@@ -264,14 +297,15 @@ impl Draft {
     }
 
     /// The cassette of this exchange as received; the write path seals it.
-    pub(super) fn cassette(
-        &self,
-        response_body: StoredBody,
-        stream: Option<StreamFormat>,
-        events: Option<Vec<Value>>,
-    ) -> Cassette {
+    pub(super) fn cassette(&self, answer: Answer) -> Cassette {
+        let Answer {
+            body: response_body,
+            text: body_text,
+            stream,
+            events,
+        } = answer;
         let request = &self.request;
-        Cassette {
+        let mut cassette = Cassette {
             format: format_for(self.sequence.as_ref(), None),
             key: self.keyed_key.clone(),
             key_version: cassette_keying::KEY_VERSION,
@@ -296,13 +330,17 @@ impl Draft {
                 body: response_body,
                 stream: stream.map(|f| f.name().to_owned()),
                 events,
+                body_text,
+                failure: self.failure,
             },
             meta: Meta {
                 profile: self.profile.to_string(),
                 test: self.test.clone(),
                 ..Meta::default()
             },
-        }
+        };
+        cassette.format = format_of(&cassette);
+        cassette
     }
 }
 
@@ -323,7 +361,64 @@ impl Recorder {
         // The canonical text is as large as the request and no longer needed: a large request
         // is not held twice while the upstream answers.
         keyed.canonical = String::new();
-        let mut sent = self.send(upstream, &request, asker.test.as_deref()).await?;
+        let started = Instant::now();
+        let mut sent = match self.send(upstream, &request, asker.test.as_deref()).await {
+            Ok(sent) => sent,
+            Err(err) => {
+                let upstream = match upstream {
+                    Via::Network(_) => self.inner.config.route(&request.target),
+                    Via::Tapes(_) => None,
+                };
+                let Some(route) = upstream else {
+                    return Err(err);
+                };
+                let failure = match &err {
+                    Error::Upstream {
+                        timed_out,
+                        connected: true,
+                        ..
+                    } => {
+                        let after_ms = started.elapsed().as_millis() as u64;
+                        Some(match timed_out {
+                            true => UpstreamFailure::Timeout { after_ms },
+                            false => UpstreamFailure::Reset { after_ms },
+                        })
+                    }
+                    _ => None,
+                };
+                let write = match self.inner.config.errors {
+                    ErrorRecording::Record => write,
+                    ErrorRecording::PassThrough => Write::Nothing,
+                };
+                let (Some(failure), true) = (failure, write != Write::Nothing) else {
+                    return Err(err);
+                };
+                let mut draft = Draft {
+                    recorder: self.clone(),
+                    upstream: self.inner.redactor.url(&route.base_url),
+                    request,
+                    keyed_key: keyed.key.clone(),
+                    sequence: Sequence::of(&keyed),
+                    material: Some(std::mem::take(&mut keyed.material)),
+                    profile: keyed.profile,
+                    test: asker.test,
+                    sharing: asker.sharing,
+                    status: 0,
+                    headers: Vec::new(),
+                    started,
+                    write,
+                    flight,
+                    failure: Some(failure),
+                };
+                // Kept like an error answer; the client gets the error as it would without.
+                match draft.store(Answer::whole(b"")).await {
+                    Ok(Stored::Won | Stored::Kept) => draft.land(Landed::Stored),
+                    Ok(Stored::Nothing) => {}
+                    Err(store) => self.record_failure(&keyed.key, report(&store)),
+                }
+                return Err(err);
+            }
+        };
         let status = sent.status;
         let mut headers = std::mem::take(&mut sent.headers);
         let mut client = client_headers(&headers);
@@ -371,6 +466,7 @@ impl Recorder {
             started: sent.started,
             write,
             flight,
+            failure: None,
         };
         let Some(format) = format else {
             return self
@@ -455,10 +551,7 @@ impl Recorder {
                 }
             }
         }
-        let source = match draft
-            .store(StoredBody::from_bytes(&bytes), None, None)
-            .await
-        {
+        let source = match draft.store(Answer::whole(&bytes)).await {
             Ok(Stored::Won) => Source::Recorded,
             Ok(Stored::Nothing) => Source::PassedThrough,
             Ok(Stored::Kept) => {

@@ -72,7 +72,13 @@ pub(super) fn replay_response(
             if recorded_format.is_some() {
                 set_header(&mut headers, "content-type", "application/json");
             }
-            ResponseBody::Full(body.to_bytes()?)
+            // The answer as the client got it when it was recorded (member order and, unless
+            // redacted, bytes), for a JSON answer that was not a stream.
+            let bytes = match (&body, stored.body_text) {
+                (StoredBody::Json(_), Some(text)) if recorded_format.is_none() => Bytes::from(text),
+                _ => body.to_bytes()?,
+            };
+            ResponseBody::Full(bytes)
         }
     };
     Ok(Response {

@@ -473,6 +473,8 @@ impl McpRecorder {
                 body: StoredBody::Json(recording.to_body()),
                 stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
                 events: None,
+                body_text: None,
+                failure: None,
             },
             meta: Meta {
                 profile: MCP_PROFILE.to_owned(),

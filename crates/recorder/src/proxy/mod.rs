@@ -41,8 +41,8 @@
 //!   `cross-site` or `same-site`) is refused unless its origin is in
 //!   [`ProxyConfig::allowed_origins`]; CORS preflights are answered by the proxy (for allowed
 //!   origins) or refused, never forwarded;
-//! - with a [`RunSecret`] ([`ProxyConfig::run_secret`]), in a mode that may call an upstream
-//!   (the proxy's, or the scope's), an API request on the HTTP port must carry the secret
+//! - with a [`RunSecret`] ([`ProxyConfig::run_secret`]), in a mode that may call an upstream,
+//!   an API request on the HTTP port must carry the secret
 //!   (`/_run/SECRET/...`, or the `x-cassette-run` header): any other local program, another
 //!   user's included, is refused, and a wrong secret is refused in every mode.
 //!

@@ -147,7 +147,7 @@ impl RunArgs {
     /// Loads the suite and validates every setting; no store is opened, no request sent.
     fn resolve(&self, file: &SettingsFile) -> anyhow::Result<RunSettings> {
         let cases = self.pick(suite::load(&self.suite)?)?;
-        let judge = self.judge.resolve();
+        let judge = self.judge.resolve(file);
         let mut recorder = self.recorder.resolve(file)?;
         // A suite asks each request once: answers kept ready to send would only take memory
         // (about 15% of a 100,000-case replay's time and 80 MB), unless asked for.

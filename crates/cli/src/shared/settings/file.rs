@@ -107,6 +107,10 @@ pub(crate) struct SettingsFile {
     pub(crate) catch_bypass: Option<bool>,
     /// `[bypass] allow`.
     pub(crate) allow_hosts: Vec<HostPattern>,
+    /// `[judge] model`: the judge's model for judge graders that name none.
+    pub(crate) judge_model: Option<String>,
+    /// `[judge] route`: the route the judge is reached through.
+    pub(crate) judge_route: Option<String>,
 }
 
 /// One `[routes.NAME]` table.
@@ -197,6 +201,15 @@ struct Raw {
     proxy: RawProxy,
     #[serde(default)]
     bypass: RawBypass,
+    #[serde(default)]
+    judge: RawJudge,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJudge {
+    model: Option<Spanned<String>>,
+    route: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -370,6 +383,26 @@ impl Raw {
                 parse_miss_status(&status.get_ref().to_string())
                     .map_err(|e| source.error(status.span(), &format!("`miss_status`: {e}")))?,
             );
+        }
+        if let Some(model) = &self.judge.model {
+            let text = model.get_ref().trim();
+            if text.is_empty() {
+                bail!(source.error(
+                    model.span(),
+                    "`judge.model` is empty: name the judge's model or leave it out"
+                ));
+            }
+            file.judge_model = Some(text.to_owned());
+        }
+        if let Some(route) = &self.judge.route {
+            let text = route.get_ref().trim();
+            if !is_plain_name(text) {
+                bail!(source.error(
+                    route.span(),
+                    "`judge.route`: a route name is letters, digits, `-`, `_` or `.`"
+                ));
+            }
+            file.judge_route = Some(text.to_owned());
         }
         file.catch_bypass = self.bypass.catch;
         for host in &self.bypass.allow {

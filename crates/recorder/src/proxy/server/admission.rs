@@ -6,9 +6,7 @@
 use super::answer::error_response;
 use super::channel::OnChannel;
 use super::state::AppState;
-use crate::mode::Mode;
 use crate::proxy::run_secret::{split_run, RUN_SECRET_HEADER};
-use crate::proxy::scopes::{split_scope, DEFAULT_SCOPE};
 use axum::extract::{Request as HttpRequest, State};
 use axum::http::{Extensions, StatusCode};
 use axum::middleware::Next;
@@ -76,14 +74,15 @@ fn without_prefix(request: &mut HttpRequest, rest: &str) {
 
 impl AppState {
     /// The refusal of an API request that did not carry the run secret, when the proxy has one
-    /// and the mode that would answer it (its scope's, else the proxy's) may call an upstream;
-    /// `None` when it may be served. Requests on the channel (owner-only) need none.
-    pub(super) fn refuse_stranger(&self, extensions: &Extensions, raw: &str) -> Option<Response> {
+    /// and its mode may call an upstream (a scope's mode is not asked: it never makes a
+    /// replaying recorder call out, and a stranger can name any scope); `None` when it may be
+    /// served. Requests on the channel (owner-only) need none.
+    pub(super) fn refuse_stranger(&self, extensions: &Extensions) -> Option<Response> {
         self.run_secret.as_ref()?;
         if extensions.get::<Admitted>().is_some() || extensions.get::<OnChannel>().is_some() {
             return None;
         }
-        let mode = self.mode_for(raw);
+        let mode = self.recorder.mode();
         if !mode.may_call_upstream() {
             return None;
         }
@@ -111,16 +110,6 @@ impl AppState {
             .headers_mut()
             .insert("x-should-retry", http::HeaderValue::from_static("false"));
         Some(response)
-    }
-
-    /// The mode a request on `raw` (its path) would be answered in: its scope's, else the
-    /// proxy's.
-    fn mode_for(&self, raw: &str) -> Mode {
-        let id = split_scope(raw).map_or(DEFAULT_SCOPE, |(id, _)| id);
-        self.scopes
-            .as_ref()
-            .and_then(|scopes| scopes.scope(id).mode)
-            .unwrap_or_else(|| self.recorder.mode())
     }
 }
 
