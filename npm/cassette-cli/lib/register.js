@@ -87,51 +87,6 @@ function channelHeaders(headers, url) {
   return id ? withHeader(withUrl, SCOPE_HEADER, id) : withUrl;
 }
 
-if (socketPath && !(/** @type {any} */ (http)[INSTALLED])) {
-  /** @type {any} */ (http)[INSTALLED] = true;
-  const originalHttpRequest = http.request;
-
-  /**
-   * Asks the proxy where a URL's requests go, without sending one (`x-cassette-probe`).
-   * @param {URL} url
-   * @returns {Promise<string>}
-   */
-  const probe = (url) => {
-    const key = authority(url);
-    const known = verdicts.get(key);
-    if (known) {
-      return Promise.resolve(known);
-    }
-    return new Promise((resolve, reject) => {
-      const req = originalHttpRequest(
-        {
-          socketPath,
-          method: "GET",
-          path: "/",
-          agent: false,
-          headers: { host: url.host, [URL_HEADER]: url.href, "x-cassette-probe": "1" },
-        },
-        (res) => {
-          res.resume();
-          const verdict = String(res.headers["x-cassette"] ?? "refused");
-          verdicts.set(key, verdict);
-          resolve(verdict);
-        },
-      );
-      req.on("error", reject);
-      req.end();
-    });
-  };
-
-  // Node loads its undici, which installs the default Agent there, on the first fetch; a
-  // data: URL loads it without a connection.
-  await fetch("data:,").then((r) => r.arrayBuffer());
-  installDispatcher(socketPath, probe);
-  wrapHttp(http, "http:", originalHttpRequest, socketPath);
-  wrapHttp(https, "https:", originalHttpRequest, socketPath);
-  // `import { request } from "node:http"` sees the wrapped functions too.
-  syncBuiltinESMExports();
-}
 
 /**
  * Node's fetch reads its dispatcher from this global (undici's setGlobalDispatcher writes it),
@@ -342,4 +297,52 @@ function wrapHttp(mod, protocol, originalHttpRequest, socket) {
 
   /** @type {any} */ (mod).request = request;
   /** @type {any} */ (mod).get = get;
+}
+
+// Last, once every function above is defined (a bundler that rewrites the imports, such as
+// vitest running this file from source, may evaluate the module in its own order).
+if (socketPath && !(/** @type {any} */ (http)[INSTALLED])) {
+  /** @type {any} */ (http)[INSTALLED] = true;
+  const originalHttpRequest = http.request;
+
+  /**
+   * Asks the proxy where a URL's requests go, without sending one (`x-cassette-probe`).
+   * @param {URL} url
+   * @returns {Promise<string>}
+   */
+  const probe = (url) => {
+    const key = authority(url);
+    const known = verdicts.get(key);
+    if (known) {
+      return Promise.resolve(known);
+    }
+    return new Promise((resolve, reject) => {
+      const req = originalHttpRequest(
+        {
+          socketPath,
+          method: "GET",
+          path: "/",
+          agent: false,
+          headers: { host: url.host, [URL_HEADER]: url.href, "x-cassette-probe": "1" },
+        },
+        (res) => {
+          res.resume();
+          const verdict = String(res.headers["x-cassette"] ?? "refused");
+          verdicts.set(key, verdict);
+          resolve(verdict);
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    });
+  };
+
+  // Node loads its undici, which installs the default Agent there, on the first fetch; a
+  // data: URL loads it without a connection.
+  await fetch("data:,").then((r) => r.arrayBuffer());
+  installDispatcher(socketPath, probe);
+  wrapHttp(http, "http:", originalHttpRequest, socketPath);
+  wrapHttp(https, "https:", originalHttpRequest, socketPath);
+  // `import { request } from "node:http"` sees the wrapped functions too.
+  syncBuiltinESMExports();
 }
