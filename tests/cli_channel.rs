@@ -3,7 +3,8 @@
 //! route (recorded through the route's upstream, the fake standing in, and replayed without
 //! reaching it), a host no route serves is refused naming the host, the client and
 //! `[bypass] allow`, an allowed or loopback host is told to go direct, and the socket is gone
-//! once the proxy stops.
+//! once the proxy stops. Issue 35 item 8: a request naming its test's alias
+//! (`x-cassette-scope`) is that test's while it runs, and a late request of it once it ended.
 #![cfg(unix)]
 
 mod common;
@@ -18,10 +19,11 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-/// A `cassette proxy --channel` child and its socket.
+/// A `cassette proxy --channel` child, its socket and its ready line.
 struct Channel {
     child: Child,
     socket: PathBuf,
+    ready: Value,
 }
 
 impl Channel {
@@ -44,7 +46,11 @@ impl Channel {
             .expect("starting cassette proxy");
         let ready = common::ready_line(&mut BufReader::new(child.stdout.take().unwrap()));
         let socket = PathBuf::from(ready["channel"].as_str().expect("a channel path"));
-        Channel { child, socket }
+        Channel {
+            child,
+            socket,
+            ready,
+        }
     }
 
     /// One request with its original URL; the status, headers (lowercase) and body.
@@ -299,6 +305,7 @@ fn a_channel_in_a_directory_others_can_enter_is_refused() {
         Channel {
             child,
             socket: fresh.clone(),
+            ready,
         }
     };
     let mode = std::fs::metadata(fresh.parent().unwrap())
@@ -308,4 +315,71 @@ fn a_channel_in_a_directory_others_can_enter_is_refused() {
     assert_eq!(mode & 0o777, 0o700);
     channel.stop();
     assert!(!fresh.exists());
+}
+
+/// Issue 35 item 8: a test begun with an alias owns every request naming it, whichever scope
+/// runs when the request arrives: while it runs, the request is in its tally; once it ended
+/// (the next test begun in the same scope), it is a late request of that test, in the proxy's
+/// list of late tallies with its miss, and the running test's tally has none of it. An alias
+/// nobody began is refused, and one already taken is not taken again.
+#[test]
+fn a_request_naming_an_ended_tests_alias_is_that_tests_late_request() {
+    let work = Workdir::new();
+    let store = work.store("tapes");
+    let proxy = Channel::start(&work, &["--mode", "replay", "--store", &store, "--control"]);
+    let token = proxy.ready["control"]["token"].as_str().unwrap().to_owned();
+    let control = |method: &str, path: &str, body: &Value| {
+        let extra = format!("x-cassette-control: {token}\r\n");
+        let (status, head, body) = proxy.send_as(method, "http://127.0.0.1/", path, &extra, body);
+        assert_eq!(status, 200, "{method} {path}: {head}{body}");
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    let from_test = |alias: &str, prompt: &str| {
+        let extra = format!("x-cassette-scope: {alias}\r\n");
+        proxy.send_as("POST", OPENAI, OPENAI, &extra, &chat(prompt))
+    };
+    let scope = "/_cassette/scopes/default";
+
+    control("PUT", scope, &json!({"test": "test_a", "alias": "t1"}));
+    let (status, _, body) = from_test("t1", "asked while test_a runs");
+    assert_eq!(status, 409, "{body}");
+    let a = control("DELETE", scope, &json!({}));
+    assert_eq!(
+        (a["test"].as_str(), a["misses"].as_u64()),
+        (Some("test_a"), Some(1)),
+        "{a}"
+    );
+
+    control("PUT", scope, &json!({"test": "test_b", "alias": "t2"}));
+    // test_a's thread, still sending while test_b runs.
+    let (status, _, body) = from_test("t1", "asked by test_a's thread");
+    assert_eq!(status, 409, "{body}");
+    let b = control("DELETE", scope, &json!({}));
+    assert_eq!(
+        (b["test"].as_str(), b["requests"].as_u64()),
+        (Some("test_b"), Some(0)),
+        "{b}"
+    );
+
+    let answer = control("GET", "/_cassette/scopes", &json!({}));
+    let late = answer["late"].as_array().unwrap();
+    assert_eq!(late.len(), 1, "{answer}");
+    assert_eq!(late[0]["test"], "test_a", "{answer}");
+    assert_eq!(late[0]["misses"], 1, "{answer}");
+    let failure = late[0]["failure"].to_string();
+    assert!(failure.contains("cassette miss"), "{failure}");
+    assert_eq!(answer["ended"]["tests"], 2, "{answer}");
+
+    // A stranger's alias begins nothing; a taken alias is not given to another test.
+    let (status, _, body) = from_test("t9", "made up");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("was never begun"), "{body}");
+    let extra = format!("x-cassette-control: {token}\r\n");
+    let taken = json!({"test": "test_c", "alias": "t1"});
+    let (status, _, body) = proxy.send_as("PUT", "http://127.0.0.1/", scope, &extra, &taken);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("alias `t1`"), "{body}");
+    let c = control("GET", scope, &json!({}));
+    assert!(c["failure"].to_string().contains("alias `t1`"), "{c}");
+    proxy.stop();
 }

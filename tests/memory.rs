@@ -75,6 +75,7 @@ fn store_stream_recording(dir: &std::path::Path, question: &str, answer: &str) {
             stream: Some("openai.chat".into()),
             events: None,
             body_text: None,
+            failure: None,
         },
         meta: Meta {
             profile: "openai.chat".into(),

@@ -8,7 +8,8 @@ there; a host no route serves is refused (and counted for the running test); a h
 and then the client's own transport sends it unchanged. That verdict is asked once per origin
 (`OPTIONS` with `x-cassette-probe: 1`) so that a request body is never sent twice. Requests to
 the proxy's own HTTP address (clients following the base-URL variables) take the channel too,
-in origin form, so they pay no loopback HTTP.
+in origin form, so they pay no loopback HTTP. Each request names the test that sent it
+(`_test_context.py`), whichever thread or task of the test sent it.
 
 Caught: httpx and its fork httpx2 (sync and async, at `HTTPTransport`, so clients built with
 their own transport, `proxy=` or `trust_env=False` are caught), urllib3 (requests) and aiohttp.
@@ -32,6 +33,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
+
+from cassette_cli import _test_context
 
 CHANNEL_ENV = "CASSETTE_CHANNEL"
 PROXY_URL_ENV = "CASSETTE_PROXY_URL"
@@ -124,6 +127,7 @@ def _patch_httpx(module: ModuleType) -> None:
 
     def channel_request(request: Any, how: str) -> Any:
         headers = request.headers.copy()
+        headers.update(_test_context.headers())
         if how != "own":
             headers[URL_HEADER] = str(request.url)
         url = module.URL("http://cassette" + request.url.raw_path.decode("ascii"))
@@ -232,6 +236,7 @@ def _patch_urllib3(module: ModuleType) -> None:
         if pool is None:
             pool = pools[os.getpid()] = ChannelPool("cassette", maxsize=10)
         sent = dict(headers or {})
+        sent.update(_test_context.headers())
         if how != "own":
             sent[URL_HEADER] = full
         kw["assert_same_host"] = False
@@ -282,6 +287,7 @@ def _patch_aiohttp(module: ModuleType) -> None:
             via[self] = channel
         headers = dict(self._default_headers)
         headers.update(dict(kw.pop("headers", None) or {}))
+        headers.update(_test_context.headers())
         if how != "own":
             headers[URL_HEADER] = text
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

@@ -359,11 +359,12 @@ def _start(config: pytest.Config, session: _Session) -> None:
     changes[OWN_PROXY_ENV] = proxy.url
     channel = proxy.ready.get("channel")
     if channel:
-        from cassette_cli import _intercept
+        from cassette_cli import _intercept, _test_context
 
         # The test's subprocesses install the same transports (cassette_cli.pth).
         changes[_intercept.CHANNEL_ENV] = channel
         _intercept.install(channel, own=proxy.url)
+        _test_context.install()
     before = apply_env(changes, unset)
     # What is put back when the session ends, less every credential: a key variable the proxy
     # replaced with its placeholder, or had removed, keeps no copy of its real value where test
@@ -421,11 +422,12 @@ def _adopt_args() -> list[str]:
 
 
 def _stop(session: _Session) -> None:
-    from cassette_cli import _intercept
+    from cassette_cli import _intercept, _test_context
     from cassette_cli._proxy import restore_env
 
     proxy, session.proxy = session.proxy, None
     _intercept.uninstall()
+    _test_context.uninstall()
     restore_env(session.env_before)
     if proxy is None:
         return
@@ -543,7 +545,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     proxy = session.proxy
     mode, sequence, strict = _marker(item, session.session_mode)
     test_id = _test_id(item)
-    begin: dict[str, Any] = {"test": test_id}
+    from cassette_cli import _test_context
+
+    # The test's own name for its requests, which its threads and tasks send too.
+    begin: dict[str, Any] = {"test": test_id, "alias": _test_context.next_alias()}
+    _test_context.enter(begin["alias"])
     if mode is not None:
         begin["mode"] = mode
     if sequence:
@@ -585,6 +591,10 @@ def pytest_runtest_makereport(
     test = item.stash.get(_TEST, None)
     if session is None or session.proxy is None or test is None:
         return report
+    if call.when == "teardown":
+        from cassette_cli import _test_context
+
+        _test_context.enter(None)
     if call.when == "setup" and not report.failed:
         return report
     from cassette_cli._proxy import ProxyError
@@ -897,7 +907,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             if _piped(state):
                 state.proxy.noticed()  # the last tests' idle lines
                 state.idle.extend(state.proxy.idle)
-            ended = state.proxy.ended().get("ended") or {}
+            answer = state.proxy.ended()
+            ended = answer.get("ended") or {}
+            # What tests' threads and tasks sent after their test ended: failing the run.
+            state.strays.extend({**tally, "late": True} for tally in answer.get("late") or [])
             totals = {name: int(ended.get(name, 0)) for name in COUNTS}
         except ProxyError as error:
             message = f"cassette error: {error}"
@@ -986,10 +999,11 @@ def pytest_terminal_summary(
         if not _stray_fails(tally) and not int(tally.get("requests", 0)):
             continue
         problems = _failure(tally)
+        where = "outside any test (module-level code, fixtures between tests)"
+        if tally.get("late"):
+            where = f"late, after {tally.get('test')} ended (a thread or task it started)"
         terminalreporter.write_line(
-            "outside any test (module-level code, fixtures between tests): "
-            f"{tally.get('requests', 0)} "
-            f"requests, {tally.get('misses', 0)} misses",
+            f"{where}: {tally.get('requests', 0)} requests, {tally.get('misses', 0)} misses",
             red=_stray_fails(tally),
         )
         for line in problems:

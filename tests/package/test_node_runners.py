@@ -152,8 +152,8 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
             {**env, "CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET},
         )
         recorded = results(project)
-        assert sorted(status for status, _ in recorded.values()) == ["passed"] * 5 + ["pending"], recorded
-        assert len(upstream.requests) == 5, upstream.requests
+        assert sorted(status for status, _ in recorded.values()) == ["passed"] * 7 + ["pending"], recorded
+        assert len(upstream.requests) == 7, upstream.requests
         rows = [json.loads(line) for line in run([cassette, "ls", "--json"], project, env).stdout.splitlines()]
         sep = " " if runner.startswith("jest") else " > "  # jest names a test by its titles and spaces
         assert sorted(row["test"] for row in rows) == sorted(
@@ -161,28 +161,35 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
                 f"tests/chat.test.{ext} > openai{sep}plain 0",
                 f"tests/chat.test.{ext} > openai{sep}plain 1",
                 f"tests/chat.test.{ext} > openai{sep}plain 2",
+                f"tests/chat.test.{ext} > openai{sep}node:https hard-coded",
                 f"tests/vercel.test.{ext} > generate",
                 f"tests/vercel.test.{ext} > swallowed stream",
+                f"tests/vercel.test.{ext} > hard-coded vendor URL",
             ]
         ), rows
         assert SECRET not in "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
 
         upstream.stop()
         before = upstream.connections
+        # The hard-coded vendor URLs (fetch and node:https) replay like the rest (issue 32):
+        # the helpers load the preload into every worker, which hands them to the channel.
         run(command, project, env)
-        assert sorted(status for status, _ in results(project).values()) == ["passed"] * 5 + ["pending"]
+        assert sorted(status for status, _ in results(project).values()) == ["passed"] * 7 + ["pending"]
         assert upstream.connections == before
 
-        broken = run(command, project, {**env, "CHANGE": "plain-1,vercel-swallowed", "HARDCODE": "1"}, expect=1)
+        changed = "plain-1,vercel-swallowed,https-hardcoded"
+        broken = run(command, project, {**env, "CHANGE": changed, "UNROUTED": "1"}, expect=1)
         assert upstream.connections == before
         outcome = results(project)
         failed = {name for name, (status, _) in outcome.items() if status == "failed"}
+        # Each miss is charged to the test whose worker sent it, over HTTP and over the channel.
         assert failed == {
             f"chat.test.{ext} > openai > plain 1",
+            f"chat.test.{ext} > openai > node:https hard-coded",
             f"vercel.test.{ext} > swallowed stream",
-            f"vercel.test.{ext} > hard-coded vendor URL",
+            f"vercel.test.{ext} > unrouted host",
         }, outcome
-        assert len(outcome) == 6
+        assert len(outcome) == 8
         plain = outcome[f"chat.test.{ext} > openai > plain 1"][1]
         assert "CassetteMiss: cassette: tests/chat.test." in plain, plain
         assert "cassette miss: no recording for POST /v1/chat/completions" in plain, plain
@@ -191,8 +198,17 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
         )
         swallowed = outcome[f"vercel.test.{ext} > swallowed stream"][1]
         assert "cassette miss" in swallowed and "Summarise the ticket. Answer in French instead." in swallowed
-        hardcoded = outcome[f"vercel.test.{ext} > hard-coded vendor URL"][1]
-        assert "api.openai.com:443 bypassed the base URL and were refused" in hardcoded, hardcoded
+        over_https = outcome[f"chat.test.{ext} > openai > node:https hard-coded"][1]
+        assert "cassette miss" in over_https and "Answer in French instead." in over_https, over_https
+        unrouted = outcome[f"vercel.test.{ext} > unrouted host"][1]
+        assert "unrouted.example:443" in unrouted, unrouted
+        # Without the channel (Windows, CASSETTE_IN_PROCESS=off) a hard-coded URL is refused
+        # instead of replayed, and fails its test: what the preload adds.
+        # (Only vercel.test's file: node:https would go to the network without the preload.)
+        outside = run([*command, "vercel.test"], project, {**env, "CASSETTE_IN_PROCESS": "off"}, expect=1)
+        assert upstream.connections == before
+        failed = {name for name, (status, _) in results(project).items() if status == "failed"}
+        assert f"vercel.test.{ext} > hard-coded vendor URL" in failed, outside.stdout
         # The proxy's own counters, printed by the teardown.
         assert "cassette proxy: stopped; " in broken.stdout + broken.stderr
     finally:

@@ -175,6 +175,19 @@ pub enum Error {
         cause: String,
         /// Whether it was a timeout (gateway timeout) rather than a connection failure.
         timed_out: bool,
+        /// Whether a connection was made, so the upstream itself reset it or did not answer in
+        /// time (what error recording keeps), rather than none (refused, unresolvable).
+        connected: bool,
+    },
+    /// Replay of a recording of an upstream that gave no answer (recorded with error
+    /// recording on): the proxy reproduces it by closing the connection without an answer,
+    /// after the recorded delay, capped.
+    #[error("replayed the recorded upstream failure of {key}: {failure}")]
+    FailureReplayed {
+        /// The key whose recording is the failure.
+        key: Key,
+        /// What the upstream did.
+        failure: cassette_tape::UpstreamFailure,
     },
     /// A request needed an upstream in replay mode, which never opens a connection: a bug in
     /// the caller's choice of path, reported instead of calling out.
@@ -297,6 +310,7 @@ impl Error {
         match self {
             Error::Miss(miss) => Some(&miss.key),
             Error::Corrupt { key, .. }
+            | Error::FailureReplayed { key, .. }
             | Error::Store(
                 cassette_store::Error::Corrupt { key, .. }
                 | cassette_store::Error::InvalidDocument { key, .. }
@@ -321,6 +335,7 @@ impl Error {
                 timed_out: true, ..
             } => 504,
             Error::Upstream { .. }
+            | Error::FailureReplayed { .. }
             | Error::AnswerTooLarge { .. }
             | Error::NoUpstream { .. }
             | Error::McpServerStart { .. } => 502,
@@ -349,6 +364,7 @@ impl Error {
             Error::AnswerTooLarge { .. } => "cassette_answer_too_large",
             Error::NoUpstream { .. } => "cassette_no_upstream",
             Error::Upstream { .. } => "cassette_upstream_error",
+            Error::FailureReplayed { .. } => "cassette_failure_replayed",
             Error::McpServerStart { .. } => "cassette_mcp_server_error",
             Error::ReplayOnly { .. } => "cassette_internal_error",
             Error::Unanswered { .. } => "cassette_tape_unanswered",

@@ -89,6 +89,7 @@ pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Dura
         endpoint: endpoint.to_owned(),
         cause,
         timed_out: err.is_timeout(),
+        connected: !err.is_connect(),
     }
 }
 

@@ -472,7 +472,8 @@ async fn healthz_and_stats_report_mode_store_and_counters() {
     assert_eq!(
         stats,
         json!({"requests": 3, "hits": 0, "misses": 3, "recorded": 0, "failed_recordings": 0,
-               "upstream_requests": 0, "upstream_errors": 0, "bypassed": [],
+               "upstream_requests": 0, "upstream_errors": 0, "failures_replayed": 0,
+               "bypassed": [],
                "distinct_misses": 2,
                "hit_cache": {"budget_bytes": 64 << 20, "bytes": 0, "entries": 0, "served": 0,
                              "refreshed": 0, "evicted": 0}})

@@ -23,7 +23,19 @@ use std::collections::BTreeMap;
 /// Format 3 is format 2 plus [`Cassette::test_scope`], written only by documents that have
 /// one, for the same reason: a reader of format 2 would take a test-scoped recording for a
 /// plain one whose stored request no longer gives its key.
-pub const FORMAT_VERSION: u32 = 3;
+/// Format 4 is format 3 plus [`StoredResponse::failure`] (the upstream gave no answer),
+/// written only by documents that have one: a reader of format 3 would replay it as an empty
+/// answer with status 0.
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The format a whole document is written in: [`format_for`], or 4 when it records an
+/// upstream failure instead of an answer.
+pub fn format_of(cassette: &Cassette) -> u32 {
+    match cassette.response.failure {
+        Some(_) => 4,
+        None => format_for(cassette.sequence.as_ref(), cassette.test_scope.as_ref()),
+    }
+}
 
 /// The format a document is written in: 3 for a test-scoped recording (it has a
 /// [`TestScope`]), 2 for a later occurrence of a request (it has a [`Sequence`]), 1 otherwise.
@@ -221,6 +233,46 @@ pub struct StoredResponse {
     /// had redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_text: Option<String>,
+    /// Set when the upstream gave no answer at all (recorded with error recording on): what
+    /// happened instead, which replay reproduces. `status` is then 0 and the body empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<UpstreamFailure>,
+}
+
+/// How an upstream failed to answer: stored as `{"kind": "reset" | "timeout", "after_ms": N}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum UpstreamFailure {
+    /// The connection was closed or reset without an answer, `after_ms` after the request.
+    Reset {
+        /// Milliseconds from the request to the reset.
+        after_ms: u64,
+    },
+    /// No answer came before the recorder gave up waiting, `after_ms` after the request.
+    Timeout {
+        /// Milliseconds from the request to giving up.
+        after_ms: u64,
+    },
+}
+
+impl UpstreamFailure {
+    /// Milliseconds from the request to the failure.
+    pub fn after_ms(self) -> u64 {
+        match self {
+            UpstreamFailure::Reset { after_ms } | UpstreamFailure::Timeout { after_ms } => after_ms,
+        }
+    }
+}
+
+impl std::fmt::Display for UpstreamFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamFailure::Reset { after_ms } => {
+                write!(f, "the connection was reset after {after_ms} ms")
+            }
+            UpstreamFailure::Timeout { after_ms } => write!(f, "no answer within {after_ms} ms"),
+        }
+    }
 }
 
 /// A body, in the most readable form that keeps every byte.
@@ -493,6 +545,7 @@ mod tests {
                 stream: None,
                 events: None,
                 body_text: None,
+                failure: None,
             },
             meta: Meta::default(),
         }

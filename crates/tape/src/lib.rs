@@ -31,6 +31,7 @@ mod seal;
 
 pub use document::{
     Cassette, KeySettings, Meta, Sequence, StoredBody, StoredRequest, StoredResponse, TestScope,
+    UpstreamFailure,
 };
 pub use error::{Error, Result};
 pub use request::{model_in_path, Request, DEFAULT_TARGET};

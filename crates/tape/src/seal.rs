@@ -193,6 +193,7 @@ pub(crate) fn redact_fields(redactor: &Redactor, cassette: &mut Cassette) -> Cas
         stream,
         events,
         body_text,
+        failure: _,
     } = response;
     *headers = lowercased(&redactor.response_headers(&pairs(headers)));
     // A stream kept event by event in the body (the generic formats): a secret split across

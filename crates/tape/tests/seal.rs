@@ -68,6 +68,7 @@ fn full() -> Cassette {
                 json!("{\"done\":true}"),
             ]),
             body_text: Some("{\"a\": \"b\"}".into()),
+            failure: None,
         },
         meta: Meta {
             profile: "openai.chat".into(),

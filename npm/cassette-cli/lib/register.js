@@ -6,7 +6,8 @@
 // replayed, a host no route serves is refused (403 cassette_unrouted, counted for the running
 // test), and a loopback or `[bypass] allow` host is answered 421 `x-cassette: direct`, upon
 // which the request is sent as it would have been without cassette. Does nothing without
-// CASSETTE_CHANNEL.
+// CASSETTE_CHANNEL. Under the vitest and jest helpers, each request also names the worker's
+// scope (`x-cassette-scope`), so the proxy counts it for the test that worker runs.
 import http from "node:http";
 import https from "node:https";
 import { syncBuiltinESMExports } from "node:module";
@@ -17,6 +18,18 @@ export const CHANNEL_ENV = "CASSETTE_CHANNEL";
 
 /** The header carrying the original URL of an origin-form request on the channel. */
 const URL_HEADER = "x-cassette-url";
+
+/** The header naming the scope (a worker's, under the test runner helpers) of a request. */
+const SCOPE_HEADER = "x-cassette-scope";
+
+/**
+ * Where the runner helpers leave the worker's scope: on the node:http module object, which a
+ * jest test file's sandbox shares with this realm (its `process.env` is a copy).
+ */
+export const SCOPE_SLOT = Symbol.for("cassette-cli.scope");
+
+/** Marks node:http as wrapped, so that a second import installs nothing twice. */
+const INSTALLED = Symbol.for("cassette-cli.registered");
 
 /** The status and header value of the proxy's "send it yourself" answer. */
 const DIRECT_STATUS = 421;
@@ -32,12 +45,18 @@ const socketPath = process.env[CHANNEL_ENV];
 const verdicts = new Map();
 
 /**
- * The hosts the proxy always sends direct (server/guard.rs is_loopback): known without asking.
- * @param {string} host
+ * Whether `url` is the proxy's own HTTP address (clients given a base URL): sent there as
+ * asked. Other loopback hosts are asked about like any: `127.0.0.1:11434` is the ollama route.
+ * @param {URL} url
  */
-function isLoopback(host) {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  return h === "localhost" || h.endsWith(".localhost") || h === "::1" || /^127\./.test(h);
+function isOwn(url) {
+  const own = process.env.CASSETTE_PROXY_URL;
+  if (!own) return false;
+  try {
+    return authority(new URL(own)) === authority(url);
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -49,50 +68,25 @@ function authority(url) {
   return `${url.hostname}:${port}`;
 }
 
-if (socketPath) {
-  const originalHttpRequest = http.request;
-
-  /**
-   * Asks the proxy where a URL's requests go, without sending one (`x-cassette-probe`).
-   * @param {URL} url
-   * @returns {Promise<string>}
-   */
-  const probe = (url) => {
-    const key = authority(url);
-    const known = verdicts.get(key);
-    if (known) {
-      return Promise.resolve(known);
-    }
-    return new Promise((resolve, reject) => {
-      const req = originalHttpRequest(
-        {
-          socketPath,
-          method: "GET",
-          path: "/",
-          agent: false,
-          headers: { host: url.host, [URL_HEADER]: url.href, "x-cassette-probe": "1" },
-        },
-        (res) => {
-          res.resume();
-          const verdict = String(res.headers["x-cassette"] ?? "refused");
-          verdicts.set(key, verdict);
-          resolve(verdict);
-        },
-      );
-      req.on("error", reject);
-      req.end();
-    });
-  };
-
-  // Node loads its undici, which installs the default Agent there, on the first fetch; a
-  // data: URL loads it without a connection.
-  await fetch("data:,").then((r) => r.arrayBuffer());
-  installDispatcher(socketPath, probe);
-  wrapHttp(http, "http:", originalHttpRequest, socketPath);
-  wrapHttp(https, "https:", originalHttpRequest, socketPath);
-  // `import { request } from "node:http"` sees the wrapped functions too.
-  syncBuiltinESMExports();
+/**
+ * The scope the running worker's requests belong to, if a runner helper named one.
+ * @returns {string | undefined}
+ */
+function scope() {
+  return /** @type {any} */ (http)[SCOPE_SLOT] ?? process.env.CASSETTE_SCOPE ?? undefined;
 }
+
+/**
+ * `headers` (an undici or node:http headers value) with the channel's own headers added.
+ * @param {any} headers
+ * @param {URL} url
+ */
+function channelHeaders(headers, url) {
+  const withUrl = withHeader(headers, URL_HEADER, url.href);
+  const id = scope();
+  return id ? withHeader(withUrl, SCOPE_HEADER, id) : withUrl;
+}
+
 
 /**
  * Node's fetch reads its dispatcher from this global (undici's setGlobalDispatcher writes it),
@@ -130,7 +124,7 @@ function installDispatcher(socket, probe) {
             return;
           }
           channel.dispatch(
-            { ...opts, origin: CHANNEL_ORIGIN, headers: withHeader(opts.headers, URL_HEADER, url.href) },
+            { ...opts, origin: CHANNEL_ORIGIN, headers: channelHeaders(opts.headers, url) },
             handler,
           );
         },
@@ -241,10 +235,10 @@ function wrapHttp(mod, protocol, originalHttpRequest, socket) {
   /** @param {any[]} args */
   function request(...args) {
     const { url, options, callback } = parseArgs(protocol, args);
-    if (!url || isLoopback(url.hostname) || verdicts.get(authority(url)) === DIRECT) {
+    if (!url || isOwn(url) || verdicts.get(authority(url)) === DIRECT) {
       return /** @type {any} */ (original)(...args);
     }
-    const headers = withHeader({ ...(options.headers ?? {}) }, URL_HEADER, url.href);
+    const headers = channelHeaders({ ...(options.headers ?? {}) }, url);
     if (!Object.keys(headers).some((h) => h.toLowerCase() === "host")) {
       headers.host = url.host;
     }
@@ -303,4 +297,52 @@ function wrapHttp(mod, protocol, originalHttpRequest, socket) {
 
   /** @type {any} */ (mod).request = request;
   /** @type {any} */ (mod).get = get;
+}
+
+// Last, once every function above is defined (a bundler that rewrites the imports, such as
+// vitest running this file from source, may evaluate the module in its own order).
+if (socketPath && !(/** @type {any} */ (http)[INSTALLED])) {
+  /** @type {any} */ (http)[INSTALLED] = true;
+  const originalHttpRequest = http.request;
+
+  /**
+   * Asks the proxy where a URL's requests go, without sending one (`x-cassette-probe`).
+   * @param {URL} url
+   * @returns {Promise<string>}
+   */
+  const probe = (url) => {
+    const key = authority(url);
+    const known = verdicts.get(key);
+    if (known) {
+      return Promise.resolve(known);
+    }
+    return new Promise((resolve, reject) => {
+      const req = originalHttpRequest(
+        {
+          socketPath,
+          method: "GET",
+          path: "/",
+          agent: false,
+          headers: { host: url.host, [URL_HEADER]: url.href, "x-cassette-probe": "1" },
+        },
+        (res) => {
+          res.resume();
+          const verdict = String(res.headers["x-cassette"] ?? "refused");
+          verdicts.set(key, verdict);
+          resolve(verdict);
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    });
+  };
+
+  // Node loads its undici, which installs the default Agent there, on the first fetch; a
+  // data: URL loads it without a connection.
+  await fetch("data:,").then((r) => r.arrayBuffer());
+  installDispatcher(socketPath, probe);
+  wrapHttp(http, "http:", originalHttpRequest, socketPath);
+  wrapHttp(https, "https:", originalHttpRequest, socketPath);
+  // `import { request } from "node:http"` sees the wrapped functions too.
+  syncBuiltinESMExports();
 }

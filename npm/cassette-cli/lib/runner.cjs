@@ -11,13 +11,36 @@
 
 const { randomBytes } = require("node:crypto");
 const { execFileSync } = require("node:child_process");
+const http = require("node:http");
+const { join } = require("node:path");
 
 // The variable a worker keeps its scope in: a worker that runs several test files in one
 // module graph (vitest with `isolate: false`) keeps one scope, so clients built by an earlier
 // file still count.
 const SCOPE_ENV = "CASSETTE_SCOPE";
 
-/** @typedef {{ url: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string } }} Ready */
+// Where the preload (register.js) reads a worker's scope: on node:http, which a jest test
+// file's sandbox shares with the worker's own realm (their `process.env`s are copies).
+const SCOPE_SLOT = Symbol.for("cassette-cli.scope");
+
+// The preload, and the variable naming the channel it sends every request to.
+const REGISTER = join(__dirname, "register.js");
+const CHANNEL_ENV = "CASSETTE_CHANNEL";
+
+/** @typedef {{ url: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string }, channel?: string | null }} Ready */
+
+/**
+ * The variables that put the preload into a Node process and name the channel (what
+ * `cassette exec` sets): a test's child processes inherit them.
+ * @param {string} channel
+ * @param {string | undefined} options NODE_OPTIONS as it is
+ * @returns {Record<string, string>}
+ */
+function inProcessEnv(channel, options) {
+  const flag = `--import ${JSON.stringify(REGISTER)}`;
+  const nodeOptions = options?.includes(REGISTER) ? options : [options, flag].filter(Boolean).join(" ");
+  return { [CHANNEL_ENV]: channel, NODE_OPTIONS: nodeOptions };
+}
 
 /**
  * The environment with every base URL naming `scope`; proxy variables unchanged.
@@ -94,6 +117,11 @@ function attach({ ready, beforeEach, afterEach, testName }) {
   for (const name of ready.unset ?? []) delete process.env[name];
   beginNow(ready, scope);
   Object.assign(process.env, scopedEnv(ready, scope), { [SCOPE_ENV]: scope });
+  const channel = ready.channel ?? null;
+  if (channel) {
+    Object.assign(process.env, inProcessEnv(channel, process.env.NODE_OPTIONS));
+    /** @type {any} */ (http)[SCOPE_SLOT] = scope;
+  }
 
   /** @param {string} method @param {unknown} [body] */
   async function control(method, body) {
@@ -113,7 +141,9 @@ function attach({ ready, beforeEach, afterEach, testName }) {
   // honour the proxy variables (Node 22.21+, 24 with NODE_USE_ENV_PROXY) reach this first too.
   /** @type {Map<string, number>} */
   const refused = new Map();
-  if (ready.mode === "replay" && typeof fetch === "function") {
+  // With the channel the preload catches such requests (and replays them); this is the way
+  // without it (Windows, CASSETTE_IN_PROCESS=off).
+  if (!channel && ready.mode === "replay" && typeof fetch === "function") {
     const noProxy = (ready.env.NO_PROXY ?? "").split(",").map((s) => s.trim().toLowerCase()).filter(Boolean);
     globalThis.fetch = async function cassetteFetch(input, init) {
       const href = typeof input === "string" ? input : input instanceof URL ? input.href : input?.url;
@@ -162,4 +192,4 @@ function attach({ ready, beforeEach, afterEach, testName }) {
   });
 }
 
-module.exports = { attach, problems, scopedEnv, SCOPE_ENV };
+module.exports = { attach, inProcessEnv, problems, scopedEnv, REGISTER, SCOPE_ENV };

@@ -34,6 +34,8 @@ export interface ReadyLine {
   /** The variables a test process must not have. */
   unset: string[];
   control: Control;
+  /** The channel's Unix socket (`--channel`), where there is one. */
+  channel?: string | null;
 }
 
 export interface Cassette {
@@ -44,6 +46,11 @@ export interface Cassette {
   env: Record<string, string>;
   unset: string[];
   control: Control;
+  /**
+   * The channel's Unix socket, which the preload `cassette-cli/register` sends every request of
+   * a process to (`CASSETTE_CHANNEL`); `null` on Windows or with CASSETTE_IN_PROCESS=off.
+   */
+  channel: string | null;
   /** What the proxy wrote on stderr so far (the last 256 KiB). */
   log(): string;
   /** SIGTERM; resolves once it has stopped (requests in flight finished, counters printed). */

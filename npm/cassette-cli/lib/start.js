@@ -30,6 +30,9 @@ export async function startCassette(options = {}) {
   const args = ["proxy", "--listen", "127.0.0.1:0", "--ready", "json", "--control"];
   // The proxy ends with this process, however it dies (kill -9 runs no "exit" handler).
   if (process.platform !== "win32") args.push("--runner-pid", String(process.pid));
+  // The channel the preload (./register.js) hands every request of a worker to, with its
+  // original URL; a Unix socket, so not on Windows, where the base URLs alone lead in.
+  if (process.platform !== "win32" && env.CASSETTE_IN_PROCESS !== "off") args.push("--channel");
   if (options.mode) args.push("--mode", options.mode);
   args.push(...(options.args ?? []));
   const child = spawn(binary, args, { cwd: options.cwd ?? process.cwd(), env, stdio: ["ignore", "pipe", "pipe"] });
@@ -86,6 +89,7 @@ export async function startCassette(options = {}) {
     env: ready.env,
     unset: ready.unset,
     control: ready.control,
+    channel: ready.channel ?? null,
     log: () => log,
     async stop() {
       process.removeListener("exit", killOnExit);

@@ -3,6 +3,7 @@
 // whose prompt this run changes; a changed prompt must fail exactly the test that sends it.
 "use strict";
 
+const https = require("node:https");
 const { OpenAI } = require("openai");
 const { generateText, streamText } = require("ai");
 const { openai } = require("@ai-sdk/openai");
@@ -49,4 +50,31 @@ async function hardcoded() {
   return "done";
 }
 
-module.exports = { ask, vercel, vercelSwallowed, hardcoded };
+// node:https with the vendor's URL written in (no base URL read): caught in process by the
+// preload the helpers load, so it records and replays like the SDK calls above.
+function nodeHttps(name, text) {
+  const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: prompt(name, text) }] });
+  const headers = { "content-type": "application/json", authorization: `Bearer ${process.env.OPENAI_API_KEY}` };
+  return new Promise((resolve, reject) => {
+    const req = https.request("https://api.openai.com/v1/chat/completions", { method: "POST", headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (piece) => (text += piece));
+      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(text).choices[0].message.content) : reject(new Error(`status ${res.statusCode}: ${text}`))));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+// A host no route serves, its refusal swallowed: only cassette can fail this test.
+async function unrouted() {
+  try {
+    await fetch("https://unrouted.example/v1/data");
+  } catch {
+    // swallowed
+  }
+  return "done";
+}
+
+module.exports = { ask, vercel, vercelSwallowed, hardcoded, nodeHttps, unrouted };

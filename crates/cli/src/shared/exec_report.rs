@@ -89,6 +89,9 @@ pub(crate) struct Counts {
     pub(crate) failed_recordings: u64,
     pub(crate) upstream_requests: u64,
     pub(crate) upstream_errors: u64,
+    /// Recorded upstream failures (resets, timeouts) replayed: not answers, so not hits.
+    #[serde(default)]
+    pub(crate) failures_replayed: u64,
     pub(crate) bypassed: u64,
 }
 
@@ -181,6 +184,7 @@ impl Run<'_> {
                 failed_recordings: s.failed_recordings,
                 upstream_requests: s.upstream_requests,
                 upstream_errors: s.upstream_errors,
+                failures_replayed: s.failures_replayed,
                 bypassed: self.stats.bypass_count(),
             },
             requests: self

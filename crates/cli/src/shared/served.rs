@@ -10,13 +10,17 @@ pub(crate) fn summary(stats: &ProxyStats) -> String {
         0 => String::new(),
         n => format!(", {n} failed recordings"),
     };
+    let replayed = match s.failures_replayed {
+        0 => String::new(),
+        n => format!(", {n} failures replayed"),
+    };
     let bypassed = match stats.bypass_count() {
         0 => String::new(),
         n => format!(", {n} bypassed the base URL"),
     };
     format!(
         "{} requests: {} hits, {} misses, {} recorded{failed}, {} upstream requests, {} upstream \
-         errors{bypassed}",
+         errors{replayed}{bypassed}",
         stats.requests, s.hits, s.misses, s.recorded, s.upstream_requests, s.upstream_errors
     )
 }

@@ -40,6 +40,7 @@ pub(crate) fn recorded(incoming: &Request, i: usize, upstream: &str) -> Cassette
             stream: None,
             events: None,
             body_text: None,
+            failure: None,
         },
         meta: Meta::default(),
     }

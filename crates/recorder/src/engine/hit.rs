@@ -95,7 +95,7 @@ impl Recorder {
         }
         let owner: Option<Arc<str>> = cassette.meta.test.as_deref().map(Arc::from);
         let upstream: Arc<str> = Arc::from(cassette.upstream.as_str());
-        self.note_hit(&hit.key);
+        self.note_replay(&hit.key, &cassette);
         let response = self.render(
             &hit.key,
             hit.profile,

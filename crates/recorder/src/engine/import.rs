@@ -145,6 +145,7 @@ impl Recorder {
             started: Instant::now(),
             write,
             flight: None,
+            failure: None,
         };
         let mut cassette = draft.cassette(answer);
         cassette.meta.source = exchange.source;

@@ -62,6 +62,7 @@ struct Counters {
     failed_recordings: AtomicU64,
     upstream_requests: AtomicU64,
     upstream_errors: AtomicU64,
+    failures_replayed: AtomicU64,
 }
 
 /// A snapshot of the recorder's counters.
@@ -81,6 +82,8 @@ pub struct Stats {
     pub upstream_requests: u64,
     /// Upstream requests that failed to connect, timed out or broke off.
     pub upstream_errors: u64,
+    /// Recorded upstream failures (a reset, a timeout) replayed: not answers, so not hits.
+    pub failures_replayed: u64,
     /// The replay hit cache: its memory and how often it answered.
     pub hit_cache: HitCacheStats,
 }
@@ -97,7 +100,11 @@ impl fmt::Display for Stats {
             self.failed_recordings,
             self.upstream_requests,
             self.upstream_errors
-        )
+        )?;
+        if self.failures_replayed > 0 {
+            write!(f, ", {} failures replayed", self.failures_replayed)?;
+        }
+        Ok(())
     }
 }
 
@@ -273,6 +280,7 @@ impl Recorder {
             failed_recordings: c.failed_recordings.load(Ordering::Relaxed),
             upstream_requests: c.upstream_requests.load(Ordering::Relaxed),
             upstream_errors: c.upstream_errors.load(Ordering::Relaxed),
+            failures_replayed: c.failures_replayed.load(Ordering::Relaxed),
             hit_cache: self.inner.hit_cache.stats(),
         }
     }
@@ -786,6 +794,12 @@ impl Recorder {
         query: &str,
         cassette: Cassette,
     ) -> Result<Response> {
+        if let Some(failure) = cassette.response.failure {
+            return Err(Error::FailureReplayed {
+                key: key.clone(),
+                failure,
+            });
+        }
         let chunk_size = self.inner.config.stream_chunk_size;
         replay_response(profile, streaming, query, cassette, chunk_size).map_err(|reason| {
             Error::Corrupt {
@@ -820,8 +834,21 @@ impl Recorder {
         self.log_usage(key);
     }
 
+    /// Counts a replay of `cassette`: a hit, or, for a recorded upstream failure, a failure
+    /// replayed (counted apart: it answers nothing).
+    fn note_replay(&self, key: &Key, cassette: &Cassette) {
+        match cassette.response.failure {
+            Some(_) => {
+                let counters = &self.inner.counters;
+                counters.failures_replayed.fetch_add(1, Ordering::Relaxed);
+                self.log_usage(key);
+            }
+            None => self.note_hit(key),
+        }
+    }
+
     fn replay(&self, request: &Request, keyed: Keyed, cassette: Cassette) -> Result<Outcome> {
-        self.note_hit(&keyed.key);
+        self.note_replay(&keyed.key, &cassette);
         let response = self.render(
             &keyed.key,
             keyed.profile,

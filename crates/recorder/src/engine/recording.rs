@@ -14,10 +14,11 @@ use crate::response::{BodyStream, Outcome, Response, ResponseBody, Source};
 use crate::upstream::{client_headers, response_headers};
 use bytes::Bytes;
 use cassette_keying::{Key, Keyed, Profile};
-use cassette_tape::document::format_for;
+use cassette_tape::document::{format_for, format_of};
 use cassette_tape::headers::{declares_json, header, lowercased};
 use cassette_tape::{
     Cassette, KeySettings, Meta, Request, Sequence, StoredBody, StoredRequest, StoredResponse,
+    UpstreamFailure,
 };
 use cassette_wire::StreamFormat;
 use futures::StreamExt;
@@ -50,6 +51,8 @@ pub(super) struct Draft {
     pub(super) write: Write,
     /// The single flight this recording leads, if any.
     pub(super) flight: Option<Flight>,
+    /// The upstream gave no answer: what it did instead (recorded with error recording on).
+    pub(super) failure: Option<UpstreamFailure>,
 }
 
 /// The answer a recording stores.
@@ -302,7 +305,7 @@ impl Draft {
             events,
         } = answer;
         let request = &self.request;
-        Cassette {
+        let mut cassette = Cassette {
             format: format_for(self.sequence.as_ref(), None),
             key: self.keyed_key.clone(),
             key_version: cassette_keying::KEY_VERSION,
@@ -328,13 +331,16 @@ impl Draft {
                 stream: stream.map(|f| f.name().to_owned()),
                 events,
                 body_text,
+                failure: self.failure,
             },
             meta: Meta {
                 profile: self.profile.to_string(),
                 test: self.test.clone(),
                 ..Meta::default()
             },
-        }
+        };
+        cassette.format = format_of(&cassette);
+        cassette
     }
 }
 
@@ -355,7 +361,64 @@ impl Recorder {
         // The canonical text is as large as the request and no longer needed: a large request
         // is not held twice while the upstream answers.
         keyed.canonical = String::new();
-        let mut sent = self.send(upstream, &request, asker.test.as_deref()).await?;
+        let started = Instant::now();
+        let mut sent = match self.send(upstream, &request, asker.test.as_deref()).await {
+            Ok(sent) => sent,
+            Err(err) => {
+                let upstream = match upstream {
+                    Via::Network(_) => self.inner.config.route(&request.target),
+                    Via::Tapes(_) => None,
+                };
+                let Some(route) = upstream else {
+                    return Err(err);
+                };
+                let failure = match &err {
+                    Error::Upstream {
+                        timed_out,
+                        connected: true,
+                        ..
+                    } => {
+                        let after_ms = started.elapsed().as_millis() as u64;
+                        Some(match timed_out {
+                            true => UpstreamFailure::Timeout { after_ms },
+                            false => UpstreamFailure::Reset { after_ms },
+                        })
+                    }
+                    _ => None,
+                };
+                let write = match self.inner.config.errors {
+                    ErrorRecording::Record => write,
+                    ErrorRecording::PassThrough => Write::Nothing,
+                };
+                let (Some(failure), true) = (failure, write != Write::Nothing) else {
+                    return Err(err);
+                };
+                let mut draft = Draft {
+                    recorder: self.clone(),
+                    upstream: self.inner.redactor.url(&route.base_url),
+                    request,
+                    keyed_key: keyed.key.clone(),
+                    sequence: Sequence::of(&keyed),
+                    material: Some(std::mem::take(&mut keyed.material)),
+                    profile: keyed.profile,
+                    test: asker.test,
+                    sharing: asker.sharing,
+                    status: 0,
+                    headers: Vec::new(),
+                    started,
+                    write,
+                    flight,
+                    failure: Some(failure),
+                };
+                // Kept like an error answer; the client gets the error as it would without.
+                match draft.store(Answer::whole(b"")).await {
+                    Ok(Stored::Won | Stored::Kept) => draft.land(Landed::Stored),
+                    Ok(Stored::Nothing) => {}
+                    Err(store) => self.record_failure(&keyed.key, report(&store)),
+                }
+                return Err(err);
+            }
+        };
         let status = sent.status;
         let mut headers = std::mem::take(&mut sent.headers);
         let mut client = client_headers(&headers);
@@ -403,6 +466,7 @@ impl Recorder {
             started: sent.started,
             write,
             flight,
+            failure: None,
         };
         let Some(format) = format else {
             return self

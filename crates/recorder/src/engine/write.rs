@@ -5,7 +5,7 @@ use super::Recorder;
 use crate::error::Result;
 use crate::mode::Write;
 use cassette_store::Created;
-use cassette_tape::document::format_for;
+use cassette_tape::document::format_of;
 use cassette_tape::{Cassette, Sealed, TestScope};
 use serde_json::Value;
 use std::sync::atomic::Ordering;
@@ -140,7 +140,7 @@ impl Recorder {
             return Ok(Stored::Nothing);
         }
         cassette.key = keyed.key.clone();
-        cassette.format = format_for(cassette.sequence.as_ref(), cassette.test_scope.as_ref());
+        cassette.format = format_of(&cassette);
         match self
             .write(cassette, stamp, Write::CreateOnly, Some(keyed.material))
             .await?

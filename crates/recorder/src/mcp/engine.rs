@@ -474,6 +474,7 @@ impl McpRecorder {
                 stream: transcript.sse.then(|| SSE_STREAM.to_owned()),
                 events: None,
                 body_text: None,
+                failure: None,
             },
             meta: Meta {
                 profile: MCP_PROFILE.to_owned(),

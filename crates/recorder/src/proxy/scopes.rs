@@ -8,7 +8,11 @@
 //! a test runner whose workers share one proxy gives each worker or test file base URLs of
 //! its own), or else to the `default` scope (a runner whose tests run one at a time in front
 //! of their own proxy). Forward-proxy requests that bypassed the base URL carry no path of
-//! ours: they count for the `default` scope.
+//! ours: they count for the `default` scope. A test may be begun with an alias of its own,
+//! which its requests name from whichever of its threads or tasks sent them (the in-process
+//! transports' `x-cassette-scope`): such a request is that test's while it runs, and a late
+//! request of that test once it ended (kept apart, for the runner's summary), never the test's
+//! that runs when it arrives.
 //!
 //! A proxy that answers from vcrpy tapes (adopt) reads a test's tapes when its scope begins
 //! (`tapes` and `match_on` in the begin), and a tally tells what they answered (`adopt`).
@@ -77,6 +81,12 @@ pub(super) struct Begin {
     /// Keep the requests the test sends, for its runner (`GET ...?requests=true`).
     #[serde(default)]
     keep_requests: bool,
+    /// The test's own name for its requests (a scope id no scope or other test has): a request
+    /// naming it (the in-process transports' `x-cassette-scope`, or `/_scope/ALIAS/`) is this
+    /// test's while it runs, from whichever thread or task of the test it comes, and a late
+    /// request of this test once it ended, never the next test's.
+    #[serde(default)]
+    alias: Option<String>,
 }
 
 /// The `filters` of a begin.
@@ -90,6 +100,11 @@ pub(super) struct BeginFilters {
 }
 
 impl Begin {
+    /// Takes the test's alias off the begin (see [`Begin::alias`]).
+    pub(super) fn take_alias(&mut self) -> Option<String> {
+        self.alias.take()
+    }
+
     /// The scope asked for; an unknown mode or repeats value is a bad request naming it.
     pub(super) fn scope(self) -> Result<Scope, String> {
         let mode = match self.mode {
@@ -150,7 +165,11 @@ impl Begin {
 #[cfg_attr(not(unix), allow(dead_code))]
 pub(super) enum Control {
     /// `{"op":"begin","scope":ID, "test":..., "mode":..., "repeats":..., "sharing":...}`: `PUT`.
-    Begin { id: String, scope: Scope },
+    Begin {
+        id: String,
+        scope: Scope,
+        alias: Option<String>,
+    },
     /// `{"op":"end","scope":ID}`: `DELETE`, whose tally nobody reads (the runner asks the
     /// endpoint when a notice told it something went wrong).
     End { id: String },
@@ -177,11 +196,13 @@ impl Control {
         }
         match op.as_str() {
             "begin" => {
-                let begin: Begin = serde_json::from_value(serde_json::Value::Object(members))
+                let mut begin: Begin = serde_json::from_value(serde_json::Value::Object(members))
                     .map_err(|e| bad(&e))?;
+                let alias = begin.take_alias();
                 Ok(Control::Begin {
                     id,
                     scope: begin.scope()?,
+                    alias,
                 })
             }
             "end" if members.is_empty() => Ok(Control::End { id }),
@@ -400,6 +421,8 @@ impl Tally {
             // A test's are named in its tally's `adopt` report, once per distinct request; one
             // outside any test has no report, and is named here.
             Error::Unanswered { .. } if self.test.is_some() => self.errors += 1,
+            // What the test recorded (a reset, a timeout) for its retry path: no problem.
+            Error::FailureReplayed { .. } => {}
             _ => {
                 self.errors += 1;
                 if self.failed.len() < KEPT {
@@ -484,6 +507,33 @@ struct Entry {
     problems_told: u64,
     /// The requests the test sent, when its begin asked to keep them.
     sent: Vec<SentRequest>,
+    /// The test's alias, when its begin gave one.
+    alias: Option<String>,
+    /// Whether this is what requests naming an ended test's alias did (see [`Scopes::late`]).
+    late: bool,
+}
+
+impl Entry {
+    /// The entry of requests that came for the test of `scope` after it ended.
+    fn late(scope: Scope) -> Entry {
+        Entry {
+            tally: Tally {
+                test: scope.test.clone(),
+                ..Tally::default()
+            },
+            scope,
+            late: true,
+            ..Entry::default()
+        }
+    }
+}
+
+/// What a test's alias names (see [`Begin::alias`]).
+enum Alias {
+    /// The test runs in this scope.
+    Running(String),
+    /// The test ended: its scope (its tapes read no more), for the requests that come late.
+    Ended(Scope),
 }
 
 /// The counts of every test that ended, summed (`GET /_cassette/scopes`): the runner's
@@ -526,7 +576,35 @@ struct Table {
     /// Every scope the runner began (through the control endpoint or the pipe, both the
     /// runner's own): only these take requests, so a made-up `/_scope/ID/` costs nothing.
     begun: std::collections::HashSet<String>,
+    /// Every alias a test was begun with, running or ended.
+    aliases: HashMap<String, Alias>,
     ended: Ended,
+}
+
+impl Table {
+    /// The scope a request naming `id` is counted in: a running test's, for its alias; else
+    /// `id` (a scope, or an ended test's alias, whose late requests are kept under it).
+    fn resolve<'a>(&'a self, id: &'a str) -> &'a str {
+        if self.begun.contains(id) {
+            return id;
+        }
+        match self.aliases.get(id) {
+            Some(Alias::Running(scope)) => scope,
+            _ => id,
+        }
+    }
+
+    /// Notes that the test of `entry` ended: what names its alias from now on comes late.
+    fn retire(&mut self, entry: &Entry) {
+        if let Some(alias) = &entry.alias {
+            let scope = Scope {
+                tapes: None,
+                keep_requests: false,
+                ..entry.scope.clone()
+            };
+            self.aliases.insert(alias.clone(), Alias::Ended(scope));
+        }
+    }
 }
 
 /// The scopes of a proxy with a control token.
@@ -549,9 +627,11 @@ impl Scopes {
         }
     }
 
-    /// Whether scope `id` takes requests: the default scope, or one the runner began.
+    /// Whether scope `id` takes requests: the default scope, one the runner began, or a
+    /// test's alias.
     pub(super) fn begun(&self, id: &str) -> bool {
-        id == DEFAULT_SCOPE || self.table().begun.contains(id)
+        let table = self.table();
+        id == DEFAULT_SCOPE || table.begun.contains(id) || table.aliases.contains_key(id)
     }
 
     /// Whether a control request carries the token (compared in constant time: a local process
@@ -569,13 +649,16 @@ impl Scopes {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The scope of a request in scope `id` (the default scope when none began).
+    /// The scope of a request in scope `id` (the default scope when none began); for an
+    /// ended test's alias, that test's.
     pub(super) fn scope(&self, id: &str) -> Scope {
-        self.table()
-            .entries
-            .get(id)
-            .map(|e| e.scope.clone())
-            .unwrap_or_default()
+        let table = self.table();
+        let id = table.resolve(id);
+        match (table.entries.get(id), table.aliases.get(id)) {
+            (Some(entry), _) => entry.scope.clone(),
+            (None, Some(Alias::Ended(scope))) => scope.clone(),
+            _ => Scope::default(),
+        }
     }
 
     /// Begins the test `scope` names in scope `id` for `recorder`, which reads the test's
@@ -586,19 +669,27 @@ impl Scopes {
         recorder: &Recorder,
         id: &str,
         scope: Scope,
+        alias: Option<String>,
         bypassed: &[Bypassed],
     ) -> Result<(), String> {
-        let begun = recorder.begin(&scope);
-        self.begin(id, scope, bypassed);
-        begun.map_err(|err| {
-            let reason = crate::error::report(&err);
+        let begun = recorder
+            .begin(&scope)
+            .map_err(|err| crate::error::report(&err));
+        let aliased = self.begin(id, scope, alias, bypassed);
+        begun.and(aliased).inspect_err(|reason| {
             self.count(id, |tally| tally.control_error(reason.clone()));
-            reason
         })
     }
 
-    /// Begins a test in scope `id`, forgetting what the scope saw before.
-    pub(super) fn begin(&self, id: &str, scope: Scope, bypassed: &[Bypassed]) {
+    /// Begins a test in scope `id`, forgetting what the scope saw before, under its `alias`
+    /// too; `Err` names an alias that cannot be the test's (the test is begun without it).
+    pub(super) fn begin(
+        &self,
+        id: &str,
+        scope: Scope,
+        alias: Option<String>,
+        bypassed: &[Bypassed],
+    ) -> Result<(), String> {
         let tally = Tally {
             test: scope.test.clone(),
             ..Tally::default()
@@ -608,37 +699,94 @@ impl Scopes {
             .map(|b| (bypass_name(b), b.requests()))
             .collect();
         let mut table = self.table();
+        let alias = match alias {
+            None => Ok(None),
+            Some(alias)
+                if valid_scope_id(&alias)
+                    && alias != DEFAULT_SCOPE
+                    && alias != id
+                    && !table.begun.contains(&alias)
+                    && !table.aliases.contains_key(&alias) =>
+            {
+                Ok(Some(alias))
+            }
+            Some(alias) => Err(format!(
+                "the alias `{}` of a begin must be a scope id (1 to 128 letters, digits, `-`, \
+                 `_` or `.`) that no scope and no other test has",
+                alias.chars().take(MAX_SCOPE_ID).collect::<String>()
+            )),
+        };
+        let kept = alias.clone().unwrap_or_default();
+        if let Some(alias) = &kept {
+            table
+                .aliases
+                .insert(alias.clone(), Alias::Running(id.to_owned()));
+        }
         table.begun.insert(id.to_owned());
-        table.entries.insert(
+        let replaced = table.entries.insert(
             id.to_owned(),
             Entry {
                 scope,
                 tally,
                 bypassed_before: before,
+                alias: kept,
                 ..Entry::default()
             },
         );
+        // A test begun again without an end: the one before it ended all the same.
+        if let Some(replaced) = replaced {
+            table.retire(&replaced);
+        }
+        alias.map(|_| ())
     }
 
-    /// Counts something that happened in scope `id`; a new problem is noticed.
-    /// Nothing is kept for a scope the runner never began.
+    /// Counts something that happened in scope `id` (or for the test whose alias it is, as it
+    /// is when the count is made: a request that outlived its test comes late); a new problem
+    /// is noticed. Nothing is kept for a scope the runner never began.
     pub(super) fn count(&self, id: &str, note: impl FnOnce(&mut Tally)) {
         let mut table = self.table();
-        if id != DEFAULT_SCOPE && !table.begun.contains(id) {
-            return;
+        let id = table.resolve(id).to_owned();
+        if id != DEFAULT_SCOPE && !table.begun.contains(&id) {
+            let late = match table.aliases.get(&id) {
+                Some(Alias::Ended(scope)) => scope.clone(),
+                _ => return,
+            };
+            table
+                .entries
+                .entry(id.clone())
+                .or_insert_with(|| Entry::late(late));
         }
-        let entry = table.entries.entry(id.to_owned()).or_default();
+        let entry = table.entries.entry(id.clone()).or_default();
         note(&mut entry.tally);
         if entry.tally.problems() > entry.problems_told {
             entry.problems_told = entry.tally.problems();
-            self.notice(id, entry);
+            self.notice(&id, entry);
         }
+    }
+
+    /// What requests did that came for tests after they ended (a thread or a task the test
+    /// started, still sending), one tally each with its failure text, for the runner's summary.
+    pub(super) fn late(&self) -> Vec<Tally> {
+        let table = self.table();
+        let mut late: Vec<Tally> = table
+            .entries
+            .values()
+            .filter(|e| e.late)
+            .map(|e| {
+                let mut tally = e.tally.clone();
+                tally.render(&mut Told::default());
+                tally
+            })
+            .collect();
+        late.sort_by(|a, b| a.test.cmp(&b.test));
+        late
     }
 
     /// Keeps a request scope `id` sent, when its test asked for them (`keep_requests`).
     pub(super) fn keep(&self, id: &str, sent: impl FnOnce() -> SentRequest) {
         let mut table = self.table();
-        if let Some(entry) = table.entries.get_mut(id) {
+        let id = table.resolve(id).to_owned();
+        if let Some(entry) = table.entries.get_mut(&id) {
             if entry.scope.keep_requests && entry.sent.len() < super::sent::KEPT {
                 entry.sent.push(sent());
             }
@@ -753,7 +901,8 @@ impl Scopes {
         if read.report {
             entry.tally.told = told;
         }
-        if read.end && table.entries.remove(id).is_some() {
+        if let Some(ended) = read.end.then(|| table.entries.remove(id)).flatten() {
+            table.retire(&ended);
             table.ended.add(&tally);
         }
         tally
@@ -805,180 +954,4 @@ pub(super) fn valid_scope_id(id: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scope_prefixes_are_split_off_only_when_well_formed() {
-        assert_eq!(
-            split_scope("/_scope/w1/v1/chat/completions"),
-            Some(("w1", "/v1/chat/completions"))
-        );
-        assert_eq!(split_scope("/_scope/a.b-c_9"), Some(("a.b-c_9", "/")));
-        for path in [
-            "/v1/chat",
-            "/_scope/",
-            "/_scope//v1",
-            "/_scope/a%2Fb/v1",
-            "/_scopes/x/v1",
-        ] {
-            assert_eq!(split_scope(path), None, "{path}");
-        }
-        assert!(!valid_scope_id(&"x".repeat(129)));
-    }
-
-    #[test]
-    fn the_token_is_compared_whole() {
-        let scopes = Scopes::new("secret-token".into(), Notices::Off);
-        assert!(scopes.authorized(Some("secret-token")));
-        for wrong in [None, Some(""), Some("secret-toke"), Some("secret-tokenX")] {
-            assert!(!scopes.authorized(wrong), "{wrong:?}");
-        }
-    }
-
-    #[test]
-    fn a_pipe_line_is_a_begin_or_an_end_and_nothing_else() {
-        let parse = |line: &str| Control::parse(line.as_bytes());
-        match parse(r#"{"op":"begin","scope":"w1","test":"t","repeats":"sequence"}"#) {
-            Ok(Control::Begin { id, scope }) => {
-                assert_eq!((id.as_str(), scope.test.as_deref()), ("w1", Some("t")));
-                assert_eq!(scope.repeats, Some(Repeats::Sequence));
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            parse(r#"{"op":"end","scope":"default"}"#),
-            Ok(Control::End { id }) if id == "default"
-        ));
-        for (line, says) in [
-            (r#"{"op":"begin","scope":"w1","tset":"t"}"#, "tset"),
-            (
-                r#"{"op":"end","scope":"w1","test":"t"}"#,
-                "only `op` and `scope`",
-            ),
-            (r#"{"op":"restart","scope":"w1"}"#, "restart"),
-            (r#"{"op":"begin"}"#, "`scope`"),
-            (r#"{"op":"begin","scope":"a/b"}"#, "a/b"),
-            ("[1]", "one line of JSON"),
-        ] {
-            let err = parse(line).unwrap_err();
-            assert!(err.contains(says), "{line}: {err}");
-        }
-    }
-
-    #[test]
-    fn a_begin_names_its_mode_and_repeats() {
-        let begin = |mode: Option<&str>, repeats: Option<&str>| Begin {
-            test: Some("t".into()),
-            mode: mode.map(str::to_owned),
-            repeats: repeats.map(str::to_owned),
-            ..Begin::default()
-        };
-        let scope = begin(Some("replay"), Some("sequence")).scope().unwrap();
-        assert_eq!(scope.sharing, Sharing::Shared);
-        assert_eq!(
-            (scope.mode, scope.repeats),
-            (Some(Mode::Replay), Some(Repeats::Sequence))
-        );
-        assert!(begin(Some("rec"), None)
-            .scope()
-            .unwrap_err()
-            .contains("rec"));
-        assert!(begin(None, Some("twice"))
-            .scope()
-            .unwrap_err()
-            .contains("twice"));
-        let own = |sharing: &str| Begin {
-            sharing: Some(sharing.to_owned()),
-            ..Begin::default()
-        };
-        assert_eq!(own("own").scope().unwrap().sharing, Sharing::Own);
-        assert_eq!(own("shared").scope().unwrap().sharing, Sharing::Shared);
-        assert!(own("mine").scope().unwrap_err().contains("mine"));
-        // The control pipe's begin says the same.
-        let line = br#"{"op":"begin","scope":"default","test":"t","sharing":"own"}"#;
-        match Control::parse(line).unwrap() {
-            Control::Begin { id, scope } => {
-                assert_eq!((id.as_str(), scope.sharing), ("default", Sharing::Own));
-            }
-            other => panic!("{other:?}"),
-        }
-        let line = br#"{"op":"begin","scope":"default","sharing":"mine"}"#;
-        assert!(Control::parse(line).unwrap_err().contains("mine"));
-    }
-
-    #[test]
-    fn a_reporting_read_tells_only_what_is_new() {
-        let mut tally = Tally {
-            misses: KEPT as u64 + 3,
-            missed: (0..KEPT)
-                .map(|n| MissedRequest {
-                    key: format!("k{n}"),
-                    request: "an MCP request".into(),
-                    summary: "no recording".into(),
-                    explanation: Vec::new(),
-                })
-                .collect(),
-            bypassed: vec![BypassedHost {
-                host: "api.openai.com:443".into(),
-                requests: 2,
-                refused: true,
-            }],
-            unused: Some(vec!["0123456789abcdef0123".into()]),
-            ..Tally::default()
-        };
-        let mut told = Told::default();
-        tally.render(&mut told);
-        let lines = tally.failure.clone();
-        assert_eq!(lines.len(), 2 * KEPT + 4, "{lines:#?}");
-        assert_eq!(lines[2 * KEPT], "  ... and 3 more misses");
-        assert!(lines[2 * KEPT + 1].contains("record it in record or auto mode"));
-        assert!(lines[2 * KEPT + 2].starts_with("cassette: 2 request(s) to api.openai.com:443"));
-        assert!(lines[2 * KEPT + 3].starts_with("cassette strict: 1 recording(s)"));
-        // Nothing new: nothing told.
-        tally.render(&mut told);
-        assert!(tally.failure.is_empty(), "{:#?}", tally.failure);
-        // Two more misses past the kept ones, one more refused request, one error.
-        tally.misses += 2;
-        tally.bypassed[0].requests = 3;
-        tally.failed.push("upstream unreachable".into());
-        tally.record = Some("the record mode".into());
-        tally.render(&mut told);
-        assert_eq!(
-            tally.failure,
-            [
-                "cassette miss: 2 more misses",
-                "  (replay never calls the vendor: record it with the record mode, which calls the vendor with your key)",
-                "cassette error: upstream unreachable",
-                "cassette: 1 request(s) to api.openai.com:443 bypassed the base URL and were refused (replay never connects anywhere): the client has a hard-coded URL or reads a variable cassette does not set; give it the proxy's base URL (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...: see docs/proxy.md); a host that is not an LLM API: point its client at the proxy with a route ([routes.NAME]), or allow it: [bypass] allow in cassette.toml",
-            ]
-        );
-        assert_eq!(
-            tally.headline.as_deref(),
-            Some("an MCP request: no recording")
-        );
-    }
-
-    #[test]
-    fn a_begin_names_a_tests_tapes_and_their_match_on() {
-        let line = br#"{"op":"begin","scope":"default","test":"t","tapes":["a.yaml","b.yaml"],"match_on":["method","body"]}"#;
-        match Control::parse(line).unwrap() {
-            Control::Begin { scope, .. } => assert_eq!(
-                scope.tapes,
-                Some(TapeSet {
-                    paths: vec!["a.yaml".into(), "b.yaml".into()],
-                    match_on: vec!["method".into(), "body".into()],
-                    ..TapeSet::default()
-                })
-            ),
-            other => panic!("{other:?}"),
-        }
-        let line = br#"{"op":"begin","scope":"default","test":"t","tapes":[]}"#;
-        match Control::parse(line).unwrap() {
-            Control::Begin { scope, .. } => assert_eq!(scope.tapes, Some(TapeSet::default())),
-            other => panic!("{other:?}"),
-        }
-        let line = br#"{"op":"begin","scope":"default","match_on":["body"]}"#;
-        assert!(Control::parse(line).unwrap_err().contains("`match_on`"));
-    }
-}
+mod tests;

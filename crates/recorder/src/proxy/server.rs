@@ -233,7 +233,7 @@ impl Served {
             open,
             slot,
         } = self;
-        let service = TowerToHyperService::new(router);
+        let service = answer::Aborting(TowerToHyperService::new(router));
         tokio::spawn(async move {
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder
@@ -433,7 +433,12 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
                 let advice = state.advice.and_then(|advice| advice(&err));
                 scopes.count(id, |tally| tally.error(&err, message, advice));
             }
-            let response = state.answer_error(&err, &asker);
+            let mut response = state.answer_error(&err, &asker);
+            if let Error::FailureReplayed { failure, .. } = &err {
+                // No answer at all, as the upstream gave none, after as long as it took.
+                tokio::time::sleep(answer::failure_delay(*failure)).await;
+                response.extensions_mut().insert(answer::Abort);
+            }
             if let Some(asked) = asked {
                 let (answered, noted) = match &err {
                     Error::Miss(miss) => (

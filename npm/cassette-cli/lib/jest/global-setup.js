@@ -3,6 +3,7 @@
 // environment globalSetup leaves), read by ./setup.cjs. Nothing starts under `cassette exec`
 // or with CASSETTE_MODE=off.
 import { startCassette } from "../start.js";
+import runner from "../runner.cjs";
 
 export const RUNNER_ENV = "CASSETTE_RUNNER";
 
@@ -16,5 +17,13 @@ export default async function globalSetup() {
     env: cassette.env,
     unset: cassette.unset,
     control: cassette.control,
+    channel: cassette.channel,
   });
+  if (cassette.channel) {
+    // jest's workers start after this with the preload in NODE_OPTIONS; a run in band runs
+    // its tests in this process, whose fetch and node:http the import below catches. A test
+    // file's sandbox uses this realm's fetch and node:http, so both ways every request is seen.
+    Object.assign(process.env, runner.inProcessEnv(cassette.channel, process.env.NODE_OPTIONS));
+    await import("../register.js");
+  }
 }

@@ -13,6 +13,7 @@ export default async function setup(project) {
     env: cassette.env,
     unset: cassette.unset,
     control: cassette.control,
+    channel: cassette.channel,
   });
   return async () => {
     const { log } = await cassette.stop();

@@ -1,5 +1,6 @@
 // vitest setupFiles entry: before each test file is imported, applies the proxy's environment
-// with this worker's scope, names every test to the proxy, and fails a test that missed.
+// with this worker's scope, catches the worker's requests in process (the preload), names
+// every test to the proxy, and fails a test that missed.
 import { afterEach, beforeEach, inject } from "vitest";
 import runner from "../runner.cjs";
 
@@ -14,4 +15,7 @@ function fullName(task) {
 
 if (ready) {
   runner.attach({ ready, beforeEach, afterEach, testName: (/** @type {any} */ context) => fullName(context.task) });
+  // The worker's own fetch and node:http (a thread's are its own): caught by the preload,
+  // which attach pointed at the channel. Test files import after this.
+  if (ready.channel) await import("../register.js");
 }

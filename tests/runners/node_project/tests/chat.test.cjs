@@ -6,4 +6,7 @@ describe("openai", () => {
       expect(await app.ask(`plain-${n}`, `Question ${n}: where is my refund?`)).toBeTruthy();
     });
   }
+  test("node:https hard-coded", async () => {
+    expect(await app.nodeHttps("https-hardcoded", "Over node:https, where is my parcel?")).toBeTruthy();
+  });
 });

@@ -8,6 +8,10 @@ test("swallowed stream", async () => {
   expect(await app.vercelSwallowed("vercel-swallowed", "Summarise the ticket.")).toBeTruthy();
 });
 
-(process.env.HARDCODE ? test : test.skip)("hard-coded vendor URL", async () => {
+test("hard-coded vendor URL", async () => {
   expect(await app.hardcoded()).toBe("done");
+});
+
+(process.env.UNROUTED ? test : test.skip)("unrouted host", async () => {
+  expect(await app.unrouted()).toBe("done");
 });

@@ -9,6 +9,10 @@ test("swallowed stream", async () => {
   expect(await app.vercelSwallowed("vercel-swallowed", "Summarise the ticket.")).toBeTruthy();
 });
 
-test.skipIf(!process.env.HARDCODE)("hard-coded vendor URL", async () => {
+test("hard-coded vendor URL", async () => {
   expect(await app.hardcoded()).toBe("done");
+});
+
+test.skipIf(!process.env.UNROUTED)("unrouted host", async () => {
+  expect(await app.unrouted()).toBe("done");
 });

@@ -1,7 +1,7 @@
 //! Every answer the proxy writes: an outcome as status, headers and body with `x-cassette`
 //! and `x-cassette-key` (step 7 of the life of a request in ARCHITECTURE.md), and every error
 //! as JSON in the shape the client's SDK parses (Ollama's own for Ollama clients), a miss with
-//! the status its client will not retry.
+//! the status its client will not retry; a recorded upstream failure as no answer at all.
 
 use super::state::AppState;
 use crate::error::{report, Error};
@@ -186,4 +186,59 @@ pub(super) fn json_response(status: StatusCode, value: &Value) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// The longest a replayed upstream failure waits before its connection is closed: a recorded
+/// timeout replays the wait it recorded, up to this, so a test of a timeout path stays short.
+pub(crate) const FAILURE_DELAY_CAP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long a replayed `failure` waits before the connection closes.
+pub(super) fn failure_delay(failure: cassette_tape::UpstreamFailure) -> std::time::Duration {
+    std::time::Duration::from_millis(failure.after_ms()).min(FAILURE_DELAY_CAP)
+}
+
+/// Marks a response that is never sent: its connection is closed instead, without an answer
+/// (what a replayed reset or timeout looks like to the client).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Abort;
+
+/// The error that makes hyper close a connection without writing the response.
+#[derive(Debug)]
+pub(super) struct Aborted;
+
+impl std::fmt::Display for Aborted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("closed without an answer: a recorded upstream failure replayed")
+    }
+}
+
+impl std::error::Error for Aborted {}
+
+/// The proxy's service, closing the connection where a response is marked [`Abort`]: hyper
+/// writes nothing for a request whose service fails, and drops the connection.
+#[derive(Clone)]
+pub(super) struct Aborting<S>(pub(super) S);
+
+impl<S, R, B> hyper::service::Service<R> for Aborting<S>
+where
+    S: hyper::service::Service<R, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = http::Response<B>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn call(&self, request: R) -> Self::Future {
+        let answered = self.0.call(request);
+        Box::pin(async move {
+            let response = answered.await.map_err(Into::into)?;
+            if response.extensions().get::<Abort>().is_some() {
+                return Err(Box::new(Aborted) as Self::Error);
+            }
+            Ok(response)
+        })
+    }
 }

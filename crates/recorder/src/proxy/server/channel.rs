@@ -2,9 +2,11 @@
 //! a host a route serves (`proxy/hosts.rs`) is routed there and then handled like any request
 //! (keyed, stored, counted, scoped, explained); a host `[bypass] allow` lists, or a loopback
 //! one, gets a "go direct" answer, which tells the transport to send the request itself; any
-//! other host is refused in every mode, and the refusal is counted for the running test.
+//! other host is refused in every mode, and the refusal is counted for the test that sent it
+//! (the scope its `x-cassette-scope` names), else for the running one.
 
 use super::answer::{error_response, Asker};
+use super::control::NamedScope;
 use super::guard::is_loopback;
 use super::state::AppState;
 use crate::error::Error;
@@ -129,8 +131,14 @@ pub(super) async fn channel(
         client,
     };
     if let Some(scopes) = &state.scopes {
+        // Counted for the test that sent it (its alias), else for the one running.
+        let named = request.extensions().get::<NamedScope>();
+        let id = match named {
+            Some(NamedScope(id)) if scopes.begun(id) => id.as_str(),
+            _ => DEFAULT_SCOPE,
+        };
         let message = state.message(&err);
-        scopes.count(DEFAULT_SCOPE, |tally| tally.error(&err, message, None));
+        scopes.count(id, |tally| tally.error(&err, message, None));
     }
     let user_agent = request
         .headers()

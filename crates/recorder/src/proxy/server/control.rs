@@ -15,12 +15,26 @@ use http_body_util::BodyExt;
 use serde_json::json;
 use std::sync::Arc;
 
-/// The scope a request names (`/_scope/ID/...`, taken off its path), else the default one.
+/// The header of an in-process transport naming the scope (a test's alias) of the test that
+/// sent the request, from whichever of its threads or tasks: the test a background thread
+/// started is known where the scope the runner's pipe last began is not.
+const SCOPE_HEADER: &str = "x-cassette-scope";
+
+/// The scope a request's [`SCOPE_HEADER`] named (taken off by [`take_token`]).
+#[derive(Debug, Clone)]
+pub(super) struct NamedScope(pub(super) String);
+
+/// The scope a request names (its [`SCOPE_HEADER`], else `/_scope/ID/...`, taken off its path
+/// either way), else the default one.
 pub(super) fn in_scope(mut request: HttpRequest) -> (String, HttpRequest) {
+    let named = request
+        .extensions()
+        .get::<NamedScope>()
+        .map(|n| n.0.clone());
     let Some((id, path)) = scopes::split_scope(request.uri().path()) else {
-        return (DEFAULT_SCOPE.to_owned(), request);
+        return (named.unwrap_or_else(|| DEFAULT_SCOPE.to_owned()), request);
     };
-    let id = id.to_owned();
+    let id = named.unwrap_or_else(|| id.to_owned());
     let path_and_query = match request.uri().query() {
         Some(query) => format!("{path}?{query}"),
         None => path.to_owned(),
@@ -44,15 +58,20 @@ struct ControlToken(String);
 
 /// The outermost layer: takes the control token off every request before anything else sees
 /// it, so no route, forward-proxy request or channel request can send it upstream or record
-/// it; the control endpoint reads it from the request's extensions.
+/// it; the control endpoint reads it from the request's extensions. The scope header is taken
+/// off alike (it names a test, nothing an upstream is told).
 pub(super) async fn take_token(mut request: HttpRequest, next: Next) -> Response {
-    let token = match request.headers_mut().remove(TOKEN_HEADER) {
+    let mut take = |name: &str| match request.headers_mut().remove(name) {
         Some(value) => value.to_str().ok().map(str::to_owned),
         None => None,
     };
     // A repeated header is removed whole by `remove`; only its first value is looked at.
+    let (token, named) = (take(TOKEN_HEADER), take(SCOPE_HEADER));
     if let Some(token) = token {
         request.extensions_mut().insert(ControlToken(token));
+    }
+    if let Some(named) = named {
+        request.extensions_mut().insert(NamedScope(named));
     }
     next.run(request).await
 }
@@ -102,16 +121,18 @@ pub(super) fn not_own_endpoint(path: &str) -> Response {
     )
 }
 
-/// The refusal of a request under `/_scope/ID/` for a scope its runner never began: a client
-/// error, not retried (a made-up scope would otherwise cost the proxy memory for ever).
+/// The refusal of a request under `/_scope/ID/` (or naming ID in `x-cassette-scope`) for a
+/// scope its runner never began: a client error, not retried (a made-up scope would otherwise
+/// cost the proxy memory for ever).
 pub(super) fn unknown_scope(id: &str) -> Response {
+    let id: String = id.chars().take(128).collect();
     let mut response = error_response(
         StatusCode::BAD_REQUEST,
         "cassette_unknown_scope",
         &format!(
             "scope `{id}` was never begun: the test runner that started the proxy begins a \
-             scope (PUT /_cassette/scopes/{id}, or a `begin` line on the control pipe) before \
-             its requests use /_scope/{id}/"
+             scope (PUT /_cassette/scopes/{id}, or a `begin` line on the control pipe; a \
+             test's `alias`) before its requests use /_scope/{id}/ or x-cassette-scope"
         ),
         None,
     );
@@ -121,13 +142,17 @@ pub(super) fn unknown_scope(id: &str) -> Response {
     response
 }
 
-/// The counts of every test that ended (`GET /_cassette/scopes`), for the runner's summary.
+/// The counts of every test that ended (`GET /_cassette/scopes`), and the tallies of the
+/// requests that came for a test after it ended (`late`), for the runner's summary.
 pub(super) async fn ended(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
     let scopes = match state.control_caller(&request) {
         Ok(scopes) => scopes,
         Err(refused) => return *refused,
     };
-    json_response(StatusCode::OK, &json!({ "ended": scopes.ended() }))
+    json_response(
+        StatusCode::OK,
+        &json!({ "ended": scopes.ended(), "late": scopes.late() }),
+    )
 }
 
 impl AppState {
@@ -192,7 +217,7 @@ pub(super) async fn control(
                 Ok(body) => body.to_bytes(),
                 Err(e) => return bad_request(&format!("cannot read the body: {e}")),
             };
-            let begin: Begin = if body.is_empty() {
+            let mut begin: Begin = if body.is_empty() {
                 Begin::default()
             } else {
                 match serde_json::from_slice(&body) {
@@ -200,11 +225,12 @@ pub(super) async fn control(
                     Err(e) => return bad_request(&format!("a scope is begun with JSON: {e}")),
                 }
             };
+            let alias = begin.take_alias();
             let scope = match begin.scope() {
                 Ok(scope) => scope,
                 Err(reason) => return bad_request(&reason),
             };
-            if let Err(reason) = scopes.begin_with(&state.recorder, &id, scope, &bypassed) {
+            if let Err(reason) = scopes.begin_with(&state.recorder, &id, scope, alias, &bypassed) {
                 return bad_request(&reason);
             }
             json_response(StatusCode::OK, &json!({"scope": id}))
@@ -261,10 +287,10 @@ impl AppState {
             return;
         };
         match line.and_then(Control::parse) {
-            Ok(Control::Begin { id, scope }) => {
+            Ok(Control::Begin { id, scope, alias }) => {
                 // A test the recorder cannot begin is noted in its tally.
                 let bypassed = self.forward.bypassed();
-                let _ = scopes.begin_with(&self.recorder, &id, scope, &bypassed);
+                let _ = scopes.begin_with(&self.recorder, &id, scope, alias, &bypassed);
             }
             Ok(Control::End { id }) => {
                 let end = Read {

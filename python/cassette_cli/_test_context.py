@@ -1,0 +1,103 @@
+"""The test a request belongs to, wherever in the test process it is sent from: the pytest plugin
+names the running test's alias here, and the in-process transports (`_intercept.py`) send it
+with every request (`x-cassette-scope`), so that a request a test's background thread or task
+sends after the test ended is charged to that test (a late request), never to the test running
+then.
+
+The alias lives in a `contextvars.ContextVar`: asyncio tasks copy their creator's context by
+themselves. Threads do not (before Python 3.14), so while the plugin is active a thread started
+with `threading.Thread.start` runs in a copy of its starter's context, and a
+`concurrent.futures.ThreadPoolExecutor` task in a copy of its submitter's (a pool's worker is
+started by whichever test submitted first, and then serves every test after it).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+SCOPE_HEADER = "x-cassette-scope"
+
+_ALIAS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "cassette_test_alias", default=None
+)
+_UNDO: list[Callable[[], None]] = []
+# Aliases are unique in the process, so across the sessions of pytester's runs in process too.
+_NUMBERS = itertools.count(1)
+
+
+def next_alias() -> str:
+    """A new test's alias: a scope id no other test of this process has."""
+    return f"t{next(_NUMBERS)}"
+
+
+def alias() -> str | None:
+    """The alias of the test this code runs for, if any."""
+    return _ALIAS.get()
+
+
+def headers() -> dict[str, str]:
+    """What a transport adds to a request: the scope header, when a test is known."""
+    named = _ALIAS.get()
+    return {} if named is None else {SCOPE_HEADER: named}
+
+
+def enter(named: str | None) -> None:
+    """Names the test now running in this context (None: no test)."""
+    _ALIAS.set(named)
+
+
+def install() -> None:
+    """Has threads and thread-pool tasks inherit the test of the code that starts them;
+    idempotent."""
+    # Here, not at the top: the `.pth` file imports this module in every Python process.
+    import concurrent.futures
+
+    if _UNDO:
+        return
+    start = threading.Thread.start
+    submit = concurrent.futures.ThreadPoolExecutor.submit
+
+    def starting(self: threading.Thread) -> None:
+        if _ALIAS.get() is not None:
+            context = contextvars.copy_context()
+            run = self.run
+            # An instance attribute: `_bootstrap_inner` calls `self.run()`.
+            self.run = lambda: context.run(run)  # type: ignore[method-assign]
+        start(self)
+
+    def submitting(
+        self: concurrent.futures.ThreadPoolExecutor,
+        fn: Callable[..., object],
+        /,
+        *args: object,
+        **kwargs: object,
+    ) -> concurrent.futures.Future[object]:
+        context = contextvars.copy_context()
+
+        def run() -> object:
+            return context.run(fn, *args, **kwargs)
+
+        return submit(self, run)
+
+    threading.Thread.start = starting  # type: ignore[method-assign]
+    concurrent.futures.ThreadPoolExecutor.submit = submitting  # type: ignore[method-assign,assignment]
+
+    def undo() -> None:
+        threading.Thread.start = start  # type: ignore[method-assign]
+        concurrent.futures.ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
+
+    _UNDO.append(undo)
+
+
+def uninstall() -> None:
+    """Puts `Thread.start` and `ThreadPoolExecutor.submit` back, and forgets the test."""
+    while _UNDO:
+        _UNDO.pop()()
+    _ALIAS.set(None)
