@@ -29,14 +29,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from cassette_cli._failures import fail, failure, one_line
+
 if TYPE_CHECKING:
     from collections.abc import Generator
-
-    from _pytest._code.code import TerminalRepr
 
     from cassette_cli._proxy import Proxy
     from cassette_cli._recording import Tape
@@ -616,10 +616,10 @@ def pytest_runtest_makereport(
             tally = session.proxy.control("GET", SCOPE, query=query)
     except ProxyError as error:
         # The proxy is gone or refuses: this test cannot be vouched for.
-        _fail(report, [f"cassette error: {error}"])
+        fail(report, [f"cassette error: {error}"])
         return report
     test.tally = tally
-    problems = _failure(tally)
+    problems = failure(tally)
     adopted = tally.get("adopt") if session.mode == ADOPT else None
     if adopted is not None:
         from cassette_cli._adopt import refused
@@ -635,71 +635,14 @@ def pytest_runtest_makereport(
             adopted["not_honoured"] = test.not_honoured
             report.cassette_cli_adopt = adopted
     if problems:
-        _fail(report, problems)
-        report.cassette_cli_missed = _one_line(tally, problems)
+        fail(report, problems)
+        report.cassette_cli_missed = one_line(tally, problems)
     return report
 
 
 def _piped(session: _Session) -> bool:
     """Whether tests begin and end on the proxy's control pipe (see `_wants_pipe`)."""
     return session.proxy is not None and session.proxy.piped
-
-
-def _failure(tally: dict[str, Any]) -> list[str]:
-    """What in the tally fails the test, one line each, as the proxy rendered it."""
-    return [str(line) for line in tally.get("failure") or []]
-
-
-def _one_line(tally: dict[str, Any], problems: list[str]) -> str:
-    return str(tally.get("headline") or problems[0])
-
-
-class _Writer(Protocol):
-    def line(self, s: str = "", **markup: bool) -> None: ...
-
-
-class _Explanation:
-    """A failure made of cassette's explanation: what pytest prints and JUnit's message."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def toterminal(self, tw: _Writer) -> None:
-        for line in self.text.splitlines():
-            tw.line(line, red=True, bold=line.startswith("cassette"))
-
-    def __str__(self) -> str:
-        return self.text
-
-    @property
-    def reprcrash(self) -> _Crash:
-        # The summary line (`FAILED test - ...`) and JUnit's message attribute read this.
-        return _Crash(self.text)
-
-
-@dataclasses.dataclass
-class _Crash:
-    message: str
-    path: str = ""
-    lineno: int = 0
-
-
-def _fail(report: pytest.TestReport, problems: list[str]) -> None:
-    text = "\n".join(problems)
-    longrepr = report.longrepr
-    if report.failed and longrepr is not None:
-        # The test failed already (often of the miss itself): keep its traceback, and put the
-        # explanation first, where the summary line and JUnit's message look.
-        crash = getattr(longrepr, "reprcrash", None)
-        add_section = getattr(longrepr, "addsection", None)
-        if crash is not None and add_section is not None:
-            add_section("cassette", text)
-            crash.message = f"{text}\n{crash.message}"
-            return
-        report.longrepr = cast("TerminalRepr", _Explanation(f"{text}\n\n{longrepr}"))
-        return
-    report.outcome = "failed"
-    report.longrepr = cast("TerminalRepr", _Explanation(text))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -998,7 +941,7 @@ def pytest_terminal_summary(
     for tally in session.strays:
         if not _stray_fails(tally) and not int(tally.get("requests", 0)):
             continue
-        problems = _failure(tally)
+        problems = failure(tally)
         where = "outside any test (module-level code, fixtures between tests)"
         if tally.get("late"):
             where = f"late, after {tally.get('test')} ended (a thread or task it started)"
