@@ -763,3 +763,78 @@ fn a_judge_behind_an_ollama_endpoint_is_asked_in_ollama_form() {
     );
     assert_eq!(app.requests(), 1);
 }
+
+/// `http://127.0.0.1:PORT` of a fake's URL.
+fn origin_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let host = rest.split('/').next().unwrap_or(rest);
+    format!("http://{host}")
+}
+
+#[test]
+fn a_route_pointed_at_another_vendor_misses_in_replay_and_records_afresh_in_auto() {
+    let dir = Workdir::new();
+    dir.write(
+        "suite.jsonl",
+        r#"{"id":"capital","prompt":"What is the capital of France?","params":{"model":"gpt-4o-mini","temperature":0},"grader":"contains","expect":{"needle":"paris"}}"#,
+    );
+    let store = dir.store("cassettes");
+    let a = FakeLlm::start_variant(" (vendor A)");
+    let run = |mode: &str, upstream: &str| {
+        dir.run(&[
+            "run",
+            "suite.jsonl",
+            "--mode",
+            mode,
+            "--store",
+            &store,
+            "--upstream",
+            upstream,
+        ])
+    };
+    let recorded = run("record", &a.url);
+    assert_eq!(code(&recorded), 0, "{}", both(&recorded));
+    let b = FakeLlm::start_variant(" (vendor B)");
+
+    // Replay with the route at B: a miss that names both origins, and B is never asked.
+    let replayed = run("replay", &b.url);
+    assert_eq!(code(&replayed), 2, "{}", both(&replayed));
+    let said = both(&replayed);
+    assert!(
+        said.contains(&format!("recorded from {}", origin_of(&a.url)))
+            && said.contains(&format!("now points at {}", origin_of(&b.url))),
+        "{said}"
+    );
+    assert_eq!(b.requests(), 0);
+
+    // Auto with B: B is asked and its answer replaces A's.
+    let auto = run("auto", &b.url);
+    assert_eq!(code(&auto), 0, "{}", both(&auto));
+    assert!(
+        common::stderr(&auto).contains("hit_rate 0.00"),
+        "{}",
+        both(&auto)
+    );
+    assert_eq!((a.requests(), b.requests()), (1, 1));
+    let again = run("replay", &b.url);
+    assert_eq!(code(&again), 0, "{}", both(&again));
+    assert_eq!(b.requests(), 1);
+    let stored: String = walk(&dir.path().join("cassettes"))
+        .iter()
+        .map(|file| std::fs::read_to_string(file).unwrap_or_default())
+        .collect();
+    assert!(stored.contains("(vendor B)") && !stored.contains("(vendor A)"));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

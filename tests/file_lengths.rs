@@ -40,7 +40,11 @@ fn no_product_file_is_over_a_thousand_lines() {
     assert!(files.len() > 50, "found only {} product files", files.len());
     let before = files.len();
     source_files(&root.join("python/cassette_cli"), &["py"], &mut files);
-    source_files(&root.join("npm/cassette-cli"), &["js", "cjs", "mjs"], &mut files);
+    source_files(
+        &root.join("npm/cassette-cli"),
+        &["js", "cjs", "mjs"],
+        &mut files,
+    );
     assert!(
         files.len() > before + 20,
         "found only {} Python and JavaScript product files",

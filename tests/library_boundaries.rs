@@ -65,6 +65,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// the end of a file; anything else would let test-only text hide library text, so it fails.
 fn library_text(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if is_out_of_line_tests(path) {
+        return String::new();
+    }
     let lines: Vec<&str> = text.lines().collect();
     let test_attr = lines
         .iter()
@@ -73,8 +76,11 @@ fn library_text(path: &Path) -> String {
         None => text,
         Some(i) => {
             let next = lines.get(i + 1).copied().unwrap_or_default();
+            let inline = next.starts_with("mod tests {") && lines.last() == Some(&"}");
+            // `mod tests;` as the last line: the tests live in `<file>/tests.rs`.
+            let out_of_line = next == "mod tests;" && i + 2 == lines.len();
             assert!(
-                next.starts_with("mod tests {") && lines.last() == Some(&"}"),
+                inline || out_of_line,
                 "{}:{}: a test-only item that is not the final `mod tests`",
                 path.display(),
                 i + 1
@@ -82,6 +88,24 @@ fn library_text(path: &Path) -> String {
             lines[..i].join("\n")
         }
     }
+}
+
+/// Whether `path` is the unit tests of its parent module split off into `<module>/tests.rs`
+/// (declared by a final `#[cfg(test)] mod tests;` in `<module>.rs`): test text throughout.
+fn is_out_of_line_tests(path: &Path) -> bool {
+    if path.file_name().is_none_or(|n| n != "tests.rs") {
+        return false;
+    }
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    let parent = dir.with_extension("rs");
+    std::fs::read_to_string(parent).is_ok_and(|text| {
+        let lines: Vec<&str> = text.lines().collect();
+        lines.len() >= 2
+            && lines[lines.len() - 1] == "mod tests;"
+            && lines[lines.len() - 2] == "#[cfg(test)]"
+    })
 }
 
 #[test]

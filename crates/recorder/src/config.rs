@@ -36,6 +36,23 @@ pub struct Route {
     /// (a placeholder such as `cassette`): the upstream receives exactly this one. When
     /// unset, the client's own credential passes through. Never stored, logged or shown.
     pub api_key: Option<ApiKey>,
+    /// Which recordings the route replays: only those recorded from its upstream's origin
+    /// (its upstream was named for this run), or those of any origin (a built-in route nobody
+    /// named an upstream for, so a replay without upstream settings answers from any origin's
+    /// recordings; the tapes side of a comparison of tapes with live answers).
+    pub replays: Replays,
+}
+
+/// Which recordings a route replays ([`Route::replays`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Replays {
+    /// Only those recorded from the origin of its upstream: the route's upstream was named for
+    /// this run (a flag, the settings file, the user's own base-URL variable, or a library
+    /// caller building the route).
+    OwnOrigin,
+    /// Those recorded from any origin.
+    AnyOrigin,
 }
 
 impl Route {
@@ -48,7 +65,24 @@ impl Route {
             name,
             base_url: base_url.into(),
             api_key: None,
+            replays: Replays::OwnOrigin,
         }
+    }
+
+    /// The origin (`scheme://host[:port]`) a cassette recorded from `recorded` (its stored
+    /// `upstream`) came from, and this route's, when the route replays only its own origin's
+    /// recordings and the two differ: that recording answered another vendor (`docs/keying.md`,
+    /// "The upstream's origin"). A URL that does not parse compares as its text.
+    pub fn other_origin(&self, recorded: &str) -> Option<(String, String)> {
+        if self.replays != Replays::OwnOrigin {
+            return None;
+        }
+        let origin = |url: &str| match url::Url::parse(url) {
+            Ok(parsed) => parsed.origin().ascii_serialization(),
+            Err(_) => url.trim_end_matches('/').to_owned(),
+        };
+        let (then, now) = (origin(recorded), origin(&self.base_url));
+        (then != now).then_some((then, now))
     }
 
     /// The path a request has under this route, spelled as the upstream's API spells it. The

@@ -167,7 +167,15 @@ pub enum Error {
         target: String,
     },
     /// The upstream could not be reached, timed out or reset the connection.
-    #[error("upstream {endpoint} {}: {cause}; nothing was recorded", if *.timed_out { "timed out" } else { "unreachable" })]
+    #[error(
+        "upstream {endpoint} {}: {cause}; {}",
+        if *.timed_out { "timed out" } else { "unreachable" },
+        if *.recorded {
+            "recorded as such (error recording is on): a replay gives the client the same failure"
+        } else {
+            "nothing was recorded"
+        }
+    )]
     Upstream {
         /// The URL that was called (without credentials).
         endpoint: String,
@@ -178,6 +186,8 @@ pub enum Error {
         /// Whether a connection was made, so the upstream itself reset it or did not answer in
         /// time (what error recording keeps), rather than none (refused, unresolvable).
         connected: bool,
+        /// Whether the failure was stored (error recording on, a connection made).
+        recorded: bool,
     },
     /// Replay of a recording of an upstream that gave no answer (recorded with error
     /// recording on): the proxy reproduces it by closing the connection without an answer,

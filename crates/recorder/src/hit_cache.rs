@@ -66,6 +66,9 @@ pub(crate) struct Answer {
     /// The test that recorded it (`meta.test`): a request of another test looks for its own
     /// test-scoped recording first.
     pub(crate) test: Option<Arc<str>>,
+    /// The upstream it was recorded from (`upstream`): a route that now points at another
+    /// origin does not replay it.
+    pub(crate) upstream: Arc<str>,
 }
 
 impl Answer {
@@ -294,6 +297,7 @@ mod tests {
     fn answer(body: &str) -> Answer {
         Answer {
             test: None,
+            upstream: Arc::from("https://api.openai.com"),
             status: 200,
             headers: Arc::from(vec![(
                 "content-type".to_owned(),

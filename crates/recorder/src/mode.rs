@@ -60,6 +60,17 @@ impl Mode {
         }
     }
 
+    /// What this mode does with a request whose recording came from another origin than the
+    /// one its route now points at (`docs/keying.md`, "The upstream's origin"): that recording
+    /// is another vendor's answer, so it is a miss, and a mode that records replaces it.
+    pub fn on_moved(self) -> OnMiss {
+        match self {
+            Mode::Replay => OnMiss::Fail,
+            Mode::Auto | Mode::Record => OnMiss::Forward(Write::Overwrite),
+            Mode::Off => OnMiss::Forward(Write::Nothing),
+        }
+    }
+
     /// Whether this mode reads cassettes: only when a hit and a miss are answered differently
     /// (`record` and `off` call the upstream either way).
     pub fn reads_store(self) -> bool {

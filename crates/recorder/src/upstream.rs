@@ -90,6 +90,7 @@ pub(crate) fn upstream_error(endpoint: &str, err: &reqwest::Error, timeout: Dura
         cause,
         timed_out: err.is_timeout(),
         connected: !err.is_connect(),
+        recorded: false,
     }
 }
 

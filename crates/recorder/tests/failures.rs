@@ -90,6 +90,10 @@ async fn a_recorded_reset_and_timeout_replay_as_the_same_failure() {
             Failing::Stall => 504,
         };
         assert_eq!(live.status().as_u16(), expected);
+        // ... told that it was kept, not the "nothing was recorded" of an unrecorded failure.
+        let said = live.text().await.unwrap();
+        assert!(said.contains("recorded as such"), "{said}");
+        assert!(!said.contains("nothing was recorded"), "{said}");
         let stats = record.stop().await.unwrap();
         assert_eq!(stats.recorder.recorded, 1);
         let keys = store.list("").await.unwrap();
@@ -154,6 +158,8 @@ async fn without_error_recording_a_failure_is_not_stored() {
         .await;
         let live = ask(&record, Duration::from_secs(10)).await.unwrap();
         assert!(live.status().is_server_error());
+        let said = live.text().await.unwrap();
+        assert!(said.contains("nothing was recorded"), "{said}");
         let stats = record.stop().await.unwrap();
         assert_eq!(stats.recorder.recorded, 0);
         assert!(store.list("").await.unwrap().is_empty());

@@ -1,15 +1,17 @@
 //! Provider routes through the recorder: the `anthropic` route's two base-URL spellings reach
 //! `/v1/messages` and share a key; Azure OpenAI deployments are keyed by the `openai.chat`
 //! rules with the deployment and `api-version` in the key and the route's `api-key` as the
-//! only credential upstream.
+//! only credential upstream; a route that now points at another origin than the one a
+//! cassette was recorded from does not replay it.
 
 mod support;
 
 use cassette_recorder::config::ApiKey;
+use cassette_recorder::config::Replays;
 use cassette_recorder::{Cassette, Error, Mode, Recorder, RecorderConfig, Request, Route, Source};
 use cassette_store::DynStore;
 use serde_json::json;
-use support::{fixture, FakeUpstream, Reply};
+use support::{completion, fixture, FakeUpstream, Reply};
 
 const AZURE_KEY: &str = "0123456789abcdef0123456789abcdef";
 
@@ -147,4 +149,88 @@ async fn azure_deployments_are_keyed_like_openai_chat_with_the_route_key_upstrea
         panic!("another deployment must miss")
     };
     assert_eq!(miss.path, "/openai/deployments/gpt-4o/chat/completions");
+}
+
+async fn vendor(text: &str) -> FakeUpstream {
+    let fake = FakeUpstream::start().await;
+    fake.reply("/v1/chat/completions", Reply::json(200, completion(text)));
+    fake
+}
+
+fn ask() -> Request {
+    Request::post_json(
+        "/v1/chat/completions",
+        &json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}),
+    )
+}
+
+async fn content(outcome: cassette_recorder::Outcome) -> String {
+    let body: serde_json::Value =
+        serde_json::from_slice(&outcome.response.into_bytes().await.unwrap()).unwrap();
+    body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn origin(fake: &FakeUpstream) -> &str {
+    &fake.url
+}
+
+#[tokio::test]
+async fn a_route_pointed_at_another_origin_does_not_replay_the_first_vendors_answer() {
+    let (a, b) = (vendor("from A").await, vendor("from B").await);
+    let store = cassette_store::open("memory://").unwrap();
+    let at = |fake: &FakeUpstream| vec![Route::new("default", format!("{}/v1", fake.url))];
+    let recorded = recorder(Mode::Record, at(&a), &store)
+        .handle(ask())
+        .await
+        .unwrap();
+    assert_eq!(content(recorded).await, "from A");
+
+    // Replay with the route at B: a miss naming both origins, and B is never asked.
+    let err = recorder(Mode::Replay, at(&b), &store)
+        .handle(ask())
+        .await
+        .unwrap_err();
+    let Error::Miss(miss) = &err else {
+        panic!("expected a miss, got {err}")
+    };
+    let summary = &miss.explanation.summary;
+    assert!(
+        summary.contains(&format!("recorded from {}", origin(&a)))
+            && summary.contains(&format!("now points at {}", origin(&b))),
+        "{summary}"
+    );
+    assert_eq!(b.requests(), 0);
+
+    // Auto with the route at B: B is asked, its answer is given and replaces A's (twice: the
+    // hit path with its cache, then the lookup).
+    let auto = recorder(Mode::Auto, at(&b), &store);
+    let first = auto.handle(ask()).await.unwrap();
+    assert_eq!(first.source, Source::Recorded);
+    assert_eq!(content(first).await, "from B");
+    let again = auto.handle(ask()).await.unwrap();
+    assert_eq!(again.source, Source::Replayed);
+    assert_eq!(content(again).await, "from B");
+    assert_eq!(b.requests(), 1);
+
+    // Now A's route is the other one; a built-in route nobody named replays any origin's.
+    let err = recorder(Mode::Replay, at(&a), &store)
+        .handle(ask())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("recorded from {}", origin(&b))),
+        "{err}"
+    );
+    let mut built_in = Route::new("default", "https://api.openai.com/v1");
+    built_in.replays = Replays::AnyOrigin;
+    let replayed = recorder(Mode::Replay, vec![built_in], &store)
+        .handle(ask())
+        .await
+        .unwrap();
+    assert_eq!(content(replayed).await, "from B");
+    assert_eq!(a.requests(), 1);
 }

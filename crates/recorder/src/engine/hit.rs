@@ -17,22 +17,29 @@ use crate::response::{Outcome, Response, ResponseBody, Source};
 use cassette_tape::Request;
 use std::sync::Arc;
 
+/// What the hit path found.
+pub(super) enum Hit {
+    /// The answer, replayed.
+    Answered(Outcome),
+    /// Nothing stored under the key.
+    Nothing,
+    /// A recording from another origin than the route's: the caller's lookup decides (a miss
+    /// that names both, or a recording afresh).
+    Moved,
+}
+
 impl Recorder {
     /// Answers `request` from the store if a cassette is stored under its key; `Ok(None)` when
     /// none is (the caller keys the request fully for the miss or the recording). For a
     /// request of `test`, a cassette another test recorded (or none named) answers only when
     /// `test` has no test-scoped recording of the request: the one extra lookup is made only
     /// then, so a plain hit, and a test's own, costs what it did.
-    pub(super) async fn replay_hit(
-        &self,
-        request: &Request,
-        test: Option<&str>,
-    ) -> Result<Option<Outcome>> {
+    pub(super) async fn replay_hit(&self, request: &Request, test: Option<&str>) -> Result<Hit> {
         let another = |owner: Option<&str>| test.is_some_and(|test| owner != Some(test));
         let hit = request.hit_key(&self.inner.config.key);
         request.check_declared_json(hit.body)?;
         let Some(document) = self.inner.store.get_raw(&hit.key).await? else {
-            return Ok(None);
+            return Ok(Hit::Nothing);
         };
         let cache = &self.inner.hit_cache;
         let mut fingerprint = cache.is_on().then(|| Fingerprint::of(&document));
@@ -44,13 +51,16 @@ impl Recorder {
         };
         let cached = fingerprint.and_then(|f| cache.get(&hit.key, &f, &asked));
         if let Some(answer) = cached {
+            if self.moved_from(&request.target, &answer.upstream) {
+                return Ok(Hit::Moved);
+            }
             if another(answer.test.as_deref()) {
                 if let Some(outcome) = self.scoped_hit(request, test).await? {
-                    return Ok(Some(outcome));
+                    return Ok(Hit::Answered(outcome));
                 }
             }
             self.note_hit(&hit.key);
-            return Ok(Some(Outcome {
+            return Ok(Hit::Answered(Outcome {
                 key: hit.key,
                 source: Source::Replayed,
                 response: Response {
@@ -75,12 +85,16 @@ impl Recorder {
                 _ => return Err(err),
             },
         };
+        if self.moved(&request.target, &cassette).is_some() {
+            return Ok(Hit::Moved);
+        }
         if another(cassette.meta.test.as_deref()) {
             if let Some(outcome) = self.scoped_hit(request, test).await? {
-                return Ok(Some(outcome));
+                return Ok(Hit::Answered(outcome));
             }
         }
         let owner: Option<Arc<str>> = cassette.meta.test.as_deref().map(Arc::from);
+        let upstream: Arc<str> = Arc::from(cassette.upstream.as_str());
         self.note_replay(&hit.key, &cassette);
         let response = self.render(
             &hit.key,
@@ -96,14 +110,21 @@ impl Recorder {
                 headers: Arc::from(response.headers.as_slice()),
                 body: body.clone(),
                 test: owner,
+                upstream,
             };
             cache.put(&hit.key, fingerprint, asked, answer);
         }
-        Ok(Some(Outcome {
+        Ok(Hit::Answered(Outcome {
             key: hit.key,
             source: Source::Replayed,
             response,
         }))
+    }
+
+    /// Whether a recording from `upstream` is from another origin than `target`'s route.
+    fn moved_from(&self, target: &str, upstream: &str) -> bool {
+        let route = self.inner.config.route(target);
+        route.is_some_and(|route| route.other_origin(upstream).is_some())
     }
 
     /// The answer of `test`'s test-scoped recording of `request`, when it has one.

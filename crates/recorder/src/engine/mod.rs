@@ -24,8 +24,8 @@ use crate::config::{Answers, RecorderConfig, Repeats, Sharing};
 use crate::error::{Error, Result};
 use crate::hit_cache::{HitCache, HitCacheStats};
 use crate::miss::{
-    write_segment, Explanation, IndexRecord, Miss, MissBook, MissLog, NearestIndex, Repeat,
-    SegmentKind,
+    write_segment, Explanation, IndexRecord, Miss, MissBook, MissLog, Nearest, NearestIndex,
+    Repeat, SegmentKind,
 };
 use crate::mode::{Mode, OnHit, OnMiss, Write};
 use crate::response::{Outcome, Response, Source};
@@ -37,6 +37,7 @@ use cassette_store::{DynStore, StoreExt};
 use cassette_tape::redact::{Redactor, Secret};
 use cassette_tape::{Cassette, Request};
 use flight::{Flights, Landed, Turn};
+use hit::Hit;
 use replay::replay_response;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -341,9 +342,14 @@ impl Recorder {
         };
         let hits_first =
             repeats == Repeats::Same && mode.reads_store() && sharing == Sharing::Shared;
+        let mut plain_missed = false;
         if hits_first {
-            if let Some(outcome) = self.replay_hit(&request, scope.test.as_deref()).await? {
-                return Ok(outcome);
+            match self.replay_hit(&request, scope.test.as_deref()).await? {
+                Hit::Answered(outcome) => return Ok(outcome),
+                Hit::Nothing => plain_missed = true,
+                // Looked up again below, where the mode decides what another origin's
+                // recording is.
+                Hit::Moved => {}
             }
         }
         let keyed = request.key(&self.inner.config.key);
@@ -352,7 +358,7 @@ impl Recorder {
         let (keyed, stored, on_hit) = match mode.reads_store() {
             true => {
                 let (keyed, stored) = self
-                    .lookup_for(keyed, scope.test.as_deref(), sharing, hits_first)
+                    .lookup_for(keyed, scope.test.as_deref(), sharing, plain_missed)
                     .await?;
                 (keyed, stored, mode.on_hit())
             }
@@ -363,12 +369,30 @@ impl Recorder {
             }
             false => (keyed, None, mode.on_hit()),
         };
-        let write = match stored {
-            Some(cassette) => match on_hit {
+        let moved = stored
+            .as_ref()
+            .and_then(|cassette| self.moved(&request.target, cassette));
+        let write = match (stored, moved) {
+            (Some(cassette), Some(origins)) => match mode.on_moved() {
+                OnMiss::Fail => {
+                    return Err(self.moved_miss(&request, &keyed, &cassette, origins).await)
+                }
+                OnMiss::Forward(write) => {
+                    let (then, now) = origins;
+                    tracing::warn!(
+                        "cassette {}: recorded from {then}, the route `{}` now points at \
+                         {now}: asked again there, not replayed",
+                        keyed.key,
+                        request.target
+                    );
+                    write
+                }
+            },
+            (Some(cassette), None) => match on_hit {
                 OnHit::Replay => return self.replay(&request, keyed, cassette),
                 OnHit::Forward(write) => write,
             },
-            None => match mode.on_miss() {
+            (None, _) => match mode.on_miss() {
                 OnMiss::Fail => return Err(self.miss(&request, &keyed, scope).await),
                 OnMiss::Forward(write) => write,
             },
@@ -507,6 +531,43 @@ impl Recorder {
     async fn miss(&self, request: &Request, keyed: &Keyed, scope: &Scope) -> Error {
         self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
         let miss = self.build_miss(request, keyed, scope.test.as_deref()).await;
+        self.note_miss(&miss.key, || miss.request_line(), &miss.explanation.summary);
+        Error::Miss(Box::new(miss))
+    }
+
+    /// The origins `cassette` was recorded from and `target`'s route now points at, when they
+    /// differ and the route's upstream was named for this run ([`crate::Route::other_origin`]).
+    pub(super) fn moved(&self, target: &str, cassette: &Cassette) -> Option<(String, String)> {
+        self.inner
+            .config
+            .route(target)?
+            .other_origin(&cassette.upstream)
+    }
+
+    /// The miss of a request whose recording came from another origin: it names both.
+    async fn moved_miss(
+        &self,
+        request: &Request,
+        keyed: &Keyed,
+        cassette: &Cassette,
+        (then, now): (String, String),
+    ) -> Error {
+        self.inner.counters.misses.fetch_add(1, Ordering::Relaxed);
+        let mut miss = self.build_miss(request, keyed, None).await;
+        let redactor = &self.inner.redactor;
+        let (then, now) = (redactor.url(&then), redactor.url(&now));
+        miss.explanation = Explanation {
+            nearest: Some(Nearest {
+                key: cassette.key.clone(),
+                recorded_at: cassette.recorded_at.clone(),
+                differences: vec![format!("upstream: {then} -> {now}")],
+            }),
+            summary: format!(
+                "recorded from {then}, the route `{}` now points at {now}: another upstream's \
+                 answer is not replayed (record it again from {now}, or point the route back)",
+                request.target
+            ),
+        };
         self.note_miss(&miss.key, || miss.request_line(), &miss.explanation.summary);
         Error::Miss(Box::new(miss))
     }

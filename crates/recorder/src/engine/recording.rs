@@ -410,9 +410,16 @@ impl Recorder {
                     flight,
                     failure: Some(failure),
                 };
-                // Kept like an error answer; the client gets the error as it would without.
+                // Kept like an error answer; the client gets the error as it would without,
+                // told that it was recorded.
+                let mut err = err;
                 match draft.store(Answer::whole(b"")).await {
-                    Ok(Stored::Won | Stored::Kept) => draft.land(Landed::Stored),
+                    Ok(Stored::Won | Stored::Kept) => {
+                        draft.land(Landed::Stored);
+                        if let Error::Upstream { recorded, .. } = &mut err {
+                            *recorded = true;
+                        }
+                    }
                     Ok(Stored::Nothing) => {}
                     Err(store) => self.record_failure(&keyed.key, report(&store)),
                 }

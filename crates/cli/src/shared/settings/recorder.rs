@@ -33,7 +33,8 @@ use super::values::{
 };
 use anyhow::{bail, Context};
 use cassette_recorder::config::{
-    ApiKey, DEFAULT_MAX_ANSWER, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK, DEFAULT_TARGET,
+    ApiKey, Replays, DEFAULT_MAX_ANSWER, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK,
+    DEFAULT_TARGET,
 };
 use cassette_recorder::{
     ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route, StreamReplay,
@@ -364,6 +365,17 @@ impl RecorderArgs {
             match routes.iter_mut().find(|r| r.name == given.name) {
                 Some(route) => route.base_url.clone_from(&given.base_url),
                 None => routes.push((*given).clone()),
+            }
+        }
+        // A built-in route nobody named an upstream for answers from recordings of any origin;
+        // a named one only from its own (`docs/keying.md`, "The upstream's origin").
+        let built_in =
+            |name: &str| name == DEFAULT_TARGET || BUILT_IN_ROUTES.iter().any(|(n, _)| *n == name);
+        for route in &mut routes {
+            let named =
+                set_by_cassette(&route.name) || honoured.iter().any(|h| h.route == route.name);
+            if built_in(&route.name) && !named {
+                route.replays = Replays::AnyOrigin;
             }
         }
         if mode.may_call_upstream() {
