@@ -99,7 +99,7 @@ impl AppState {
                  pytest plugin, the Node helpers): the run secret is missing. Send requests to \
                  the base URLs that run gave its clients (the proxy's URL followed by \
                  /_run/…/), or with the x-cassette-run header; nothing was sent upstream. A \
-                 `cassette proxy` started without --run-secret serves any local program"
+                 proxy started without a run secret serves any local program"
             ),
             Some(serde_json::Map::from_iter([(
                 "missing".to_owned(),
