@@ -312,8 +312,10 @@ def recorded(upstream, store_url):
 def replay_proxy(recorded, upstream, store_url):
     upstream.stop()
     before = upstream.connections
-    # The azure route needs a name to be mounted; replay never calls its upstream.
-    proxy = Proxy(["--store", store_url, "--route", "azure=https://cassette-test.openai.azure.com", *IGNORE_CLIENT_IDS])
+    # The azure route needs a name to be mounted; replay never calls its upstream, but a route
+    # named for the run replays only what was recorded from its origin (docs/keying.md, "The
+    # upstream's origin"): the stopped fake's.
+    proxy = Proxy(["--store", store_url, "--route", f"azure={upstream.url}", *IGNORE_CLIENT_IDS])
     proxy.connections_before = before
     yield proxy
     proxy.stop()
