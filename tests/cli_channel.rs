@@ -73,14 +73,15 @@ impl Channel {
             .unwrap();
         let host = url.split('/').nth(2).unwrap();
         let body = body.to_string();
-        write!(
-            stream,
+        // One write of the whole request: the proxy may answer a GET and close before reading
+        // its body, and a request written in pieces then meets a closed socket (EPIPE).
+        let request = format!(
             "{method} {target} HTTP/1.1\r\nhost: {host}\r\n{extra}user-agent: OpenAI/Python 1.99.0\r\n\
              authorization: Bearer cassette\r\ncontent-type: application/json\r\n\
              content-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
-        )
-        .unwrap();
+        );
+        stream.write_all(request.as_bytes()).unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
         let status = answer[9..12].parse().unwrap();
