@@ -5,25 +5,10 @@
 mod support;
 
 use bytes::Bytes;
-use cassette_recorder::{Mode, Recorder, RecorderConfig, Request, Route};
-use cassette_store::DynStore;
+use cassette_recorder::Request;
 use cassette_wire::{Assembler, StreamFormat};
 use serde_json::{json, Value};
-use support::{FakeUpstream, Reply};
-
-/// The key the route adds; the command only ever sends a placeholder.
-const ROUTE_KEY: &str = "sk-ant-api03-Qw7Er9Ty2Ui4Op6As8Df0Gh1Jk3Lz5Xc7Vb9Nm";
-
-fn keyed_recorder(upstream: &FakeUpstream, store: &DynStore) -> Recorder {
-    let mut route = Route::new("default", upstream.url.clone());
-    route.api_key = cassette_recorder::config::ApiKey::new(ROUTE_KEY);
-    let config = RecorderConfig {
-        mode: Mode::Record,
-        routes: vec![route],
-        ..RecorderConfig::default()
-    };
-    Recorder::new(config, store.clone()).unwrap()
-}
+use support::{keyed_recorder, FakeUpstream, Reply, ROUTE_KEY};
 
 /// `text` cut in pieces of the sizes given (cycled), the way a model streams a key it repeats.
 fn pieces<'a>(text: &'a str, sizes: &[usize]) -> Vec<&'a str> {
@@ -145,7 +130,7 @@ async fn relayed(provider: &Provider, texts: &[&str]) -> (String, String) {
         },
     );
     let store = cassette_store::open("memory://").unwrap();
-    let rec = keyed_recorder(&upstream, &store);
+    let rec = keyed_recorder(&upstream.url, &store);
     let mut request = Request::post_json(provider.path, &provider.body);
     request.headers.push((
         "authorization".into(),

@@ -3,6 +3,8 @@
 //! (LiteLLM's header habits included): every planted secret is looked for in every stored byte,
 //! base64-stored bodies decoded, and the things that must survive are checked too.
 
+mod support;
+
 use base64::Engine;
 use bytes::Bytes;
 use cassette_recorder::{Cassette, Error, Mode, Recorder, RecorderConfig, Request, Route, Source};
@@ -11,6 +13,7 @@ use cassette_tape::redact::find_credentials;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use support::{keyed_recorder, ROUTE_KEY};
 
 const KEY: &str = "sk-proj-7Fh2Kd9Lq3Wz8Xc1Vb6Nm4Tr0Yp5Ju2Ie8Ow3Aq";
 
@@ -826,27 +829,13 @@ async fn a_key_split_across_exact_stream_events_is_never_stored_for_any_provider
     }
 }
 
-/// The key the route adds, which the command itself never had (it sends a placeholder).
-const ROUTE_KEY: &str = "sk-ant-api03-Qw7Er9Ty2Ui4Op6As8Df0Gh1Jk3Lz5Xc7Vb9Nm";
-
-fn keyed_recorder(upstream: &Upstream, store: &DynStore) -> Recorder {
-    let mut route = Route::new("default", upstream.url.clone());
-    route.api_key = cassette_recorder::config::ApiKey::new(ROUTE_KEY);
-    let config = RecorderConfig {
-        mode: Mode::Record,
-        routes: vec![route],
-        ..RecorderConfig::default()
-    };
-    Recorder::new(config, store.clone()).unwrap()
-}
-
 /// Issue 35 item 6: an upstream that echoes the route's key (a 401 message, a 200 body, a
 /// header, a stream that carries it across network pieces) hands the command no real key.
 #[tokio::test]
 async fn a_route_key_the_upstream_echoes_never_reaches_the_client() {
     let upstream = Upstream::start().await;
     let store = memory();
-    let rec = keyed_recorder(&upstream, &store);
+    let rec = keyed_recorder(&upstream.url, &store);
     let placeholder = "sk-cassette-placeholder";
     let ask = |path: &str, body: Value| {
         let mut request = Request::post_json(path, &body);

@@ -353,3 +353,22 @@ pub(crate) fn chat_stream_events() -> Vec<String> {
         "data: [DONE]\n\n".to_owned(),
     ]
 }
+
+/// The key a keyed route adds (an Anthropic-shaped one), which the command itself never has:
+/// it sends a placeholder.
+pub(crate) const ROUTE_KEY: &str = "sk-ant-api03-Qw7Er9Ty2Ui4Op6As8Df0Gh1Jk3Lz5Xc7Vb9Nm";
+
+/// A record-mode recorder whose default route at `upstream` adds [`ROUTE_KEY`].
+pub(crate) fn keyed_recorder(
+    upstream: &str,
+    store: &cassette_store::DynStore,
+) -> cassette_recorder::Recorder {
+    let mut route = cassette_recorder::Route::new("default", upstream.to_owned());
+    route.api_key = cassette_recorder::config::ApiKey::new(ROUTE_KEY);
+    let config = cassette_recorder::RecorderConfig {
+        mode: cassette_recorder::Mode::Record,
+        routes: vec![route],
+        ..cassette_recorder::RecorderConfig::default()
+    };
+    cassette_recorder::Recorder::new(config, store.clone()).unwrap()
+}
