@@ -8,9 +8,9 @@ mod common;
 
 use common::cli_env::{both, code, json_lines, Workdir};
 use common::fake_llm::FakeLlm;
+use common::git;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 
 /// A prompt-shorthand case graded by `contains`.
 fn case(id: &str, system: &str, prompt: &str, needle: &str) -> String {
@@ -252,30 +252,6 @@ fn fail_on_sets_the_exit_status_by_severity() {
         "{}",
         both(&out)
     );
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("running git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `git:REV:PATH` reads a store as a commit holds it, without touching the work tree, and says

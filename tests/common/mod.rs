@@ -105,3 +105,29 @@ pub(crate) fn raw_request(
     let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     (status, body.to_owned())
 }
+
+/// `git ARGS` in `dir`, hermetic (no system or user configuration, a fixed identity, no
+/// signing); panics with git's stderr when it fails, returns its stdout.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("running git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
