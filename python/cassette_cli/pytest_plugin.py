@@ -346,8 +346,10 @@ def _start(config: pytest.Config, session: _Session) -> None:
     started = time.perf_counter()
     if session.mode == ADOPT:
         args = _adopt_args()
-    elif _in_process():
-        # The in-process transports' way in (cassette_cli._intercept): an owner-only socket.
+    if _in_process():
+        # The in-process transports' way in (cassette_cli._intercept): an owner-only socket. In
+        # adopt too: a download of a host no route serves reaches the proxy only this way, to
+        # be answered from the test's tape and stored.
         args = [*args, "--channel"]
     try:
         proxy = Proxy(args, cwd=str(config.rootpath), pipe=_wants_pipe(session))
