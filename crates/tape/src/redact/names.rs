@@ -271,13 +271,14 @@ mod tests {
     }
 
     /// Issue 33: Gemini's resumable upload answers where the bytes go; the URL is stored (the
-    /// upload id with it, which is no secret) without a `key=` and with its status headers.
+    /// upload id with it, which is no secret and must replay as it is: a long random one is no
+    /// credential shape) without a `key=` and with its status headers.
     #[test]
     fn upload_url_headers_are_stored_without_credentials() {
         let out = crate::redact::Redactor::default().response_headers(&hdrs(&[
             (
                 "X-Goog-Upload-URL",
-                "https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=ABpAqW3x9_Zk-1&upload_protocol=resumable&key=AIzaSyD0123456789abcdefghijklmnopqrstu",
+                "https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=AHxI1nPn4T0xKq3lqK7mZkz0B9WvR2bZ7cJ3AKIAv5w1yQeXw8sA9fC1kL0mN2oP4qR6sT8uV0wX2yZ4aB6cD8eF0gH2iJ4kL6&upload_protocol=resumable&key=AIzaSyD0123456789abcdefghijklmnopqrstu",
             ),
             ("X-Goog-Upload-Status", "active"),
             ("X-Goog-Upload-Chunk-Granularity", "8388608"),
@@ -288,7 +289,7 @@ mod tests {
             hdrs(&[
                 (
                     "x-goog-upload-url",
-                    "https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=ABpAqW3x9_Zk-1&upload_protocol=resumable"
+                    "https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=AHxI1nPn4T0xKq3lqK7mZkz0B9WvR2bZ7cJ3AKIAv5w1yQeXw8sA9fC1kL0mN2oP4qR6sT8uV0wX2yZ4aB6cD8eF0gH2iJ4kL6&upload_protocol=resumable"
                 ),
                 ("x-goog-upload-status", "active"),
                 ("x-goog-upload-chunk-granularity", "8388608"),
