@@ -13,7 +13,7 @@ from pathlib import Path
 from test_vcr_adopt import failed, plugin_env, plugin_pytest
 from test_vcr_import import run
 
-TEST = '''
+TEST = """
 import httpx
 import openai
 import pytest
@@ -31,7 +31,7 @@ def test_hard_coded():
     # A snapshot of where the request went, as suites keep them.
     assert str(raw.http_request.url) == "https://api.openai.com/v1/chat/completions"
     assert raw.parse().choices[0].message.content == "Paris"
-'''
+"""
 
 ANSWER = {
     "id": "chatcmpl-1",
@@ -73,8 +73,7 @@ def test_adopt_answers_a_hard_coded_vendor_url_in_process(tmp_path: Path) -> Non
     project = tmp_path / "project"
     (project / "tests" / "cassettes" / "test_hard").mkdir(parents=True)
     (project / "pytest.ini").write_text(
-        "[pytest]\ntestpaths = tests\naddopts = -p no:cacheprovider\n"
-        "markers =\n    vcr: a pytest-recording tape\n"
+        "[pytest]\ntestpaths = tests\naddopts = -p no:cacheprovider\nmarkers =\n    vcr: a pytest-recording tape\n"
     )
     (project / "tests" / "test_hard.py").write_text(TEST)
     (project / "tests" / "cassettes" / "test_hard" / "test_hard_coded.yaml").write_text(TAPE)
@@ -92,6 +91,4 @@ def test_adopt_answers_a_hard_coded_vendor_url_in_process(tmp_path: Path) -> Non
     replay = run(plugin_pytest(None), project, env, expect=None)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "1 passed" in replay.stdout and failed(replay.stdout) == [], replay.stdout
-    assert "sk-test-hardcoded" not in "".join(
-        p.read_text() for p in (project / "cassettes").rglob("*.json")
-    )
+    assert "sk-test-hardcoded" not in "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
