@@ -346,7 +346,7 @@ def _start(config: pytest.Config, session: _Session) -> None:
     started = time.perf_counter()
     if session.mode == ADOPT:
         args = _adopt_args()
-    elif _in_process():
+    if _in_process():
         # The in-process transports' way in (cassette_cli._intercept): an owner-only socket.
         args = [*args, "--channel"]
     try:
