@@ -14,6 +14,8 @@ in origin form, so they pay no loopback HTTP. Each request names the test that s
 Caught: httpx and its fork httpx2 (sync and async, at `HTTPTransport`, so clients built with
 their own transport, `proxy=` or `trust_env=False` are caught), urllib3 (requests) and aiohttp.
 Each is patched when it is first imported, so a process that never uses one pays nothing.
+httpx's requests take the lean channel client of `_channel.py` (asyncio included; another event
+loop library, httpx's own stack over the socket).
 """
 
 # The libraries patched here are optional and imported only when the test code imports them, so
@@ -34,7 +36,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-from cassette_cli import _test_context
+from cassette_cli import _channel, _test_context
 
 CHANNEL_ENV = "CASSETTE_CHANNEL"
 PROXY_URL_ENV = "CASSETTE_PROXY_URL"
@@ -123,48 +125,135 @@ def _patch_httpx(module: ModuleType) -> None:
     async_cls: Any = module.AsyncHTTPTransport
     sync_send = sync_cls.handle_request
     async_send = async_cls.handle_async_request
-    pools: dict[Any, Any] = {}
+    pools: dict[tuple[Any, ...], Any] = {}
 
-    def channel_request(request: Any, how: str) -> Any:
-        headers = request.headers.copy()
-        headers.update(_test_context.headers())
+    def sent_headers(request: Any, how: str) -> list[tuple[bytes, bytes]]:
+        headers: list[tuple[bytes, bytes]] = list(request.headers.raw)
+        headers += [(k.encode(), v.encode()) for k, v in _test_context.headers().items()]
         if how != "own":
-            headers[URL_HEADER] = str(request.url)
-        url = module.URL("http://cassette" + request.url.raw_path.decode("ascii"))
-        return module.Request(
-            request.method,
-            url,
-            headers=headers,
-            stream=request.stream,
-            extensions=request.extensions,
-        )
+            headers.append((URL_HEADER.encode(), str(request.url).encode()))
+        return headers
+
+    def raised(error: _channel.ChannelError, request: Any) -> Exception:
+        kinds = {
+            "connect": module.ConnectError,
+            "timeout": module.ReadTimeout,
+            "protocol": module.RemoteProtocolError,
+        }
+        made: Exception = kinds[error.kind](str(error), request=request)
+        return made
+
+    def read_timeout(request: Any) -> float | None:
+        timeout = (request.extensions.get("timeout") or {}).get("read")
+        return float(timeout) if timeout is not None else None
+
+    sync_base: Any = module.SyncByteStream
+    async_base: Any = module.AsyncByteStream
+
+    class Stream(sync_base):  # type: ignore[misc]
+        def __init__(self, pieces: Any, close: Any, request: Any) -> None:
+            self._pieces, self._close, self._request = pieces, close, request
+
+        def __iter__(self) -> Any:
+            try:
+                yield from self._pieces
+            except _channel.ChannelError as error:
+                raise raised(error, self._request) from None
+
+        def close(self) -> None:
+            # The pieces' generator gives a connection back only when read to the end.
+            self._pieces.close()
+
+    class AsyncStream(async_base):  # type: ignore[misc]
+        def __init__(self, pieces: Any, request: Any) -> None:
+            self._pieces, self._request = pieces, request
+
+        async def __aiter__(self) -> Any:
+            try:
+                async for piece in self._pieces:
+                    yield piece
+            except _channel.ChannelError as error:
+                raise raised(error, self._request) from None
+
+        async def aclose(self) -> None:
+            await self._pieces.aclose()
 
     def handle_request(self: Any, request: Any) -> Any:
         how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
-        if how == DIRECT or _STATE is None:
+        state = _STATE
+        if how == DIRECT or state is None:
             return sync_send(self, request)
-        key = ("sync", os.getpid())
-        transport = pools.get(key)
-        if transport is None:
-            transport = sync_cls(uds=_STATE.path)
-            transport._cassette_channel = True
-            pools[key] = transport
-        return sync_send(transport, channel_request(request, how))
+        pool = pools.get(("sync",))
+        if pool is None or pool.path != state.path:
+            pool = pools[("sync",)] = _channel.Pool(state.path)
+        body = request.read()
+        try:
+            answer, pieces, close = pool.send(
+                request.method.encode(),
+                request.url.raw_path,
+                sent_headers(request, how),
+                body,
+                read_timeout(request),
+            )
+        except _channel.ChannelError as error:
+            raise raised(error, request) from None
+        return module.Response(
+            answer.status,
+            headers=answer.headers,
+            stream=Stream(pieces, close, request),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
+        )
 
     async def handle_async_request(self: Any, request: Any) -> Any:
         how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
-        if how == DIRECT or _STATE is None:
+        state = _STATE
+        if how == DIRECT or state is None:
             return await async_send(self, request)
-        # An async pool belongs to its event loop: one per loop (pytest-asyncio runs many).
         import asyncio
 
-        key = ("async", os.getpid(), id(asyncio.get_running_loop()))
-        transport = pools.get(key)
-        if transport is None:
-            transport = async_cls(uds=_STATE.path)
-            transport._cassette_channel = True
-            pools[key] = transport
-        return await async_send(transport, channel_request(request, how))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            # Another event loop library (trio): httpx's own stack over the channel's socket.
+            transport = pools.get(("anyio", os.getpid()))
+            if transport is None:
+                transport = async_cls(uds=state.path)
+                transport._cassette_channel = True
+                pools[("anyio", os.getpid())] = transport
+            headers = [(k.decode(), v.decode()) for k, v in sent_headers(request, how)]
+            url = module.URL("http://cassette" + request.url.raw_path.decode("ascii"))
+            sent = module.Request(
+                request.method,
+                url,
+                headers=headers,
+                stream=request.stream,
+                extensions=request.extensions,
+            )
+            return await async_send(transport, sent)
+        # An event loop's sockets are its own: one pool per loop (pytest-asyncio runs many).
+        on_loop = ("asyncio", os.getpid(), id(loop))
+        pool = pools.get(on_loop)
+        if pool is None or pool.path != state.path:
+            pool = pools[on_loop] = _channel.AsyncPool(state.path)
+        body = await request.aread()
+        try:
+            answer, pieces, _close = await pool.send(
+                request.method.encode(),
+                request.url.raw_path,
+                sent_headers(request, how),
+                body,
+                read_timeout(request),
+            )
+        except _channel.ChannelError as error:
+            raise raised(error, request) from None
+        return module.Response(
+            answer.status,
+            headers=answer.headers,
+            stream=AsyncStream(pieces, request),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
+        )
 
     sync_cls.handle_request = handle_request
     async_cls.handle_async_request = handle_async_request

@@ -7,7 +7,8 @@ import time from the environment) against the fake vendor of tests/sdk:
 - recorded with CASSETTE_MODE=record (each cassette names its test file and test in meta.test),
   replayed with the vendor stopped (not one connection);
 - one changed prompt fails exactly its test with the explanation, also when the Vercel AI SDK's
-  streamText swallowed the error; a hard-coded vendor URL fails exactly its test;
+  streamText swallowed the error; a hard-coded vendor URL fails exactly its test; so does one
+  sent by a test's child process (`node child.mjs`), whose hit is counted for that test too;
 - startCassette() on its own: URL, environment, control endpoint, stop.
 
 Inputs: CASSETTE_NPM_DIR (scripts/package-test.sh); tests/runners/node/node_modules (`npm ci
@@ -152,16 +153,18 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
             {**env, "CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET},
         )
         recorded = results(project)
-        assert sorted(status for status, _ in recorded.values()) == ["passed"] * 7 + ["pending"], recorded
-        assert len(upstream.requests) == 7, upstream.requests
+        assert sorted(status for status, _ in recorded.values()) == ["passed"] * 8 + ["pending"], recorded
+        assert len(upstream.requests) == 8, upstream.requests
         rows = [json.loads(line) for line in run([cassette, "ls", "--json"], project, env).stdout.splitlines()]
         sep = " " if runner.startswith("jest") else " > "  # jest names a test by its titles and spaces
-        assert sorted(row["test"] for row in rows) == sorted(
+        assert sorted(str(row.get("test")) for row in rows) == sorted(
             [
                 f"tests/chat.test.{ext} > openai{sep}plain 0",
                 f"tests/chat.test.{ext} > openai{sep}plain 1",
                 f"tests/chat.test.{ext} > openai{sep}plain 2",
                 f"tests/chat.test.{ext} > openai{sep}node:https hard-coded",
+                # A test's child process is charged to the test that started it.
+                f"tests/chat.test.{ext} > openai{sep}child process",
                 f"tests/vercel.test.{ext} > generate",
                 f"tests/vercel.test.{ext} > swallowed stream",
                 f"tests/vercel.test.{ext} > hard-coded vendor URL",
@@ -174,10 +177,10 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
         # The hard-coded vendor URLs (fetch and node:https) replay like the rest (issue 32):
         # the helpers load the preload into every worker, which hands them to the channel.
         run(command, project, env)
-        assert sorted(status for status, _ in results(project).values()) == ["passed"] * 7 + ["pending"]
+        assert sorted(status for status, _ in results(project).values()) == ["passed"] * 8 + ["pending"]
         assert upstream.connections == before
 
-        changed = "plain-1,vercel-swallowed,https-hardcoded"
+        changed = "plain-1,vercel-swallowed,https-hardcoded,child"
         broken = run(command, project, {**env, "CHANGE": changed, "UNROUTED": "1"}, expect=1)
         assert upstream.connections == before
         outcome = results(project)
@@ -186,10 +189,11 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
         assert failed == {
             f"chat.test.{ext} > openai > plain 1",
             f"chat.test.{ext} > openai > node:https hard-coded",
+            f"chat.test.{ext} > openai > child process",
             f"vercel.test.{ext} > swallowed stream",
             f"vercel.test.{ext} > unrouted host",
         }, outcome
-        assert len(outcome) == 8
+        assert len(outcome) == 9
         plain = outcome[f"chat.test.{ext} > openai > plain 1"][1]
         assert "CassetteMiss: cassette: tests/chat.test." in plain, plain
         assert "cassette miss: no recording for POST /v1/chat/completions" in plain, plain
@@ -200,6 +204,9 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
         assert "cassette miss" in swallowed and "Summarise the ticket. Answer in French instead." in swallowed
         over_https = outcome[f"chat.test.{ext} > openai > node:https hard-coded"][1]
         assert "cassette miss" in over_https and "Answer in French instead." in over_https, over_https
+        # The child swallowed its miss and printed a fallback: only cassette failed the test.
+        in_child = outcome[f"chat.test.{ext} > openai > child process"][1]
+        assert "cassette miss" in in_child and "From a child process, where is my order? Answer in French" in in_child
         unrouted = outcome[f"vercel.test.{ext} > unrouted host"][1]
         assert "unrouted.example:443" in unrouted, unrouted
         # Without the channel (Windows, CASSETTE_IN_PROCESS=off) a hard-coded URL is refused

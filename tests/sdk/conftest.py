@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -128,6 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = {}
         self.server.owner.record(self.path, list(self.headers.items()), body)
+        if re.fullmatch(UPLOAD_PATH, self.path.partition("?")[0]):
+            return self._resumable_upload(body, raw)
         content_type, answer = _answer_for(self.path, body)
         if not content_type:
             self.send_response(404)
@@ -155,6 +158,53 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("content-length", str(len(answer)))
             self.end_headers()
             self.wfile.write(answer)
+
+    def _resumable_upload(self, body: dict, raw: bytes) -> None:
+        """Google's resumable upload (the Gemini Files API): the start answers where the bytes
+        go (this server, under an upload id), the upload that finalizes answers the file."""
+        command = (self.headers.get("x-goog-upload-command") or "").replace(" ", "")
+        owner = self.server.owner
+        if command == "start":
+            file = body.get("file") or {}
+            upload_id = owner.start_upload(file.get("displayName") or file.get("display_name") or "")
+            self.send_response(200)
+            path = self.path.partition("?")[0]
+            url = f"{owner.url}{path}?upload_id={upload_id}&upload_protocol=resumable"
+            self.send_header("x-goog-upload-url", url)
+            self.send_header("x-goog-upload-status", "active")
+            self.send_header("x-goog-upload-chunk-granularity", "8388608")
+            self.send_header("content-type", "text/plain; charset=utf-8")
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        query = dict(part.partition("=")[::2] for part in self.path.partition("?")[2].split("&"))
+        name = owner.uploads.get(query.get("upload_id", ""))
+        if command != "upload,finalize" or name is None:
+            self.send_response(400)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        file = {
+            "file": {
+                "name": f"files/{query['upload_id'].lower()}",
+                "displayName": name,
+                "mimeType": "text/plain",
+                "sizeBytes": str(len(raw)),
+                "state": "ACTIVE",
+                "uri": f"https://generativelanguage.googleapis.com/v1beta/files/{query['upload_id'].lower()}",
+            }
+        }
+        payload = json.dumps(file).encode()
+        self.send_response(200)
+        self.send_header("x-goog-upload-status", "final")
+        self.send_header("content-type", "application/json; charset=UTF-8")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+# Where Gemini's resumable uploads start, and go on under an upload id (google-genai asks `v1`).
+UPLOAD_PATH = r"/upload/v1(beta)?/files"
 
 
 class _FakeServer(ThreadingHTTPServer):
@@ -186,6 +236,14 @@ class FakeUpstream:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         self._sink_thread: threading.Thread | None = None
+        # Resumable uploads begun: upload id -> the file's display name.
+        self.uploads: dict[str, str] = {}
+
+    def start_upload(self, display_name: str) -> str:
+        with self._lock:
+            upload_id = f"ABpAqW-{len(self.uploads) + 1}"
+            self.uploads[upload_id] = display_name
+            return upload_id
 
     def count_connection(self):
         with self._lock:

@@ -157,6 +157,44 @@ pub(crate) fn location_through_proxy(
     }
     Some(local)
 }
+/// Where the URL of a client's next request (a [`NEXT_REQUEST_URL_HEADERS`] value: Gemini's
+/// resumable upload URL) leads through the proxy: as [`location_through_proxy`], without the
+/// query's credential parameters (the client never needs the route's key: the proxy adds it).
+/// The proxy makes the path absolute for a client that reached it by a base URL, or gives the
+/// vendor's URL back to one that came over the channel (`proxy/server/next_url.rs`).
+///
+/// [`NEXT_REQUEST_URL_HEADERS`]: cassette_tape::redact::NEXT_REQUEST_URL_HEADERS
+pub(crate) fn next_url_through_proxy(
+    url: &str,
+    called: &str,
+    base_url: &str,
+    target: &str,
+) -> Option<String> {
+    let local = location_through_proxy(url, called, base_url, target)?;
+    let (path, query) = match local.split_once('?') {
+        Some((path, query)) => (path, query),
+        None => return Some(local),
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|part| {
+            let name = part.split_once('=').map_or(*part, |(n, _)| n);
+            !cassette_keying::is_query_credential(&cassette_keying::form_decode(name))
+        })
+        .collect();
+    Some(match kept.is_empty() {
+        true => path.to_owned(),
+        false => format!("{path}?{}", kept.join("&")),
+    })
+}
+
+/// Whether `name` (any case) is a header whose value is the URL of the client's next request.
+pub(crate) fn is_next_url_header(name: &str) -> bool {
+    cassette_tape::redact::NEXT_REQUEST_URL_HEADERS
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(name))
+}
+
 /// Request headers that carry a client's credential: dropped when the route sends its own key.
 pub(crate) const CREDENTIAL_HEADERS: &[&str] =
     &["authorization", "x-api-key", "api-key", "x-goog-api-key"];

@@ -92,10 +92,15 @@ impl Request {
     /// keying read as opaque bytes: recorded, it would be keyed and forwarded as something the
     /// client did not mean to send. `body` is what keying found, so the body is parsed once on
     /// the way to a hit; only a refusal parses it again, to say where it breaks.
+    ///
+    /// The bytes of a resumable upload (`x-goog-upload-command: upload`) are what the client
+    /// means to send whatever their declared type: google-genai sends a file under its client's
+    /// default `content-type: application/json`, and Google takes it.
     pub fn check_declared_json(&self, body: BodyKind) -> Result<()> {
         if body != BodyKind::Opaque
             || !self.method.eq_ignore_ascii_case("POST")
             || !declares_json(&self.headers)
+            || self.is_upload_chunk()
         {
             return Ok(());
         }
@@ -104,6 +109,18 @@ impl Request {
             Ok(_) => "it is not one JSON value in UTF-8".to_owned(),
         };
         Err(Error::NotJson { reason })
+    }
+}
+
+impl Request {
+    /// Whether this carries bytes of a resumable upload: its `x-goog-upload-command` says
+    /// `upload` (`upload`, `upload, finalize`).
+    fn is_upload_chunk(&self) -> bool {
+        crate::headers::header(&self.headers, "x-goog-upload-command").is_some_and(|command| {
+            command
+                .split(',')
+                .any(|part| part.trim().eq_ignore_ascii_case("upload"))
+        })
     }
 }
 
@@ -140,6 +157,14 @@ mod tests {
         let mut undeclared = truncated.clone();
         undeclared.headers.clear();
         assert!(undeclared.check_declared_json(BodyKind::Opaque).is_ok());
+        // A resumable upload's bytes, under the client's default JSON content type.
+        let mut chunk = declared("POST", b"Meeting notes");
+        let command = |value: &str| ("X-Goog-Upload-Command".to_owned(), value.to_owned());
+        chunk.headers.push(command("upload, finalize"));
+        assert!(chunk.check_declared_json(BodyKind::Opaque).is_ok());
+        chunk.headers.pop();
+        chunk.headers.push(command("start"));
+        assert!(chunk.check_declared_json(BodyKind::Opaque).is_err());
     }
 
     #[test]

@@ -7,11 +7,14 @@
 // test), and a loopback or `[bypass] allow` host is answered 421 `x-cassette: direct`, upon
 // which the request is sent as it would have been without cassette. Does nothing without
 // CASSETTE_CHANNEL. Under the vitest and jest helpers, each request also names the worker's
-// scope (`x-cassette-scope`), so the proxy counts it for the test that worker runs.
+// scope (`x-cassette-scope`), so the proxy counts it for the test that worker runs, and a child
+// process started there carries that scope (`CASSETTE_SCOPE`) into its own preload.
 import http from "node:http";
 import https from "node:https";
+import childProcess from "node:child_process";
 import { syncBuiltinESMExports } from "node:module";
 import { EventEmitter } from "node:events";
+import { promisify } from "node:util";
 
 /** The variable `cassette exec` sets to the channel's socket. */
 export const CHANNEL_ENV = "CASSETTE_CHANNEL";
@@ -27,6 +30,9 @@ const SCOPE_HEADER = "x-cassette-scope";
  * jest test file's sandbox shares with this realm (its `process.env` is a copy).
  */
 export const SCOPE_SLOT = Symbol.for("cassette-cli.scope");
+
+/** The variable a worker's scope is passed on in, to its child processes' preload. */
+const SCOPE_ENV = "CASSETTE_SCOPE";
 
 /** Marks node:http as wrapped, so that a second import installs nothing twice. */
 const INSTALLED = Symbol.for("cassette-cli.registered");
@@ -73,7 +79,63 @@ function authority(url) {
  * @returns {string | undefined}
  */
 function scope() {
-  return /** @type {any} */ (http)[SCOPE_SLOT] ?? process.env.CASSETTE_SCOPE ?? undefined;
+  return /** @type {any} */ (http)[SCOPE_SLOT] ?? process.env[SCOPE_ENV] ?? undefined;
+}
+
+/**
+ * Has the child processes a test starts (spawn, exec, execFile, fork and their Sync forms)
+ * name the worker's scope in CASSETTE_SCOPE, which their own preload reads: their requests
+ * are then charged to the test the worker runs, as a Python test's subprocess is charged to
+ * the running test (its requests fall to the proxy's default scope, which is that test). Under
+ * jest the worker's scope is not in the environment a child inherits (a test file's sandbox
+ * keeps its own copy of `process.env`), so it is added to the child's: only when that
+ * environment names the channel (the child is caught) and no scope yet.
+ */
+function wrapChildProcess() {
+  const cp = /** @type {Record<string, any>} */ (/** @type {unknown} */ (childProcess));
+  for (const name of ["spawn", "spawnSync", "exec", "execSync", "execFile", "execFileSync", "fork"]) {
+    const original = cp[name];
+    if (typeof original !== "function") continue;
+    // exec and execSync take (command, options); the others (file, args?, options).
+    const argsFirst = !name.startsWith("exec") || name.startsWith("execFile");
+    /** @param {Function} fn */
+    const scoped = (fn) =>
+      /** @this {unknown} @param {any[]} args */
+      function (...args) {
+        const id = scope();
+        return fn.apply(this, id ? withScope(args, argsFirst, id) : args);
+      };
+    const wrapped = /** @type {any} */ (scoped(original));
+    // util.promisify(exec) and (execFile) use their own promisified form, which calls the
+    // original directly: it is wrapped the same way.
+    const custom = original[promisify.custom];
+    if (typeof custom === "function") wrapped[promisify.custom] = scoped(custom);
+    cp[name] = wrapped;
+  }
+}
+
+/**
+ * A child_process call's arguments with CASSETTE_SCOPE in its options' environment, when that
+ * environment (the options' or this process's) names the channel and no scope.
+ * @param {any[]} args
+ * @param {boolean} argsFirst whether an argument array may come before the options
+ * @param {string} id
+ */
+function withScope(args, argsFirst, id) {
+  const at = argsFirst && Array.isArray(args[1]) ? 2 : 1;
+  const given = args[at];
+  const hasOptions = given !== null && typeof given === "object" && !Array.isArray(given);
+  const options = hasOptions ? given : {};
+  const env = options.env ?? process.env;
+  if (!env[CHANNEL_ENV] || env[SCOPE_ENV]) return args;
+  const out = [...args];
+  const scoped = { ...options, env: { ...env, [SCOPE_ENV]: id } };
+  if (hasOptions || given === null || (given === undefined && at < args.length)) {
+    out[at] = scoped;
+  } else {
+    out.splice(at, 0, scoped);
+  }
+  return out;
 }
 
 /**
@@ -343,6 +405,7 @@ if (socketPath && !(/** @type {any} */ (http)[INSTALLED])) {
   installDispatcher(socketPath, probe);
   wrapHttp(http, "http:", originalHttpRequest, socketPath);
   wrapHttp(https, "https:", originalHttpRequest, socketPath);
-  // `import { request } from "node:http"` sees the wrapped functions too.
+  wrapChildProcess();
+  // `import { request } from "node:http"` (and node:child_process) sees the wrapped functions too.
   syncBuiltinESMExports();
 }

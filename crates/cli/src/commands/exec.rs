@@ -25,7 +25,7 @@ use cassette_recorder::miss::MissLog;
 use cassette_recorder::proxy::{spawn, Channel, Journal, ProxyConfig, ProxyStats};
 use cassette_recorder::Mode;
 use std::collections::HashSet;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{ExitCode, ExitStatus};
@@ -149,9 +149,10 @@ fn node_register() -> Option<std::path::PathBuf> {
     register.is_file().then_some(register)
 }
 
-/// NODE_OPTIONS with the npm package's preload imported (`--import`), when there is one;
-/// `None` leaves the variable as it is. The path is quoted, as NODE_OPTIONS splits on spaces.
-fn node_options(current: Option<String>) -> Option<String> {
+/// NODE_OPTIONS with the npm package's preload imported (`--import`), when there is one and
+/// the command's Node takes `--import`; `None` leaves the variable as it is. The path is
+/// quoted, as NODE_OPTIONS splits on spaces.
+async fn node_options(current: Option<String>, program: &OsStr) -> Option<String> {
     let register = node_register()?;
     if !register.is_file() {
         eprintln!(
@@ -161,12 +162,77 @@ fn node_options(current: Option<String>) -> Option<String> {
         );
         return None;
     }
+    if let NodeImport::Lacking(version) = node_import(program).await {
+        // A Node without `--import` refuses to start with it in NODE_OPTIONS: every Node
+        // process of the command would fail, so the command is run as it would be without
+        // the preload, and that is said.
+        eprintln!(
+            "cassette exec: the command's node is {version}, which has no --import (Node \
+             18.18+ or 19+): its processes are not caught in process, so a client with a \
+             hard-coded vendor URL is not caught; clients reading the base-URL variables \
+             (OPENAI_BASE_URL, ...) are"
+        );
+        return None;
+    }
     let import = format!("--import \"{}\"", register.display());
     Some(match current {
         Some(options) if options.contains(&import) => return None,
         Some(options) if !options.trim().is_empty() => format!("{options} {import}"),
         _ => import,
     })
+}
+
+/// Whether the command's Node knows `--import`, which the preload is loaded with.
+#[derive(Debug, PartialEq, Eq)]
+enum NodeImport {
+    /// It does (Node 18.18+ or 19+).
+    Known,
+    /// It does not; its `--version` answer.
+    Lacking(String),
+    /// No Node answered (none on PATH, or an answer that is not a version): the preload is
+    /// set, as a Node started by another path may take it.
+    Unknown,
+}
+
+/// Asks the command's Node for its version, once: the command itself when it is a `node`, else
+/// the `node` the command's PATH finds (exec leaves PATH as it is). The probe gets PATH alone:
+/// whatever answers as `node` sees none of the keys this process holds.
+async fn node_import(program: &OsStr) -> NodeImport {
+    let named = std::path::Path::new(program)
+        .file_stem()
+        .is_some_and(|stem| stem == "node");
+    let node = if named { program } else { OsStr::new("node") };
+    let mut probe = tokio::process::Command::new(node);
+    probe
+        .arg("--version")
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(path) = std::env::var_os("PATH") {
+        probe.env("PATH", path);
+    }
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), probe.output()).await;
+    match answer {
+        Ok(Ok(out)) if out.status.success() => {
+            node_import_of(String::from_utf8_lossy(&out.stdout).trim())
+        }
+        _ => NodeImport::Unknown,
+    }
+}
+
+/// What a `node --version` answer (`v20.6.0`) says of `--import`: added in Node 19.0.0 and
+/// backported to 18.18.0.
+fn node_import_of(version: &str) -> NodeImport {
+    let mut parts = version.strip_prefix('v').unwrap_or(version).split('.');
+    let number = |part: Option<&str>| part.and_then(|p| p.parse::<u32>().ok());
+    match (number(parts.next()), number(parts.next())) {
+        (Some(major), Some(minor)) if major > 18 || (major == 18 && minor >= 18) => {
+            NodeImport::Known
+        }
+        (Some(_), Some(_)) => NodeImport::Lacking(version.to_owned()),
+        _ => NodeImport::Unknown,
+    }
 }
 
 /// Ollama's default address, which a client that reads no variable calls (ollama JS does).
@@ -303,7 +369,7 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .env(crate::shared::mcp_report::REPORT_ENV, mcp_report.path());
         if let Some(channel) = proxy.channel_path() {
             command.env(CHANNEL_ENV, channel);
-            if let Some(options) = node_options(std::env::var(NODE_OPTIONS).ok()) {
+            if let Some(options) = node_options(std::env::var(NODE_OPTIONS).ok(), program).await {
                 command.env(NODE_OPTIONS, options);
             }
         }
@@ -535,6 +601,21 @@ fn status_code(status: ExitStatus) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_takes_import_from_18_18_and_19() {
+        for known in ["v18.18.0", "v18.20.8", "v19.0.0", "v20.0.0", "v22.23.5"] {
+            assert_eq!(node_import_of(known), NodeImport::Known, "{known}");
+        }
+        for old in ["v16.20.2", "v18.17.1", "v18.0.0"] {
+            assert_eq!(
+                node_import_of(old),
+                NodeImport::Lacking(old.to_owned()),
+                "{old}"
+            );
+        }
+        assert_eq!(node_import_of("not a version"), NodeImport::Unknown);
+    }
 
     #[test]
     fn distinct_misses_are_listed_up_to_twenty_then_counted() {

@@ -703,7 +703,8 @@ fn undecoded_encoding(headers: &[(String, String)]) -> Option<String> {
 /// Keeps redirects inside the sandbox: a `Location` that leads back under the route's upstream
 /// is pointed at the same place through the proxy, for the client and in the recording; one
 /// that leads anywhere else is passed to the live client as sent but never stored, so replay
-/// can never send a redirect-following client out to the network.
+/// can never send a redirect-following client out to the network. The URL of a next request
+/// (an upload's) is pointed through the proxy for the client only, and stored as sent.
 fn sandbox_locations(
     sent: &Sent,
     target: &str,
@@ -728,6 +729,18 @@ fn sandbox_locations(
     for (name, value) in client.iter_mut() {
         if name.eq_ignore_ascii_case("location") {
             if let Some(local) = through_proxy(value) {
+                *value = local;
+            }
+        } else if crate::upstream::is_next_url_header(name) {
+            // Stored as the upstream sent it (less credentials, by redaction); the client is
+            // sent to the same place through the proxy, so the next request is recorded too.
+            let local = crate::upstream::next_url_through_proxy(
+                value,
+                &sent.endpoint,
+                &sent.upstream,
+                target,
+            );
+            if let Some(local) = local {
                 *value = local;
             }
         }

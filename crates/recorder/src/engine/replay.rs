@@ -166,7 +166,8 @@ fn text_size(value: &Value) -> usize {
 
 /// Keeps a recorded redirect inside the sandbox: an absolute `Location` (recorded before
 /// locations were rewritten at recording time) is pointed through the proxy when it leads under
-/// the recorded upstream, and dropped when it leads anywhere else. Relative ones stay.
+/// the recorded upstream, and dropped when it leads anywhere else. Relative ones stay. So is the
+/// stored URL of a next request (an upload's), which is always stored absolute.
 fn sandbox_locations(cassette: &Cassette, headers: &mut Vec<(String, String)>) {
     let called = || {
         crate::upstream::join_url(
@@ -176,6 +177,23 @@ fn sandbox_locations(cassette: &Cassette, headers: &mut Vec<(String, String)>) {
         )
     };
     headers.retain_mut(|(name, value)| {
+        if crate::upstream::is_next_url_header(name) {
+            // Stored as the upstream sent it: pointed through the proxy, or dropped when it
+            // leads anywhere else (the client then fails loudly, never reaching out).
+            let local = crate::upstream::next_url_through_proxy(
+                value,
+                &called(),
+                &cassette.upstream,
+                &cassette.target,
+            );
+            return match local {
+                Some(local) => {
+                    *value = local;
+                    true
+                }
+                None => false,
+            };
+        }
         if !name.eq_ignore_ascii_case("location") || !value.contains("://") {
             return true;
         }

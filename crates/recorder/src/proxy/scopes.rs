@@ -41,7 +41,7 @@ use std::sync::Mutex;
 pub(super) const DEFAULT_SCOPE: &str = "default";
 
 /// The path prefix that names a scope: `/_scope/ID/...`.
-pub(super) const SCOPE_PREFIX: &str = "/_scope/";
+pub(crate) const SCOPE_PREFIX: &str = "/_scope/";
 
 /// The longest scope id accepted, and the characters it may hold (it is a path segment).
 const MAX_SCOPE_ID: usize = 128;
@@ -934,7 +934,7 @@ fn bypass_name(bypassed: &Bypassed) -> String {
 
 /// Splits a scope prefix off a request path: the scope id and the path that follows. A path
 /// that names no scope (or a malformed one) belongs to the default scope, unchanged.
-pub(super) fn split_scope(path: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_scope(path: &str) -> Option<(&str, &str)> {
     let rest = path.strip_prefix(SCOPE_PREFIX)?;
     let (id, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),

@@ -7,7 +7,8 @@
 //! The steps live beside it: refusing strangers (`guard.rs`: foreign `Host`, browser origins,
 //! CORS preflights; `admission.rs`: the run secret of a recording proxy), reading a request (`incoming.rs`: routing, the body limit and timeout),
 //! the test runners' control endpoint and pipe lines (`control.rs`), and every answer the proxy
-//! writes, outcomes and errors alike (`answer.rs`).
+//! writes, outcomes and errors alike (`answer.rs`), with the URLs of a client's next requests
+//! made absolute the way it reached the proxy (`next_url.rs`).
 
 mod admission;
 mod answer;
@@ -15,6 +16,7 @@ mod channel;
 mod control;
 mod guard;
 mod incoming;
+mod next_url;
 mod state;
 
 pub use state::ProxyStats;
@@ -373,6 +375,7 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
         .get(http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let reached = next_url::Reached::of(&request);
     let (scoped, request) = match &state.scopes {
         Some(scopes) => {
             let (id, request) = in_scope(request);
@@ -413,12 +416,14 @@ async fn proxy_request(State(state): State<Arc<AppState>>, request: HttpRequest)
         user_agent,
         ollama: cassette_keying::Profile::from_path(&incoming.path).is_ollama(),
     };
+    let target = incoming.target.clone();
     let handled = match &scoped {
         Some((_, _, scope)) => state.recorder.handle_in(incoming, scope).await,
         None => state.recorder.handle(incoming).await,
     };
     match handled {
-        Ok(outcome) => {
+        Ok(mut outcome) => {
+            reached.rewrite(&target, &mut outcome.response.headers);
             if let Some((scopes, id, _)) = &scoped {
                 scopes.count(id, |tally| tally.outcome(&outcome));
             }

@@ -35,8 +35,9 @@ pub use bodies::BodyRedaction;
 pub use live::{Released, SplitWatch};
 pub(crate) use names::is_body_credential_name;
 pub use names::{
-    normalize_name, BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, QUERY_CREDENTIAL_NAMES,
-    REQUEST_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_PREFIXES,
+    normalize_name, BODY_CREDENTIAL_NAMES, BODY_SAFE_NAMES, NEXT_REQUEST_URL_HEADERS,
+    QUERY_CREDENTIAL_NAMES, REQUEST_HEADER_ALLOW_LIST, RESPONSE_HEADER_ALLOW_LIST,
+    RESPONSE_HEADER_ALLOW_PREFIXES,
 };
 pub use redactor::{Redactor, Secret, MIN_REDACTED_SECRET};
 pub use shapes::{credential_shape_names, find_credentials, CredentialMatch};

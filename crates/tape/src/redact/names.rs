@@ -43,6 +43,12 @@ pub const RESPONSE_HEADER_ALLOW_LIST: &[&str] = &[
     "server-timing",
     "ratelimit",
     "ratelimit-policy",
+    // Google's resumable upload (the Gemini Files API): where the bytes go and how far it is.
+    "x-goog-upload-url",
+    "x-goog-upload-control-url",
+    "x-goog-upload-status",
+    "x-goog-upload-chunk-granularity",
+    "x-goog-upload-size-received",
 ];
 
 /// Response header families stored, by name prefix: rate limits (`x-ratelimit-remaining-tokens`,
@@ -54,9 +60,19 @@ pub const RESPONSE_HEADER_ALLOW_PREFIXES: &[&str] = &[
     "x-ms-ratelimit-",
 ];
 
+/// Stored response headers whose value is the URL of the client's next request (Google's
+/// resumable upload: the start answers where the bytes go). Stored as the upstream sent them,
+/// less credentials; the recorder points them through the proxy on the way to the client.
+pub const NEXT_REQUEST_URL_HEADERS: &[&str] = &["x-goog-upload-url", "x-goog-upload-control-url"];
+
 /// Stored response headers whose value is a URL: they lose userinfo and credential parameters
-/// (a signed upload URL's `X-Amz-Signature`, a `token=`) like any stored URL.
-pub(super) const URL_VALUED_HEADERS: &[&str] = &["location", "content-location"];
+/// (a signed upload URL's `X-Amz-Signature`, a `key=`, a `token=`) like any stored URL.
+pub(super) const URL_VALUED_HEADERS: &[&str] = &[
+    "location",
+    "content-location",
+    "x-goog-upload-url",
+    "x-goog-upload-control-url",
+];
 
 /// Whether a response header (lowercased name) is stored.
 pub(super) fn is_stored_response_header(lower: &str) -> bool {
@@ -245,6 +261,40 @@ mod tests {
             );
             assert!(!is_body_credential_name(safe), "{safe}");
         }
+    }
+
+    fn hdrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Issue 33: Gemini's resumable upload answers where the bytes go; the URL is stored (the
+    /// upload id with it, which is no secret and must replay as it is: a long random one is no
+    /// credential shape) without a `key=` and with its status headers.
+    #[test]
+    fn upload_url_headers_are_stored_without_credentials() {
+        let out = crate::redact::Redactor::default().response_headers(&hdrs(&[
+            (
+                "X-Goog-Upload-URL",
+                "https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=AHxI1nPn4T0xKq3lqK7mZkz0B9WvR2bZ7cJ3AKIAv5w1yQeXw8sA9fC1kL0mN2oP4qR6sT8uV0wX2yZ4aB6cD8eF0gH2iJ4kL6&upload_protocol=resumable&key=AIzaSyD0123456789abcdefghijklmnopqrstu",
+            ),
+            ("X-Goog-Upload-Status", "active"),
+            ("X-Goog-Upload-Chunk-Granularity", "8388608"),
+            ("X-Goog-Upload-Header-Content-Length", "12"),
+        ]));
+        assert_eq!(
+            out,
+            hdrs(&[
+                (
+                    "x-goog-upload-url",
+                    "https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=AHxI1nPn4T0xKq3lqK7mZkz0B9WvR2bZ7cJ3AKIAv5w1yQeXw8sA9fC1kL0mN2oP4qR6sT8uV0wX2yZ4aB6cD8eF0gH2iJ4kL6&upload_protocol=resumable"
+                ),
+                ("x-goog-upload-status", "active"),
+                ("x-goog-upload-chunk-granularity", "8388608"),
+            ])
+        );
     }
 
     #[test]

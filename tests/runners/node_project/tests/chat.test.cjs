@@ -9,4 +9,7 @@ describe("openai", () => {
   test("node:https hard-coded", async () => {
     expect(await app.nodeHttps("https-hardcoded", "Over node:https, where is my parcel?")).toBeTruthy();
   });
+  test("child process", async () => {
+    expect(await app.child("child", "From a child process, where is my order?")).toBeTruthy();
+  });
 });

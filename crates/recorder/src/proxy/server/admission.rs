@@ -5,6 +5,7 @@
 
 use super::answer::error_response;
 use super::channel::OnChannel;
+use super::next_url::SecretInPath;
 use super::state::AppState;
 use crate::proxy::run_secret::{split_run, RUN_SECRET_HEADER};
 use axum::extract::{Request as HttpRequest, State};
@@ -42,6 +43,11 @@ pub(super) async fn take_run_secret(
         }
         without_prefix(&mut request, &rest);
         admitted = true;
+        if let Some(own) = &state.run_secret {
+            // The URLs of the client's next requests keep the prefix its base URL had.
+            let prefix = SecretInPath(own.path_prefix());
+            request.extensions_mut().insert(prefix);
+        }
     }
     if let Some(value) = header {
         match &state.run_secret {

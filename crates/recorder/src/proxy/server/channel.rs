@@ -10,6 +10,7 @@
 use super::answer::{error_response, outcome_response, Asker};
 use super::control::NamedScope;
 use super::guard::is_loopback;
+use super::next_url::ReachedAt;
 use super::state::AppState;
 use crate::error::Error;
 use crate::proxy::forward::{client_token, Target};
@@ -117,6 +118,9 @@ pub(super) async fn channel(
         };
         parts.uri = uri;
         parts.extensions.insert(Routed(name));
+        parts
+            .extensions
+            .insert(ReachedAt(url.origin().ascii_serialization()));
         return next.run(HttpRequest::from_parts(parts, body)).await;
     }
     if direct {
