@@ -3,8 +3,10 @@ proxy's channel (`cassette proxy --channel`, a Unix socket only its owner can op
 original URL, whatever base URL, proxy setting or transport the client was given.
 
 The proxy alone decides what a request is: a host a route serves is keyed, replayed or recorded
-there; a host no route serves is refused (and counted for the running test); a host
-`[bypass] allow` lists, or one on this machine, is "go direct" (421 with `x-cassette: direct`),
+there; a GET of a host no route serves is answered from its stored download (a file a vcrpy
+tape held, stored by adopt or `cassette import`), and any other request to such a host is
+refused (and counted for the running test); a host `[bypass] allow` lists, or one on this
+machine, is "go direct" (421 with `x-cassette: direct`),
 and then the client's own transport sends it unchanged. That verdict is asked once per origin
 (`OPTIONS` with `x-cassette-probe: 1`) so that a request body is never sent twice. Requests to
 the proxy's own HTTP address (clients following the base-URL variables) take the channel too,

@@ -96,12 +96,13 @@ pub enum Error {
         host: String,
     },
     /// A request that reached the proxy with its original URL (the in-process channel) for a
-    /// host no route serves: it can be neither recorded nor replayed, so it is refused in
+    /// host no route serves, which no stored download answers (a GET a vcrpy tape held is one
+    /// that adopt or import stored): it can be neither recorded nor sent, so it is refused in
     /// every mode.
     // The advice is exec's bypass report's, so every runner says the same words.
     #[error(
-        "refused {url} from {client}: no cassette route serves {host}, so the request can be \
-         neither recorded nor replayed; {advice} (a route: `[routes.NAME] upstream = \
+        "refused {url} from {client}: no cassette route serves {host} and no stored download \
+         answers it, so the request can be neither recorded nor replayed; {advice} (a route: `[routes.NAME] upstream = \
          \"https://{host}\"`; an allowed host the client reaches directly)",
         advice = cassette_review::failure::UNROUTED_HOST_ADVICE
     )]
