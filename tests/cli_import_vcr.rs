@@ -302,6 +302,18 @@ version: 1
         "{download:#}"
     );
     assert!(!download.to_string().contains("secret123"), "{download:#}");
+    // Listed by its URL; shown as a file, with no answer text read out of it.
+    let listed = both(&dir.run(&["ls", "--store", &store]));
+    assert!(
+        listed.contains("https://files.example.com/fixtures/cat.txt "),
+        "{listed}"
+    );
+    let key = download["key"].as_str().unwrap();
+    let shown = both(&dir.run(&["show", "--store", &store, key]));
+    assert!(
+        shown.contains("profile        download") && !shown.contains("--- answer text"),
+        "{shown}"
+    );
     // The repeats: one base key and two occurrences of it, each its own answer, in order.
     let colours: Vec<&Value> = stored
         .iter()

@@ -126,6 +126,9 @@ fn json_line(key: &Key, size: usize, c: &Cassette) -> String {
 fn table_row(key: &Key, size: usize, c: &Cassette) -> String {
     let mut path = if c.target == "default" {
         c.request.path.clone()
+    } else if c.is_download() {
+        // A download's target is its URL's origin.
+        format!("{}{}", c.target, c.request.path)
     } else {
         format!("{}:{}", c.target, c.request.path)
     };

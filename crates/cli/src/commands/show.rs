@@ -115,6 +115,13 @@ fn render(c: &Cassette) -> String {
         out.push_str(&format!("{name}: {value}\n"));
     }
     out.push_str(&body(&c.response.body));
+    if c.is_download() {
+        // A file, not a model's answer: no answer text to read out of it.
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        return out;
+    }
 
     let answer = cassette_answer(c);
     out.push_str("\n--- answer text\n");
