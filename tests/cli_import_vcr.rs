@@ -217,7 +217,7 @@ version: 1
         "{text}"
     );
     assert!(
-        text.contains("tests/cassettes/test_custom/test_parsed.yaml: 5 interaction(s): 2 would be imported (0 as later occurrences), 0 already stored, 0 conflict(s), 2 cannot be imported, 1 download(s) not imported"),
+        text.contains("tests/cassettes/test_custom/test_parsed.yaml: 5 interaction(s): 2 would be imported (0 as later occurrences), 0 already stored, 0 conflict(s), 2 cannot be imported, 1 download(s) stored, 0 download(s) not imported"),
         "{text}"
     );
     assert!(
@@ -268,7 +268,8 @@ version: 1
         "{text}"
     );
     assert!(
-        text.contains("not imported tests/cassettes/test_custom/test_parsed.yaml interaction 3: GET https://files.example.com/fixtures/cat.txt is not an API call a route serves"),
+        text.contains("stored tests/cassettes/test_custom/test_parsed.yaml interaction 3 as ")
+            && text.contains(" (GET https://files.example.com/fixtures/cat.txt: a download of https://files.example.com, served on replay)"),
         "{text}"
     );
     assert!(!text.contains("secret123"), "{text}");
@@ -277,12 +278,30 @@ version: 1
         "{text}"
     );
     assert!(
-        text.contains("imported 8, kept 1 already stored, failed 2, 0 conflict(s) with another tape's answer, 2 repeat(s) numbered for sequence mode, 1 kept apart for their test, 1 download(s) not imported"),
+        text.contains("imported 8, kept 1 already stored, failed 2, 0 conflict(s) with another tape's answer, 2 repeat(s) numbered for sequence mode, 1 kept apart for their test, 1 download(s) stored (from https://files.example.com), 0 download(s) not imported"),
         "{text}"
     );
 
     let stored = cassettes(&dir.join("cassettes"));
-    assert_eq!(stored.len(), 8, "{stored:#?}");
+    assert_eq!(stored.len(), 9, "{stored:#?}");
+    // The fixture download, a recording of its host: the signed URL's credential left out.
+    let download = stored
+        .iter()
+        .find(|c| c["meta"]["profile"] == "download")
+        .expect("the download is stored");
+    assert_eq!(
+        download["target"], "https://files.example.com",
+        "{download:#}"
+    );
+    assert_eq!(
+        download["request"]["path"], "/fixtures/cat.txt",
+        "{download:#}"
+    );
+    assert_eq!(
+        download["response"]["body"]["text"], "a cat",
+        "{download:#}"
+    );
+    assert!(!download.to_string().contains("secret123"), "{download:#}");
     // The repeats: one base key and two occurrences of it, each its own answer, in order.
     let colours: Vec<&Value> = stored
         .iter()
@@ -371,7 +390,7 @@ version: 1
     ]);
     let text = both(&out);
     assert!(
-        text.contains("imported 0, kept 9 already stored, failed 2, 0 conflict(s)"),
+        text.contains("imported 0, kept 10 already stored, failed 2, 0 conflict(s)"),
         "{text}"
     );
 

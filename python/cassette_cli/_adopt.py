@@ -15,6 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -147,10 +148,18 @@ def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str
     drifted = [n for n, r in adopted.items() if drift(r, headers=False)]
     headers_only = [n for n, r in adopted.items() if drift(r, headers=True) and n not in drifted]
     unstored = sum(len(r.get("not_stored") or ()) for r in adopted.values())
+    downloads = [url for r in adopted.values() for url in r.get("downloads") or ()]
+    hosts = sorted({urlsplit(url).netloc for url in downloads})
     lines = [
         f"cassette adopt: {answered} answers from vcrpy tapes in {len(adopted)} tests, "
         f"{unstored} not stored, {len(drifted)} tests whose tapes drifted from today's requests"
         + (f", {len(headers_only)} in headers only" if headers_only else "")
+        + (
+            f", {len(downloads)} download(s) stored as recordings of {', '.join(hosts)} "
+            "(served on replay)"
+            if downloads
+            else ""
+        )
         + (f"; report in {report}" if report else "")
     ]
     # The suite's vcrpy settings not honoured: the same for most tests, so named once each.

@@ -333,6 +333,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # pytest-recording's hook, markers and fixtures while it is off: no conftest is edited.
         config.stash[_STANDS_IN] = stand_in(config)
     session = config.stash.get(_SESSION, None)
+    if session is not None and session.mode == ADOPT:
+        config.pluginmanager.register(_AdoptFixture(), "cassette_cli_adopt")
     if session is not None and _distributing(config):
         # Its proxy answers only what the controller's own code sends (a conftest that calls out
         # when imported); every worker starts one of its own.
@@ -346,8 +348,10 @@ def _start(config: pytest.Config, session: _Session) -> None:
     started = time.perf_counter()
     if session.mode == ADOPT:
         args = _adopt_args()
-    elif _in_process():
-        # The in-process transports' way in (cassette_cli._intercept): an owner-only socket.
+    if _in_process():
+        # The in-process transports' way in (cassette_cli._intercept): an owner-only socket. In
+        # adopt too: a download of a host no route serves reaches the proxy only this way, to
+        # be answered from the test's tape and stored.
         args = [*args, "--channel"]
     try:
         proxy = Proxy(args, cwd=str(config.rootpath), pipe=_wants_pipe(session))
@@ -746,26 +750,30 @@ def tape_of(request: pytest.FixtureRequest) -> Tape | None:
     return Tape(session.proxy, SCOPE, record_mode(request.config, test.mode), test.nodeid)
 
 
-@pytest.fixture(autouse=True)
-def _cassette_cli_adopt(request: pytest.FixtureRequest) -> None:
-    """Adopt: begins this test's scope with its vcrpy tapes (pytest-recording's layout, or the
-    suite's `vcr_cassette_dir`, and the `vcr` marker's extra tapes) and its `match_on`
-    (`vcr_config`'s, else vcrpy's default), which the proxy reads and answers from."""
-    session = request.config.stash.get(_SESSION, None)
-    test = request.node.stash.get(_TEST, None)
-    if session is None or session.mode != ADOPT or session.proxy is None or test is None:
-        return
-    from cassette_cli._adopt import tapes_of
-    from cassette_cli._proxy import ProxyError
+class _AdoptFixture:
+    """Registered in adopt only: an autouse fixture costs every test of every other run its
+    setup and teardown."""
 
-    try:
-        # What was sent outside any test since the last one ended (a module's fixtures): the
-        # begin starts the scope afresh.
-        _note_strays(session, session.proxy.control("GET", SCOPE))
-        begin, test.not_honoured = tapes_of(request)
-        session.proxy.control("PUT", SCOPE, {**test.begin, **begin})
-    except ProxyError as error:
-        pytest.fail(f"cassette error: {error}", pytrace=False)
+    @pytest.fixture(autouse=True)
+    def _cassette_cli_adopt(self, request: pytest.FixtureRequest) -> None:
+        """Adopt: begins this test's scope with its vcrpy tapes (pytest-recording's layout, or the
+        suite's `vcr_cassette_dir`, and the `vcr` marker's extra tapes) and its `match_on`
+        (`vcr_config`'s, else vcrpy's default), which the proxy reads and answers from."""
+        session = request.config.stash.get(_SESSION, None)
+        test = request.node.stash.get(_TEST, None)
+        if session is None or session.mode != ADOPT or session.proxy is None or test is None:
+            return
+        from cassette_cli._adopt import tapes_of
+        from cassette_cli._proxy import ProxyError
+
+        try:
+            # What was sent outside any test since the last one ended (a module's fixtures): the
+            # begin starts the scope afresh.
+            _note_strays(session, session.proxy.control("GET", SCOPE))
+            begin, test.not_honoured = tapes_of(request)
+            session.proxy.control("PUT", SCOPE, {**test.begin, **begin})
+        except ProxyError as error:
+            pytest.fail(f"cassette error: {error}", pytrace=False)
 
 
 def _not_stored(proxy: Proxy, tally: dict[str, Any]) -> list[str]:

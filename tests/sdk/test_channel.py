@@ -74,9 +74,7 @@ class Server:
                     buffer += peer.recv(65536)
                 body, buffer = buffer[:length], buffer[length:]
                 if method == "OPTIONS" and headers.get("x-cassette-probe"):
-                    peer.sendall(
-                        b"HTTP/1.1 200 OK\r\nx-cassette: routed\r\ncontent-length: 0\r\n\r\n"
-                    )
+                    peer.sendall(b"HTTP/1.1 200 OK\r\nx-cassette: routed\r\ncontent-length: 0\r\n\r\n")
                     continue
                 self.requests.append((target, headers, body))
                 pieces, close = self.script(target)

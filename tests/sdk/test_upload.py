@@ -4,7 +4,8 @@ the bytes to that URL as it is: cassette stores the header and hands the client 
 leads through the proxy, so the upload itself is keyed, recorded and replayed like any call.
 Recorded against the fake vendor (conftest's, which speaks the resumable protocol) and replayed
 with it stopped, in process and over the base-URL path (CASSETTE_IN_PROCESS=off); and adopted
-from a vcrpy tape that holds the two interactions, then replayed from the cassettes alone."""
+from a vcrpy tape that holds the two interactions (and imported from it), then replayed from the
+cassettes alone."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FakeUpstream
+from conftest import FakeUpstream, cassette_bin
 from test_in_process import both, pytest_run
 from test_vcr_adopt import plugin_env, plugin_pytest, write_tape
 from test_vcr_import import PROJECT, clean_env, run
@@ -111,7 +112,8 @@ UPLOAD_URL = f"{GEMINI}/upload/v1/files?upload_id=ABpAqW-tape&upload_protocol=re
 
 def upload_interactions() -> list[dict]:
     """The two interactions of a google-genai upload as vcrpy records them."""
-    start_body = {"file": {"displayName": "notes", "mimeType": "text/plain", "sizeBytes": str(len(NOTES))}}
+    # As google-genai sends it, so that `cassette import` keys it as the client asks it.
+    start_body = {"file": {"display_name": "notes", "mime_type": "text/plain", "size_bytes": len(NOTES)}}
     file = {
         "file": {
             "name": "files/abc123",
@@ -189,3 +191,14 @@ def test_adopt_answers_an_upload_from_its_tape(tmp_path: Path) -> None:
         replay = run(plugin_pytest("replay", "-k", "not hard_coded"), folder, env)
         assert "1 passed" in replay.stdout, replay.stdout
         shutil.move(away, tapes)
+
+    # `cassette import` reads the tape the same way: the start keeps its upload URL.
+    shutil.rmtree(folder / "cassettes")
+    imported = run([cassette_bin(), "import", "tests"], folder, plugin_env("http://127.0.0.1:9"))
+    assert "imported 2, kept 0 already stored, failed 0" in imported.stdout + imported.stderr, imported
+    assert UPLOAD_URL in stored(folder), stored(folder)
+    shutil.move(tapes, tmp_path / "tapes-away")
+    for in_process in ("on", "off"):
+        env = {**plugin_env("http://127.0.0.1:9"), "CASSETTE_IN_PROCESS": in_process}
+        replay = run(plugin_pytest("replay", "-k", "not hard_coded"), folder, env)
+        assert "1 passed" in replay.stdout, replay.stdout

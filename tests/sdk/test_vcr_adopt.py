@@ -20,8 +20,9 @@ from pathlib import Path
 from conftest import cassette_bin
 from test_vcr_import import PROJECT, ROOT, Vendor, clean_env, run
 
-# vcrpy passes them all. The download goes to a file host no route stands for (import reports it
-# too, and the report names it). The second of two tests sending one request with another
+# vcrpy passes them all. The download goes to a port of this machine nothing listens on
+# (FILES_URL is loopback, which the client reaches directly; the report names the tape's unused
+# download). The second of two tests sending one request with another
 # answer gets its own, stored under its test-scoped key; the stream ending in an error event is
 # stored as the vendor's error answer it is.
 NOT_ADOPTED = ["tests/test_chat.py::test_download"]

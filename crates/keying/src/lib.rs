@@ -5,7 +5,9 @@
 //! that material with RFC 8785 (JSON Canonicalization Scheme) and hashes it with SHA-256.
 //! The contract is written down in `docs/keying.md`; the code follows it to the byte and the
 //! golden tests in `tests/golden.rs` pin it. Requests to MCP tool servers have a profile of
-//! their own, [`mcp`], keyed with [`McpRequest`] and pinned by `tests/mcp_golden.rs`.
+//! their own, [`mcp`], keyed with [`McpRequest`] and pinned by `tests/mcp_golden.rs`; so do
+//! files fetched from hosts no route serves, [`download`], keyed with [`DownloadRequest`] and
+//! pinned by `tests/download_golden.rs`.
 //!
 //! # Architecture invariant
 //!
@@ -42,6 +44,7 @@
 mod canonical;
 mod diff;
 mod doc;
+pub mod download;
 mod jcs;
 mod json_path;
 pub mod mcp;
@@ -52,6 +55,7 @@ mod special;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
 pub use diff::{diff, shorten, Change, Difference, MAX_SHOWN};
+pub use download::DownloadRequest;
 pub use jcs::to_canonical_string;
 pub use json_path::{JsonPath, JsonPathError};
 pub use mcp::McpRequest;

@@ -29,6 +29,10 @@ pub enum Profile {
     /// A JSON-RPC request to an MCP tool server (see [`crate::mcp`]). Never chosen from a
     /// path: the MCP engine keys its messages with [`crate::McpRequest`].
     Mcp,
+    /// A file fetched from a host no route serves (see [`crate::download`]), keyed by its
+    /// method and URL. Never chosen from a path: downloads are keyed with
+    /// [`crate::DownloadRequest`].
+    Download,
 }
 
 /// Path suffixes in match order: `/chat/completions` must win over `/completions`.
@@ -74,12 +78,13 @@ impl Profile {
             Profile::GeminiGenerate => "gemini.generate",
             Profile::Http => "http",
             Profile::Mcp => "mcp",
+            Profile::Download => "download",
         }
     }
 
-    /// Whether this is one of the LLM profiles (everything but `http` and `mcp`).
+    /// Whether this is one of the LLM profiles (everything but `http`, `mcp` and `download`).
     pub fn is_llm(self) -> bool {
-        !matches!(self, Profile::Http | Profile::Mcp)
+        !matches!(self, Profile::Http | Profile::Mcp | Profile::Download)
     }
 
     /// Whether the API streams its answer when the request does not say (Ollama's chat and

@@ -318,6 +318,20 @@ pub enum Answers {
     Tapes,
 }
 
+/// Whether files a test downloads from a host no route serves (an image, a PDF) are stored as
+/// recordings of that host when a tape or an import holds them (`docs/keying.md`, "Profile
+/// `download`"). Stored downloads are served in every mode either way; none ever reaches the
+/// network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Downloads {
+    /// Stored: adopt keeps what the test's tapes answer for such a host, import what a tape
+    /// holds (the default).
+    #[default]
+    Stored,
+    /// Not stored: such a request stays refused, as a bypass of the base URL.
+    Refused,
+}
+
 /// Everything a recorder needs besides its store.
 #[derive(Debug, Clone)]
 pub struct RecorderConfig {
@@ -353,6 +367,8 @@ pub struct RecorderConfig {
     pub replay_memory: usize,
     /// Where what the mode forwards is answered: the upstream, or the test's vcrpy tapes.
     pub answers: Answers,
+    /// Whether downloads the tapes hold are stored (adopt).
+    pub downloads: Downloads,
 }
 
 impl Default for RecorderConfig {
@@ -372,6 +388,7 @@ impl Default for RecorderConfig {
             repeats: Repeats::Same,
             replay_memory: DEFAULT_REPLAY_MEMORY,
             answers: Answers::Upstream,
+            downloads: Downloads::Stored,
         }
     }
 }

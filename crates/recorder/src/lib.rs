@@ -61,8 +61,12 @@ mod upstream;
 
 pub use cassette_tape::redact::{RedactionRules, Redactor};
 pub use cassette_tape::{Cassette, Request, Sealed};
-pub use config::{Answers, ErrorRecording, RecorderConfig, Repeats, Route, Sharing, StreamReplay};
-pub use engine::{Exchange, Imported, Recorder, RecordingFailure, Rekeyed, Stats, Stored};
+pub use config::{
+    Answers, Downloads, ErrorRecording, RecorderConfig, Repeats, Route, Sharing, StreamReplay,
+};
+pub use engine::{
+    download_key, Download, Exchange, Imported, Recorder, RecordingFailure, Rekeyed, Stats, Stored,
+};
 pub use error::{BoxError, Error, Result, Setting};
 pub use hit_cache::HitCacheStats;
 pub use miss::Miss;

@@ -77,6 +77,9 @@ pub(crate) struct TapeReport {
     skipped: Vec<String>,
     /// Interactions no request asked for.
     unused_interactions: usize,
+    /// The downloads its tapes answered (GETs of a host no route serves), each URL without
+    /// credentials: stored as recordings of their hosts.
+    downloads: Vec<String>,
 }
 
 /// One answer from a tape.
@@ -347,6 +350,49 @@ pub(crate) fn answer(
     let drift = |recorded: &Interaction| drift(route, request, recorded, key, redactor);
     let played = deck.play(test, &sent, &shown, drift).map_err(unanswered)?;
     Ok(TapeAnswer {
+        endpoint,
+        status: played.status,
+        headers: played.response_headers,
+        body: played.response_body,
+    })
+}
+
+/// Answers a GET of `url` (a host no route serves: a download) from the tapes of `test`, when
+/// an unused interaction matches it by the test's `match_on`; noted as a download in its
+/// report. `None` when none does (noted as unmatched, and the caller refuses it).
+pub(crate) fn answer_download(
+    deck: &TapeDeck,
+    url: &url::Url,
+    headers: &[(String, String)],
+    test: Option<&str>,
+    redactor: &Redactor,
+) -> Option<TapeAnswer> {
+    let sent = Sent {
+        method: "GET",
+        uri: url,
+        headers,
+        body: &[],
+    };
+    let endpoint = redactor.url(url.as_str());
+    let shown = format!("GET {endpoint}");
+    let drift = |recorded: &Interaction| {
+        let before = crate::engine::download_material(&recorded.method, &recorded.uri);
+        let after = crate::engine::download_material("GET", url);
+        let before = redacted_material(&before, redactor);
+        let after = redacted_material(&after, redactor);
+        let differences = cassette_keying::diff(&before, &after);
+        difference_lines(&differences)
+            .iter()
+            .map(|line| redactor.text(line))
+            .collect()
+    };
+    let played = deck.play(test, &sent, &shown, drift).ok()?;
+    if let Some(test) = test {
+        if let Some(playing) = deck.tests().get_mut(test) {
+            playing.report.downloads.push(endpoint.clone());
+        }
+    }
+    Some(TapeAnswer {
         endpoint,
         status: played.status,
         headers: played.response_headers,

@@ -7,7 +7,8 @@ use crate::request::{model_in_path, Request};
 use base64::Engine;
 use bytes::Bytes;
 use cassette_keying::{
-    CanonicalKeyConfig, JsonPath, JsonPathError, Key, KeyConfig, Keyed, McpRequest,
+    CanonicalKeyConfig, DownloadRequest, JsonPath, JsonPathError, Key, KeyConfig, Keyed,
+    McpRequest, Profile,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -435,7 +436,8 @@ impl Cassette {
     }
 
     /// Keys the request this cassette stored, under the current contract: an HTTP request as
-    /// [`Request::from`] gives it back, an MCP exchange with the `mcp` profile. It differs from
+    /// [`Request::from`] gives it back, an MCP exchange with the `mcp` profile, a download by
+    /// its origin (`target`) and URL with the `download` profile. It differs from
     /// [`Cassette::key`] when redaction changed a keyed part (`meta.request_redacted`), when the
     /// tape was edited by hand, or when keying changed without a key version bump.
     /// A later occurrence of a request keys to its occurrence key ([`Cassette::sequence`]), a
@@ -447,6 +449,13 @@ impl Cassette {
                 Some(params) => request.params(params).key(),
                 None => request.key(),
             }
+        } else if self.is_download() {
+            let request = DownloadRequest::get(&self.target, &self.request.path);
+            DownloadRequest {
+                method: &self.request.method,
+                ..request.query(&self.request.query)
+            }
+            .key()
         } else {
             Request::from(self).key(config)
         };
@@ -458,6 +467,12 @@ impl Cassette {
     /// Whether this cassette holds an MCP exchange (see [`crate::mcp`]).
     pub fn is_mcp(&self) -> bool {
         self.meta.profile == MCP_PROFILE
+    }
+
+    /// Whether this cassette holds a download: a file fetched from a host no route serves,
+    /// whose `target` is the URL's origin (`docs/keying.md`, "Profile `download`").
+    pub fn is_download(&self) -> bool {
+        self.meta.profile == Profile::Download.as_str()
     }
 
     /// Which occurrence of its request this recording answers: 1 unless it has a sequence.

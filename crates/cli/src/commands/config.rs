@@ -7,6 +7,7 @@ use crate::shared::settings::{
     RecorderArgs, RecorderSettings, ServeArgs, ServeSettings, SettingsFile,
 };
 use cassette_grade::judge::JudgeConfig;
+use cassette_recorder::Downloads;
 use clap::parser::ValueSource;
 use clap::ArgMatches;
 use serde::Serialize;
@@ -223,6 +224,14 @@ fn rows(
                 Some("CASSETTE_REPEATS"),
                 file.repeats.is_some(),
             ),
+        ),
+        row(
+            "adopt.downloads",
+            (config.downloads == Downloads::Stored).to_string(),
+            match file.downloads {
+                Some(_) => "file".to_owned(),
+                None => "default".to_owned(),
+            },
         ),
         row(
             "keying.volatile",

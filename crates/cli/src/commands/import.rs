@@ -17,8 +17,9 @@
 //! (or are one test) it is a conflict naming both tapes (the stored one is kept); every cassette keeps its provenance (`meta.source`, and `meta.test` from the
 //! tape's place in a pytest-recording suite). Requests to hosts no route serves are refused
 //! and named when they call an API path (a stranger's answers must not replay for a vendor's
-//! requests), else (fixtures downloaded from the web) reported, since nothing asks the proxy
-//! for them on replay.
+//! requests); a GET of any other path (a fixture downloaded from the web) is stored as a
+//! download of its host, which replay serves to the test process (`docs/keying.md`, "Profile
+//! `download`"), unless `[adopt] downloads = false`, when it is named and not imported.
 //!
 //! Imports go through the recorder's redaction (credentials in headers and queries are never
 //! stored) and are create-only unless `--overwrite`; the source files are left in place.
@@ -29,7 +30,9 @@ use crate::shared::settings::{RecorderArgs, SettingsFile};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_grade::suite::CHAT_PATH;
-use cassette_recorder::{Exchange, Imported, Mode, Recorder, Request, Write};
+use cassette_recorder::{
+    download_key, Download, Downloads, Exchange, Imported, Mode, Recorder, Request, Write,
+};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -143,6 +146,8 @@ struct Counts {
     apart: usize,
     repeats: usize,
     downloads: usize,
+    /// Downloads stored (or already stored) as recordings of their hosts.
+    stored_downloads: usize,
 }
 
 impl Counts {
@@ -155,6 +160,7 @@ impl Counts {
         self.apart += other.apart;
         self.repeats += other.repeats;
         self.downloads += other.downloads;
+        self.stored_downloads += other.stored_downloads;
     }
 }
 
@@ -168,23 +174,31 @@ struct Entry {
     request: String,
     key: String,
     occurrence: u32,
+    /// The host of a download (a GET of a host no route serves).
+    download: Option<String>,
     state: State,
+}
+
+/// What is to be imported: an API exchange, or a download of a host no route serves.
+enum Pending {
+    Exchange(Exchange),
+    Download(Download),
 }
 
 enum State {
     /// To be imported.
-    Pending(Box<Exchange>),
+    Pending(Box<Pending>),
     /// To be imported after every pending one: an earlier tape of this run, another test's,
     /// answers the same request differently, so this one goes under its test-scoped key once
     /// that one holds the plain key (the first in file order wins the plain key, as before).
-    Apart(Box<Exchange>, Earlier),
+    Apart(Box<Pending>, Earlier),
     /// A dry run's [`State::Apart`]: it would be stored under its test-scoped key.
     WouldApart(Earlier),
     /// Imported (or not) as the recorder or an earlier tape of this run decided.
     Done(Imported),
     /// Not converted or not stored: the message says why.
     Failed(String),
-    /// A download from a host no route serves.
+    /// A download from a host no route serves, not imported (`[adopt] downloads = false`).
     Download(String),
 }
 
@@ -210,6 +224,7 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     // Writing needs a writable store; nothing is ever sent upstream by an import.
     settings.config.mode = Mode::Record;
     let routes = settings.config.routes.clone();
+    let downloads = settings.config.downloads;
     let recorder = settings.build()?;
     let mut files = Vec::new();
     for path in &args.paths {
@@ -261,6 +276,7 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
             test,
             restore: &args.restore_header,
             recorder: &recorder,
+            downloads,
         };
         results.push(plan.plan(items, &mut seen));
     }
@@ -278,6 +294,14 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
         }
         total.add(counts);
     }
+    let mut hosts: Vec<&str> = results
+        .iter()
+        .flat_map(|r| &r.entries)
+        .filter(|e| matches!(e.state, State::Done(Imported::Stored | Imported::Replaced)))
+        .filter_map(|e| e.download.as_deref())
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
     progress.finish();
     runtime.block_on(crate::shared::runtime::flush_index(&recorder));
     let verb = if args.dry_run {
@@ -287,8 +311,8 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
     };
     eprintln!(
         "{verb} {}, kept {} already stored, failed {}, {} conflict(s) with another tape's answer, \
-         {} repeat(s) numbered for sequence mode{}{}, {} download(s) not imported ({}); the \
-         source files are left in place",
+         {} repeat(s) numbered for sequence mode{}{}, {} download(s) stored{}, {} download(s) \
+         not imported ({}); the source files are left in place",
         total.imported,
         total.kept,
         total.failed,
@@ -299,6 +323,11 @@ pub(crate) fn run(args: ImportArgs, file: &SettingsFile) -> anyhow::Result<ExitC
             format!(", {} replaced", total.replaced)
         } else {
             String::new()
+        },
+        total.stored_downloads,
+        match hosts.is_empty() {
+            true => String::new(),
+            false => format!(" (from {})", hosts.join(", ")),
         },
         total.downloads,
         recorder.store().location()
@@ -343,7 +372,11 @@ async fn store_pass(recorder: &Recorder, results: &mut [FileResult], write: Writ
     }
     let outcomes: Vec<(usize, usize, State)> = futures::stream::iter(pending)
         .map(|(f, e, exchange, earlier)| async move {
-            let state = match (recorder.import(*exchange, write).await, earlier) {
+            let imported = match *exchange {
+                Pending::Exchange(exchange) => recorder.import(exchange, write).await,
+                Pending::Download(download) => recorder.import_download(download, write).await,
+            };
+            let state = match (imported, earlier) {
                 // A dry run stored nothing: the plain key is not the earlier tape's yet.
                 (Ok((_, Imported::Stored)), Some(earlier)) if write == Write::Nothing => {
                     State::WouldApart(earlier)
@@ -364,7 +397,8 @@ async fn store_pass(recorder: &Recorder, results: &mut [FileResult], write: Writ
 fn dry_run_line(path: &Path, interactions: usize, c: Counts) -> String {
     format!(
         "{}: {interactions} interaction(s): {} would be imported ({} as later occurrences{}), {} \
-         already stored, {} conflict(s), {} cannot be imported, {} download(s) not imported",
+         already stored, {} conflict(s), {} cannot be imported, {} download(s) stored, {} \
+         download(s) not imported",
         path.display(),
         c.imported + c.replaced,
         c.repeats,
@@ -372,6 +406,7 @@ fn dry_run_line(path: &Path, interactions: usize, c: Counts) -> String {
         c.kept,
         c.conflicts,
         c.failed,
+        c.stored_downloads,
         c.downloads
     )
 }
@@ -392,6 +427,8 @@ struct Plan<'a> {
     test: Option<String>,
     restore: &'a [Restore],
     recorder: &'a Recorder,
+    /// Whether downloads are stored (`[adopt] downloads`).
+    downloads: Downloads,
 }
 
 impl Plan<'_> {
@@ -423,6 +460,7 @@ impl Plan<'_> {
                 request: String::new(),
                 key: String::new(),
                 occurrence: 1,
+                download: None,
                 state: State::Failed(String::new()),
             };
             let mut exchange = match item {
@@ -432,8 +470,19 @@ impl Plan<'_> {
                     }
                     *exchange
                 }
-                Ok(Item::Download { method, url }) => {
-                    entry.state = State::Download(format!("{method} {url}"));
+                Ok(Item::Download {
+                    method,
+                    shown,
+                    mut download,
+                }) => {
+                    entry.state = match (method.eq_ignore_ascii_case("GET"), self.downloads) {
+                        (true, Downloads::Stored) => {
+                            download.test = self.test.clone();
+                            download.source = Some(at.clone());
+                            self.download(&mut entry, shown, download, seen)
+                        }
+                        _ => State::Download(shown),
+                    };
                     result.entries.push(entry);
                     continue;
                 }
@@ -471,7 +520,7 @@ impl Plan<'_> {
             entry.state = match seen.get(&entry.key) {
                 Some(earlier) if earlier.answer == answer => State::Done(Imported::Same),
                 Some(earlier) if self.test.is_some() && earlier.test != self.test => State::Apart(
-                    Box::new(exchange),
+                    Box::new(Pending::Exchange(exchange)),
                     Earlier {
                         at: earlier.at.clone(),
                         test: earlier.test.clone(),
@@ -490,7 +539,7 @@ impl Plan<'_> {
                             answer,
                         },
                     );
-                    State::Pending(Box::new(exchange))
+                    State::Pending(Box::new(Pending::Exchange(exchange)))
                 }
             };
             result.entries.push(entry);
@@ -510,6 +559,40 @@ impl Plan<'_> {
             }
         }
         result
+    }
+
+    /// A download to store as a recording of its host: keyed by its URL, decided against this
+    /// run's earlier tapes (the same file kept once; another answer for the URL a conflict,
+    /// since one URL is one file).
+    fn download(
+        &self,
+        entry: &mut Entry,
+        shown: String,
+        download: Box<Download>,
+        seen: &mut HashMap<String, Seen>,
+    ) -> State {
+        let answer = (download.status, fingerprint(&download.body));
+        entry.key = download_key(&download.url).as_str().to_owned();
+        entry.request = shown;
+        entry.download = Some(download.url.origin().ascii_serialization());
+        match seen.get(&entry.key) {
+            Some(earlier) if earlier.answer == answer => State::Done(Imported::Same),
+            Some(earlier) => State::Done(Imported::Conflict {
+                test: earlier.test.clone(),
+                source: earlier.at.clone(),
+            }),
+            None => {
+                seen.insert(
+                    entry.key.clone(),
+                    Seen {
+                        at: entry.at.clone(),
+                        test: self.test.clone(),
+                        answer,
+                    },
+                );
+                State::Pending(Box::new(Pending::Download(*download)))
+            }
+        }
     }
 
     /// Fills in the headers `--restore-header` names where a request lacks them, and says
@@ -561,6 +644,7 @@ fn report(result: &FileResult, write: Write, progress: &Progress) -> Counts {
             key,
             occurrence,
             state,
+            ..
         } = entry;
         let nth = if *occurrence > 1 {
             format!(", occurrence {occurrence}")
@@ -569,6 +653,16 @@ fn report(result: &FileResult, write: Write, progress: &Progress) -> Counts {
         };
         if *occurrence > 1 && matches!(state, State::Done(_)) {
             counts.repeats += 1;
+        }
+        if let (Some(host), State::Done(Imported::Stored | Imported::Replaced)) =
+            (&entry.download, state)
+        {
+            counts.stored_downloads += 1;
+            let verb = if dry { "would store" } else { "stored" };
+            progress.suspend(|| {
+                println!("{verb} {at} as {key} ({request}: a download of {host}, served on replay)")
+            });
+            continue;
         }
         match state {
             State::Pending(_) => {}
@@ -580,8 +674,8 @@ fn report(result: &FileResult, write: Write, progress: &Progress) -> Counts {
                 counts.downloads += 1;
                 progress.println(format!(
                     "not imported {at}: {what} is not an API call a route serves (no route has \
-                     its host): a test that needs it should read it from a file, since nothing \
-                     asks the proxy for it on replay"
+                     its host), and downloads are not stored ([adopt] downloads = false, or not \
+                     a GET): replay refuses it; a test that needs it should read it from a file"
                 ));
             }
             State::Done(Imported::Stored) => {

@@ -154,8 +154,27 @@ impl Recorder {
             tool: exchange.tool,
             latency_ms: 0,
         };
+        self.store_imported(keyed, cassette, stamp, write, Apart::ForTest)
+            .await
+    }
+
+    /// Stores the imported `cassette` under `keyed` as `write` says, compared with what is
+    /// stored there already; `apart` says whether another test's different answer sends it
+    /// under its test-scoped key or is a conflict.
+    pub(super) async fn store_imported(
+        &self,
+        keyed: cassette_keying::Keyed,
+        cassette: Cassette,
+        stamp: Stamp,
+        write: Write,
+        apart_for: Apart,
+    ) -> Result<(Key, Imported)> {
         let key = keyed.key.clone();
         let scoped_key = keyed.for_test(cassette.meta.test.as_deref()).key;
+        let apart = |found: Imported, ours: &Cassette, scoped_key: &Key| match apart_for {
+            Apart::ForTest => apart(found, ours, scoped_key),
+            Apart::Never => found,
+        };
         let existing = match write {
             Write::CreateOnly => None,
             Write::Overwrite | Write::Nothing => self.inner.store.get(&key).await?,
@@ -240,6 +259,16 @@ impl Recorder {
             source: stored.meta.source.unwrap_or(stored.tool),
         }
     }
+}
+
+/// Whether an imported answer that differs from another test's stored one is kept apart
+/// under its test-scoped key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Apart {
+    /// Kept apart: replay under a test runner reads the test's own key first.
+    ForTest,
+    /// A conflict: replay reads the plain key only (a download).
+    Never,
 }
 
 /// A conflict with another test's cassette, for an exchange whose test is known, is no

@@ -4,6 +4,7 @@
 //! requests in flight at once share one upstream call, `import` stores exchanges recorded
 //! elsewhere). The MCP relays build on it through the crate-private counters and lookups below.
 
+mod download;
 mod echo;
 mod flight;
 mod hit;
@@ -14,6 +15,8 @@ mod relay;
 mod replay;
 mod write;
 
+pub(crate) use download::download_material;
+pub use download::{download_key, Download};
 pub use import::{Exchange, Imported};
 pub(crate) use recording::read_whole;
 pub use rekey::Rekeyed;

@@ -6,7 +6,7 @@
 use anyhow::{anyhow, bail};
 use cassette_keying::Profile;
 use cassette_recorder::proxy::Hosts;
-use cassette_recorder::{Exchange, Request, Route};
+use cassette_recorder::{Download, Exchange, Request, Route};
 use std::path::Path;
 
 /// One interaction of a tape, converted.
@@ -18,8 +18,13 @@ pub(crate) enum Item {
         left_out: Vec<String>,
     },
     /// A request to a host no route serves, at a path no LLM profile reads (a fixture
-    /// downloaded from the web): nothing asks the proxy for it on replay.
-    Download { method: String, url: String },
+    /// downloaded from the web): a GET is stored as a download of that host, which replay
+    /// serves to the test process; `shown` is the request without the URL's query.
+    Download {
+        method: String,
+        shown: String,
+        download: Box<Download>,
+    },
 }
 
 /// The interactions of a vcrpy cassette, each converted or its error; an error for the whole
@@ -75,7 +80,7 @@ fn item(
         left_out,
     } = interaction;
     let Some((target, upstream, path)) = route_of(&uri, routes) else {
-        let mut url = uri;
+        let mut url = uri.clone();
         // The query may hold a credential; the report does not need it.
         url.set_query(None);
         if Profile::from_path(url.path()) != Profile::Http {
@@ -87,9 +92,20 @@ fn item(
                 url.host_str().unwrap_or_default()
             );
         }
+        let download = Download {
+            url: uri,
+            status,
+            headers: response_headers,
+            body: response_body,
+            recorded_at: recorded_at.to_owned(),
+            tool: tool.to_owned(),
+            test: None,
+            source: None,
+        };
         return Ok(Item::Download {
+            shown: format!("{method} {url}"),
             method,
-            url: url.to_string(),
+            download: Box::new(download),
         });
     };
     let exchange = Exchange {

@@ -20,7 +20,7 @@ use anyhow::{bail, Context};
 use cassette_keying::{JsonPath, KeyConfig};
 use cassette_recorder::config::AuthStyle;
 use cassette_recorder::proxy::HostPattern;
-use cassette_recorder::{Mode, Repeats};
+use cassette_recorder::{Downloads, Mode, Repeats};
 use cassette_tape::redact::{RedactionRules, Redactor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -111,6 +111,9 @@ pub(crate) struct SettingsFile {
     pub(crate) judge_model: Option<String>,
     /// `[judge] route`: the route the judge is reached through.
     pub(crate) judge_route: Option<String>,
+    /// `[adopt] downloads`: whether adopt and import store the files a tape holds for a host
+    /// no route serves.
+    pub(crate) downloads: Option<Downloads>,
 }
 
 /// One `[routes.NAME]` table.
@@ -203,6 +206,14 @@ struct Raw {
     bypass: RawBypass,
     #[serde(default)]
     judge: RawJudge,
+    #[serde(default)]
+    adopt: RawAdopt,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdopt {
+    downloads: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -405,6 +416,10 @@ impl Raw {
             file.judge_route = Some(text.to_owned());
         }
         file.catch_bypass = self.bypass.catch;
+        file.downloads = self.adopt.downloads.map(|stored| match stored {
+            true => Downloads::Stored,
+            false => Downloads::Refused,
+        });
         for host in &self.bypass.allow {
             file.allow_hosts.push(
                 host.get_ref()

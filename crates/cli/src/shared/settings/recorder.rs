@@ -236,6 +236,7 @@ impl RecorderArgs {
         let config = RecorderConfig {
             mode,
             routes,
+            downloads: file.downloads.unwrap_or_default(),
             errors: if record_errors {
                 ErrorRecording::Record
             } else {

@@ -1,11 +1,13 @@
 //! Requests over the in-process channel (`proxy/channel.rs`), which carry their original URL:
 //! a host a route serves (`proxy/hosts.rs`) is routed there and then handled like any request
 //! (keyed, stored, counted, scoped, explained); a host `[bypass] allow` lists, or a loopback
-//! one, gets a "go direct" answer, which tells the transport to send the request itself; any
-//! other host is refused in every mode, and the refusal is counted for the test that sent it
+//! one, gets a "go direct" answer, which tells the transport to send the request itself; a
+//! GET of any other host is answered from its stored download when there is one (in adopt,
+//! from the test's tapes, stored first: `engine/download.rs`); anything else is refused in
+//! every mode, and the refusal is counted for the test that sent it
 //! (the scope its `x-cassette-scope` names), else for the running one.
 
-use super::answer::{error_response, Asker};
+use super::answer::{error_response, outcome_response, Asker};
 use super::control::NamedScope;
 use super::guard::is_loopback;
 use super::next_url::ReachedAt;
@@ -13,6 +15,7 @@ use super::state::AppState;
 use crate::error::Error;
 use crate::proxy::forward::{client_token, Target};
 use crate::proxy::scopes::DEFAULT_SCOPE;
+use crate::scope::Scope;
 use axum::extract::{Request as HttpRequest, State};
 use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::middleware::Next;
@@ -122,6 +125,52 @@ pub(super) async fn channel(
     }
     if direct {
         return go_direct(&target);
+    }
+    // A download (a GET of a host no route serves): answered from its recording, or in adopt
+    // from the test's tapes, when one holds it; refused below otherwise.
+    if request.method() == http::Method::GET {
+        let (id, scope) = match &state.scopes {
+            Some(scopes) => {
+                let named = request.extensions().get::<NamedScope>();
+                let id = match named {
+                    Some(NamedScope(id)) if scopes.begun(id) => id.clone(),
+                    _ => DEFAULT_SCOPE.to_owned(),
+                };
+                let scope = scopes.scope(&id);
+                (Some((scopes, id)), scope)
+            }
+            None => (None, Scope::default()),
+        };
+        let headers: Vec<(String, String)> = request
+            .headers()
+            .iter()
+            .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+            .collect();
+        let method = request.method().as_str().to_owned();
+        match state
+            .recorder
+            .download(&method, &url, &headers, &scope)
+            .await
+        {
+            Ok(None) => {}
+            Ok(Some(outcome)) => {
+                if let Some((scopes, id)) = &id {
+                    scopes.count(id, |tally| tally.outcome(&outcome));
+                }
+                return outcome_response(outcome);
+            }
+            Err(err) => {
+                if let Some((scopes, id)) = &id {
+                    let message = state.message(&err);
+                    scopes.count(id, |tally| tally.error(&err, message, None));
+                }
+                let asker = Asker {
+                    user_agent: None,
+                    ollama: false,
+                };
+                return state.answer_error(&err, &asker);
+            }
+        }
     }
     let token = client_token(request.headers());
     state.forward.count_refused(&target, token.clone());
