@@ -28,11 +28,10 @@ const MAX_LINE: usize = 64 * 1024;
 /// `begin` and `end`, far more than a runner writes in this time.
 pub(super) const POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// The proxy's stdin, read without blocking through `file` (by a request, and by the background
-/// task every [`POLL`]); tokio's receiver only made the pipe non-blocking, and is kept for as
-/// long as the pipe is read.
+/// The proxy's stdin, read without blocking (by a request, and by the background task every
+/// [`POLL`]). It is not registered with the runtime's reactor: a write of the runner's would
+/// wake it for nothing.
 pub(super) struct Pipe {
-    _nonblocking: Receiver,
     file: File,
     read: Mutex<Unread>,
 }
@@ -49,12 +48,11 @@ impl Pipe {
     /// The proxy's stdin, which must be a pipe. Needs the async runtime.
     pub(super) fn stdin() -> std::io::Result<Pipe> {
         let stdin = std::io::stdin();
-        // tokio checks that it is a pipe and makes it non-blocking (for every descriptor of
-        // it: the flag belongs to the pipe's end, not to one descriptor).
-        let nonblocking = Receiver::from_owned_fd(stdin.as_fd().try_clone_to_owned()?)?;
-        let file = File::from(stdin.as_fd().try_clone_to_owned()?);
+        // tokio checks that it is a pipe and makes it non-blocking (the flag belongs to the
+        // pipe's end, not to one descriptor), then lets go of it again, left non-blocking.
+        let checked = Receiver::from_owned_fd(stdin.as_fd().try_clone_to_owned()?)?;
+        let file = File::from(checked.into_nonblocking_fd()?);
         Ok(Pipe {
-            _nonblocking: nonblocking,
             file,
             read: Mutex::default(),
         })
