@@ -20,6 +20,26 @@ def one_line(tally: dict[str, Any], problems: list[str]) -> str:
     return str(tally.get("headline") or problems[0])
 
 
+def outside_tests(strays: list[dict[str, Any]]) -> dict[str, Any]:
+    """What was sent outside any test, every stray tally merged into one: counts summed, each
+    failure line once. A download a library makes when imported (litellm's price list, when
+    LITELLM_LOCAL_MODEL_COST_MAP is set to False) is sent once per process that imports it, so
+    pytest-xdist's workers each send it, and the summary names it once."""
+    merged: dict[str, Any] = {
+        "requests": 0,
+        "misses": 0,
+        "errors": 0,
+        "bypassed": [],
+        "failure": [],
+    }
+    for tally in strays:
+        for name in ("requests", "misses", "errors"):
+            merged[name] += int(tally.get(name, 0))
+        merged["bypassed"] += tally.get("bypassed") or []
+        merged["failure"] += [line for line in failure(tally) if line not in merged["failure"]]
+    return merged
+
+
 class _Writer(Protocol):
     def line(self, s: str = "", **markup: bool) -> None: ...
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from cassette_cli._failures import fail, failure, one_line
+from cassette_cli._failures import fail, failure, one_line, outside_tests
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -949,7 +949,9 @@ def pytest_terminal_summary(
         )
     if session.mode == ADOPT:
         _adopt_summary(terminalreporter, session)
-    for tally in session.strays:
+    late = [tally for tally in session.strays if tally.get("late")]
+    outside = outside_tests([tally for tally in session.strays if not tally.get("late")])
+    for tally in [outside, *late]:
         if not _stray_fails(tally) and not int(tally.get("requests", 0)):
             continue
         problems = failure(tally)

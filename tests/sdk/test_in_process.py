@@ -193,11 +193,15 @@ def small_project(tmp_path: Path, vendor: FakeUpstream, name: str, text: str) ->
     return folder
 
 
-def pytest_run(folder: Path, mode: str, *more: str, network: bool = True, **extra: str) -> subprocess.CompletedProcess:
+def pytest_run(
+    folder: Path, mode: str, *more: str, network: bool = True, unset: tuple[str, ...] = (), **extra: str
+) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "pytest", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin"]
     command += ["-p", "no:cacheprovider", "-rf", f"--cassette={mode}", *(more or ["-q"]), "tests"]
     env = plugin_env("http://127.0.0.1:9")
     env.update(OPENAI_API_KEY=KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY, **OTHER_KEYS, **extra)
+    for name in unset:
+        env.pop(name, None)
     if not network:
         command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -435,5 +439,66 @@ def test_a_client_hard_coded_to_ollamas_default_port_replays_in_process(tmp_path
         finally:
             if local is not None:
                 local.close()
+    finally:
+        vendor.close()
+
+
+# litellm's own downloads (issue 32): its price list when imported, its Anthropic beta-header
+# table the first time a request needs it, both from raw.githubusercontent.com, a host no route
+# serves. It ships a copy of each.
+LITELLM_DOWNLOADS = ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS")
+PRICE_LIST = "https://raw.githubusercontent.com/BerriAI/litellm/main/model_prices_and_context_window.json"
+LITELLM_SUITE = """
+import litellm
+from litellm.anthropic_beta_headers_manager import get_unsupported_headers
+
+
+def test_{name}():
+    # What litellm's Anthropic request path asks (hosted MCP, a provider's beta filter).
+    assert isinstance(get_unsupported_headers("anthropic"), list)
+    assert litellm.model_cost["gpt-4o-mini"]
+"""
+
+
+def litellm_project(tmp_path: Path, vendor: FakeUpstream) -> Path:
+    folder = small_project(tmp_path, vendor, "test_a.py", LITELLM_SUITE.format(name="a"))
+    (folder / "tests" / "test_b.py").write_text(LITELLM_SUITE.format(name="b"))
+    return folder
+
+
+def test_litellm_works_offline_from_its_own_copies(tmp_path: Path) -> None:
+    """The plugin sets LITELLM_LOCAL_MODEL_COST_MAP and LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS
+    (unless the user did), so litellm reads the copies it ships and sends nothing: before the
+    second, the beta-header table's download was refused inside the test and failed it."""
+    vendor = FakeUpstream()
+    try:
+        folder = litellm_project(tmp_path, vendor)
+        result = pytest_run(folder, "replay", "-q", "-W", "ignore", unset=LITELLM_DOWNLOADS)
+        assert result.returncode == 0, both(result)
+        assert "2 passed" in result.stdout, both(result)
+        assert "raw.githubusercontent.com" not in result.stdout + result.stderr, both(result)
+        assert "outside any test" not in result.stdout, both(result)
+    finally:
+        vendor.close()
+
+
+def test_a_download_sent_at_import_is_named_once_and_charged_to_no_test(tmp_path: Path) -> None:
+    """A user who asks litellm for its remote price list (LITELLM_LOCAL_MODEL_COST_MAP=False):
+    the download, sent when a test module is imported, is refused (replay never connects), is
+    charged to no test, and fails the session as a refused request outside any test does;
+    litellm falls back to its own copy. Under pytest-xdist every worker imports the modules and
+    sends it: the summary names it once (it was named once per worker before)."""
+    vendor = FakeUpstream()
+    try:
+        folder = litellm_project(tmp_path, vendor)
+        # Only the price list is asked for: the beta-header table is read from litellm's copy.
+        downloads = {"LITELLM_LOCAL_MODEL_COST_MAP": "False", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS": "True"}
+        result = pytest_run(folder, "replay", "-q", "-W", "ignore", "-n", "2", **downloads)
+        out = result.stdout
+        assert result.returncode == 1, both(result)
+        assert "2 passed" in out and "failed on cassette's account" not in out, both(result)
+        assert out.count("outside any test") == 1, both(result)
+        assert out.count(f"refused {PRICE_LIST}") == 1, both(result)
+        assert "outside any test (module-level code, fixtures between tests): 2 requests" in out, both(result)
     finally:
         vendor.close()

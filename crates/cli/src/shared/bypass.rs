@@ -159,7 +159,7 @@ const KNOWN: &[Known] = &[
         host: "raw.githubusercontent.com",
         kind: Kind::Download,
         variable: None,
-        advice: "a download (litellm's price list: LITELLM_LOCAL_MODEL_COST_MAP=True, which exec sets): allow the host if the suite needs it",
+        advice: "a download (litellm's price list and Anthropic beta headers: LITELLM_LOCAL_MODEL_COST_MAP=True and LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS=True, which exec and the test-runner helpers set unless you set them): allow the host if the suite needs it",
         clients: &[],
     },
     Known {

@@ -48,12 +48,15 @@ const AZURE_ROUTE: &str = "azure";
 const AZURE_ENDPOINT_VARIABLE: &str = "AZURE_OPENAI_ENDPOINT";
 
 /// Settings of clients that would otherwise call out on their own, whatever their base URL:
-/// set unless the user set them. litellm downloads its price list when imported;
+/// set unless the user set them. litellm downloads its price list when imported, and its
+/// Anthropic beta-header table the first time a request of its needs it (inside a test, whose
+/// refusal would fail it), though it ships a copy of each;
 /// openai-agents posts traces to the vendor directly (and only with the placeholder key); the
 /// rest are the documented telemetry opt-outs of popular frameworks, whose reports replay would
 /// refuse (failing an all-hits run) and record would send out unrecorded.
 const CLIENT_DEFAULTS: &[(&str, &str)] = &[
     ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+    ("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True"),
     ("OPENAI_AGENTS_DISABLE_TRACING", "1"),
     // CrewAI: telemetry.crewai.com
     ("CREWAI_DISABLE_TELEMETRY", "true"),
@@ -315,6 +318,7 @@ mod tests {
             ("GROQ_BASE_URL", "http://127.0.0.1:5/groq"),
             ("CO_API_URL", "http://127.0.0.1:5/cohere"),
             ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+            ("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True"),
             ("OPENAI_AGENTS_DISABLE_TRACING", "1"),
             ("CREWAI_DISABLE_TELEMETRY", "true"),
             ("HAYSTACK_TELEMETRY_ENABLED", "False"),

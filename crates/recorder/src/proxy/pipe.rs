@@ -4,8 +4,10 @@
 //!
 //! Why it is exact and not merely fast: the runner writes a test's `begin` before the test runs,
 //! so the line is in the pipe before any of the test's requests can reach the proxy, and every
-//! request drains the pipe before it is given a scope (a background task drains it too, so a
-//! long run of tests that send nothing never fills it). The other way, a notice is written
+//! request drains the pipe before it is given a scope (a background task drains it too, every
+//! [`POLL`], so a long run of tests that send nothing never fills it; on a timer, not on the
+//! pipe's readiness, so that a test's two lines do not each wake the proxy while the test runs:
+//! that wake-up was most of what the pipe cost a test). The other way, a notice is written
 //! before the answer that caused it leaves the proxy, so once a test has its answers, its
 //! notice is in the runner's pipe; a test with no notice had no miss, error or refused bypass,
 //! and its tally need not be read.
@@ -22,12 +24,14 @@ use tokio::net::unix::pipe::Receiver;
 /// The longest control message accepted (a test id is at most a few hundred bytes).
 const MAX_LINE: usize = 64 * 1024;
 
-/// The proxy's stdin, read without blocking: by a request through `file`, which reads what is
-/// there now, and by the background task through `waiter`, which knows when there is more
-/// (tokio's `try_read` trusts readiness it may not have polled yet, so a request must not use
-/// it). Both are the one pipe, made non-blocking by tokio.
+/// How often the background task drains the pipe: a pipe holds 64 KiB, some 400 lines of
+/// `begin` and `end`, far more than a runner writes in this time.
+pub(super) const POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The proxy's stdin, read without blocking (by a request, and by the background task every
+/// [`POLL`]). It is not registered with the runtime's reactor: a write of the runner's would
+/// wake it for nothing.
 pub(super) struct Pipe {
-    waiter: Receiver,
     file: File,
     read: Mutex<Unread>,
 }
@@ -44,12 +48,11 @@ impl Pipe {
     /// The proxy's stdin, which must be a pipe. Needs the async runtime.
     pub(super) fn stdin() -> std::io::Result<Pipe> {
         let stdin = std::io::stdin();
-        // tokio checks that it is a pipe and makes it non-blocking (for every descriptor of
-        // it: the flag belongs to the pipe's end, not to one descriptor).
-        let waiter = Receiver::from_owned_fd(stdin.as_fd().try_clone_to_owned()?)?;
-        let file = File::from(stdin.as_fd().try_clone_to_owned()?);
+        // tokio checks that it is a pipe and makes it non-blocking (the flag belongs to the
+        // pipe's end, not to one descriptor), then lets go of it again, left non-blocking.
+        let checked = Receiver::from_owned_fd(stdin.as_fd().try_clone_to_owned()?)?;
+        let file = File::from(checked.into_nonblocking_fd()?);
         Ok(Pipe {
-            waiter,
             file,
             read: Mutex::default(),
         })
@@ -60,19 +63,9 @@ impl Pipe {
         self.drain_with(|buffer| (&self.file).read(buffer), apply);
     }
 
-    /// Waits until the pipe has something to read, then reads it as [`Pipe::drain`] does;
-    /// false once the runner closed its end.
-    pub(super) async fn follow(&self, apply: impl FnMut(Result<&[u8], String>)) -> bool {
-        if self.read.lock().unwrap_or_else(|p| p.into_inner()).closed {
-            return false;
-        }
-        if let Err(e) = self.waiter.readable().await {
-            tracing::warn!("cannot wait for the control pipe (stdin): {e}; ignoring it");
-            return false;
-        }
-        // Through the waiter, whose readiness only its own read that would block clears.
-        self.drain_with(|buffer| self.waiter.try_read(buffer), apply);
-        true
+    /// Whether the runner closed its end (seen by a drain).
+    pub(super) fn closed(&self) -> bool {
+        self.read.lock().unwrap_or_else(|p| p.into_inner()).closed
     }
 
     /// Reads until the pipe is empty and hands each whole line to `apply`, in order, all under

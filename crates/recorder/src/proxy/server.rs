@@ -86,8 +86,12 @@ pub(super) async fn serve(
             let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
             let state = state.clone();
             let follower = tokio::spawn(async move {
+                let mut tick = tokio::time::interval(super::pipe::POLL);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 while let Some(pipe) = &state.pipe {
-                    if !pipe.follow(|line| state.follow_line(line)).await {
+                    tick.tick().await;
+                    state.follow_pipe();
+                    if pipe.closed() {
                         break;
                     }
                 }
