@@ -20,13 +20,13 @@ from pathlib import Path
 from conftest import cassette_bin
 from test_vcr_import import PROJECT, ROOT, Vendor, clean_env, run
 
-# vcrpy passes them all. The download goes to a port of this machine nothing listens on
-# (FILES_URL is loopback, which the client reaches directly; the report names the tape's unused
-# download). The second of two tests sending one request with another
-# answer gets its own, stored under its test-scoped key; the stream ending in an error event is
-# stored as the vendor's error answer it is.
+# vcrpy passes them all. The fixture download, asked of the file host its tape names, is
+# answered from the tape and stored as a recording of that host (served on replay); asked of
+# this machine instead (FILES_URL on a loopback port nothing listens on, which the client reaches
+# directly), it fails, and the report names the tape's unused download. The second of two tests
+# sending one request with another answer gets its own, stored under its test-scoped key; the
+# stream ending in an error event is stored as the vendor's error answer it is.
 NOT_ADOPTED = ["tests/test_chat.py::test_download"]
-NOT_REPLAYED = [*NOT_ADOPTED]
 PAIR = ("tests/test_chat.py::test_same_request_first", "tests/test_chat.py::test_same_request_second")
 # The edited prompt's drift, in the key's terms (cassette_keying::diff, as a miss explains it).
 DRIFT = 'body.messages[0].content: "Name a city." -> "Name a capital."'
@@ -114,17 +114,17 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
     tape.write_text(text.replace("Name a capital.", "Name a city."))  # drift: the code moved on
 
     # The vendor is gone; a server on its port answers nothing and counts any connection. The
-    # fixture download goes to a port nothing listens on (vcrpy alone could answer it).
+    # fixture download goes to the file host its tape names, which nothing here reaches.
     port = int(vendor.rsplit(":", 1)[1])
     stopped = ThreadingHTTPServer(("127.0.0.1", port), Counting)
     threading.Thread(target=stopped.serve_forever, daemon=True).start()
-    files = "http://127.0.0.1:9/files"
+    files = "https://files.example.com"
     (project / "cassette.toml").write_text('store = "cassettes"\nrepeats = "sequence"\n')
     try:
-        adopt = run(plugin_pytest("adopt"), project, plugin_env(files), expect=1)
+        adopt = run(plugin_pytest("adopt"), project, plugin_env(files))
         out = adopt.stdout
-        assert "8 passed" in out and "1 failed" in out, out
-        assert failed(out) == NOT_ADOPTED, out
+        assert "9 passed" in out and "failed" not in out, out
+        assert "1 download(s) stored as recordings of files.example.com" in out, out
         assert "cassette adopt:" in out and "report in" in out, out
         # The edited prompt, named for its test, as a miss explanation names a difference.
         assert "tests/test_chat.py::test_plain:" in out, out
@@ -134,9 +134,10 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
         assert plain["adopted"][0]["drift"] == [DRIFT], plain
         assert plain["recorded"] == 1, plain
         assert len(report["tests"]["tests/test_chat.py::test_repeats"]["adopted"]) == 3, report
-        # The download is named in the report: its tape's interaction was never asked for.
+        # The download is named in the report, answered by its tape and stored.
         download = report["tests"]["tests/test_chat.py::test_download"]
-        assert download["adopted"] == [] and download["unused_interactions"] == 1, download
+        assert download["downloads"] == ["https://files.example.com/cat.txt"], download
+        assert download["recorded"] == 1 and download["unused_interactions"] == 0, download
         # Never answered by the other test's cassette: its own tape answered, and was stored.
         second = report["tests"][PAIR[1]]
         assert second["from_cassettes"] == 0 and second["recorded"] == 1, second
@@ -171,9 +172,8 @@ def test_adopt_turns_the_tapes_into_cassettes_and_reports_drift(tmp_path: Path) 
         # Replay alone: the tapes moved away, pytest-recording off, no vendor.
         shutil.move(project / "tests" / "cassettes", tmp_path / "tapes-away")
         shutil.move(project / "tests" / "custom" / "cassettes", tmp_path / "custom-tapes-away")
-        replay = run(plugin_pytest("replay"), project, plugin_env(files), expect=1)
-        assert "8 passed" in replay.stdout and "1 failed" in replay.stdout, replay.stdout
-        assert failed(replay.stdout) == sorted(NOT_REPLAYED), replay.stdout
+        replay = run(plugin_pytest("replay"), project, plugin_env(files))
+        assert "9 passed" in replay.stdout and "failed" not in replay.stdout, replay.stdout
         assert Counting.connections == 0
     finally:
         stopped.shutdown()
@@ -275,7 +275,7 @@ def test_adopt_under_xdist_gives_each_worker_its_tape_server(tmp_path: Path) -> 
     assert [report["tests"][t]["from_cassettes"] for t in PAIR] == [0, 0], report
     assert [report["tests"][t]["recorded"] for t in PAIR] == [1, 1], report
     replay = run(plugin_pytest("replay", "-p", "no:xdist"), project, plugin_env("http://127.0.0.1:9"), expect=1)
-    assert failed(replay.stdout) == NOT_REPLAYED, replay.stdout
+    assert failed(replay.stdout) == NOT_ADOPTED, replay.stdout
 
 
 SHAPES_TEST = """
