@@ -52,6 +52,11 @@ ignore = []
 paths = []      # e.g. ["$..email"]
 patterns = []   # e.g. ['[\w.+-]+@[\w-]+\.[\w.]+']
 
+# Moving from vcrpy (pytest --cassette=adopt, cassette import): a file a tape holds for a host
+# no route serves (an image a test downloads) is stored and served on replay; false stores none.
+# [adopt]
+# downloads = true
+
 # The judge of judge graders (cassette run, cassette grade, expect() in tests): its model,
 # for graders that name none, and the route it is reached through (default: default).
 # [judge]
