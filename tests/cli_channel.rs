@@ -28,6 +28,10 @@ struct Channel {
 
 impl Channel {
     fn start(work: &Workdir, args: &[&str]) -> Channel {
+        Channel::spawn(work, args, Stdio::null())
+    }
+
+    fn spawn(work: &Workdir, args: &[&str], stdin: Stdio) -> Channel {
         let mut child = work
             .cassette()
             .args([
@@ -39,7 +43,7 @@ impl Channel {
                 "--channel",
             ])
             .args(args)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -382,5 +386,55 @@ fn a_request_naming_an_ended_tests_alias_is_that_tests_late_request() {
     assert!(body.contains("alias `t1`"), "{body}");
     let c = control("GET", scope, &json!({}));
     assert!(c["failure"].to_string().contains("alias `t1`"), "{c}");
+    proxy.stop();
+}
+
+#[test]
+fn a_refusal_right_after_a_piped_begin_is_that_tests() {
+    // The pipe's begin is read by the request that needs it: a runner writes it and the test's
+    // first request comes at once, before any background reading of the pipe.
+    let work = Workdir::new();
+    let store = work.store("tapes");
+    let mut proxy = Channel::spawn(
+        &work,
+        &[
+            "--mode",
+            "replay",
+            "--store",
+            &store,
+            "--control",
+            "--control-pipe",
+        ],
+        Stdio::piped(),
+    );
+    let token = proxy.ready["control"]["token"].as_str().unwrap().to_owned();
+    let mut pipe = proxy.child.stdin.take().unwrap();
+    for n in 1..=5 {
+        let begin = json!({"op": "begin", "scope": "default", "test": format!("test_{n}"), "alias": format!("t{n}")});
+        pipe.write_all(format!("{begin}\n").as_bytes()).unwrap();
+        pipe.flush().unwrap();
+        let extra = format!("x-cassette-scope: t{n}\r\n");
+        let url = "https://unrouted.example/data";
+        let (status, _, body) = proxy.send_as("GET", url, url, &extra, &json!({}));
+        assert_eq!(status, 403, "{body}");
+        let extra = format!("x-cassette-control: {token}\r\n");
+        let (_, _, tally) = proxy.send_as(
+            "GET",
+            "http://127.0.0.1/",
+            "/_cassette/scopes/default",
+            &extra,
+            &json!({}),
+        );
+        let tally: Value = serde_json::from_str(&tally).unwrap();
+        assert_eq!(tally["test"], format!("test_{n}"), "{tally}");
+        assert_eq!(
+            tally["errors"], 1,
+            "the refusal is the running test's: {tally}"
+        );
+        let end = json!({"op": "end", "scope": "default"});
+        pipe.write_all(format!("{end}\n").as_bytes()).unwrap();
+        pipe.flush().unwrap();
+    }
+    drop(pipe);
     proxy.stop();
 }

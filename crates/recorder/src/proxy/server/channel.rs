@@ -50,6 +50,9 @@ pub(super) async fn channel(
     if request.extensions().get::<OnChannel>().is_none() {
         return next.run(request).await;
     }
+    // Scopes are named below (a refusal, a download), before `intercept` would follow the pipe:
+    // a test's begin must be read first.
+    state.follow_pipe();
     if let Some(url) = request.headers_mut().remove(URL_HEADER) {
         match url.to_str().ok().and_then(|u| u.parse::<Uri>().ok()) {
             Some(uri) if uri.authority().is_some() => *request.uri_mut() = uri,
