@@ -47,6 +47,8 @@ class Answer:
         self.reason = b""
         self.headers: Headers = []
         self.keep_alive = True
+        # Set once the body's reader let go of its connection (given back, or closed).
+        self.released = False
 
     @property
     def has_head(self) -> bool:
@@ -249,9 +251,11 @@ class Pool:
         timeout: float | None,
     ) -> tuple[Answer, Iterator[bytes], Any]:
         """Sends one request; its answer's head, an iterator of its body's pieces, and a
-        function that closes it early."""
-        connection = self._take(timeout)
+        function that closes its connection: for a body closed before it was read at all (its
+        iterator never started, so it cannot let go of the connection itself; `Answer.released`
+        says whether it did)."""
         data = request_bytes(method, target, headers, body)
+        connection = self._take(timeout)
         answer = Answer(method)
         first: list[bytes] = []
         try:
@@ -273,6 +277,7 @@ class Pool:
         except (OSError, ChannelError) as error:
             raise _mapped(error) from None
         finally:
+            answer.released = True
             if finished and answer.keep_alive:
                 self._give_back(connection)
             else:
@@ -369,6 +374,7 @@ class AsyncPool:
         except (OSError, ChannelError) as error:
             raise _mapped(error) from None
         finally:
+            answer.released = True
             if finished and answer.keep_alive and len(self._idle) < 16:
                 self._idle.append(sock)
             else:

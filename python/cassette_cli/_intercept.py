@@ -153,8 +153,9 @@ def _patch_httpx(module: ModuleType) -> None:
     async_base: Any = module.AsyncByteStream
 
     class Stream(sync_base):  # type: ignore[misc]
-        def __init__(self, pieces: Any, close: Any, request: Any) -> None:
-            self._pieces, self._close, self._request = pieces, close, request
+        def __init__(self, answer: Any, pieces: Any, close: Any, request: Any) -> None:
+            self._answer, self._pieces, self._close = answer, pieces, close
+            self._request = request
 
         def __iter__(self) -> Any:
             try:
@@ -163,12 +164,16 @@ def _patch_httpx(module: ModuleType) -> None:
                 raise raised(error, self._request) from None
 
         def close(self) -> None:
-            # The pieces' generator gives a connection back only when read to the end.
+            # The pieces' generator gives a connection back only when read to the end; one
+            # never started holds it still.
             self._pieces.close()
+            if not self._answer.released:
+                self._close()
 
     class AsyncStream(async_base):  # type: ignore[misc]
-        def __init__(self, pieces: Any, request: Any) -> None:
-            self._pieces, self._request = pieces, request
+        def __init__(self, answer: Any, pieces: Any, close: Any, request: Any) -> None:
+            self._answer, self._pieces, self._close = answer, pieces, close
+            self._request = request
 
         async def __aiter__(self) -> Any:
             try:
@@ -179,6 +184,8 @@ def _patch_httpx(module: ModuleType) -> None:
 
         async def aclose(self) -> None:
             await self._pieces.aclose()
+            if not self._answer.released:
+                self._close()
 
     def handle_request(self: Any, request: Any) -> Any:
         how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
@@ -202,7 +209,7 @@ def _patch_httpx(module: ModuleType) -> None:
         return module.Response(
             answer.status,
             headers=answer.headers,
-            stream=Stream(pieces, close, request),
+            stream=Stream(answer, pieces, close, request),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
         )
 
@@ -241,7 +248,7 @@ def _patch_httpx(module: ModuleType) -> None:
             pool = pools[on_loop] = _channel.AsyncPool(state.path)
         body = await request.aread()
         try:
-            answer, pieces, _close = await pool.send(
+            answer, pieces, close = await pool.send(
                 request.method.encode(),
                 request.url.raw_path,
                 sent_headers(request, how),
@@ -253,7 +260,7 @@ def _patch_httpx(module: ModuleType) -> None:
         return module.Response(
             answer.status,
             headers=answer.headers,
-            stream=AsyncStream(pieces, request),
+            stream=AsyncStream(answer, pieces, close, request),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
         )
 

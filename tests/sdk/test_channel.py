@@ -6,12 +6,14 @@ where the real proxy would never show them on purpose."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -255,3 +257,37 @@ def test_async_httpx_over_the_channel(serve) -> None:
     assert asyncio.run(main()) == ["data: a", "", "data: b", ""] * 2
     # Both streams on one kept connection, the cut answer on its own.
     assert server.connections == 2
+
+
+def test_a_response_closed_unread_closes_its_connection_without_a_warning(serve) -> None:
+    # A suite run with `filterwarnings = error` fails on an unclosed socket's ResourceWarning.
+    answers = {
+        "/v1/stream": ([chunked(b"data: a\n\n", b"data: b\n\n")], False),
+        "/v1/post": ([sized(b"{}", b"content-type: application/json")], False),
+    }
+    server = serve(lambda path: answers[path])
+    _intercept.install(server.path, own="http://127.0.0.1:9")
+
+    async def unread_async(client: httpx.AsyncClient) -> None:
+        async with client.stream("GET", "https://api.openai.com/v1/stream"):
+            pass
+        assert (await client.post("https://api.openai.com/v1/post")).json() == {}
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with httpx.Client(trust_env=False) as client:
+            with client.stream("GET", "https://api.openai.com/v1/stream"):
+                pass  # closed without reading a byte of its body
+            assert client.post("https://api.openai.com/v1/post").json() == {}
+
+        async def main() -> None:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                await unread_async(client)
+
+        asyncio.run(main())
+        gc.collect()
+    unclosed = [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert unclosed == [], [str(w.message) for w in unclosed]
+    # Each unread stream's connection was closed, the request after it on a new one (and one
+    # connection asked the origin's verdict).
+    assert server.connections == 5
