@@ -43,6 +43,17 @@ function inProcessEnv(channel, options) {
 }
 
 /**
+ * Whether a Node of `version` (`process.versions.node`, `18.20.8`) takes `--import` in
+ * NODE_OPTIONS (added in 19.0.0 and 18.18.0): an older one refuses to start with it, so its
+ * workers get no preload (and the helpers no channel), as `cassette exec` does.
+ * @param {string} version
+ */
+function takesImport(version) {
+  const [major, minor] = version.split(".").map(Number);
+  return major > 18 || (major === 18 && minor >= 18);
+}
+
+/**
  * The environment with every base URL naming `scope`; proxy variables unchanged.
  * @param {{ url: string, base?: string, env: Record<string, string>, control?: { prefix: string } | null }} ready
  * @param {string} scope
@@ -193,4 +204,4 @@ function attach({ ready, beforeEach, afterEach, testName }) {
   });
 }
 
-module.exports = { attach, inProcessEnv, problems, scopedEnv, REGISTER, SCOPE_ENV };
+module.exports = { attach, inProcessEnv, problems, scopedEnv, takesImport, REGISTER, SCOPE_ENV };

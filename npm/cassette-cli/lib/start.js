@@ -33,8 +33,10 @@ export async function startCassette(options = {}) {
   // The proxy ends with this process, however it dies (kill -9 runs no "exit" handler).
   if (process.platform !== "win32") args.push("--runner-pid", String(process.pid));
   // The channel the preload (./register.js) hands every request of a worker to, with its
-  // original URL; a Unix socket, so not on Windows, where the base URLs alone lead in.
-  if (process.platform !== "win32" && env.CASSETTE_IN_PROCESS !== "off") args.push("--channel");
+  // original URL; a Unix socket, so not on Windows, where the base URLs alone lead in, nor for
+  // a Node whose workers could not start with the preload in NODE_OPTIONS.
+  const inProcess = process.platform !== "win32" && env.CASSETTE_IN_PROCESS !== "off" && runner.takesImport(process.versions.node);
+  if (inProcess) args.push("--channel");
   if (options.mode) args.push("--mode", options.mode);
   args.push(...(options.args ?? []));
   const child = spawn(binary, args, { cwd: options.cwd ?? process.cwd(), env, stdio: ["ignore", "pipe", "pipe"] });
