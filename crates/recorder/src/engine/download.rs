@@ -93,7 +93,8 @@ impl Recorder {
         if let (Some(deck), Downloads::Stored) = (&self.inner.tapes, self.inner.config.downloads) {
             let test = scope.test.as_deref();
             let redactor = &self.inner.redactor;
-            if let Some(answer) = crate::tapes::answer_download(deck, url, headers, test, redactor)
+            if let Some(answer) =
+                crate::tapes::answer_download(deck, url, headers, test, redactor, download_material)
             {
                 let download = Download {
                     url: url.clone(),

@@ -15,7 +15,6 @@ mod relay;
 mod replay;
 mod write;
 
-pub(crate) use download::download_material;
 pub use download::{download_key, Download};
 pub use import::{Exchange, Imported};
 pub(crate) use recording::read_whole;

@@ -4,9 +4,9 @@
 //! before anything is routed, counted or sent, in every mode that may call an upstream.
 
 use super::answer::error_response;
-use super::channel::OnChannel;
 use super::next_url::SecretInPath;
 use super::state::AppState;
+use super::state::OnChannel;
 use crate::proxy::run_secret::{split_run, RUN_SECRET_HEADER};
 use axum::extract::{Request as HttpRequest, State};
 use axum::http::{Extensions, StatusCode};

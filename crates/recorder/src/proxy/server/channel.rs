@@ -11,7 +11,7 @@ use super::answer::{error_response, outcome_response, Asker};
 use super::control::NamedScope;
 use super::guard::is_loopback;
 use super::next_url::ReachedAt;
-use super::state::AppState;
+use super::state::{AppState, OnChannel};
 use crate::error::Error;
 use crate::proxy::forward::{client_token, Target};
 use crate::proxy::scopes::DEFAULT_SCOPE;
@@ -21,10 +21,6 @@ use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-
-/// Marks a request that came over the channel (its connection's extension).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct OnChannel;
 
 /// The route a channel request's host chose; the request's path is then the route's own.
 #[derive(Debug, Clone)]

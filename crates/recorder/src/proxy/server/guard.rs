@@ -2,8 +2,8 @@
 //! proxy's own (DNS rebinding) and pages a browser sends from origins not allowed; answers the
 //! CORS preflights of allowed origins itself, so that none reaches an upstream.
 
-use super::channel::OnChannel;
 use super::state::AppState;
+use super::state::OnChannel;
 use crate::error::Error;
 use crate::proxy::config::{parse_origin, Exposure};
 use axum::extract::{Request as HttpRequest, State};

@@ -8,7 +8,7 @@
 //! its transport sends through the channel again. Only the answer is rewritten: the cassette
 //! keeps the upstream's URL.
 
-use super::channel::OnChannel;
+use super::state::OnChannel;
 use crate::proxy::scopes::split_scope;
 use axum::extract::Request as HttpRequest;
 

@@ -1,6 +1,7 @@
 //! What every handler of the proxy's server shares (`AppState`: the recorder, the limits, the
 //! allowed hosts and origins, the miss statuses, the bypass counts, the journal, the test
-//! scopes and the control pipe) and the counters it reports. It depends on no other file of
+//! scopes and the control pipe), the mark of a channel request, and the counters it reports.
+//! It depends on no other file of
 //! the server, so that each of them can depend on it.
 
 use crate::config::DEFAULT_TARGET;
@@ -19,6 +20,11 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Marks a request that came over the channel (its connection's extension), for every layer
+/// that serves such a request apart.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OnChannel;
 
 /// Counters of the proxy: the recorder's plus the requests the proxy received.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
