@@ -1,8 +1,7 @@
 //! What every handler of the proxy's server shares (`AppState`: the recorder, the limits, the
 //! allowed hosts and origins, the miss statuses, the bypass counts, the journal, the test
 //! scopes and the control pipe), the mark of a channel request, and the counters it reports.
-//! It depends on no other file of
-//! the server, so that each of them can depend on it.
+//! It depends on no other file of the server, so that each of them can depend on it.
 
 use crate::config::DEFAULT_TARGET;
 use crate::engine::{Recorder, Stats};
