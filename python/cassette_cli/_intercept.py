@@ -149,6 +149,17 @@ def _patch_httpx(module: ModuleType) -> None:
         timeout = (request.extensions.get("timeout") or {}).get("read")
         return float(timeout) if timeout is not None else None
 
+    def channel_request(request: Any, how: str, body: bytes) -> tuple[Any, ...]:
+        # What either pool's `send` takes for `request`, its body read.
+        headers = sent_headers(request, how)
+        return (request.method.encode(), request.url.raw_path, headers, body, read_timeout(request))
+
+    def response(answer: _channel.Answer, stream: Any) -> Any:
+        extensions = {"http_version": b"HTTP/1.1", "reason_phrase": answer.reason}
+        return module.Response(
+            answer.status, headers=answer.headers, stream=stream, extensions=extensions
+        )
+
     sync_base: Any = module.SyncByteStream
     async_base: Any = module.AsyncByteStream
 
@@ -197,21 +208,10 @@ def _patch_httpx(module: ModuleType) -> None:
             pool = pools[("sync",)] = _channel.Pool(state.path)
         body = request.read()
         try:
-            answer, pieces, close = pool.send(
-                request.method.encode(),
-                request.url.raw_path,
-                sent_headers(request, how),
-                body,
-                read_timeout(request),
-            )
+            answer, pieces, close = pool.send(*channel_request(request, how, body))
         except _channel.ChannelError as error:
             raise raised(error, request) from None
-        return module.Response(
-            answer.status,
-            headers=answer.headers,
-            stream=Stream(answer, pieces, close, request),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
-        )
+        return response(answer, Stream(answer, pieces, close, request))
 
     async def handle_async_request(self: Any, request: Any) -> Any:
         how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
@@ -248,21 +248,10 @@ def _patch_httpx(module: ModuleType) -> None:
             pool = pools[on_loop] = _channel.AsyncPool(state.path)
         body = await request.aread()
         try:
-            answer, pieces, close = await pool.send(
-                request.method.encode(),
-                request.url.raw_path,
-                sent_headers(request, how),
-                body,
-                read_timeout(request),
-            )
+            answer, pieces, close = await pool.send(*channel_request(request, how, body))
         except _channel.ChannelError as error:
             raise raised(error, request) from None
-        return module.Response(
-            answer.status,
-            headers=answer.headers,
-            stream=AsyncStream(answer, pieces, close, request),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
-        )
+        return response(answer, AsyncStream(answer, pieces, close, request))
 
     sync_cls.handle_request = handle_request
     async_cls.handle_async_request = handle_async_request
