@@ -14,7 +14,8 @@ in origin form, so they pay no loopback HTTP. Each request names the test that s
 (`_test_context.py`), whichever thread or task of the test sent it.
 
 Caught: httpx and its fork httpx2 (sync and async, at `HTTPTransport`, so clients built with
-their own transport, `proxy=` or `trust_env=False` are caught), urllib3 (requests) and aiohttp.
+their own transport, `proxy=` or `trust_env=False` are caught), urllib3 (requests), aiohttp and
+the standard library's urllib.request.
 Each is patched when it is first imported, so a process that never uses one pays nothing.
 httpx's requests take the lean channel client of `_channel.py` (asyncio included; another event
 loop library, httpx's own stack over the socket).
@@ -397,6 +398,55 @@ def _patch_aiohttp(module: ModuleType) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# urllib.request (the standard library's client)
+
+
+def _patch_urllib_request(module: ModuleType) -> None:
+    handler_cls: Any = module.AbstractHTTPHandler
+    do_open = handler_cls.do_open
+
+    class ChannelConnection(_UnixHTTPConnection):
+        # Made by `do_open` as it makes HTTP(S)Connection: `host` (the vendor's, or a forward
+        # proxy's) and the TLS arguments mean nothing on the channel.
+        def __init__(self, host: str, timeout: Any = None, **_: Any) -> None:
+            assert _STATE is not None
+            super().__init__(_STATE.path)
+            # No timeout given (socket's global default): none, as urllib would wait.
+            self.timeout = timeout if isinstance(timeout, (int, float)) else None
+
+    def patched(self: Any, http_class: Any, req: Any, **kw: Any) -> Any:
+        if _STATE is None:
+            return do_open(self, http_class, req, **kw)
+        # The request's own URL, whatever forward proxy ProxyHandler chose for it.
+        full = req.full_url
+        parts = urlsplit(full)
+        how = verdict(parts.scheme, parts.hostname or "", parts.port)
+        if how == DIRECT:
+            return do_open(self, http_class, req, **kw)
+        # Capitalized, as Request stores header names; set afresh each time it is sent.
+        for name in (URL_HEADER, _test_context.SCOPE_HEADER):
+            req.remove_header(name.capitalize())
+        for name, value in _test_context.headers().items():
+            req.add_unredirected_header(name.capitalize(), value)
+        if how != "own":
+            req.add_unredirected_header(URL_HEADER.capitalize(), full)
+        # A tunnel through a forward proxy is not opened on the channel: the URL says it all.
+        tunnel = getattr(req, "_tunnel_host", None)
+        req._tunnel_host = None
+        try:
+            return do_open(self, ChannelConnection, req)
+        finally:
+            req._tunnel_host = tunnel
+
+    handler_cls.do_open = patched
+
+    def undo() -> None:
+        handler_cls.do_open = do_open
+
+    _UNDO.append(undo)
+
+
+# ------------------------------------------------------------------------------------------------
 # Installing
 
 
@@ -405,6 +455,7 @@ _PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "httpx2": _patch_httpx,
     "urllib3": _patch_urllib3,
     "aiohttp": _patch_aiohttp,
+    "urllib.request": _patch_urllib_request,
 }
 _PATCHED: set[str] = set()
 
@@ -458,7 +509,11 @@ def _patch(name: str, module: ModuleType) -> None:
     try:
         _PATCHES[name](module)
     except (AttributeError, ImportError) as error:
-        # A version whose seams moved: said once, and the process stays on the HTTP path.
+        # A version whose seams moved: said once, and the process takes the HTTP path (its
+        # base-URL variables name the proxy again).
+        from cassette_cli import _base_urls
+
+        _base_urls.http_path()
         version = getattr(module, "__version__", "")
         print(f"cassette: cannot intercept {name} {version}: {error}", file=sys.stderr)
 

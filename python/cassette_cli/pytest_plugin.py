@@ -370,6 +370,12 @@ def _start(config: pytest.Config, session: _Session) -> None:
         _intercept.install(channel, own=proxy.url)
         _test_context.install()
     before = apply_env(changes, unset)
+    if channel:
+        from cassette_cli import _base_urls
+
+        # Python code sees the vendors' URLs (the channel routes them); children, the proxy's.
+        in_process = proxy.ready.get("in_process") or {}
+        _base_urls.install(in_process, {n: changes[n] for n in in_process if n in changes})
     # What is put back when the session ends, less every credential: a key variable the proxy
     # replaced with its placeholder, or had removed, keeps no copy of its real value where test
     # code could read it (the proxy alone holds it); it stays as the tests saw it.
@@ -426,10 +432,11 @@ def _adopt_args() -> list[str]:
 
 
 def _stop(session: _Session) -> None:
-    from cassette_cli import _intercept, _test_context
+    from cassette_cli import _base_urls, _intercept, _test_context
     from cassette_cli._proxy import restore_env
 
     proxy, session.proxy = session.proxy, None
+    _base_urls.uninstall()
     _intercept.uninstall()
     _test_context.uninstall()
     restore_env(session.env_before)
@@ -463,7 +470,7 @@ def pytest_report_header(config: pytest.Config) -> str | list[str] | None:
 
     through = "" if session.proxy.piped else ", control endpoint only"
     caught = (
-        "every request caught in process"
+        "every request caught in process, base URLs at the vendors"
         if _intercept.installed()
         else "clients that read the base-URL variables"
     )
@@ -527,7 +534,6 @@ def _marker(item: pytest.Item, session_mode: str) -> tuple[str | None, bool, boo
     )
 
 
-@pytest.hookimpl(tryfirst=True)
 def _test_id(item: pytest.Item) -> str:
     """The test's node id as a serial run spells it: pytest-xdist's `--dist loadgroup` appends
     `@GROUP` to the ids of `xdist_group` tests, and the cassettes' provenance (`meta.test`, the

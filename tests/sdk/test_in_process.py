@@ -88,6 +88,17 @@ def test_requests_hard_coded():
     assert answer.json()["choices"]
 
 
+def test_urllib_request_hard_coded():
+    import json
+    import urllib.request
+
+    body = json.dumps({"model": "gpt-4o-mini", "messages": MESSAGES, "n": 4}).encode()
+    sent = urllib.request.Request(CHAT, data=body, headers={**AUTH, "content-type": "application/json"})
+    with urllib.request.urlopen(sent, timeout=30) as answer:
+        assert answer.status == 200
+        assert json.loads(answer.read())["choices"]
+
+
 def test_httpx_with_its_own_transport():
     with httpx.Client(transport=httpx.HTTPTransport(retries=0), trust_env=False) as client:
         answer = client.post(CHAT, json={"model": "gpt-4o-mini", "messages": MESSAGES, "n": 2}, headers=AUTH)
@@ -159,7 +170,7 @@ def test_unrouted_host():
     requests.get("https://unrouted.example/data")
 """
 
-PASSING = 13
+PASSING = 14
 OTHER_KEYS = {
     "GROQ_API_KEY": "gsk-test-INPROCESSKEY0123456789",
     "CO_API_KEY": "co-test-INPROCESSKEY0123456789",
@@ -271,8 +282,8 @@ def test_hard_coded_vendor_urls_record_and_replay_in_process(tmp_path: Path) -> 
 
 
 def test_env_following_clients_take_the_channel_too(tmp_path: Path) -> None:
-    """A client that reads OPENAI_BASE_URL (the proxy's HTTP address) is carried over the channel
-    in origin form: replayed as before, counted for its test."""
+    """A client that reads OPENAI_BASE_URL (the vendor's URL in process) is carried over the
+    channel: replayed as before, its miss counted for its test."""
     if sys.platform == "win32":
         pytest.skip("the channel is a Unix socket")
     vendor = FakeUpstream()
@@ -295,6 +306,75 @@ def test_env_following_clients_take_the_channel_too(tmp_path: Path) -> None:
         )
         missed = pytest_run(folder, "replay")
         assert "1 failed" in missed.stdout and "cassette miss" in missed.stdout, both(missed)
+    finally:
+        vendor.close()
+
+
+VENDOR_URLS_APP = """
+import os
+import subprocess
+import sys
+
+import openai
+
+SHOW = "import os; print(os.environ.get('OPENAI_BASE_URL'))"
+
+
+def test_a_snapshot_of_the_request_url_sees_the_vendor():
+    # What a suite recorded under vcrpy pins: the vendor's URL, not the proxy's port and secret.
+    assert os.environ["OPENAI_BASE_URL"] == "https://api.openai.com/v1"
+    assert os.environ["ANTHROPIC_BASE_URL"] == "https://api.anthropic.com"
+    client = openai.OpenAI(max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert str(raw.http_request.url) == "https://api.openai.com/v1/chat/completions"
+    assert raw.parse().choices
+
+
+def shown(**how):
+    return subprocess.run(
+        [sys.executable, "-c", SHOW], capture_output=True, text=True, check=True, **how
+    ).stdout.strip()
+
+
+def test_children_reach_the_proxy():
+    # A child cassette may not catch in process (a Node 20 fetch ignores the proxy variables)
+    # gets the proxy's URL: inherited, copied, or through the shell.
+    proxy = os.environ["CASSETTE_PROXY_URL"]
+    assert shown().startswith(proxy + "/")
+    assert shown(env={**os.environ, "EXTRA": "1"}).startswith(proxy + "/")
+    assert shown(env=os.environ).startswith(proxy + "/")
+    # A value the test chose is the test's.
+    assert shown(env={**os.environ, "OPENAI_BASE_URL": "https://mine.example/v1"}) == "https://mine.example/v1"
+    script = 'case "$OPENAI_BASE_URL" in "$CASSETTE_PROXY_URL"/*) exit 0;; *) exit 1;; esac'
+    assert os.system(script) == 0
+"""
+
+
+def test_the_test_process_sees_the_vendors_urls_and_its_children_the_proxys(tmp_path: Path) -> None:
+    """Issue 33: in process the base-URL variables name the vendors (the channel routes their
+    hosts), so an env-following client's request URL is the vendor's, in record and in replay;
+    every child process still gets the proxy's URLs."""
+    if sys.platform == "win32":
+        pytest.skip("the channel is a Unix socket")
+    vendor = FakeUpstream()
+    try:
+        folder = small_project(tmp_path, vendor, "test_urls.py", VENDOR_URLS_APP)
+        recorded = pytest_run(folder, "record")
+        assert "2 passed" in recorded.stdout, both(recorded)
+        assert [path for path, _, _ in vendor.requests] == ["/v1/chat/completions"], vendor.requests
+        vendor.stop()
+        before = vendor.connections
+        replayed = pytest_run(folder, "replay")
+        assert "2 passed" in replayed.stdout, both(replayed)
+        assert vendor.connections == before
+        # The HTTP path keeps the proxy's URLs in the test process (nothing would catch the
+        # vendor's there).
+        outside = pytest_run(folder, "replay", CASSETTE_IN_PROCESS="off")
+        assert "test_a_snapshot_of_the_request_url_sees_the_vendor FAILED" in outside.stdout or (
+            "1 failed, 1 passed" in outside.stdout
+        ), both(outside)
     finally:
         vendor.close()
 

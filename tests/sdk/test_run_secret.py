@@ -20,11 +20,9 @@ from test_plugin_ci import pytest_run
 # What the run's own client does, then what a stranger who knows the port does; the base URL is
 # written to base.txt so the test can look for the secret in what was printed and stored.
 CLIENT = """
+import http.client
 import json
 import os
-import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -32,21 +30,21 @@ import openai
 
 
 def client_and_stranger():
-    base = os.environ["OPENAI_BASE_URL"]
+    # The proxy's base URL (in process OPENAI_BASE_URL names the vendor, which the channel routes).
+    base = os.environ["CASSETTE_PROXY_URL"] + "/v1"
     Path("base.txt").write_text(base)
     answer = openai.OpenAI().chat.completions.create(
         model="gpt-4o-mini", messages=[{"role": "user", "content": "Where is my refund?"}]
     )
-    stranger = urllib.request.Request(
-        f"http://{urlsplit(base).netloc}/v1/chat/completions",
-        data=json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "OTHER-PROGRAM-ASKS"}]}).encode(),
-        headers={"content-type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(stranger, timeout=30) as served:
-            refused = {"status": served.status, "body": served.read().decode()}
-    except urllib.error.HTTPError as error:
-        refused = {"status": error.code, "body": error.read().decode()}
+    # Another program knowing the port: a plain socket client (http.client), which nothing in
+    # this process catches, as the test process's own clients are (urllib.request included).
+    netloc = urlsplit(base).netloc
+    stranger = http.client.HTTPConnection(netloc.rsplit(":", 1)[0], int(netloc.rsplit(":", 1)[1]), timeout=30)
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "OTHER-PROGRAM-ASKS"}]}
+    stranger.request("POST", "/v1/chat/completions", json.dumps(body), {"content-type": "application/json"})
+    served = stranger.getresponse()
+    refused = {"status": served.status, "body": served.read().decode()}
+    stranger.close()
     return answer.choices[0].message.content, refused
 """
 

@@ -1,7 +1,7 @@
 //! `cassette proxy`: serve record/replay over HTTP so any client in any language can use it by
 //! changing its base URL. See docs/proxy.md.
 
-use crate::shared::child_env::{child_env, EnvChange, ProxyAddress};
+use crate::shared::child_env::{child_env, in_process_base_urls, EnvChange, ProxyAddress};
 use crate::shared::run_secret::{self, RUN_SECRET_ENV};
 use crate::shared::runtime::{init_logging, shutdown_signal};
 use crate::shared::served::summary;
@@ -251,6 +251,12 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     for line in &honoured {
         eprintln!("cassette proxy: {line}");
     }
+    let own: Vec<String> = settings
+        .recorder
+        .honoured
+        .iter()
+        .map(|h| h.variable.clone())
+        .collect();
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
     let recorder_answers = recorder.config().answers;
@@ -303,6 +309,12 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         );
         if let Some(channel) = proxy.channel_path() {
             line["channel"] = serde_json::Value::from(channel.to_string_lossy().into_owned());
+            let urls = in_process_base_urls(&own, |name| std::env::var(name).ok());
+            line["in_process"] = serde_json::Value::Object(
+                urls.into_iter()
+                    .map(|(name, value)| (name, serde_json::Value::from(value)))
+                    .collect(),
+            );
         }
         if !honoured.is_empty() {
             line["honoured"] = serde_json::Value::from(honoured.clone());

@@ -21,25 +21,35 @@ const CLIENT_KEY_VARIABLES: &[&str] = &[
 /// cassette's own key variable: no client reads it, so the command does not get it at all.
 const CASSETTE_KEY_VARIABLE: &str = "UPSTREAM_API_KEY";
 
-/// The base-URL variables popular clients read, and the proxy path each must point at (the
-/// client table of docs/proxy.md says who reads which).
-const BASE_URL_VARIABLES: &[(&str, &str)] = &[
+/// The base-URL variables popular clients read, the proxy path each must point at (the client
+/// table of docs/proxy.md says who reads which), and the URL the client uses when the variable
+/// is unset: what the variable names in a process whose requests are caught in process
+/// ([`in_process_base_urls`]), where the vendor's host maps to its route.
+const BASE_URL_VARIABLES: &[(&str, &str, &str)] = &[
     // openai (Python, Node), langchain-openai, instructor, pydantic-ai, openai-agents, Vercel AI SDK
-    ("OPENAI_BASE_URL", "/v1"),
+    ("OPENAI_BASE_URL", "/v1", "https://api.openai.com/v1"),
     // llama-index, litellm, older langchain
-    ("OPENAI_API_BASE", "/v1"),
+    ("OPENAI_API_BASE", "/v1", "https://api.openai.com/v1"),
     // anthropic (Python, Node), langchain-anthropic, Vercel AI SDK
-    ("ANTHROPIC_BASE_URL", "/anthropic"),
+    (
+        "ANTHROPIC_BASE_URL",
+        "/anthropic",
+        "https://api.anthropic.com",
+    ),
     // ollama (Python, JS)
-    ("OLLAMA_HOST", "/ollama"),
+    ("OLLAMA_HOST", "/ollama", "http://127.0.0.1:11434"),
     // litellm's ollama providers
-    ("OLLAMA_API_BASE", "/ollama"),
+    ("OLLAMA_API_BASE", "/ollama", "http://localhost:11434"),
     // google-genai, pydantic-ai `google:`
-    ("GOOGLE_GEMINI_BASE_URL", "/gemini"),
+    (
+        "GOOGLE_GEMINI_BASE_URL",
+        "/gemini",
+        "https://generativelanguage.googleapis.com",
+    ),
     // groq (Python): joins /openai/v1/... itself
-    ("GROQ_BASE_URL", "/groq"),
+    ("GROQ_BASE_URL", "/groq", "https://api.groq.com"),
     // cohere (Python)
-    ("CO_API_URL", "/cohere"),
+    ("CO_API_URL", "/cohere", "https://api.cohere.com"),
 ];
 
 /// The route Azure OpenAI clients are pointed at, when one is configured (an Azure resource has
@@ -168,7 +178,7 @@ pub(crate) fn child_env(
     let is_set = |name: &str| matches!(lookup(name), Some(v) if !v.trim().is_empty());
     let (url, base) = (proxy.url.as_str(), proxy.base.as_str());
     let mut env = vec![set("CASSETTE_PROXY_URL", base.to_owned())];
-    for (name, path) in BASE_URL_VARIABLES {
+    for (name, path, _) in BASE_URL_VARIABLES {
         env.push(set(name, format!("{base}{path}")));
     }
     if keys.iter().any(|k| k.route == AZURE_ROUTE) {
@@ -187,6 +197,35 @@ pub(crate) fn child_env(
     }
     env.extend(key_env(keys, &lookup));
     env
+}
+
+/// The base-URL variables as a process whose requests are caught in process sees them (the
+/// pytest plugin's test process): not the proxy's address but where the request would go
+/// without cassette, so a client following them sends the vendor's URL (or the user's own
+/// endpoint, in `honoured`: the route's upstream now) and a test that snapshots a request URL
+/// sees what it saw under vcrpy. The channel routes those hosts ([`child_env`]'s values remain
+/// what the process's children get: a child cassette does not catch in process, such as a
+/// Node 20 `fetch` that ignores the proxy variables, must still reach the proxy).
+pub(crate) fn in_process_base_urls(
+    honoured: &[String],
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    BASE_URL_VARIABLES
+        .iter()
+        .map(|(name, _, vendor)| {
+            let own = honoured
+                .iter()
+                .any(|h| h == name)
+                .then(|| lookup(name))
+                .flatten()
+                .map(|value| value.trim().to_owned())
+                .filter(|value| !value.is_empty());
+            (
+                (*name).to_owned(),
+                own.unwrap_or_else(|| (*vendor).to_owned()),
+            )
+        })
+        .collect()
 }
 
 /// The proxy variables: everything through the proxy but loopback and the allowed hosts.
@@ -490,5 +529,39 @@ mod tests {
             keys_summary(&built_in(None, None)),
             "no route holds a key (clients' own credentials pass through)"
         );
+    }
+
+    #[test]
+    fn in_process_the_base_urls_name_the_vendor_or_the_users_own_endpoint() {
+        let user = |name: &str| match name {
+            "OPENAI_BASE_URL" => Some(" https://gateway.internal/v1 ".to_owned()),
+            "ANTHROPIC_BASE_URL" => Some("https://elsewhere.example".to_owned()),
+            _ => None,
+        };
+        let urls = in_process_base_urls(&["OPENAI_BASE_URL".to_owned()], user);
+        let url_of = |name: &str| {
+            urls.iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        // Honoured: the user's endpoint, the route's upstream.
+        assert_eq!(
+            url_of("OPENAI_BASE_URL"),
+            Some("https://gateway.internal/v1")
+        );
+        // Set but not honoured (cassette's settings chose the route): the vendor's URL, which
+        // routes to that route wherever it points; the user's value would be refused.
+        assert_eq!(
+            url_of("ANTHROPIC_BASE_URL"),
+            Some("https://api.anthropic.com")
+        );
+        assert_eq!(url_of("OPENAI_API_BASE"), Some("https://api.openai.com/v1"));
+        assert_eq!(url_of("OLLAMA_HOST"), Some("http://127.0.0.1:11434"));
+        // Every variable the children get a proxy URL in is named, and no other.
+        let children = env_of(&built_in(None, None), |_| None);
+        for (name, _) in &urls {
+            assert!(get(&children, name).is_some_and(|v| v.starts_with("http://127.0.0.1:5/")));
+        }
+        assert_eq!(urls.len(), BASE_URL_VARIABLES.len());
     }
 }

@@ -1,0 +1,89 @@
+"""The base-URL variables of a test process whose requests are caught in process (`_intercept.py`):
+its Python code sees where each client goes without cassette (`OPENAI_BASE_URL` is
+`https://api.openai.com/v1`, or the user's own endpoint the proxy took as the route's upstream),
+so a client following them sends the vendor's URL, the channel routes that host, and a test
+that snapshots a request URL sees what it saw under vcrpy. Its child processes get the proxy's
+URLs instead: a child cassette does not catch in process (a Node 20 `fetch` ignores the proxy
+variables) must still reach the proxy, never the vendor.
+
+Both at once: only Python's `os.environ` mapping names the vendors; the process's C environment
+keeps the proxy's URLs (what `os.system`, `os.exec*` and C code's `getenv` read), and
+`subprocess.Popen` gives a child the proxy's URL in each variable its environment holds as the
+test process has it (`env=None`, `env=os.environ`, `env={**os.environ, ...}`); a value the test
+set itself is the test's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# `env` among Popen's positional parameters after `args`.
+_ENV_AT = 9
+
+_UNDO: list[Callable[[], None]] = []
+_VALUES: dict[str, tuple[str, str]] = {}
+
+
+def install(in_process: Mapping[str, str], children: Mapping[str, str]) -> None:
+    """Has `os.environ` name `in_process`'s values, and children `children`'s (the proxy's) for
+    the same variables; the variables hold `children`'s values when this is called."""
+    uninstall()
+    _VALUES.update(
+        {name: (value, children[name]) for name, value in in_process.items() if name in children}
+    )
+    for name, (value, _) in _VALUES.items():
+        _python_only(name, value)
+    init: Callable[..., None] = subprocess.Popen.__init__
+
+    def starting(self: object, args: object, *rest: object, **kwargs: object) -> None:
+        if len(rest) > _ENV_AT:
+            rest = (*rest[:_ENV_AT], _for_child(rest[_ENV_AT]), *rest[_ENV_AT + 1 :])
+        else:
+            kwargs["env"] = _for_child(kwargs.get("env"))
+        init(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = starting  # type: ignore[method-assign]
+
+    def undo() -> None:
+        subprocess.Popen.__init__ = init  # type: ignore[method-assign]
+
+    _UNDO.append(undo)
+
+
+def http_path() -> None:
+    """Python code too sees the proxy's URLs from now on: a client library cassette could not
+    patch (`_intercept.py`) takes the HTTP path, through the base URLs, instead of the
+    vendor's URL."""
+    for name, (_, child) in _VALUES.items():
+        os.environ[name] = child
+    _VALUES.clear()
+
+
+def uninstall() -> None:
+    """Puts `subprocess.Popen` back; the variables are the plugin's to restore."""
+    while _UNDO:
+        _UNDO.pop()()
+    _VALUES.clear()
+
+
+def _python_only(name: str, value: str) -> None:
+    """Sets `name` in `os.environ` without touching the C environment (`putenv`)."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):
+        data[os.environ.encodekey(name)] = os.environ.encodevalue(value)
+    # An `os.environ` without CPython's layout: left at the proxy's URL (the HTTP path).
+
+
+def _for_child(env: object) -> object:
+    if not _VALUES or not (env is None or isinstance(env, Mapping)):
+        return env
+    source: Mapping[Any, Any] = os.environ if env is None else env
+    given = dict(source)
+    changed = {name: child for name, (value, child) in _VALUES.items() if given.get(name) == value}
+    if not changed:
+        return env
+    given.update(changed)  # a copy: the caller's mapping stays as it was
+    return given
