@@ -2,7 +2,8 @@
 URL (`base_url="https://api.openai.com/v1"`, `trust_env=False`) and snapshots the URL it sent
 to. The adopt run catches the request in process and answers it from the test's tape, the client
 seeing its own URL; the plain replay after it, tapes removed, does the same, with nothing
-reaching the network."""
+reaching the network. A client configured from the environment sees the vendor's URL too (the
+test process's OPENAI_BASE_URL names the vendor), as it did under vcrpy."""
 
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ def test_hard_coded():
     )
     # A snapshot of where the request went, as suites keep them.
     assert str(raw.http_request.url) == "https://api.openai.com/v1/chat/completions"
+    assert raw.parse().choices[0].message.content == "Paris"
+
+
+@pytest.mark.vcr
+def test_env_following():
+    # Configured from the environment, as most suites are: under vcrpy OPENAI_BASE_URL was unset
+    # and the SDK used the vendor's URL, which the snapshot pins.
+    client = openai.OpenAI(max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "Name a capital."}],
+    )
+    assert str(raw.http_request.url) == "https://api.openai.com/v1/chat/completions"
+    assert str(client.base_url) == "https://api.openai.com/v1/"
     assert raw.parse().choices[0].message.content == "Paris"
 """
 
@@ -76,19 +90,21 @@ def test_adopt_answers_a_hard_coded_vendor_url_in_process(tmp_path: Path) -> Non
         "[pytest]\ntestpaths = tests\naddopts = -p no:cacheprovider\nmarkers =\n    vcr: a pytest-recording tape\n"
     )
     (project / "tests" / "test_hard.py").write_text(TEST)
-    (project / "tests" / "cassettes" / "test_hard" / "test_hard_coded.yaml").write_text(TAPE)
+    for name in ("test_hard_coded", "test_env_following"):
+        (project / "tests" / "cassettes" / "test_hard" / f"{name}.yaml").write_text(TAPE)
     (project / "cassette.toml").write_text('store = "cassettes"\n')
     env = plugin_env("http://127.0.0.1:9/files")
 
     adopt = run(plugin_pytest("adopt"), project, env, expect=None)
-    assert adopt.returncode == 0 and "1 passed" in adopt.stdout, adopt.stdout + adopt.stderr
+    assert adopt.returncode == 0 and "2 passed" in adopt.stdout, adopt.stdout + adopt.stderr
     report = json.loads((project / ".cassette" / "adopt-report.json").read_text())
-    test = report["tests"]["tests/test_hard.py::test_hard_coded"]
-    assert len(test["adopted"]) == 1 and test["recorded"] == 1, test
+    for name in ("test_hard_coded", "test_env_following"):
+        test = report["tests"][f"tests/test_hard.py::{name}"]
+        assert len(test["adopted"]) == 1, test
     assert list((project / "cassettes").rglob("*.json")), "adopt stored no cassette"
 
     shutil.rmtree(project / "tests" / "cassettes")
     replay = run(plugin_pytest(None), project, env, expect=None)
     assert replay.returncode == 0, replay.stdout + replay.stderr
-    assert "1 passed" in replay.stdout and failed(replay.stdout) == [], replay.stdout
+    assert "2 passed" in replay.stdout and failed(replay.stdout) == [], replay.stdout
     assert "sk-test-hardcoded" not in "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
