@@ -15,10 +15,15 @@ set itself is the test's.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
+
+# What `cassette exec` and the plugin give a Python process whose requests are caught in
+# process: the base-URL variables as it should see them (the proxy's `in_process`), JSON.
+IN_PROCESS_URLS_ENV = "CASSETTE_IN_PROCESS_URLS"
 
 # `env` among Popen's positional parameters after `args`.
 _ENV_AT = 9
@@ -51,6 +56,28 @@ def install(in_process: Mapping[str, str], children: Mapping[str, str]) -> None:
         subprocess.Popen.__init__ = init  # type: ignore[method-assign]
 
     _UNDO.append(undo)
+
+
+def install_from_env() -> None:
+    """In a Python process `cassette exec` (or a test the plugin runs) started with the channel:
+    the variables CASSETTE_IN_PROCESS_URLS names (JSON) name the vendors in `os.environ`, where
+    each still holds the proxy's URL (one the process was given otherwise is its own)."""
+    text = os.environ.get(IN_PROCESS_URLS_ENV)
+    proxy = os.environ.get("CASSETTE_PROXY_URL")
+    if not text or not proxy:
+        return
+    try:
+        urls = json.loads(text)
+    except ValueError:
+        return  # not ours to judge: the proxy's URLs stay, the HTTP path
+    if not isinstance(urls, dict):
+        return
+    children = {
+        name: os.environ[name]
+        for name, value in urls.items()
+        if isinstance(value, str) and os.environ.get(name, "").startswith(proxy + "/")
+    }
+    install({name: urls[name] for name in children}, children)
 
 
 def http_path() -> None:

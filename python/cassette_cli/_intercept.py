@@ -556,3 +556,7 @@ def install_from_env() -> None:
     path = os.environ.get(CHANNEL_ENV)
     if path and sys.platform != "win32":
         install(path)
+        if os.environ.get("CASSETTE_IN_PROCESS_URLS"):
+            from cassette_cli import _base_urls
+
+            _base_urls.install_from_env()

@@ -25,6 +25,7 @@ Names are our own (`--cassette`, ini `cassette_mode`, marker and fixture `casset
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -362,19 +363,20 @@ def _start(config: pytest.Config, session: _Session) -> None:
     changes, unset = proxy.env_changes()
     changes[OWN_PROXY_ENV] = proxy.base
     channel = proxy.ready.get("channel")
+    in_process: dict[str, str] = {}
     if channel:
-        from cassette_cli import _intercept, _test_context
+        from cassette_cli import _base_urls, _intercept, _test_context
 
-        # The test's subprocesses install the same transports (cassette_cli.pth).
+        # The test's subprocesses install the same transports (cassette_cli.pth), and a Python
+        # one sees the vendors' URLs as the test process does.
         changes[_intercept.CHANNEL_ENV] = channel
+        in_process = dict(proxy.ready.get("in_process") or {})
+        changes[_base_urls.IN_PROCESS_URLS_ENV] = json.dumps(in_process)
         _intercept.install(channel, own=proxy.url)
         _test_context.install()
     before = apply_env(changes, unset)
-    if channel:
-        from cassette_cli import _base_urls
-
+    if in_process:
         # Python code sees the vendors' URLs (the channel routes them); children, the proxy's.
-        in_process = proxy.ready.get("in_process") or {}
         _base_urls.install(in_process, {n: changes[n] for n in in_process if n in changes})
     # What is put back when the session ends, less every credential: a key variable the proxy
     # replaced with its placeholder, or had removed, keeps no copy of its real value where test

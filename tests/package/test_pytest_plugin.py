@@ -311,7 +311,9 @@ def test_who_decides_the_mode_and_when_the_plugin_stays_out(venv, tmp_path):
     # Under `cassette exec` the plugin leaves it to exec's proxy.
     result = run([venv / "bin" / "cassette", "exec", "--", *base], opted, env)
     assert "cassette: the proxy of `cassette exec` at http://127.0.0.1:" in result.stdout, result.stdout
-    assert "BASE http://127.0.0.1:" in result.stdout
+    # ... whose channel this Python process catches its requests over: its base URLs name the
+    # vendors (docs/proxy.md, "Python processes: caught in process").
+    assert "BASE https://api.openai.com/v1" in result.stdout, result.stdout
 
     # A bad mode is a usage error naming where it came from.
     bad = write_project(tmp_path / "bad", ini="cassette_mode = rewind", toml=None)
@@ -358,6 +360,17 @@ answer = client.chat.completions.create(model="m", messages=[{"role": "user", "c
 print("ANSWER", answer.id)
 """
 
+# Configured from the environment: what it sees of its base URL, and where its request went.
+ENV_ASK = """import os
+import openai
+client = openai.OpenAI(max_retries=0)
+raw = client.chat.completions.with_raw_response.create(
+    model="m", messages=[{"role": "user", "content": "From the environment."}]
+)
+print("URL", raw.http_request.url, "BASE", os.environ["OPENAI_BASE_URL"], "ANSWER", raw.parse().id)
+"""
+VENDOR_SEEN = "URL https://api.openai.com/v1/chat/completions BASE https://api.openai.com/v1 ANSWER"
+
 
 def test_a_test_subprocess_and_exec_children_are_caught_by_the_pth_file(venv, tmp_path):
     """The wheel's cassette_cli.pth installs the in-process transports in any Python process whose
@@ -372,23 +385,31 @@ def test_a_test_subprocess_and_exec_children_are_caught_by_the_pth_file(venv, tm
         project.mkdir()
         (project / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
         (project / "ask.py").write_text(ASK)
+        (project / "env_ask.py").write_text(ENV_ASK)
         (project / "test_child.py").write_text(
             "import subprocess, sys\n\n"
             "def test_child():\n"
             "    out = subprocess.run([sys.executable, 'ask.py'], capture_output=True, text=True)\n"
-            "    assert 'ANSWER' in out.stdout, out.stdout + out.stderr\n"
+            "    assert 'ANSWER' in out.stdout, out.stdout + out.stderr\n\n"
+            "def test_env_child():\n"
+            "    # A Python child sees the vendor's URL too, as the test process does.\n"
+            "    out = subprocess.run([sys.executable, 'env_ask.py'], capture_output=True, text=True)\n"
+            f"    assert {VENDOR_SEEN!r} in out.stdout, out.stdout + out.stderr\n"
         )
         env = clean_env(OPENAI_API_KEY="sk-test-routekey")
         recorded = run([*pytest_in(venv), "-q", "--cassette=record"], project, env)
-        assert "1 passed" in recorded.stdout, recorded.stdout
-        assert len(vendor.requests) == 1, vendor.requests
+        assert "2 passed" in recorded.stdout, recorded.stdout
+        assert len(vendor.requests) == 2, vendor.requests
 
         vendor.stop()
         before = vendor.connections
         replayed = run([*pytest_in(venv), "-q", "--cassette=replay"], project, env)
-        assert "1 passed" in replayed.stdout, replayed.stdout
+        assert "2 passed" in replayed.stdout, replayed.stdout
         under_exec = run([venv / "bin" / "cassette", "exec", "--", venv / "bin" / "python", "ask.py"], project, env)
         assert "ANSWER" in under_exec.stdout, under_exec.stdout + under_exec.stderr
+        # Under exec too, a Python process catching in process sees the vendor's URL.
+        under_exec = run([venv / "bin" / "cassette", "exec", "--", venv / "bin" / "python", "env_ask.py"], project, env)
+        assert VENDOR_SEEN in under_exec.stdout, under_exec.stdout + under_exec.stderr
         assert vendor.connections == before
 
         # No channel named: the hook does nothing and the hard-coded URL is not answered here.

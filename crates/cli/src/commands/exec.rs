@@ -12,7 +12,9 @@
 //! different person), or an answer that was to be recorded was not stored; otherwise the
 //! command's own status (128+N when a signal N ended it).
 
-use crate::shared::child_env::{child_env, EnvChange, ProxyAddress};
+use crate::shared::child_env::{
+    child_env, in_process_base_urls, EnvChange, ProxyAddress, IN_PROCESS_URLS_ENV,
+};
 use crate::shared::mcp_report::ReportedMiss;
 use crate::shared::runtime::init_logging;
 use crate::shared::runtime::EXIT_ERROR;
@@ -370,6 +372,13 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             .env(crate::shared::mcp_report::REPORT_ENV, mcp_report.path());
         if let Some(channel) = proxy.channel_path() {
             command.env(CHANNEL_ENV, channel);
+            // A Python process catching in process sees the vendors' URLs in its base-URL
+            // variables (cassette_cli/_base_urls.py), its children the proxy's.
+            let urls = in_process_base_urls(&settings.honoured, |name| std::env::var(name).ok());
+            command.env(
+                IN_PROCESS_URLS_ENV,
+                serde_json::Value::Object(urls).to_string(),
+            );
             if let Some(options) = node_options(std::env::var(NODE_OPTIONS).ok(), program).await {
                 command.env(NODE_OPTIONS, options);
             }

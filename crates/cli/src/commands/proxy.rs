@@ -251,12 +251,7 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
     for line in &honoured {
         eprintln!("cassette proxy: {line}");
     }
-    let own: Vec<String> = settings
-        .recorder
-        .honoured
-        .iter()
-        .map(|h| h.variable.clone())
-        .collect();
+    let honoured_by = settings.recorder.honoured.clone();
     let recorder = settings.recorder.build()?;
     let mode = recorder.mode();
     let recorder_answers = recorder.config().answers;
@@ -309,12 +304,8 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         );
         if let Some(channel) = proxy.channel_path() {
             line["channel"] = serde_json::Value::from(channel.to_string_lossy().into_owned());
-            let urls = in_process_base_urls(&own, |name| std::env::var(name).ok());
-            line["in_process"] = serde_json::Value::Object(
-                urls.into_iter()
-                    .map(|(name, value)| (name, serde_json::Value::from(value)))
-                    .collect(),
-            );
+            let urls = in_process_base_urls(&honoured_by, |name| std::env::var(name).ok());
+            line["in_process"] = serde_json::Value::Object(urls);
         }
         if !honoured.is_empty() {
             line["honoured"] = serde_json::Value::from(honoured.clone());

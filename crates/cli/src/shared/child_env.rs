@@ -3,7 +3,7 @@
 //! base URL pointed at the proxy, placeholder keys, and unless the catch is off the proxy
 //! variables, so a client whose base URL still points at a vendor is caught.
 
-use crate::shared::settings::{RouteKey, ServeSettings};
+use crate::shared::settings::{Honoured, RouteKey, ServeSettings};
 use cassette_recorder::proxy::RunSecret;
 
 /// The API key the command gets in every key variable: SDKs refuse to construct without one,
@@ -199,6 +199,10 @@ pub(crate) fn child_env(
     env
 }
 
+/// The variable that gives a Python process catching in process [`in_process_base_urls`]
+/// (JSON; `cassette_cli/_base_urls.py` reads it).
+pub(crate) const IN_PROCESS_URLS_ENV: &str = "CASSETTE_IN_PROCESS_URLS";
+
 /// The base-URL variables as a process whose requests are caught in process sees them (the
 /// pytest plugin's test process): not the proxy's address but where the request would go
 /// without cassette, so a client following them sends the vendor's URL (or the user's own
@@ -207,23 +211,21 @@ pub(crate) fn child_env(
 /// what the process's children get: a child cassette does not catch in process, such as a
 /// Node 20 `fetch` that ignores the proxy variables, must still reach the proxy).
 pub(crate) fn in_process_base_urls(
-    honoured: &[String],
+    honoured: &[Honoured],
     lookup: impl Fn(&str) -> Option<String>,
-) -> Vec<(String, String)> {
+) -> serde_json::Map<String, serde_json::Value> {
     BASE_URL_VARIABLES
         .iter()
         .map(|(name, _, vendor)| {
             let own = honoured
                 .iter()
-                .any(|h| h == name)
+                .any(|h| h.variable == *name)
                 .then(|| lookup(name))
                 .flatten()
                 .map(|value| value.trim().to_owned())
                 .filter(|value| !value.is_empty());
-            (
-                (*name).to_owned(),
-                own.unwrap_or_else(|| (*vendor).to_owned()),
-            )
+            let value = own.unwrap_or_else(|| (*vendor).to_owned());
+            ((*name).to_owned(), serde_json::Value::from(value))
         })
         .collect()
 }
@@ -538,12 +540,13 @@ mod tests {
             "ANTHROPIC_BASE_URL" => Some("https://elsewhere.example".to_owned()),
             _ => None,
         };
-        let urls = in_process_base_urls(&["OPENAI_BASE_URL".to_owned()], user);
-        let url_of = |name: &str| {
-            urls.iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-        };
+        let honoured = [Honoured {
+            variable: "OPENAI_BASE_URL".to_owned(),
+            route: "default".to_owned(),
+            upstream: "https://gateway.internal/v1".to_owned(),
+        }];
+        let urls = in_process_base_urls(&honoured, user);
+        let url_of = |name: &str| urls.get(name).and_then(|v| v.as_str());
         // Honoured: the user's endpoint, the route's upstream.
         assert_eq!(
             url_of("OPENAI_BASE_URL"),
@@ -559,7 +562,7 @@ mod tests {
         assert_eq!(url_of("OLLAMA_HOST"), Some("http://127.0.0.1:11434"));
         // Every variable the children get a proxy URL in is named, and no other.
         let children = env_of(&built_in(None, None), |_| None);
-        for (name, _) in &urls {
+        for name in urls.keys() {
             assert!(get(&children, name).is_some_and(|v| v.starts_with("http://127.0.0.1:5/")));
         }
         assert_eq!(urls.len(), BASE_URL_VARIABLES.len());

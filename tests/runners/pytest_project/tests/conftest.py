@@ -1,5 +1,5 @@
-"""A client built when this conftest is imported, before any test module: the plugin must have
-set the base URL by then."""
+"""A client built when this conftest is imported, before any test module: the plugin must be in
+place by then (its transports, or on the HTTP path its base URL)."""
 
 from __future__ import annotations
 
