@@ -14,8 +14,8 @@ in origin form, so they pay no loopback HTTP. Each request names the test that s
 (`_test_context.py`), whichever thread or task of the test sent it.
 
 Caught: httpx and its fork httpx2 (sync and async, at `HTTPTransport`, so clients built with
-their own transport, `proxy=` or `trust_env=False` are caught), urllib3 (requests), aiohttp and
-the standard library's urllib.request.
+their own transport, `proxy=` or `trust_env=False` are caught), urllib3 (requests), aiohttp,
+the standard library's urllib.request, and http.client used directly to a host a route serves.
 Each is patched when it is first imported, so a process that never uses one pays nothing.
 httpx's requests take the lean channel client of `_channel.py` (asyncio included; another event
 loop library, httpx's own stack over the socket).
@@ -447,6 +447,70 @@ def _patch_urllib_request(module: ModuleType) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# http.client used directly
+
+
+def _patch_http_client(module: ModuleType) -> None:
+    # Only connections whose host a route serves take the channel (a vendor's URL, which the
+    # test process's base-URL variables name): every other host, and the proxy's own address,
+    # keep http.client's own socket. Subclasses with a `connect` of their own (urllib3's, the
+    # channel's) are left alone by it.
+    plain: Any = module.HTTPConnection
+    tls: Any = module.HTTPSConnection
+    putrequest = plain.putrequest
+    plain_connect = plain.connect
+    tls_connect = tls.connect
+
+    def requesting(self: Any, method: str, url: str, *args: Any, **kw: Any) -> None:
+        if type(self).connect not in (connect_plain, connect_tls):
+            putrequest(self, method, url, *args, **kw)
+            return
+        scheme = "https" if isinstance(self, tls) else "http"
+        routed = (
+            _STATE is not None
+            and getattr(self, "_tunnel_host", None) is None
+            and verdict(scheme, self.host, self.port) == ROUTED
+        )
+        if routed and not url.startswith(("http://", "https://")):
+            shown = f"[{self.host}]" if ":" in self.host else self.host
+            self._cassette_url = f"{scheme}://{shown}:{self.port}{url}"
+        elif not routed:
+            self._cassette_url = None
+        putrequest(self, method, url, *args, **kw)
+        if routed and self._cassette_url:
+            self.putheader(URL_HEADER, self._cassette_url)
+            for name, value in _test_context.headers().items():
+                self.putheader(name, value)
+
+    def connecting(self: Any, original: Any) -> None:
+        if getattr(self, "_cassette_url", None) and _STATE is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            timeout = self.timeout if isinstance(self.timeout, (int, float)) else None
+            sock.settimeout(timeout)
+            sock.connect(_STATE.path)
+            self.sock = sock
+            return
+        original(self)
+
+    def connect_plain(self: Any) -> None:
+        connecting(self, plain_connect)
+
+    def connect_tls(self: Any) -> None:
+        connecting(self, tls_connect)
+
+    plain.putrequest = requesting
+    plain.connect = connect_plain
+    tls.connect = connect_tls
+
+    def undo() -> None:
+        plain.putrequest = putrequest
+        plain.connect = plain_connect
+        tls.connect = tls_connect
+
+    _UNDO.append(undo)
+
+
+# ------------------------------------------------------------------------------------------------
 # Installing
 
 
@@ -456,6 +520,7 @@ _PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "urllib3": _patch_urllib3,
     "aiohttp": _patch_aiohttp,
     "urllib.request": _patch_urllib_request,
+    "http.client": _patch_http_client,
 }
 _PATCHED: set[str] = set()
 

@@ -99,6 +99,19 @@ def test_urllib_request_hard_coded():
         assert json.loads(answer.read())["choices"]
 
 
+def test_http_client_hard_coded():
+    import http.client
+    import json
+
+    connection = http.client.HTTPSConnection("api.openai.com", timeout=30)
+    body = json.dumps({"model": "gpt-4o-mini", "messages": MESSAGES, "n": 5})
+    connection.request("POST", "/v1/chat/completions", body, {**AUTH, "content-type": "application/json"})
+    answer = connection.getresponse()
+    assert answer.status == 200, answer.read()
+    assert json.loads(answer.read())["choices"]
+    connection.close()
+
+
 def test_httpx_with_its_own_transport():
     with httpx.Client(transport=httpx.HTTPTransport(retries=0), trust_env=False) as client:
         answer = client.post(CHAT, json={"model": "gpt-4o-mini", "messages": MESSAGES, "n": 2}, headers=AUTH)
@@ -170,7 +183,7 @@ def test_unrouted_host():
     requests.get("https://unrouted.example/data")
 """
 
-PASSING = 14
+PASSING = 15
 OTHER_KEYS = {
     "GROQ_API_KEY": "gsk-test-INPROCESSKEY0123456789",
     "CO_API_KEY": "co-test-INPROCESSKEY0123456789",
