@@ -37,7 +37,7 @@ import pytest
 from cassette_cli._failures import fail, failure, one_line, outside_tests
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Callable, Generator
 
     from cassette_cli._proxy import Proxy
     from cassette_cli._recording import Tape
@@ -75,6 +75,10 @@ class _Session:
     proxy: Proxy | None = None
     startup_ms: float = 0.0
     env_before: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    # pytest-xdist's controller until its workers are started: the environment as the user had
+    # it, real keys included (each worker's own proxy must read them, and the user's own
+    # endpoints), and how the plugin changed it. Dropped by every other process at configure.
+    spawn_env: tuple[dict[str, str | None], Callable[[], object]] | None = None
     began_any: bool = False
     # The tests that missed (node id, one line each) and the counts of every test.
     missed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
@@ -340,6 +344,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # Its proxy answers only what the controller's own code sends (a conftest that calls out
         # when imported); every worker starts one of its own.
         session.role = "controller"
+    elif session is not None:
+        session.spawn_env = None  # no copy of a real key where test code runs
 
 
 def _start(config: pytest.Config, session: _Session) -> None:
@@ -374,10 +380,17 @@ def _start(config: pytest.Config, session: _Session) -> None:
         changes[_base_urls.IN_PROCESS_URLS_ENV] = json.dumps(in_process)
         _intercept.install(channel, own=proxy.url)
         _test_context.install()
-    before = apply_env(changes, unset)
-    if in_process:
-        # Python code sees the vendors' URLs (the channel routes them); children, the proxy's.
-        _base_urls.install(in_process, {n: changes[n] for n in in_process if n in changes})
+
+    def apply() -> dict[str, str | None]:
+        before = apply_env(changes, unset)
+        if in_process:
+            # Python code sees the vendors' URLs (the channel routes them); children, the
+            # proxy's.
+            _base_urls.install(in_process, {n: changes[n] for n in in_process if n in changes})
+        return before
+
+    before = apply()
+    session.spawn_env = (before, apply)
     # What is put back when the session ends, less every credential: a key variable the proxy
     # replaced with its placeholder, or had removed, keeps no copy of its real value where test
     # code could read it (the proxy alone holds it); it stays as the tests saw it.
@@ -457,17 +470,44 @@ def _stop(session: _Session) -> None:
         print(f"cassette proxy (exit {status}):", *worth, sep="\n  ", file=sys.stderr)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
+    # pytest-xdist's controller starts its workers here: each with the environment as the user
+    # had it, so that each worker's own proxy reads the real keys and the user's own endpoints
+    # (it read the controller's placeholders and proxy URLs before: a recording under `-n`
+    # sent the key `cassette` to the vendor). The controller's own changes are put back after.
+    state = session.config.stash.get(_SESSION, None)
+    spawn = state.spawn_env if state is not None and state.role == "controller" else None
+    if state is None or spawn is None:
+        return (yield)
+    from cassette_cli import _base_urls
+    from cassette_cli._proxy import restore_env
+
+    state.spawn_env = None
+    original, apply = spawn
+    _base_urls.uninstall()
+    restore_env(original)
+    try:
+        return (yield)
+    finally:
+        apply()
+
+
 def pytest_report_header(config: pytest.Config) -> str | list[str] | None:
     session = config.stash.get(_SESSION, None)
     if session is None:
         return _why_off(config)
     if session.proxy is None:
         return None
+    # A user's own endpoint the proxy took as a route's upstream is said where it is seen (every
+    # worker's proxy takes the same).
+    own = [line for line in session.proxy.log_text().splitlines() if "(your own endpoint" in line]
     if session.role == "controller":
-        return (
+        return [
             f"cassette: {session.session_mode}, one proxy per pytest-xdist worker "
-            f"(the controller's ready in {session.startup_ms:.0f} ms; {session.origin})"
-        )
+            f"(the controller's ready in {session.startup_ms:.0f} ms; {session.origin})",
+            *own,
+        ]
     from cassette_cli import _intercept
 
     through = "" if session.proxy.piped else ", control endpoint only"
@@ -476,8 +516,6 @@ def pytest_report_header(config: pytest.Config) -> str | list[str] | None:
         if _intercept.installed()
         else "clients that read the base-URL variables"
     )
-    # A user's own endpoint the proxy took as a route's upstream is said where it is seen.
-    own = [line for line in session.proxy.log_text().splitlines() if "(your own endpoint" in line]
     return [
         f"cassette: {session.session_mode}, {caught}, proxy {session.proxy.url} "
         f"(ready in {session.startup_ms:.0f} ms{through}; {session.origin})",

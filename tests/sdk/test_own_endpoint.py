@@ -43,7 +43,7 @@ def both(result: subprocess.CompletedProcess) -> str:
     return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
 
 
-@pytest.mark.parametrize("how", ["plugin-record", "plugin-auto", "exec-record"])
+@pytest.mark.parametrize("how", ["plugin-record", "plugin-auto", "plugin-record-xdist", "exec-record"])
 def test_the_gateway_key_goes_to_the_gateway_only(tmp_path: Path, how: str) -> None:
     gateway = FakeUpstream()
     try:
@@ -54,6 +54,10 @@ def test_the_gateway_key_goes_to_the_gateway_only(tmp_path: Path, how: str) -> N
             mode = how.split("-")[1]
             command = [sys.executable, "-m", "pytest", "-p", "no:recording"]
             command += ["-p", "cassette_cli.pytest_plugin", "-p", "no:cacheprovider", f"--cassette={mode}"]
+            if how.endswith("xdist"):
+                # Each worker's own proxy must see the gateway too (it saw the controller's
+                # proxy URL, and sent the request to the vendor's host, before).
+                command += ["-n", "2"]
         else:
             env["CASSETTE_MODE"] = "record"
             command = [cassette_bin(), "exec", "--", sys.executable, "ask.py"]
@@ -82,3 +86,23 @@ def test_the_gateway_key_goes_to_the_gateway_only(tmp_path: Path, how: str) -> N
         assert gateway.connections == before
     finally:
         gateway.close()
+
+
+def test_under_xdist_each_workers_proxy_records_with_the_real_key(tmp_path: Path) -> None:
+    """Every pytest-xdist worker starts a proxy of its own, which must hold the route's real key:
+    it read the controller's environment, whose key variables hold the placeholder, and sent
+    `Bearer cassette` upstream (a recording under `-n` failed against a real vendor)."""
+    vendor = FakeUpstream()
+    try:
+        folder = project(tmp_path)
+        (folder / "cassette.toml").write_text(f'store = "cassettes"\n[routes.default]\nupstream = "{vendor.url}"\n')
+        env = plugin_env("http://127.0.0.1:9")
+        env["OPENAI_API_KEY"] = GATEWAY_KEY
+        command = [sys.executable, "-m", "pytest", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin"]
+        command += ["-p", "no:cacheprovider", "--cassette=record", "-n", "2", "test_app.py"]
+        result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert result.returncode == 0, both(result)
+        assert [h.get("authorization") for _, h, _ in vendor.requests] == [f"Bearer {GATEWAY_KEY}"], both(result)
+        assert GATEWAY_KEY not in result.stdout + result.stderr
+    finally:
+        vendor.close()
