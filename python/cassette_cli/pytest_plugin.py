@@ -35,6 +35,9 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from cassette_cli._failures import fail, failure, one_line, outside_tests
+from cassette_cli._fixture import COUNTS, CassetteTest, Counts
+
+__all__ = ["CassetteTest", "Counts"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -124,7 +127,6 @@ _SESSION = pytest.StashKey[_Session]()
 # Whether this plugin stands in for pytest-recording (`_recording.py`).
 _STANDS_IN = pytest.StashKey[bool]()
 _TEST = pytest.StashKey[_Test]()
-COUNTS = ("requests", "hits", "misses", "recorded", "passed_through", "errors")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -701,70 +703,6 @@ def _piped(session: _Session) -> bool:
 # The fixture
 
 
-@dataclasses.dataclass(frozen=True)
-class Counts:
-    """What the proxy saw during one test so far."""
-
-    requests: int
-    hits: int
-    misses: int
-    recorded: int
-    passed_through: int
-    errors: int
-    keys: tuple[str, ...]
-    missed: tuple[dict[str, Any], ...]
-
-
-class CassetteTest:
-    """The `cassette_cli` fixture: this test's proxy, mode and counts."""
-
-    def __init__(self, proxy: Proxy, test: _Test) -> None:
-        self._proxy = proxy
-        self._test = test
-        self.test: str = test.nodeid
-        self.mode: str = test.mode
-        self.sequence: bool = test.sequence
-        # What clients built with an explicit URL use: it carries the run's secret.
-        self.url: str = proxy.base
-        self.env: dict[str, str] = proxy.env_changes()[0]
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI-style base URL (`<proxy>/v1`), for clients built with an explicit URL."""
-        return self.env.get("OPENAI_BASE_URL", f"{self.url}/v1")
-
-    def counts(self) -> Counts:
-        """Asks the proxy now."""
-        tally = self._proxy.control("GET", SCOPE)
-        numbers = {name: int(tally.get(name, 0)) for name in COUNTS}
-        return Counts(
-            **numbers,
-            keys=tuple(tally.get("keys") or ()),
-            missed=tuple(tally.get("missed") or ()),
-        )
-
-    @property
-    def requests(self) -> int:
-        return self.counts().requests
-
-    @property
-    def hits(self) -> int:
-        return self.counts().hits
-
-    @property
-    def misses(self) -> int:
-        return self.counts().misses
-
-    @property
-    def recorded(self) -> int:
-        return self.counts().recorded
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """The keys of the requests this test made, in order, each once."""
-        return self.counts().keys
-
-
 @pytest.fixture(name=NAME)
 def cassette_cli_fixture(request: pytest.FixtureRequest) -> CassetteTest:
     """This test's cassette: `.mode`, `.url`, `.base_url`, `.env`, `.counts()`, `.hits`, ..."""
@@ -775,7 +713,7 @@ def cassette_cli_fixture(request: pytest.FixtureRequest) -> CassetteTest:
             "cassette is off for this run "
             "(--cassette=off, no cassette.toml, or under cassette exec)"
         )
-    return CassetteTest(session.proxy, test)
+    return CassetteTest(session.proxy, SCOPE, test.nodeid, test.mode, test.sequence)
 
 
 def session_mode(config: pytest.Config) -> str | None:
