@@ -471,11 +471,10 @@ def _patch_http_client(module: ModuleType) -> None:
             and getattr(self, "_tunnel_host", None) is None
             and verdict(scheme, self.host, self.port) == ROUTED
         )
+        self._cassette_url = None
         if routed and not url.startswith(("http://", "https://")):
             shown = f"[{self.host}]" if ":" in self.host else self.host
             self._cassette_url = f"{scheme}://{shown}:{self.port}{url}"
-        elif not routed:
-            self._cassette_url = None
         putrequest(self, method, url, *args, **kw)
         if routed and self._cassette_url:
             self.putheader(URL_HEADER, self._cassette_url)
