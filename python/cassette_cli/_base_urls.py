@@ -15,11 +15,11 @@ set itself is the test's.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from cassette_cli._intercept import PROXY_URL_ENV
 
 # What `cassette exec` and the plugin give a Python process whose requests are caught in
 # process: the base-URL variables as it should see them (the proxy's `in_process`), JSON.
@@ -35,6 +35,10 @@ _VALUES: dict[str, tuple[str, str]] = {}
 def install(in_process: Mapping[str, str], children: Mapping[str, str]) -> None:
     """Has `os.environ` name `in_process`'s values, and children `children`'s (the proxy's) for
     the same variables; the variables hold `children`'s values when this is called."""
+    # Here, not at the top: `cassette_cli.pth` imports this module in every Python process
+    # that names a channel.
+    import subprocess
+
     uninstall()
     _VALUES.update(
         {name: (value, children[name]) for name, value in in_process.items() if name in children}
@@ -63,9 +67,11 @@ def install_from_env() -> None:
     the variables CASSETTE_IN_PROCESS_URLS names (JSON) name the vendors in `os.environ`, where
     each still holds the proxy's URL (one the process was given otherwise is its own)."""
     text = os.environ.get(IN_PROCESS_URLS_ENV)
-    proxy = os.environ.get("CASSETTE_PROXY_URL")
+    proxy = os.environ.get(PROXY_URL_ENV)
     if not text or not proxy:
         return
+    import json
+
     try:
         urls = json.loads(text)
     except ValueError:

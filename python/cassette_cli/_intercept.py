@@ -72,6 +72,17 @@ def _origin(url: str) -> tuple[str, str, int] | None:
     )
 
 
+def _shown(host: str) -> str:
+    """`host` as a URL spells it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
+def _full_url(scheme: str, host: str, port: int | None, path: str) -> str:
+    """The absolute URL a request for `path` at that origin had (its scheme's port left out)."""
+    default = 443 if scheme == "https" else 80
+    return f"{scheme}://{_shown(host)}{'' if port in (None, default) else f':{port}'}{path}"
+
+
 def verdict(scheme: str, host: str, port: int | None) -> str:
     """Where the proxy sends this origin's requests: routed, direct or refused; `own` for the
     proxy's own address."""
@@ -86,7 +97,7 @@ def verdict(scheme: str, host: str, port: int | None) -> str:
         return known
     connection = _UnixHTTPConnection(state.path)
     try:
-        shown = f"[{origin[1]}]" if ":" in origin[1] else origin[1]
+        shown = _shown(origin[1])
         connection.request(
             "OPTIONS",
             f"{scheme}://{shown}:{origin[2]}/",
@@ -313,9 +324,7 @@ def _patch_urllib3(module: ModuleType) -> None:
             path = parts.path + (f"?{parts.query}" if parts.query else "") or "/"
         else:
             scheme, host, port = self.scheme, self.host, self.port
-            shown = f"[{host}]" if ":" in host else host
-            default = 443 if scheme == "https" else 80
-            full = f"{scheme}://{shown}{'' if port in (None, default) else f':{port}'}{url}"
+            full = _full_url(scheme, host, port, url)
             path = url
         how = verdict(scheme, host, port)
         if how == DIRECT:
@@ -473,10 +482,9 @@ def _patch_http_client(module: ModuleType) -> None:
         )
         self._cassette_url = None
         if routed and not url.startswith(("http://", "https://")):
-            shown = f"[{self.host}]" if ":" in self.host else self.host
-            self._cassette_url = f"{scheme}://{shown}:{self.port}{url}"
+            self._cassette_url = _full_url(scheme, self.host, self.port, url)
         putrequest(self, method, url, *args, **kw)
-        if routed and self._cassette_url:
+        if self._cassette_url:
             self.putheader(URL_HEADER, self._cassette_url)
             for name, value in _test_context.headers().items():
                 self.putheader(name, value)
@@ -620,7 +628,6 @@ def install_from_env() -> None:
     path = os.environ.get(CHANNEL_ENV)
     if path and sys.platform != "win32":
         install(path)
-        if os.environ.get("CASSETTE_IN_PROCESS_URLS"):
-            from cassette_cli import _base_urls
+        from cassette_cli import _base_urls
 
-            _base_urls.install_from_env()
+        _base_urls.install_from_env()
