@@ -191,3 +191,35 @@ console.log(JSON.stringify([f.status, viaHttp]));
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == [200, 200], run.stderr
     assert len(vendor.requests) == 2
+
+
+BASE_URLS = Path(__file__).parent / "node" / "base_urls_app.mjs"
+
+
+def test_under_the_preload_the_process_sees_the_vendors_url_and_its_children_the_proxys(
+    cassette, tmp_path, vendor, node
+):
+    # A Node program (and a test snapshotting a request URL) sees the base URLs it would see
+    # without cassette once the preload catches it; a child the preload does not catch (a
+    # shell, curl) still reaches the proxy, never the vendor; a Node child catches again.
+    store = "file://" + str(tmp_path / "tapes")
+    preload = {"CASSETTE_NODE_REGISTER": str(REGISTER), "OPENAI_API_KEY": "sk-test-node-client"}
+    record = exec_(
+        cassette, store, [node, str(BASE_URLS), "Where is my refund?"], {**preload, "CASSETTE_MODE": "record", "UPSTREAM_BASE": vendor.url}
+    )
+    assert record.returncode == 0, record.stderr
+    seen = json.loads(record.stdout)
+    vendor_url = "https://api.openai.com/v1"
+    assert seen["process"] == vendor_url and seen["client"] == vendor_url and seen["node"] == vendor_url, seen
+    for child in ("inherited", "copied"):
+        assert seen[child].startswith(seen["proxy"] + "/"), seen
+    assert seen["own"] == "https://mine.example/v1", seen
+    assert len(vendor.requests) == 1 and vendor.requests[0][0] == "/v1/chat/completions", vendor.requests
+
+    vendor.stop()
+    before = vendor.connections
+    replay = exec_(cassette, store, [node, str(BASE_URLS), "Where is my refund?"], preload)
+    assert replay.returncode == 0, replay.stderr
+    again = json.loads(replay.stdout)
+    assert again["content"] == seen["content"] and again["process"] == vendor_url, again
+    assert vendor.connections == before

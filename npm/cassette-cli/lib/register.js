@@ -8,13 +8,16 @@
 // which the request is sent as it would have been without cassette. Does nothing without
 // CASSETTE_CHANNEL. Under the vitest and jest helpers, each request also names the worker's
 // scope (`x-cassette-scope`), so the proxy counts it for the test that worker runs, and a child
-// process started there carries that scope (`CASSETTE_SCOPE`) into its own preload.
+// process started there carries that scope (`CASSETTE_SCOPE`) into its own preload. Once fetch
+// is caught, the process's base-URL variables name the vendors and its children's the proxy
+// (./base-urls.cjs).
 import http from "node:http";
 import https from "node:https";
 import childProcess from "node:child_process";
 import { syncBuiltinESMExports } from "node:module";
 import { EventEmitter } from "node:events";
 import { promisify } from "node:util";
+import baseUrls from "./base-urls.cjs";
 
 /** The variable `cassette exec` sets to the channel's socket. */
 export const CHANNEL_ENV = "CASSETTE_CHANNEL";
@@ -83,13 +86,13 @@ function scope() {
 }
 
 /**
- * Has the child processes a test starts (spawn, exec, execFile, fork and their Sync forms)
- * name the worker's scope in CASSETTE_SCOPE, which their own preload reads: their requests
- * are then charged to the test the worker runs, as a Python test's subprocess is charged to
- * the running test (its requests fall to the proxy's default scope, which is that test). Under
- * jest the worker's scope is not in the environment a child inherits (a test file's sandbox
- * keeps its own copy of `process.env`), so it is added to the child's: only when that
- * environment names the channel (the child is caught) and no scope yet.
+ * Gives the child processes a test starts (spawn, exec, execFile, fork and their Sync forms)
+ * the proxy's URL in each base-URL variable that holds its in-process value (./base-urls.cjs),
+ * and the worker's scope in CASSETTE_SCOPE, which their own preload reads: their requests are
+ * then charged to the test the worker runs, as a Python test's subprocess is charged to the
+ * running test. Under jest the worker's scope is not in the environment a child inherits (a
+ * test file's sandbox keeps its own copy of `process.env`), so it is added to the child's:
+ * only when that environment names the channel (the child is caught) and no scope yet.
  */
 function wrapChildProcess() {
   const cp = /** @type {Record<string, any>} */ (/** @type {unknown} */ (childProcess));
@@ -102,8 +105,7 @@ function wrapChildProcess() {
     const scoped = (fn) =>
       /** @this {unknown} @param {any[]} args */
       function (...args) {
-        const id = scope();
-        return fn.apply(this, id ? withScope(args, argsFirst, id) : args);
+        return fn.apply(this, childArgs(args, argsFirst, scope()));
       };
     const wrapped = /** @type {any} */ (scoped(original));
     // util.promisify(exec) and (execFile) use their own promisified form, which calls the
@@ -115,21 +117,24 @@ function wrapChildProcess() {
 }
 
 /**
- * A child_process call's arguments with CASSETTE_SCOPE in its options' environment, when that
- * environment (the options' or this process's) names the channel and no scope.
+ * A child_process call's arguments with the environment the child gets (`baseUrls.forChild`,
+ * and CASSETTE_SCOPE when that environment names the channel and no scope), or as they were
+ * when it is the one the call gives.
  * @param {any[]} args
  * @param {boolean} argsFirst whether an argument array may come before the options
- * @param {string} id
+ * @param {string | undefined} id the worker's scope
  */
-function withScope(args, argsFirst, id) {
+function childArgs(args, argsFirst, id) {
   const at = argsFirst && Array.isArray(args[1]) ? 2 : 1;
   const given = args[at];
   const hasOptions = given !== null && typeof given === "object" && !Array.isArray(given);
   const options = hasOptions ? given : {};
   const env = options.env ?? process.env;
-  if (!env[CHANNEL_ENV] || env[SCOPE_ENV]) return args;
+  let child = baseUrls.forChild(env);
+  if (id && env[CHANNEL_ENV] && !env[SCOPE_ENV]) child = { ...child, [SCOPE_ENV]: id };
+  if (child === env) return args;
   const out = [...args];
-  const scoped = { ...options, env: { ...env, [SCOPE_ENV]: id } };
+  const scoped = { ...options, env: child };
   if (hasOptions || given === null || (given === undefined && at < args.length)) {
     out[at] = scoped;
   } else {
@@ -155,6 +160,7 @@ function channelHeaders(headers, url) {
  * in Node 18, 20 and 22 alike; no undici package is needed.
  * @param {string} socket
  * @param {(url: URL) => Promise<string>} probe
+ * @returns {boolean} whether fetch is caught
  */
 function installDispatcher(socket, probe) {
   const key = Symbol.for("undici.globalDispatcher.1");
@@ -163,7 +169,7 @@ function installDispatcher(socket, probe) {
   const original = global[key];
   if (!original || typeof original.dispatch !== "function") {
     process.emitWarning("cassette: Node's fetch has no global dispatcher here; fetch is not caught");
-    return;
+    return false;
   }
   const Agent = original.constructor;
   // Under `cassette exec` Node 22.21+ reads NODE_USE_ENV_PROXY, and its dispatcher is then an
@@ -209,6 +215,7 @@ function installDispatcher(socket, probe) {
     }
   }
   global[key] = new CassetteDispatcher();
+  return true;
 }
 
 /**
@@ -402,10 +409,15 @@ if (socketPath && !(/** @type {any} */ (http)[INSTALLED])) {
   // Node loads its undici, which installs the default Agent there, on the first fetch; a
   // data: URL loads it without a connection.
   await fetch("data:,").then((r) => r.arrayBuffer());
-  installDispatcher(socketPath, probe);
+  const fetchCaught = installDispatcher(socketPath, probe);
   wrapHttp(http, "http:", originalHttpRequest, socketPath);
   wrapHttp(https, "https:", originalHttpRequest, socketPath);
   wrapChildProcess();
+  if (fetchCaught) {
+    // Only now may a client follow a vendor's URL: every way out of the process is caught.
+    baseUrls.caught();
+    baseUrls.inProcess(process.env);
+  }
   // `import { request } from "node:http"` (and node:child_process) sees the wrapped functions too.
   syncBuiltinESMExports();
 }

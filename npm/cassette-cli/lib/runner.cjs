@@ -13,6 +13,7 @@ const { randomBytes } = require("node:crypto");
 const { execFileSync } = require("node:child_process");
 const http = require("node:http");
 const { join } = require("node:path");
+const baseUrls = require("./base-urls.cjs");
 
 // The variable a worker keeps its scope in: a worker that runs several test files in one
 // module graph (vitest with `isolate: false`) keeps one scope, so clients built by an earlier
@@ -27,7 +28,7 @@ const SCOPE_SLOT = Symbol.for("cassette-cli.scope");
 const REGISTER = join(__dirname, "register.js");
 const CHANNEL_ENV = "CASSETTE_CHANNEL";
 
-/** @typedef {{ url: string, base?: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string }, channel?: string | null }} Ready */
+/** @typedef {{ url: string, base?: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string }, channel?: string | null, in_process?: Record<string, string> | null }} Ready */
 
 /**
  * The variables that put the preload into a Node process and name the channel (what
@@ -133,6 +134,10 @@ function attach({ ready, beforeEach, afterEach, testName }) {
   if (channel) {
     Object.assign(process.env, inProcessEnv(channel, process.env.NODE_OPTIONS));
     /** @type {any} */ (http)[SCOPE_SLOT] = scope;
+    // The base URLs name the vendors once the preload catches this worker's requests (now,
+    // under jest, whose workers start with it; under vitest, the preload's import does it).
+    if (ready.in_process) process.env[baseUrls.IN_PROCESS_URLS_ENV] = JSON.stringify(ready.in_process);
+    baseUrls.inProcess(process.env);
   }
 
   /** @param {string} method @param {unknown} [body] */

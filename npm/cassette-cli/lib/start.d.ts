@@ -38,6 +38,11 @@ export interface ReadyLine {
   control: Control;
   /** The channel's Unix socket (`--channel`), where there is one. */
   channel?: string | null;
+  /**
+   * With the channel: the base-URL variables as a process catching in process sees them, each
+   * naming where its clients go without cassette (`OPENAI_BASE_URL`: `https://api.openai.com/v1`).
+   */
+  in_process?: Record<string, string> | null;
 }
 
 export interface Cassette {
@@ -58,6 +63,11 @@ export interface Cassette {
    * a process to (`CASSETTE_CHANNEL`); `null` on Windows or with CASSETTE_IN_PROCESS=off.
    */
   channel: string | null;
+  /**
+   * The ready line's `in_process` (the base-URL variables naming the vendors), which the runner
+   * helpers give their workers once the preload catches them; `null` without the channel.
+   */
+  inProcess: Record<string, string> | null;
   /** What the proxy wrote on stderr so far (the last 256 KiB). */
   log(): string;
   /** SIGTERM; resolves once it has stopped (requests in flight finished, counters printed). */

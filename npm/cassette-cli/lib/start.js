@@ -95,6 +95,7 @@ export async function startCassette(options = {}) {
     unset: ready.unset,
     control: ready.control,
     channel: ready.channel ?? null,
+    inProcess: ready.in_process ?? null,
     log: () => log,
     async stop() {
       process.removeListener("exit", killOnExit);

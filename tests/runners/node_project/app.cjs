@@ -4,7 +4,7 @@
 "use strict";
 
 const https = require("node:https");
-const { execFile } = require("node:child_process");
+const { execFile, execFileSync } = require("node:child_process");
 const { join } = require("node:path");
 const { OpenAI } = require("openai");
 const { generateText, streamText } = require("ai");
@@ -89,4 +89,18 @@ async function unrouted() {
   return "done";
 }
 
-module.exports = { ask, vercel, vercelSwallowed, hardcoded, nodeHttps, child, unrouted };
+// What the test and its children see in OPENAI_BASE_URL, given the test's environment: with the
+// preload catching the worker, the test (and its client built at import) the vendor's URL, a
+// shell the proxy's (the preload does not catch it), a Node child the vendor's again.
+function seen() {
+  const env = { ...process.env, EXTRA: "1" };
+  return {
+    test: process.env.OPENAI_BASE_URL,
+    client: client.baseURL,
+    proxy: process.env.CASSETTE_PROXY_URL,
+    shell: execFileSync("sh", ["-c", 'printf %s "$OPENAI_BASE_URL"'], { env, encoding: "utf8" }),
+    node: execFileSync(process.execPath, ["-e", "process.stdout.write(process.env.OPENAI_BASE_URL)"], { env, encoding: "utf8" }),
+  };
+}
+
+module.exports = { seen, ask, vercel, vercelSwallowed, hardcoded, nodeHttps, child, unrouted };

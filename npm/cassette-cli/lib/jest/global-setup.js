@@ -19,6 +19,7 @@ export default async function globalSetup() {
     unset: cassette.unset,
     control: cassette.control,
     channel: cassette.channel,
+    in_process: cassette.inProcess,
   });
   if (cassette.channel) {
     // jest's workers start after this with the preload in NODE_OPTIONS; a run in band runs

@@ -15,6 +15,7 @@ export default async function setup(project) {
     unset: cassette.unset,
     control: cassette.control,
     channel: cassette.channel,
+    in_process: cassette.inProcess,
   });
   return async () => {
     const { log } = await cassette.stop();

@@ -12,4 +12,10 @@ describe("openai", () => {
   test("child process", async () => {
     expect(await app.child("child", "From a child process, where is my order?")).toBeTruthy();
   });
+  test("base URLs", () => {
+    const seen = app.seen();
+    const vendor = "https://api.openai.com/v1";
+    expect([seen.test, seen.client, seen.node]).toEqual([vendor, vendor, vendor]);
+    expect(seen.shell.startsWith(`${seen.proxy}/`)).toBe(true);
+  });
 });
