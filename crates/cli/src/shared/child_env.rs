@@ -3,7 +3,7 @@
 //! base URL pointed at the proxy, placeholder keys, and unless the catch is off the proxy
 //! variables, so a client whose base URL still points at a vendor is caught.
 
-use crate::shared::settings::{Honoured, RouteKey, ServeSettings};
+use crate::shared::settings::{Honoured, RouteKey, ServeSettings, BASE_URL_VARIABLES};
 use cassette_recorder::proxy::RunSecret;
 
 /// The API key the command gets in every key variable: SDKs refuse to construct without one,
@@ -20,37 +20,6 @@ const CLIENT_KEY_VARIABLES: &[&str] = &[
 
 /// cassette's own key variable: no client reads it, so the command does not get it at all.
 const CASSETTE_KEY_VARIABLE: &str = "UPSTREAM_API_KEY";
-
-/// The base-URL variables popular clients read, the proxy path each must point at (the client
-/// table of docs/proxy.md says who reads which), and the URL the client uses when the variable
-/// is unset: what the variable names in a process whose requests are caught in process
-/// ([`in_process_base_urls`]), where the vendor's host maps to its route.
-const BASE_URL_VARIABLES: &[(&str, &str, &str)] = &[
-    // openai (Python, Node), langchain-openai, instructor, pydantic-ai, openai-agents, Vercel AI SDK
-    ("OPENAI_BASE_URL", "/v1", "https://api.openai.com/v1"),
-    // llama-index, litellm, older langchain
-    ("OPENAI_API_BASE", "/v1", "https://api.openai.com/v1"),
-    // anthropic (Python, Node), langchain-anthropic, Vercel AI SDK
-    (
-        "ANTHROPIC_BASE_URL",
-        "/anthropic",
-        "https://api.anthropic.com",
-    ),
-    // ollama (Python, JS)
-    ("OLLAMA_HOST", "/ollama", "http://127.0.0.1:11434"),
-    // litellm's ollama providers
-    ("OLLAMA_API_BASE", "/ollama", "http://localhost:11434"),
-    // google-genai, pydantic-ai `google:`
-    (
-        "GOOGLE_GEMINI_BASE_URL",
-        "/gemini",
-        "https://generativelanguage.googleapis.com",
-    ),
-    // groq (Python): joins /openai/v1/... itself
-    ("GROQ_BASE_URL", "/groq", "https://api.groq.com"),
-    // cohere (Python)
-    ("CO_API_URL", "/cohere", "https://api.cohere.com"),
-];
 
 /// The route Azure OpenAI clients are pointed at, when one is configured (an Azure resource has
 /// no fixed upstream, so there is no built-in one), and the variable they read.
@@ -178,8 +147,8 @@ pub(crate) fn child_env(
     let is_set = |name: &str| matches!(lookup(name), Some(v) if !v.trim().is_empty());
     let (url, base) = (proxy.url.as_str(), proxy.base.as_str());
     let mut env = vec![set("CASSETTE_PROXY_URL", base.to_owned())];
-    for (name, path, _) in BASE_URL_VARIABLES {
-        env.push(set(name, format!("{base}{path}")));
+    for variable in BASE_URL_VARIABLES {
+        env.push(set(variable.name, format!("{base}{}", variable.path)));
     }
     if keys.iter().any(|k| k.route == AZURE_ROUTE) {
         env.push(set(
@@ -216,16 +185,17 @@ pub(crate) fn in_process_base_urls(
 ) -> serde_json::Map<String, serde_json::Value> {
     BASE_URL_VARIABLES
         .iter()
-        .map(|(name, _, vendor)| {
+        .map(|variable| {
+            let name = variable.name;
             let own = honoured
                 .iter()
-                .any(|h| h.variable == *name)
+                .any(|h| h.variable == name)
                 .then(|| lookup(name))
                 .flatten()
                 .map(|value| value.trim().to_owned())
                 .filter(|value| !value.is_empty());
-            let value = own.unwrap_or_else(|| (*vendor).to_owned());
-            ((*name).to_owned(), serde_json::Value::from(value))
+            let value = own.unwrap_or_else(|| variable.vendor.to_owned());
+            (name.to_owned(), serde_json::Value::from(value))
         })
         .collect()
 }

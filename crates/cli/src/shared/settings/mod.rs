@@ -39,7 +39,7 @@ mod values;
 
 pub(crate) use file::{FileArgs, SettingsFile, FILE_NAME};
 pub(crate) use keying::KeyingArgs;
-pub(crate) use own_endpoint::Honoured;
+pub(crate) use own_endpoint::{Honoured, BASE_URL_VARIABLES};
 pub(crate) use recorder::{key_sources, keys_summary, RecorderArgs, RecorderSettings, RouteKey};
 pub(crate) use serve::{ServeArgs, ServeSettings};
 pub(crate) use store::{StoreArgs, StoreSpec};

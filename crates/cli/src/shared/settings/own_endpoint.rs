@@ -10,16 +10,87 @@ use super::values::parse_base_url;
 use anyhow::bail;
 use cassette_recorder::Route;
 
-/// The base-URL variables a route's clients read, by route (the proxy sets each of them for the
-/// clients; `child_env.rs`), first set wins.
-const BASE_URL_VARIABLES: &[(&str, &str)] = &[
-    ("OPENAI_BASE_URL", "default"),
-    ("OPENAI_API_BASE", "default"),
-    ("ANTHROPIC_BASE_URL", "anthropic"),
-    ("GOOGLE_GEMINI_BASE_URL", "gemini"),
-    ("GROQ_BASE_URL", "groq"),
-    ("CO_API_URL", "cohere"),
+/// A base-URL variable popular clients read (the client table of docs/proxy.md says who reads
+/// which).
+#[derive(Debug)]
+pub(crate) struct BaseUrlVariable {
+    /// The variable (`OPENAI_BASE_URL`).
+    pub(crate) name: &'static str,
+    /// The proxy path it is pointed at for the clients (`child_env.rs`).
+    pub(crate) path: &'static str,
+    /// The URL a client uses when it is unset: what it names in a process whose requests are
+    /// caught in process, where the vendor's host maps to its route.
+    pub(crate) vendor: &'static str,
+    /// The route whose upstream a value the user set becomes ([`honour`]), or none: the Ollama
+    /// variables also configure an Ollama server (`OLLAMA_HOST=0.0.0.0` is where it listens,
+    /// not a base URL), and the ollama route holds no key that could go astray.
+    pub(crate) honoured_for: Option<&'static str>,
+}
+
+/// Every base-URL variable the proxy sets for its clients; of two for one route, the first set
+/// is honoured.
+pub(crate) const BASE_URL_VARIABLES: &[BaseUrlVariable] = &[
+    // openai (Python, Node), langchain-openai, instructor, pydantic-ai, openai-agents, Vercel AI SDK
+    variable(
+        "OPENAI_BASE_URL",
+        "/v1",
+        "https://api.openai.com/v1",
+        Some("default"),
+    ),
+    // llama-index, litellm, older langchain
+    variable(
+        "OPENAI_API_BASE",
+        "/v1",
+        "https://api.openai.com/v1",
+        Some("default"),
+    ),
+    // anthropic (Python, Node), langchain-anthropic, Vercel AI SDK
+    variable(
+        "ANTHROPIC_BASE_URL",
+        "/anthropic",
+        "https://api.anthropic.com",
+        Some("anthropic"),
+    ),
+    // ollama (Python, JS)
+    variable("OLLAMA_HOST", "/ollama", "http://127.0.0.1:11434", None),
+    // litellm's ollama providers
+    variable("OLLAMA_API_BASE", "/ollama", "http://localhost:11434", None),
+    // google-genai, pydantic-ai `google:`
+    variable(
+        "GOOGLE_GEMINI_BASE_URL",
+        "/gemini",
+        "https://generativelanguage.googleapis.com",
+        Some("gemini"),
+    ),
+    // groq (Python): joins /openai/v1/... itself
+    variable(
+        "GROQ_BASE_URL",
+        "/groq",
+        "https://api.groq.com",
+        Some("groq"),
+    ),
+    // cohere (Python)
+    variable(
+        "CO_API_URL",
+        "/cohere",
+        "https://api.cohere.com",
+        Some("cohere"),
+    ),
 ];
+
+const fn variable(
+    name: &'static str,
+    path: &'static str,
+    vendor: &'static str,
+    honoured_for: Option<&'static str>,
+) -> BaseUrlVariable {
+    BaseUrlVariable {
+        name,
+        path,
+        vendor,
+        honoured_for,
+    }
+}
 
 /// A variable whose value became a route's upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,8 +128,11 @@ pub(crate) fn honour(
 ) -> anyhow::Result<Vec<Honoured>> {
     let proxy = lookup("CASSETTE_PROXY_URL").filter(|p| !p.trim().is_empty());
     let mut honoured: Vec<Honoured> = Vec::new();
-    for (variable, route_name) in BASE_URL_VARIABLES {
-        if honoured.iter().any(|h| h.route == *route_name) || set_by_cassette(route_name) {
+    for (variable, route_name) in BASE_URL_VARIABLES
+        .iter()
+        .filter_map(|v| Some((v.name, v.honoured_for?)))
+    {
+        if honoured.iter().any(|h| h.route == route_name) || set_by_cassette(route_name) {
             continue;
         }
         let Some(value) = lookup(variable).map(|v| v.trim().to_owned()) else {
@@ -71,7 +145,7 @@ pub(crate) fn honour(
         {
             continue;
         }
-        let Some(route) = routes.iter_mut().find(|r| r.name == *route_name) else {
+        let Some(route) = routes.iter_mut().find(|r| r.name == route_name) else {
             continue;
         };
         let upstream = match parse_base_url(&value) {
@@ -84,8 +158,8 @@ pub(crate) fn honour(
         };
         route.base_url.clone_from(&upstream);
         honoured.push(Honoured {
-            variable: (*variable).to_owned(),
-            route: (*route_name).to_owned(),
+            variable: variable.to_owned(),
+            route: route_name.to_owned(),
             upstream,
         });
     }
