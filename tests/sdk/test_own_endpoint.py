@@ -106,3 +106,55 @@ def test_under_xdist_each_workers_proxy_records_with_the_real_key(tmp_path: Path
         assert GATEWAY_KEY not in result.stdout + result.stderr
     finally:
         vendor.close()
+
+
+OLLAMA_APP = """import json, os, urllib.request
+
+def ask():
+    # As the ollama clients read OLLAMA_HOST: a host, `http` and port 11434 unless it says.
+    host = os.environ["OLLAMA_HOST"]
+    url = (host if "://" in host else "http://" + host).rstrip("/") + "/api/chat"
+    body = json.dumps({"model": "llama3.2", "messages": [{"role": "user", "content": "Hi."}], "stream": False})
+    request = urllib.request.Request(url, data=body.encode(), headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request) as answer:
+        return json.load(answer)["message"]["content"]
+
+def test_ask():
+    assert ask()
+
+if __name__ == "__main__":
+    print("ANSWER", ask())
+"""
+
+
+@pytest.mark.parametrize("how", ["plugin-record", "exec-record"])
+def test_an_ollama_host_of_the_users_is_the_ollama_routes_upstream(tmp_path: Path, how: str) -> None:
+    """`OLLAMA_HOST=gpu-box:8080` (a host, as Ollama takes it) names the user's own Ollama: it is
+    recorded there, not at Ollama's default address on this machine (where it went before)."""
+    ollama = FakeUpstream()
+    try:
+        folder = project(tmp_path)
+        (folder / "test_app.py").write_text(OLLAMA_APP)
+        host = ollama.url.removeprefix("http://")
+        env = plugin_env("http://127.0.0.1:9")
+        env["OLLAMA_HOST"] = host
+        if how.startswith("plugin"):
+            command = [sys.executable, "-m", "pytest", "-p", "no:recording", "-p", "cassette_cli.pytest_plugin"]
+            command += ["-p", "no:cacheprovider", "--cassette=record", "test_app.py"]
+        else:
+            env["CASSETTE_MODE"] = "record"
+            command = [cassette_bin(), "exec", "--", sys.executable, "test_app.py"]
+        result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert result.returncode == 0, both(result)
+        assert [path for path, _, _ in ollama.requests] == ["/api/chat"], both(result)
+        assert f"OLLAMA_HOST={host} is the `ollama` route's upstream" in result.stdout + result.stderr, both(result)
+
+        ollama.stop()
+        before = ollama.connections
+        env.pop("CASSETTE_MODE", None)
+        replay = [c.replace("--cassette=record", "--cassette=replay") for c in command]
+        replayed = subprocess.run(replay, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert replayed.returncode == 0, both(replayed)
+        assert ollama.connections == before
+    finally:
+        ollama.close()

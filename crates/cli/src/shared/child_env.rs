@@ -181,20 +181,15 @@ pub(crate) const IN_PROCESS_URLS_ENV: &str = "CASSETTE_IN_PROCESS_URLS";
 /// Node 20 `fetch` that ignores the proxy variables, must still reach the proxy).
 pub(crate) fn in_process_base_urls(
     honoured: &[Honoured],
-    lookup: impl Fn(&str) -> Option<String>,
 ) -> serde_json::Map<String, serde_json::Value> {
     BASE_URL_VARIABLES
         .iter()
         .map(|variable| {
             let name = variable.name;
-            let own = honoured
+            let value = honoured
                 .iter()
-                .any(|h| h.variable == name)
-                .then(|| lookup(name))
-                .flatten()
-                .map(|value| value.trim().to_owned())
-                .filter(|value| !value.is_empty());
-            let value = own.unwrap_or_else(|| variable.vendor.to_owned());
+                .find(|h| h.variable == name)
+                .map_or(variable.vendor, |h| h.value.as_str());
             (name.to_owned(), serde_json::Value::from(value))
         })
         .collect()
@@ -505,17 +500,13 @@ mod tests {
 
     #[test]
     fn in_process_the_base_urls_name_the_vendor_or_the_users_own_endpoint() {
-        let user = |name: &str| match name {
-            "OPENAI_BASE_URL" => Some(" https://gateway.internal/v1 ".to_owned()),
-            "ANTHROPIC_BASE_URL" => Some("https://elsewhere.example".to_owned()),
-            _ => None,
-        };
         let honoured = [Honoured {
             variable: "OPENAI_BASE_URL".to_owned(),
             route: "default".to_owned(),
+            value: "https://gateway.internal/v1".to_owned(),
             upstream: "https://gateway.internal/v1".to_owned(),
         }];
-        let urls = in_process_base_urls(&honoured, user);
+        let urls = in_process_base_urls(&honoured);
         let url_of = |name: &str| urls.get(name).and_then(|v| v.as_str());
         // Honoured: the user's endpoint, the route's upstream.
         assert_eq!(
