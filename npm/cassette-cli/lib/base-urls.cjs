@@ -5,7 +5,9 @@
 // and a test that snapshots a request URL or a client's base URL sees what it would see
 // without cassette. The process's children get the proxy's URLs instead: a child the preload
 // does not catch (curl, a Python without cassette-cli) must still reach the proxy, never the
-// vendor. The Python package's _base_urls.py keeps the same contract.
+// vendor. The Python package's _base_urls.py keeps the same contract. Under jest, whose test
+// file's sandbox keeps a copy of `process.env` that child_process never reads, a child started
+// without an `env` is also given cassette's variables as the sandbox holds them.
 //
 // CommonJS, beside ./runner.cjs, which jest loads in a test file's sandbox.
 "use strict";
@@ -22,6 +24,7 @@ const IN_PROCESS_URLS_ENV = "CASSETTE_IN_PROCESS_URLS";
  */
 const CAUGHT = Symbol.for("cassette-cli.caught");
 const VALUES = Symbol.for("cassette-cli.base-urls");
+const SANDBOX = Symbol.for("cassette-cli.sandbox");
 
 /** @returns {Map<string, { value: string, child: string }>} */
 function values() {
@@ -78,4 +81,37 @@ function forChild(env) {
   return Object.keys(changed).length ? { ...env, ...changed } : env;
 }
 
-module.exports = { IN_PROCESS_URLS_ENV, caught, forChild, inProcess };
+/**
+ * Names `env` (a runner helper's `process.env`) as where cassette's variables `names` live and
+ * `unset` are removed, for the children of a test whose `process.env` is not the one
+ * child_process reads (a jest sandbox's).
+ * @param {Record<string, string | undefined>} env
+ * @param {string[]} names
+ * @param {string[]} unset
+ */
+function applied(env, names, unset) {
+  /** @type {any} */ (http)[SANDBOX] = { env, names, unset };
+}
+
+/**
+ * The environment a child started without one inherits: this realm's `process.env`, with
+ * cassette's variables as the helper's `process.env` holds them when that is another object
+ * (jest), so a child of a jest test reaches the proxy with placeholder keys as one of a vitest
+ * test does; else `process.env` itself.
+ * @returns {Record<string, string | undefined>}
+ */
+function inherited() {
+  /** @type {{ env: Record<string, string | undefined>, names: string[], unset: string[] } | undefined} */
+  const sandbox = /** @type {any} */ (http)[SANDBOX];
+  if (!sandbox || sandbox.env === process.env) return process.env;
+  const env = { ...process.env };
+  for (const name of sandbox.unset) delete env[name];
+  for (const name of sandbox.names) {
+    const value = sandbox.env[name];
+    if (value === undefined) delete env[name];
+    else env[name] = value;
+  }
+  return env;
+}
+
+module.exports = { IN_PROCESS_URLS_ENV, applied, caught, forChild, inProcess, inherited };

@@ -117,9 +117,10 @@ function wrapChildProcess() {
 }
 
 /**
- * A child_process call's arguments with the environment the child gets (`baseUrls.forChild`,
- * and CASSETTE_SCOPE when that environment names the channel and no scope), or as they were
- * when it is the one the call gives.
+ * A child_process call's arguments with the environment the child gets: the call's, or what
+ * it inherits (`baseUrls.inherited`: under jest, cassette's variables from the test's
+ * sandbox), with the proxy's base URLs (`baseUrls.forChild`) and CASSETTE_SCOPE when that
+ * environment names the channel and no scope; as they were when that is the one it gets.
  * @param {any[]} args
  * @param {boolean} argsFirst whether an argument array may come before the options
  * @param {string | undefined} id the worker's scope
@@ -129,10 +130,10 @@ function childArgs(args, argsFirst, id) {
   const given = args[at];
   const hasOptions = given !== null && typeof given === "object" && !Array.isArray(given);
   const options = hasOptions ? given : {};
-  const env = options.env ?? process.env;
+  const env = options.env ?? baseUrls.inherited();
   let child = baseUrls.forChild(env);
   if (id && env[CHANNEL_ENV] && !env[SCOPE_ENV]) child = { ...child, [SCOPE_ENV]: id };
-  if (child === env) return args;
+  if (child === (options.env ?? process.env)) return args;
   const out = [...args];
   const scoped = { ...options, env: child };
   if (hasOptions || given === null || (given === undefined && at < args.length)) {

@@ -129,10 +129,16 @@ function attach({ ready, beforeEach, afterEach, testName }) {
   const scope = process.env[SCOPE_ENV] || `w${process.pid}-${randomBytes(4).toString("hex")}`;
   for (const name of ready.unset ?? []) delete process.env[name];
   beginNow(ready, scope);
-  Object.assign(process.env, scopedEnv(ready, scope), { [SCOPE_ENV]: scope });
+  const set = { ...scopedEnv(ready, scope), [SCOPE_ENV]: scope };
+  Object.assign(process.env, set);
   const channel = ready.channel ?? null;
   if (channel) {
-    Object.assign(process.env, inProcessEnv(channel, process.env.NODE_OPTIONS));
+    const preload = inProcessEnv(channel, process.env.NODE_OPTIONS);
+    Object.assign(process.env, preload);
+    // Under jest this `process.env` is the sandbox's copy, which child_process never reads:
+    // the preload gives a child started without an `env` these variables from it.
+    const names = [...Object.keys(set), ...Object.keys(preload), baseUrls.IN_PROCESS_URLS_ENV];
+    baseUrls.applied(process.env, names, ready.unset ?? []);
     /** @type {any} */ (http)[SCOPE_SLOT] = scope;
     // The base URLs name the vendors once the preload catches this worker's requests (now,
     // under jest, whose workers start with it; under vitest, the preload's import does it).
