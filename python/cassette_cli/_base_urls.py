@@ -10,16 +10,20 @@ Both at once: only Python's `os.environ` mapping names the vendors; the process'
 keeps the proxy's URLs (what `os.system`, `os.exec*` and C code's `getenv` read), and
 `subprocess.Popen` gives a child the proxy's URL in each variable its environment holds as the
 test process has it (`env=None`, `env=os.environ`, `env={**os.environ, ...}`); a value the test
-set itself is the test's.
+set itself is the test's. Code that writes a variable's vendor URL back into `os.environ`
+(monkeypatch's undo) writes the proxy's URL into the C environment (`os.putenv` wrapped).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cassette_cli._intercept import PROXY_URL_ENV
+
+if TYPE_CHECKING:
+    from _typeshed import StrOrBytesPath  # what os.putenv takes
 
 # What `cassette exec` and the plugin give a Python process whose requests are caught in
 # process: the base-URL variables as it should see them (the proxy's `in_process`), JSON.
@@ -55,9 +59,17 @@ def install(in_process: Mapping[str, str], children: Mapping[str, str]) -> None:
         init(self, args, *rest, **kwargs)
 
     subprocess.Popen.__init__ = starting  # type: ignore[method-assign]
+    # `os.environ[name] = value` calls the os module's putenv, looked up when it runs.
+    putenv = os.putenv
+
+    def c_value(key: StrOrBytesPath, value: StrOrBytesPath) -> None:
+        putenv(key, _c_value(key, value))
+
+    os.putenv = c_value
 
     def undo() -> None:
         subprocess.Popen.__init__ = init  # type: ignore[method-assign]
+        os.putenv = putenv
 
     _UNDO.append(undo)
 
@@ -108,6 +120,15 @@ def _python_only(name: str, value: str) -> None:
     if isinstance(data, dict):
         data[os.environ.encodekey(name)] = os.environ.encodevalue(value)
     # An `os.environ` without CPython's layout: left at the proxy's URL (the HTTP path).
+
+
+def _c_value(key: StrOrBytesPath, value: StrOrBytesPath) -> StrOrBytesPath:
+    """The value the C environment gets for `key` (as `os.environ` encodes both): the proxy's
+    URL in place of a variable's vendor URL, which Python code alone may see."""
+    for name, (inside, child) in _VALUES.items():
+        if key == os.environ.encodekey(name) and value == os.environ.encodevalue(inside):
+            return os.environ.encodevalue(child)
+    return value
 
 
 def _for_child(env: object) -> object:

@@ -362,6 +362,18 @@ def test_children_reach_the_proxy():
     assert shown(env={**os.environ, "OPENAI_BASE_URL": "https://mine.example/v1"}) == "https://mine.example/v1"
     script = 'case "$OPENAI_BASE_URL" in "$CASSETTE_PROXY_URL"/*) exit 0;; *) exit 1;; esac'
     assert os.system(script) == 0
+
+
+def test_a_variable_monkeypatch_put_back_still_reaches_the_proxy_in_a_shell(monkeypatch):
+    # monkeypatch's undo writes the value it saw (the vendor's URL) with putenv, the C
+    # environment os.system's shell reads: it must get the proxy's URL back, not the vendor's.
+    before = os.environ["OPENAI_BASE_URL"]
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://mine.example/v1")
+    assert os.system('test "$OPENAI_BASE_URL" = https://mine.example/v1') == 0
+    monkeypatch.undo()
+    assert os.environ["OPENAI_BASE_URL"] == before
+    script = 'case "$OPENAI_BASE_URL" in "$CASSETTE_PROXY_URL"/*) exit 0;; *) exit 1;; esac'
+    assert os.system(script) == 0
 """
 
 
@@ -375,18 +387,18 @@ def test_the_test_process_sees_the_vendors_urls_and_its_children_the_proxys(tmp_
     try:
         folder = small_project(tmp_path, vendor, "test_urls.py", VENDOR_URLS_APP)
         recorded = pytest_run(folder, "record")
-        assert "2 passed" in recorded.stdout, both(recorded)
+        assert "3 passed" in recorded.stdout, both(recorded)
         assert [path for path, _, _ in vendor.requests] == ["/v1/chat/completions"], vendor.requests
         vendor.stop()
         before = vendor.connections
         replayed = pytest_run(folder, "replay")
-        assert "2 passed" in replayed.stdout, both(replayed)
+        assert "3 passed" in replayed.stdout, both(replayed)
         assert vendor.connections == before
         # The HTTP path keeps the proxy's URLs in the test process (nothing would catch the
         # vendor's there).
         outside = pytest_run(folder, "replay", CASSETTE_IN_PROCESS="off")
         assert "test_a_snapshot_of_the_request_url_sees_the_vendor FAILED" in outside.stdout or (
-            "1 failed, 1 passed" in outside.stdout
+            "1 failed, 2 passed" in outside.stdout
         ), both(outside)
     finally:
         vendor.close()

@@ -205,7 +205,10 @@ def test_under_the_preload_the_process_sees_the_vendors_url_and_its_children_the
     store = "file://" + str(tmp_path / "tapes")
     preload = {"CASSETTE_NODE_REGISTER": str(REGISTER), "OPENAI_API_KEY": "sk-test-node-client"}
     record = exec_(
-        cassette, store, [node, str(BASE_URLS), "Where is my refund?"], {**preload, "CASSETTE_MODE": "record", "UPSTREAM_BASE": vendor.url}
+        cassette,
+        store,
+        [node, str(BASE_URLS), "Where is my refund?"],
+        {**preload, "CASSETTE_MODE": "record", "UPSTREAM_BASE": vendor.url},
     )
     assert record.returncode == 0, record.stderr
     seen = json.loads(record.stdout)
