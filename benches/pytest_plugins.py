@@ -48,9 +48,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PINS = {
     "pytest": "pytest==9.2.0",
     "openai": "openai==3.57.0",
+    "anthropic": "anthropic==2.14.0",
     "cassetter": "cassetter==0.16.1",
     "recording": ["pytest-recording==0.14.1", "vcrpy==9.4.2"],
 }
+SDKS = [PINS["pytest"], PINS["openai"], PINS["anthropic"]]
 
 TEST_FILE = """
 import openai
@@ -67,6 +69,90 @@ def test_chat(n):
         messages=[{{"role": "user", "content": f"Question {{n}}: where is my refund?"}}],
     )
     assert answer.choices[0].message.content
+"""
+
+# `--suite agent`: what a real suite's agent tests do (issue 32's second target). Each test
+# builds its clients afresh and runs two providers' tool loops: a streamed OpenAI turn whose
+# tool calls are gathered from the chunks, the tools' results sent back for the answer, then the
+# same with Anthropic (the SDK's stream helper), four requests a test, two of them streamed.
+AGENT_FILE = """
+import anthropic
+import json
+import openai
+import pytest
+
+SCHEMA = {{"type": "object", "properties": {{"city": {{"type": "string"}}}}}}
+TOOLS = [{{"type": "function", "function": {{"name": "get_weather", "parameters": SCHEMA}}}}]
+ANTHROPIC_TOOLS = [{{"name": "get_weather", "input_schema": SCHEMA}}]
+
+
+def openai_turns(client, task):
+    messages = [{{"role": "user", "content": task}}]
+    calls = {{}}
+    stream = client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS, stream=True)
+    for chunk in stream:
+        for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            got = calls.setdefault(call.index, {{"id": call.id, "name": "", "arguments": ""}})
+            got["name"] += (call.function.name or "") if call.function else ""
+            got["arguments"] += (call.function.arguments or "") if call.function else ""
+    assert calls
+    messages.append({{"role": "assistant", "tool_calls": [
+        {{"id": c["id"], "type": "function", "function": {{"name": c["name"], "arguments": c["arguments"]}}}}
+        for c in calls.values()
+    ]}})
+    for c in calls.values():
+        messages.append({{"role": "tool", "tool_call_id": c["id"], "content": json.dumps({{"temp": 21}})}})
+    answer = client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+    return answer.choices[0].message.content
+
+
+def anthropic_turns(client, task):
+    messages = [{{"role": "user", "content": task}}]
+    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=512, messages=messages, tools=ANTHROPIC_TOOLS) as stream:
+        first = stream.get_final_message()
+    uses = [block for block in first.content if block.type == "tool_use"]
+    assert uses
+    messages.append({{"role": "assistant", "content": [block.model_dump() for block in first.content]}})
+    messages.append({{"role": "user", "content": [
+        {{"type": "tool_result", "tool_use_id": use.id, "content": "21 degrees"}} for use in uses
+    ]}})
+    answer = client.messages.create(model="claude-sonnet-4-5", max_tokens=512, messages=messages, tools=ANTHROPIC_TOOLS)
+    return answer.content
+
+
+@pytest.mark.vcr
+@pytest.mark.parametrize("n", range({tests}))
+def test_agent(n):
+    task = f"Task {{n}}: the weather in Paris, then book a table."
+    assert openai_turns(openai.OpenAI(max_retries=0), task) is not None
+    assert anthropic_turns(anthropic.Anthropic(max_retries=0), task)
+"""
+
+# The agent suite's floor: both SDKs given an in-memory transport answering what the fake vendor
+# answers (ANSWERS: path and whether streamed, to content type and body).
+AGENT_FLOOR_HEAD = """
+import importlib
+
+import anthropic
+import openai
+
+ANSWERS = {answers!r}
+
+
+def transport(sdk):
+    httpx = importlib.import_module(sdk.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+
+    def answer(request):
+        stream = b'"stream":true' in request.content.replace(b" ", b"")
+        content_type, body = ANSWERS[(request.url.path, stream)]
+        return httpx.Response(200, content=body, headers={{"content-type": content_type}})
+
+    return httpx.Client(transport=httpx.MockTransport(answer))
+
+
+_openai, _anthropic = openai.OpenAI, anthropic.Anthropic
+openai.OpenAI = lambda **kw: _openai(base_url="http://127.0.0.1:9/v1", http_client=transport(openai), **kw)
+anthropic.Anthropic = lambda **kw: _anthropic(base_url="http://127.0.0.1:9", http_client=transport(anthropic), **kw)
 """
 
 # The floor: the SDK's own cost, with an in-memory transport of its HTTP library (httpx, or
@@ -151,9 +237,9 @@ def make_venv(folder: Path, packages: list[str]) -> Path:
     return folder / "bin" / "python"
 
 
-def make_project(folder: Path, tests: int, ours: bool) -> Path:
+def make_project(folder: Path, test_file: str, ours: bool) -> Path:
     (folder / "tests").mkdir(parents=True)
-    (folder / "tests" / "test_chat.py").write_text(TEST_FILE.format(tests=tests))
+    (folder / "tests" / "test_chat.py").write_text(test_file)
     (folder / "tests" / "conftest.py").write_text(CONFTEST)
     ini = "[pytest]\ntestpaths = tests\naddopts = -p no:cacheprovider\n"
     if ours:
@@ -212,7 +298,16 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--work", type=Path, help="a folder to keep the venvs in between runs")
+    parser.add_argument(
+        "--suite",
+        choices=["one-call", "agent"],
+        default="one-call",
+        help="one OpenAI call a test, or four (two providers' tool loops, two streamed)",
+    )
     args = parser.parse_args()
+    agent = args.suite == "agent"
+    test_file = (AGENT_FILE if agent else TEST_FILE).format(tests=args.tests)
+    per_test = 4 if agent else 1
 
     fakes = load_fakes()
     work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-runners-"))
@@ -220,14 +315,17 @@ def main() -> None:
         shutil.rmtree(old)
     print(f"# venvs and projects in {work}", file=sys.stderr)
     pythons = {
-        "cassette": make_venv(work / "v-cassette", [PINS["pytest"], PINS["openai"], str(args.wheel.resolve())]),
-        "cassetter": make_venv(work / "v-cassetter", [PINS["pytest"], PINS["openai"], PINS["cassetter"]]),
-        "recording": make_venv(work / "v-recording", [PINS["pytest"], PINS["openai"], *PINS["recording"]]),
+        "cassette": make_venv(work / "v-cassette", [*SDKS, str(args.wheel.resolve())]),
+        "cassetter": make_venv(work / "v-cassetter", [*SDKS, PINS["cassetter"]]),
+        "recording": make_venv(work / "v-recording", [*SDKS, *PINS["recording"]]),
     }
     binary = str(args.binary.resolve())
-    projects = {name: make_project(work / f"p-{name}", args.tests, name == "cassette") for name in pythons}
+    projects = {name: make_project(work / f"p-{name}", test_file, name == "cassette") for name in pythons}
 
     upstream = fakes.FakeUpstream()
+    (projects["cassette"] / "cassette.toml").write_text(
+        f'store = "cassettes"\n[routes.anthropic]\nupstream = "{upstream.url}"\n'
+    )
     env = base_env()
     ours_env = {**env, "CASSETTE_BINARY": binary}
     sh(
@@ -243,23 +341,39 @@ def main() -> None:
                 **env,
                 "OPENAI_BASE_URL": f"{upstream.url}/v1",
                 "OPENAI_API_KEY": "sk-bench",
+                "ANTHROPIC_BASE_URL": upstream.url,
+                "ANTHROPIC_API_KEY": "sk-ant-bench",
                 "BENCH_OUT": str(work / "x.json"),
             },
         )
-    # The floor answers what the first test's cassette holds.
+    # The floor answers what the first test's cassette holds (the agent suite's, what the fake
+    # vendor answers).
     first = next((projects["cassette"] / "cassettes").rglob("*.json"))
     body = json.dumps(json.loads(first.read_text())["response"]["body"]["json"]).encode()
-    floor = make_project(work / "p-floor", args.tests, False)
-    (floor / "tests" / "test_chat.py").write_text(FLOOR_FILE.format(body=body, tests=args.tests))
-    direct = make_project(work / "p-direct", args.tests, False)
-    (direct / "tests" / "test_chat.py").write_text(TEST_FILE.format(tests=args.tests).replace("@pytest.mark.vcr\n", ""))
+    unmarked = test_file.replace("@pytest.mark.vcr\n", "")
+    if agent:
+        answers = {
+            (path, stream): fakes._answer_for(path, {"stream": stream})
+            for path in ("/v1/chat/completions", "/v1/messages")
+            for stream in (True, False)
+        }
+        floor = make_project(work / "p-floor", AGENT_FLOOR_HEAD.format(answers=answers) + unmarked, False)
+    else:
+        floor = make_project(work / "p-floor", FLOOR_FILE.format(body=body, tests=args.tests), False)
+    direct = make_project(work / "p-direct", unmarked, False)
     canned = canned_server(body)
     canned_url = f"http://127.0.0.1:{canned.server_address[1]}/v1"
     recorded = len(upstream.requests)
-    assert recorded == 3 * args.tests, recorded
+    assert recorded == 3 * per_test * args.tests, recorded
     upstream.stop()
     connections = upstream.connections
 
+    vendor_env = {
+        "OPENAI_BASE_URL": f"{upstream.url}/v1",
+        "OPENAI_API_KEY": "sk-bench",
+        "ANTHROPIC_BASE_URL": upstream.url,
+        "ANTHROPIC_API_KEY": "sk-ant-bench",
+    }
     commands = {
         "cassette plugin": ([pythons["cassette"], "-m", "pytest", "-q"], projects["cassette"], ours_env),
         # The same without the in-process transports: the SDK over loopback HTTP to the proxy.
@@ -276,13 +390,14 @@ def main() -> None:
         "cassetter": (
             [pythons["cassetter"], "-m", "pytest", "-q", "--record-mode=none"],
             projects["cassetter"],
-            {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"},
+            {**env, **vendor_env},
         ),
         "pytest-recording": (
             [pythons["recording"], "-m", "pytest", "-q", "--record-mode=none"],
             projects["recording"],
-            {**env, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-bench"},
+            {**env, **vendor_env},
         ),
+        # One canned answer for every request: the one-call suite only.
         "no tool, HTTP": (
             [pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"],
             direct,
@@ -291,9 +406,11 @@ def main() -> None:
         "floor (no HTTP)": (
             [pythons["cassette"], "-m", "pytest", "-q", "-p", "no:cassette_cli"],
             floor,
-            {**env, "OPENAI_API_KEY": "sk-bench"},
+            {**env, "OPENAI_API_KEY": "sk-bench", "ANTHROPIC_API_KEY": "sk-ant-bench"},
         ),
     }
+    if agent:
+        del commands["no tool, HTTP"]
     loops: dict[str, list[float]] = {name: [] for name in commands}
     walls: dict[str, list[float]] = {name: [] for name in commands}
     startups: list[float] = []
@@ -317,7 +434,8 @@ def main() -> None:
     canned.shutdown()
 
     base = {name: statistics.median(values) for name, values in loops.items()}
-    print(f"{args.tests} tests, one OpenAI chat call each, replayed; {args.rounds} rounds, medians")
+    what = "an OpenAI and an Anthropic tool loop (4 requests, 2 streamed)" if agent else "one OpenAI chat call"
+    print(f"{args.tests} tests, {what} each, replayed; {args.rounds} rounds, medians")
     print(f"{'tool':<18} {'test phase':>11} {'min':>8} {'wall':>8}   ratio to cassetter / pytest-recording")
     for name in commands:
         print(

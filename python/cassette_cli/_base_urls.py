@@ -2,9 +2,12 @@
 its Python code sees where each client goes without cassette (`OPENAI_BASE_URL` is
 `https://api.openai.com/v1`, or the user's own endpoint the proxy took as the route's upstream),
 so a client following them sends the vendor's URL, the channel routes that host, and a test
-that snapshots a request URL sees what it saw under vcrpy. Its child processes get the proxy's
-URLs instead: a child cassette does not catch in process (a Node 20 `fetch` ignores the proxy
-variables) must still reach the proxy, never the vendor.
+that snapshots a request URL sees what it saw under vcrpy. The proxy variables (`HTTPS_PROXY`,
+`NO_PROXY`, ...) are as the user had them, most often unset: every request is caught before a
+proxy setting is read, and httpx builds a transport with its own TLS context (about 20 ms of
+loading CA certificates) for each proxy variable set, in every client a test makes. Its child
+processes get the proxy's URLs instead: a child cassette does not catch in process (a Node 20
+`fetch` ignores the proxy variables) must still reach the proxy, never the vendor.
 
 Both at once: only Python's `os.environ` mapping names the vendors; the process's C environment
 keeps the proxy's URLs (what `os.system`, `os.exec*` and C code's `getenv` read), and
@@ -33,10 +36,11 @@ IN_PROCESS_URLS_ENV = "CASSETTE_IN_PROCESS_URLS"
 _ENV_AT = 9
 
 _UNDO: list[Callable[[], None]] = []
-_VALUES: dict[str, tuple[str, str]] = {}
+# Each variable's value in Python's view (None: unset there) and the proxy's, a child's.
+_VALUES: dict[str, tuple[str | None, str]] = {}
 
 
-def install(in_process: Mapping[str, str], children: Mapping[str, str]) -> None:
+def install(in_process: Mapping[str, str | None], children: Mapping[str, str]) -> None:
     """Has `os.environ` name `in_process`'s values, and children `children`'s (the proxy's) for
     the same variables; the variables hold `children`'s values when this is called."""
     # Here, not at the top: `cassette_cli.pth` imports this module in every Python process
@@ -90,10 +94,19 @@ def install_from_env() -> None:
         return  # not ours to judge: the proxy's URLs stay, the HTTP path
     if not isinstance(urls, dict):
         return
+    from urllib.parse import urlsplit
+
+    # The forward proxy's URL, in the proxy variables: the proxy's origin.
+    parts = urlsplit(proxy)
+    origin = f"{parts.scheme}://{parts.netloc}"
+
+    def cassettes(value: str) -> bool:
+        return value.startswith(proxy + "/") or value == origin
+
     children = {
         name: os.environ[name]
         for name, value in urls.items()
-        if isinstance(value, str) and os.environ.get(name, "").startswith(proxy + "/")
+        if (value is None or isinstance(value, str)) and cassettes(os.environ.get(name, ""))
     }
     install({name: urls[name] for name in children}, children)
 
@@ -114,11 +127,14 @@ def uninstall() -> None:
     _VALUES.clear()
 
 
-def _python_only(name: str, value: str) -> None:
-    """Sets `name` in `os.environ` without touching the C environment (`putenv`)."""
+def _python_only(name: str, value: str | None) -> None:
+    """Sets `name` in `os.environ` (removes it: None) without touching the C environment."""
     data = getattr(os.environ, "_data", None)
     if isinstance(data, dict):
-        data[os.environ.encodekey(name)] = os.environ.encodevalue(value)
+        if value is None:
+            data.pop(os.environ.encodekey(name), None)
+        else:
+            data[os.environ.encodekey(name)] = os.environ.encodevalue(value)
     # An `os.environ` without CPython's layout: left at the proxy's URL (the HTTP path).
 
 
@@ -126,6 +142,8 @@ def _c_value(key: StrOrBytesPath, value: StrOrBytesPath) -> StrOrBytesPath:
     """The value the C environment gets for `key` (as `os.environ` encodes both): the proxy's
     URL in place of a variable's vendor URL, which Python code alone may see."""
     for name, (inside, child) in _VALUES.items():
+        if inside is None:
+            continue
         if key == os.environ.encodekey(name) and value == os.environ.encodevalue(inside):
             return os.environ.encodevalue(child)
     return value
@@ -136,7 +154,14 @@ def _for_child(env: object) -> object:
         return env
     source: Mapping[Any, Any] = os.environ if env is None else env
     given = dict(source)
-    changed = {name: child for name, (value, child) in _VALUES.items() if given.get(name) == value}
+    derived = PROXY_URL_ENV in given
+    changed = {
+        name: child
+        for name, (value, child) in _VALUES.items()
+        # A variable unset in Python's view goes back into an environment derived from
+        # os.environ (it names the proxy), not into one the test built from nothing.
+        if (given.get(name) == value if value is not None else derived and name not in given)
+    }
     if not changed:
         return env
     given.update(changed)  # a copy: the caller's mapping stays as it was

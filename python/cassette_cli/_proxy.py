@@ -308,6 +308,8 @@ def restore_env(before: dict[str, str | None]) -> None:
     for name, value in before.items():
         if value is None:
             os.environ.pop(name, None)
+            # Also where Python's view had it removed already (cassette_cli._base_urls).
+            os.unsetenv(name)
         else:
             os.environ[name] = value
 

@@ -371,7 +371,7 @@ def _start(config: pytest.Config, session: _Session) -> None:
     changes, unset = proxy.env_changes()
     changes[OWN_PROXY_ENV] = proxy.base
     channel = proxy.ready.get("channel")
-    in_process: dict[str, str] = {}
+    in_process: dict[str, str | None] = {}
     if channel:
         from cassette_cli import _base_urls, _intercept, _test_context
 

@@ -343,6 +343,10 @@ def test_a_snapshot_of_the_request_url_sees_the_vendor():
     )
     assert str(raw.http_request.url) == "https://api.openai.com/v1/chat/completions"
     assert raw.parse().choices
+    # The proxy variables as the user had them (none here): every request is caught before
+    # they are read, and httpx makes a TLS context for each one set, in every client.
+    assert not {"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"} & {n.upper() for n in os.environ}
+    assert list(client._client._mounts.values()) == []
 
 
 def shown(**how):
@@ -360,6 +364,16 @@ def test_children_reach_the_proxy():
     assert shown(env=os.environ).startswith(proxy + "/")
     # A value the test chose is the test's.
     assert shown(env={**os.environ, "OPENAI_BASE_URL": "https://mine.example/v1"}) == "https://mine.example/v1"
+    # The proxy variables too: inherited and in a copy, not in an environment built anew.
+    proxies = "import os; print(os.environ.get('HTTPS_PROXY'), os.environ.get('NO_PROXY') is not None)"
+    forward = proxy.split("/_run/")[0]
+    for how in ({}, {"env": {**os.environ, "EXTRA": "1"}}):
+        out = subprocess.run([sys.executable, "-c", proxies], capture_output=True, text=True, check=True, **how)
+        assert out.stdout.split() == [forward, "True"], (how, out.stdout)
+    bare = {"PATH": os.environ["PATH"]}
+    out = subprocess.run([sys.executable, "-c", proxies], capture_output=True, text=True, check=True, env=bare)
+    assert out.stdout.split() == ["None", "False"]
+    assert os.system(f'test "$HTTPS_PROXY" = {forward}') == 0
     script = 'case "$OPENAI_BASE_URL" in "$CASSETTE_PROXY_URL"/*) exit 0;; *) exit 1;; esac'
     assert os.system(script) == 0
 

@@ -28,7 +28,7 @@ const SCOPE_SLOT = Symbol.for("cassette-cli.scope");
 const REGISTER = join(__dirname, "register.js");
 const CHANNEL_ENV = "CASSETTE_CHANNEL";
 
-/** @typedef {{ url: string, base?: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string }, channel?: string | null, in_process?: Record<string, string> | null }} Ready */
+/** @typedef {{ url: string, base?: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string }, channel?: string | null, in_process?: Record<string, string | null> | null }} Ready */
 
 /**
  * The variables that put the preload into a Node process and name the channel (what

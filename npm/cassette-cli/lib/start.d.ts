@@ -40,9 +40,10 @@ export interface ReadyLine {
   channel?: string | null;
   /**
    * With the channel: the base-URL variables as a process catching in process sees them, each
-   * naming where its clients go without cassette (`OPENAI_BASE_URL`: `https://api.openai.com/v1`).
+   * naming where its clients go without cassette (`OPENAI_BASE_URL`: `https://api.openai.com/v1`),
+   * and the proxy variables as the user had them (`null`: unset).
    */
-  in_process?: Record<string, string> | null;
+  in_process?: Record<string, string | null> | null;
 }
 
 export interface Cassette {
@@ -67,7 +68,7 @@ export interface Cassette {
    * The ready line's `in_process` (the base-URL variables naming the vendors), which the runner
    * helpers give their workers once the preload catches them; `null` without the channel.
    */
-  inProcess: Record<string, string> | null;
+  inProcess: Record<string, string | null> | null;
   /** What the proxy wrote on stderr so far (the last 256 KiB). */
   log(): string;
   /** SIGTERM; resolves once it has stopped (requests in flight finished, counters printed). */

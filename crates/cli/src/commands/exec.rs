@@ -374,7 +374,8 @@ pub(crate) fn run(args: ExecArgs, file: &SettingsFile) -> anyhow::Result<ExitCod
             command.env(CHANNEL_ENV, channel);
             // A Python process catching in process sees the vendors' URLs in its base-URL
             // variables (cassette_cli/_base_urls.py), its children the proxy's.
-            let urls = in_process_base_urls(&settings.honoured);
+            let urls =
+                in_process_base_urls(&settings.honoured, &serve, |name| std::env::var(name).ok());
             command.env(
                 IN_PROCESS_URLS_ENV,
                 serde_json::Value::Object(urls).to_string(),

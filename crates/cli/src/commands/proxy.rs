@@ -304,7 +304,9 @@ async fn serve(settings: ProxySettings) -> anyhow::Result<ProxyStats> {
         );
         if let Some(channel) = proxy.channel_path() {
             line["channel"] = serde_json::Value::from(channel.to_string_lossy().into_owned());
-            let urls = in_process_base_urls(&honoured_by);
+            let urls = in_process_base_urls(&honoured_by, &settings.serve, |name| {
+                std::env::var(name).ok()
+            });
             line["in_process"] = serde_json::Value::Object(urls);
         }
         if !honoured.is_empty() {

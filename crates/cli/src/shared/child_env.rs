@@ -178,21 +178,36 @@ pub(crate) const IN_PROCESS_URLS_ENV: &str = "CASSETTE_IN_PROCESS_URLS";
 /// endpoint, in `honoured`: the route's upstream now) and a test that snapshots a request URL
 /// sees what it saw under vcrpy. The channel routes those hosts ([`child_env`]'s values remain
 /// what the process's children get: a child cassette does not catch in process, such as a
-/// Node 20 `fetch` that ignores the proxy variables, must still reach the proxy).
+/// Node 20 `fetch` that ignores the proxy variables, must still reach the proxy). With the
+/// proxy variables set for the children (`serve` catches), they are there too as the user had
+/// them (`lookup`; null: unset): every request of the process is caught before a proxy
+/// setting is read, and httpx builds one transport, with its own TLS context (about 20 ms of
+/// loading CA certificates), for every proxy variable set, in each client it makes.
 pub(crate) fn in_process_base_urls(
     honoured: &[Honoured],
+    serve: &ServeSettings,
+    lookup: impl Fn(&str) -> Option<String>,
 ) -> serde_json::Map<String, serde_json::Value> {
-    BASE_URL_VARIABLES
+    let base_urls = BASE_URL_VARIABLES.iter().map(|variable| {
+        let name = variable.name;
+        let value = honoured
+            .iter()
+            .find(|h| h.variable == name)
+            .map_or(variable.vendor, |h| h.value.as_str());
+        (name.to_owned(), serde_json::Value::from(value))
+    });
+    let proxies = PROXY_VARIABLES
         .iter()
-        .map(|variable| {
-            let name = variable.name;
-            let value = honoured
-                .iter()
-                .find(|h| h.variable == name)
-                .map_or(variable.vendor, |h| h.value.as_str());
-            (name.to_owned(), serde_json::Value::from(value))
-        })
-        .collect()
+        .chain(NO_PROXY_VARIABLES)
+        .filter(|_| serve.catches())
+        .map(|name| {
+            let own = lookup(name).filter(|value| !value.trim().is_empty());
+            (
+                (*name).to_owned(),
+                own.map_or(serde_json::Value::Null, serde_json::Value::from),
+            )
+        });
+    base_urls.chain(proxies).collect()
 }
 
 /// The proxy variables: everything through the proxy but loopback and the allowed hosts.
@@ -506,7 +521,8 @@ mod tests {
             value: "https://gateway.internal/v1".to_owned(),
             upstream: "https://gateway.internal/v1".to_owned(),
         }];
-        let urls = in_process_base_urls(&honoured);
+        let user = |name: &str| (name == "HTTPS_PROXY").then(|| "http://corp:3128".to_owned());
+        let urls = in_process_base_urls(&honoured, &catching(&[]), user);
         let url_of = |name: &str| urls.get(name).and_then(|v| v.as_str());
         // Honoured: the user's endpoint, the route's upstream.
         assert_eq!(
@@ -523,9 +539,25 @@ mod tests {
         assert_eq!(url_of("OLLAMA_HOST"), Some("http://127.0.0.1:11434"));
         // Every variable the children get a proxy URL in is named, and no other.
         let children = env_of(&built_in(None, None), |_| None);
-        for name in urls.keys() {
+        for name in BASE_URL_VARIABLES.iter().map(|v| v.name) {
             assert!(get(&children, name).is_some_and(|v| v.starts_with("http://127.0.0.1:5/")));
         }
-        assert_eq!(urls.len(), BASE_URL_VARIABLES.len());
+        // The proxy variables as the user had them: a proxy of their own, or none.
+        assert_eq!(url_of("HTTPS_PROXY"), Some("http://corp:3128"));
+        for name in PROXY_VARIABLES.iter().chain(NO_PROXY_VARIABLES) {
+            assert!(get(&children, name).is_some(), "{name}");
+            if *name != "HTTPS_PROXY" {
+                assert_eq!(urls.get(*name), Some(&serde_json::Value::Null), "{name}");
+            }
+        }
+        let variables = BASE_URL_VARIABLES.len() + PROXY_VARIABLES.len() + NO_PROXY_VARIABLES.len();
+        assert_eq!(urls.len(), variables);
+        // Not catching: no proxy variable is set for the children, none named.
+        let off = ServeSettings {
+            forwarding: Forwarding::Off,
+            ..catching(&[])
+        };
+        let off = in_process_base_urls(&honoured, &off, user);
+        assert_eq!(off.len(), BASE_URL_VARIABLES.len());
     }
 }
