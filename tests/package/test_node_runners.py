@@ -153,8 +153,9 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
             {**env, "CASSETTE_MODE": "record", "UPSTREAM_BASE": upstream.url, "OPENAI_API_KEY": SECRET},
         )
         recorded = results(project)
-        # Eight tests call the vendor; "base URLs" checks what the test and its children see.
-        assert sorted(status for status, _ in recorded.values()) == ["passed"] * 9 + ["pending"], recorded
+        # Eight tests call the vendor; "base URLs" and "child environment" check what the test
+        # and its children see.
+        assert sorted(status for status, _ in recorded.values()) == ["passed"] * 10 + ["pending"], recorded
         assert len(upstream.requests) == 8, upstream.requests
         rows = [json.loads(line) for line in run([cassette, "ls", "--json"], project, env).stdout.splitlines()]
         sep = " " if runner.startswith("jest") else " > "  # jest names a test by its titles and spaces
@@ -178,7 +179,7 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
         # The hard-coded vendor URLs (fetch and node:https) replay like the rest (issue 32):
         # the helpers load the preload into every worker, which hands them to the channel.
         run(command, project, env)
-        assert sorted(status for status, _ in results(project).values()) == ["passed"] * 9 + ["pending"]
+        assert sorted(status for status, _ in results(project).values()) == ["passed"] * 10 + ["pending"]
         assert upstream.connections == before
 
         changed = "plain-1,vercel-swallowed,https-hardcoded,child"
@@ -194,7 +195,7 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
             f"vercel.test.{ext} > swallowed stream",
             f"vercel.test.{ext} > unrouted host",
         }, outcome
-        assert len(outcome) == 10
+        assert len(outcome) == 11
         plain = outcome[f"chat.test.{ext} > openai > plain 1"][1]
         assert "CassetteMiss: cassette: tests/chat.test." in plain, plain
         assert "cassette miss: no recording for POST /v1/chat/completions" in plain, plain
@@ -215,8 +216,11 @@ def test_record_replay_and_a_miss_fails_exactly_its_test(runner, tarballs, tmp_p
         # (Only vercel.test's file: node:https would go to the network without the preload.)
         outside = run([*command, "vercel.test"], project, {**env, "CASSETTE_IN_PROCESS": "off"}, expect=1)
         assert upstream.connections == before
-        failed = {name for name, (status, _) in results(project).items() if status == "failed"}
+        outcome = results(project)
+        failed = {name for name, (status, _) in outcome.items() if status == "failed"}
         assert f"vercel.test.{ext} > hard-coded vendor URL" in failed, outside.stdout
+        # A child still gets cassette's variables, under jest too (it got the real key before).
+        assert outcome[f"vercel.test.{ext} > child environment"][0] == "passed", outcome[f"vercel.test.{ext} > child environment"]
         # The proxy's own counters, printed by the teardown.
         assert "cassette proxy: stopped; " in broken.stdout + broken.stderr
     finally:

@@ -10,14 +10,12 @@
 // scope (`x-cassette-scope`), so the proxy counts it for the test that worker runs, and a child
 // process started there carries that scope (`CASSETTE_SCOPE`) into its own preload. Once fetch
 // is caught, the process's base-URL variables name the vendors and its children's the proxy
-// (./base-urls.cjs).
+// (./env.cjs).
 import http from "node:http";
 import https from "node:https";
-import childProcess from "node:child_process";
 import { syncBuiltinESMExports } from "node:module";
 import { EventEmitter } from "node:events";
-import { promisify } from "node:util";
-import baseUrls from "./base-urls.cjs";
+import env from "./env.cjs";
 
 /** The variable `cassette exec` sets to the channel's socket. */
 export const CHANNEL_ENV = "CASSETTE_CHANNEL";
@@ -28,14 +26,8 @@ const URL_HEADER = "x-cassette-url";
 /** The header naming the scope (a worker's, under the test runner helpers) of a request. */
 const SCOPE_HEADER = "x-cassette-scope";
 
-/**
- * Where the runner helpers leave the worker's scope: on the node:http module object, which a
- * jest test file's sandbox shares with this realm (its `process.env` is a copy).
- */
-export const SCOPE_SLOT = Symbol.for("cassette-cli.scope");
-
-/** The variable a worker's scope is passed on in, to its child processes' preload. */
-const SCOPE_ENV = "CASSETTE_SCOPE";
+/** Where the runner helpers leave the worker's scope (on node:http: ./env.cjs). */
+export const SCOPE_SLOT = env.SCOPE_SLOT;
 
 /** Marks node:http as wrapped, so that a second import installs nothing twice. */
 const INSTALLED = Symbol.for("cassette-cli.registered");
@@ -78,80 +70,13 @@ function authority(url) {
 }
 
 /**
- * The scope the running worker's requests belong to, if a runner helper named one.
- * @returns {string | undefined}
- */
-function scope() {
-  return /** @type {any} */ (http)[SCOPE_SLOT] ?? process.env[SCOPE_ENV] ?? undefined;
-}
-
-/**
- * Gives the child processes a test starts (spawn, exec, execFile, fork and their Sync forms)
- * the proxy's URL in each base-URL variable that holds its in-process value (./base-urls.cjs),
- * and the worker's scope in CASSETTE_SCOPE, which their own preload reads: their requests are
- * then charged to the test the worker runs, as a Python test's subprocess is charged to the
- * running test. Under jest the worker's scope is not in the environment a child inherits (a
- * test file's sandbox keeps its own copy of `process.env`), so it is added to the child's:
- * only when that environment names the channel (the child is caught) and no scope yet.
- */
-function wrapChildProcess() {
-  const cp = /** @type {Record<string, any>} */ (/** @type {unknown} */ (childProcess));
-  for (const name of ["spawn", "spawnSync", "exec", "execSync", "execFile", "execFileSync", "fork"]) {
-    const original = cp[name];
-    if (typeof original !== "function") continue;
-    // exec and execSync take (command, options); the others (file, args?, options).
-    const argsFirst = !name.startsWith("exec") || name.startsWith("execFile");
-    /** @param {Function} fn */
-    const scoped = (fn) =>
-      /** @this {unknown} @param {any[]} args */
-      function (...args) {
-        return fn.apply(this, childArgs(args, argsFirst, scope()));
-      };
-    const wrapped = /** @type {any} */ (scoped(original));
-    // util.promisify(exec) and (execFile) use their own promisified form, which calls the
-    // original directly: it is wrapped the same way.
-    const custom = original[promisify.custom];
-    if (typeof custom === "function") wrapped[promisify.custom] = scoped(custom);
-    cp[name] = wrapped;
-  }
-}
-
-/**
- * A child_process call's arguments with the environment the child gets: the call's, or what
- * it inherits (`baseUrls.inherited`: under jest, cassette's variables from the test's
- * sandbox), with the proxy's base URLs (`baseUrls.forChild`) and CASSETTE_SCOPE when that
- * environment names the channel and no scope; as they were when that is the one it gets.
- * @param {any[]} args
- * @param {boolean} argsFirst whether an argument array may come before the options
- * @param {string | undefined} id the worker's scope
- */
-function childArgs(args, argsFirst, id) {
-  const at = argsFirst && Array.isArray(args[1]) ? 2 : 1;
-  const given = args[at];
-  const hasOptions = given !== null && typeof given === "object" && !Array.isArray(given);
-  const options = hasOptions ? given : {};
-  const env = options.env ?? baseUrls.inherited();
-  let child = baseUrls.forChild(env);
-  if (id && env[CHANNEL_ENV] && !env[SCOPE_ENV]) child = { ...child, [SCOPE_ENV]: id };
-  if (child === (options.env ?? process.env)) return args;
-  const out = [...args];
-  const scoped = { ...options, env: child };
-  if (hasOptions || given === null || (given === undefined && at < args.length)) {
-    out[at] = scoped;
-  } else {
-    out.splice(at, 0, scoped);
-  }
-  return out;
-}
-
-/**
  * `headers` (an undici or node:http headers value) with the channel's own headers added.
  * @param {any} headers
  * @param {URL} url
  */
 function channelHeaders(headers, url) {
   const withUrl = withHeader(headers, URL_HEADER, url.href);
-  const id = scope();
+  const id = env.scope();
   return id ? withHeader(withUrl, SCOPE_HEADER, id) : withUrl;
 }
 
@@ -413,11 +338,11 @@ if (socketPath && !(/** @type {any} */ (http)[INSTALLED])) {
   const fetchCaught = installDispatcher(socketPath, probe);
   wrapHttp(http, "http:", originalHttpRequest, socketPath);
   wrapHttp(https, "https:", originalHttpRequest, socketPath);
-  wrapChildProcess();
+  env.wrapChildProcess();
   if (fetchCaught) {
     // Only now may a client follow a vendor's URL: every way out of the process is caught.
-    baseUrls.caught();
-    baseUrls.inProcess(process.env);
+    env.caught();
+    env.inProcess(process.env);
   }
   // `import { request } from "node:http"` (and node:child_process) sees the wrapped functions too.
   syncBuiltinESMExports();

@@ -13,16 +13,13 @@ const { randomBytes } = require("node:crypto");
 const { execFileSync } = require("node:child_process");
 const http = require("node:http");
 const { join } = require("node:path");
-const baseUrls = require("./base-urls.cjs");
+const env = require("./env.cjs");
 
 // The variable a worker keeps its scope in: a worker that runs several test files in one
 // module graph (vitest with `isolate: false`) keeps one scope, so clients built by an earlier
-// file still count.
-const SCOPE_ENV = "CASSETTE_SCOPE";
-
-// Where the preload (register.js) reads a worker's scope: on node:http, which a jest test
+// file still count. The preload reads it from node:http (env.SCOPE_SLOT), which a jest test
 // file's sandbox shares with the worker's own realm (their `process.env`s are copies).
-const SCOPE_SLOT = Symbol.for("cassette-cli.scope");
+const { SCOPE_ENV, SCOPE_SLOT } = env;
 
 // The preload, and the variable naming the channel it sends every request to.
 const REGISTER = join(__dirname, "register.js");
@@ -132,18 +129,19 @@ function attach({ ready, beforeEach, afterEach, testName }) {
   const set = { ...scopedEnv(ready, scope), [SCOPE_ENV]: scope };
   Object.assign(process.env, set);
   const channel = ready.channel ?? null;
+  const preload = channel ? inProcessEnv(channel, process.env.NODE_OPTIONS) : {};
+  Object.assign(process.env, preload);
+  // Under jest this `process.env` is the sandbox's copy, which child_process never reads: a
+  // child started without an `env` is given these variables from it (with the channel or not).
+  const names = [...Object.keys(set), ...Object.keys(preload), env.IN_PROCESS_URLS_ENV];
+  env.applied(process.env, names, ready.unset ?? []);
+  env.wrapChildProcess();
   if (channel) {
-    const preload = inProcessEnv(channel, process.env.NODE_OPTIONS);
-    Object.assign(process.env, preload);
-    // Under jest this `process.env` is the sandbox's copy, which child_process never reads:
-    // the preload gives a child started without an `env` these variables from it.
-    const names = [...Object.keys(set), ...Object.keys(preload), baseUrls.IN_PROCESS_URLS_ENV];
-    baseUrls.applied(process.env, names, ready.unset ?? []);
     /** @type {any} */ (http)[SCOPE_SLOT] = scope;
     // The base URLs name the vendors once the preload catches this worker's requests (now,
     // under jest, whose workers start with it; under vitest, the preload's import does it).
-    if (ready.in_process) process.env[baseUrls.IN_PROCESS_URLS_ENV] = JSON.stringify(ready.in_process);
-    baseUrls.inProcess(process.env);
+    if (ready.in_process) process.env[env.IN_PROCESS_URLS_ENV] = JSON.stringify(ready.in_process);
+    env.inProcess(process.env);
   }
 
   /** @param {string} method @param {unknown} [body] */

@@ -99,10 +99,13 @@ function seen() {
     client: client.baseURL,
     proxy: process.env.CASSETTE_PROXY_URL,
     shell: execFileSync("sh", ["-c", 'printf %s "$OPENAI_BASE_URL"'], { env, encoding: "utf8" }),
-    // Inherited: under jest too, whose sandbox's process.env child_process never reads.
-    inherited: execFileSync("sh", ["-c", 'printf %s "$OPENAI_BASE_URL $OPENAI_API_KEY"'], { encoding: "utf8" }),
     node: execFileSync(process.execPath, ["-e", "process.stdout.write(process.env.OPENAI_BASE_URL)"], { env, encoding: "utf8" }),
   };
 }
 
-module.exports = { seen, ask, vercel, vercelSwallowed, hardcoded, nodeHttps, child, unrouted };
+// What a shell child started without an `env` sees in OPENAI_BASE_URL and OPENAI_API_KEY.
+function inherited() {
+  return execFileSync("sh", ["-c", 'printf %s "$OPENAI_BASE_URL $OPENAI_API_KEY"'], { encoding: "utf8" });
+}
+
+module.exports = { seen, inherited, ask, vercel, vercelSwallowed, hardcoded, nodeHttps, child, unrouted };
