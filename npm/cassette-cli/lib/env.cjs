@@ -209,14 +209,13 @@ function childArgs(args, argsFirst, id) {
 }
 
 module.exports = {
+  CHANNEL_ENV,
   IN_PROCESS_URLS_ENV,
   SCOPE_ENV,
   SCOPE_SLOT,
   applied,
   caught,
-  forChild,
   inProcess,
-  inherited,
   scope,
   wrapChildProcess,
 };

@@ -18,7 +18,7 @@ import { EventEmitter } from "node:events";
 import env from "./env.cjs";
 
 /** The variable `cassette exec` sets to the channel's socket. */
-export const CHANNEL_ENV = "CASSETTE_CHANNEL";
+export const CHANNEL_ENV = env.CHANNEL_ENV;
 
 /** The header carrying the original URL of an origin-form request on the channel. */
 const URL_HEADER = "x-cassette-url";

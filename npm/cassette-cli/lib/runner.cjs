@@ -23,7 +23,7 @@ const { SCOPE_ENV, SCOPE_SLOT } = env;
 
 // The preload, and the variable naming the channel it sends every request to.
 const REGISTER = join(__dirname, "register.js");
-const CHANNEL_ENV = "CASSETTE_CHANNEL";
+const { CHANNEL_ENV } = env;
 
 /** @typedef {{ url: string, base?: string, mode: string, env: Record<string, string>, unset: string[], control: { token: string, scopes: string, prefix: string }, channel?: string | null, in_process?: Record<string, string | null> | null }} Ready */
 
