@@ -18,7 +18,8 @@ their own transport, `proxy=` or `trust_env=False` are caught), urllib3 (request
 the standard library's urllib.request, and http.client used directly to a host a route serves.
 Each is patched when it is first imported, so a process that never uses one pays nothing.
 httpx's requests take the lean channel client of `_channel.py` (asyncio included; another event
-loop library, httpx's own stack over the socket).
+loop library, httpx's own stack over the socket), and an httpx transport builds its own pool
+and TLS context only when it first sends a request itself.
 """
 
 # The libraries patched here are optional and imported only when the test code imports them, so
@@ -267,6 +268,8 @@ def _patch_httpx(module: ModuleType) -> None:
 
     sync_cls.handle_request = handle_request
     async_cls.handle_async_request = handle_async_request
+    _defer_pool(sync_cls, is_async=False)
+    _defer_pool(async_cls, is_async=True)
 
     def undo() -> None:
         sync_cls.handle_request = sync_send
@@ -274,6 +277,74 @@ def _patch_httpx(module: ModuleType) -> None:
         pools.clear()
 
     _UNDO.append(undo)
+
+
+_BUILDING = threading.Lock()
+
+
+def _defer_pool(cls: Any, *, is_async: bool) -> None:
+    """While the channel is installed, a transport builds its connection pool (and with it a TLS
+    context, about 18 ms of loading CA certificates) when it first sends a request itself, not
+    when its client is made: a request the channel carries needs neither, and real suites build
+    clients per test (two TLS contexts were half of an agent test's time). Installed once per
+    class and inert without the channel, so uninstalling leaves no transport without a pool."""
+    if cls.__dict__.get("_cassette_deferred"):
+        return
+    init = cls.__init__
+
+    def deferred_init(self: Any, *args: Any, **kw: Any) -> None:
+        if _STATE is None:
+            init(self, *args, **kw)
+        else:
+            # A setting the pool would refuse (a CA file that is not there) is then refused at
+            # the first request the transport sends itself.
+            self.__dict__["_cassette_init"] = (args, kw)
+
+    def built(self: Any) -> bool:
+        return "_cassette_pool" in self.__dict__ or "_cassette_init" not in self.__dict__
+
+    class Pool:
+        def __get__(self, obj: Any, owner: Any = None) -> Any:
+            if obj is None:
+                return self
+            held = obj.__dict__
+            if "_cassette_pool" not in held and "_cassette_init" in held:
+                with _BUILDING:
+                    if "_cassette_pool" not in held:
+                        args, kw = held["_cassette_init"]
+                        init(obj, *args, **kw)
+                        del held["_cassette_init"]
+            if "_cassette_pool" in held:
+                return held["_cassette_pool"]
+            if "_pool" in held:  # made before the class was deferred
+                return held["_pool"]
+            raise AttributeError("_pool")
+
+        def __set__(self, obj: Any, value: Any) -> None:
+            obj.__dict__["_cassette_pool"] = value
+
+    def guarded(name: str, idle: Any) -> None:
+        # Entering, leaving or closing a transport that never built its pool has nothing to do;
+        # building one only to close it would cost what the deferral saves.
+        original = getattr(cls, name)
+
+        def method(self: Any, *args: Any) -> Any:
+            return original(self, *args) if built(self) else idle(self)
+
+        async def async_method(self: Any, *args: Any) -> Any:
+            return await original(self, *args) if built(self) else idle(self)
+
+        setattr(cls, name, async_method if is_async else method)
+
+    cls.__init__ = deferred_init
+    cls._pool = Pool()
+    enter, leave, close = (
+        ("__aenter__", "__aexit__", "aclose") if is_async else ("__enter__", "__exit__", "close")
+    )
+    guarded(enter, lambda self: self)
+    guarded(leave, lambda self: None)
+    guarded(close, lambda self: None)
+    cls._cassette_deferred = True
 
 
 def _url_verdict(url: Any) -> str:

@@ -323,6 +323,90 @@ def test_env_following_clients_take_the_channel_too(tmp_path: Path) -> None:
         vendor.close()
 
 
+CLIENTS_PER_TEST_APP = """
+import asyncio
+import http.server
+import os
+import ssl
+import threading
+
+import httpx
+import openai
+
+# Loading CA certificates is what a TLS context costs (about 18 ms): counted here.
+LOADS = []
+_load = ssl.SSLContext.load_verify_locations
+
+
+def counting(self, *args, **kw):
+    LOADS.append(args or kw)
+    return _load(self, *args, **kw)
+
+
+ssl.SSLContext.load_verify_locations = counting
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def test_clients_made_per_test_load_no_certificates():
+    LOADS.clear()
+    for n in range(3):
+        http_client = httpx.Client(trust_env=False)
+        with openai.OpenAI(base_url="https://api.openai.com/v1", http_client=http_client, max_retries=0) as c:
+            assert c.chat.completions.create(model="m", messages=MESSAGES)
+    async def go():
+        async with openai.AsyncOpenAI(base_url="https://api.openai.com/v1", max_retries=0) as c:
+            return await c.chat.completions.create(model="m", messages=MESSAGES)
+    assert asyncio.run(go())
+    assert LOADS == []
+
+
+class Local(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("content-length", "5")
+        self.end_headers()
+        self.wfile.write(b"local")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_request_the_client_sends_itself_builds_its_pool_then():
+    LOADS.clear()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Local)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/"
+    try:
+        with httpx.Client(trust_env=False) as c:
+            assert c.get(url).text == "local"
+        async def go():
+            async with httpx.AsyncClient(trust_env=False) as c:
+                return (await c.get(url)).text
+        assert asyncio.run(go()) == "local"
+    finally:
+        server.shutdown()
+    assert len(LOADS) == 2, LOADS
+"""
+
+
+def test_a_client_builds_no_tls_context_for_requests_the_channel_carries(tmp_path: Path) -> None:
+    """Real suites build clients per test; each httpx client's transport made a TLS context
+    (about 18 ms) that a request over the channel never uses. It is made when the transport
+    first sends a request itself (a host on this machine here), not before."""
+    if sys.platform == "win32":
+        pytest.skip("the channel is a Unix socket")
+    vendor = FakeUpstream()
+    try:
+        folder = small_project(tmp_path, vendor, "test_clients.py", CLIENTS_PER_TEST_APP)
+        recorded = pytest_run(folder, "record")
+        assert "2 passed" in recorded.stdout, both(recorded)
+        vendor.stop()
+        replayed = pytest_run(folder, "replay")
+        assert "2 passed" in replayed.stdout, both(replayed)
+    finally:
+        vendor.close()
+
+
 VENDOR_URLS_APP = """
 import os
 import subprocess
