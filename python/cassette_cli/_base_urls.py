@@ -38,6 +38,9 @@ _ENV_AT = 9
 _UNDO: list[Callable[[], None]] = []
 # Each variable's value in Python's view (None: unset there) and the proxy's, a child's.
 _VALUES: dict[str, tuple[str | None, str]] = {}
+# The same as `os.environ` encodes them, for what `os.putenv` is given (pytest sets
+# PYTEST_CURRENT_TEST three times a test): key to (Python's value, the proxy's).
+_ENCODED: dict[Any, tuple[Any, Any]] = {}
 
 
 def install(in_process: Mapping[str, str | None], children: Mapping[str, str]) -> None:
@@ -50,6 +53,14 @@ def install(in_process: Mapping[str, str | None], children: Mapping[str, str]) -
     uninstall()
     _VALUES.update(
         {name: (value, children[name]) for name, value in in_process.items() if name in children}
+    )
+    encode, encode_value = os.environ.encodekey, os.environ.encodevalue
+    _ENCODED.update(
+        {
+            encode(name): (encode_value(inside), encode_value(child))
+            for name, (inside, child) in _VALUES.items()
+            if inside is not None
+        }
     )
     for name, (value, _) in _VALUES.items():
         _python_only(name, value)
@@ -118,6 +129,7 @@ def http_path() -> None:
     for name, (_, child) in _VALUES.items():
         os.environ[name] = child
     _VALUES.clear()
+    _ENCODED.clear()
 
 
 def uninstall() -> None:
@@ -125,6 +137,7 @@ def uninstall() -> None:
     while _UNDO:
         _UNDO.pop()()
     _VALUES.clear()
+    _ENCODED.clear()
 
 
 def _python_only(name: str, value: str | None) -> None:
@@ -141,12 +154,8 @@ def _python_only(name: str, value: str | None) -> None:
 def _c_value(key: StrOrBytesPath, value: StrOrBytesPath) -> StrOrBytesPath:
     """The value the C environment gets for `key` (as `os.environ` encodes both): the proxy's
     URL in place of a variable's vendor URL, which Python code alone may see."""
-    for name, (inside, child) in _VALUES.items():
-        if inside is None:
-            continue
-        if key == os.environ.encodekey(name) and value == os.environ.encodevalue(inside):
-            return os.environ.encodevalue(child)
-    return value
+    known = _ENCODED.get(key)
+    return known[1] if known is not None and value == known[0] else value
 
 
 def _for_child(env: object) -> object:
