@@ -198,7 +198,10 @@ mod tests {
     fn the_starter_names_every_built_in_route_and_its_key_variables() {
         let file = SettingsFile::parse(Path::new("/p/cassette.toml"), "")
             .unwrap_or_else(|e| panic!("{e:#}"));
-        for (name, _) in crate::shared::settings::BUILT_IN_ROUTES {
+        let built_ins = cassette_recorder::proxy::built_in_routes();
+        for (name, _) in
+            built_ins.filter(|(name, _)| *name != cassette_recorder::config::DEFAULT_TARGET)
+        {
             let named = format!("{name} (/{name}/...");
             assert!(STARTER.contains(&named), "the starter misses `{named}`");
             for var in crate::shared::settings::key_sources(name, &file) {

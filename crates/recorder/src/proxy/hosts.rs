@@ -6,24 +6,76 @@
 
 use crate::config::{Route, DEFAULT_TARGET};
 
-/// The hosts each route's vendor serves its API on, by route name: a route of that name,
-/// wherever its upstream points (a test's fake, a gateway), serves requests for them. `host`
-/// alone is the scheme's default port; `host:port` that port only.
-pub const VENDOR_HOSTS: &[(&str, &[&str])] = &[
-    (DEFAULT_TARGET, &["api.openai.com"]),
-    ("anthropic", &["api.anthropic.com"]),
-    ("gemini", &["generativelanguage.googleapis.com"]),
-    ("groq", &["api.groq.com"]),
-    ("cohere", &["api.cohere.com", "api.cohere.ai"]),
-    ("ollama", &["127.0.0.1:11434", "localhost:11434"]),
-    ("mistral", &["api.mistral.ai"]),
-    ("together", &["api.together.xyz", "api.together.ai"]),
-    ("fireworks", &["api.fireworks.ai"]),
-    ("deepseek", &["api.deepseek.com"]),
-    ("openrouter", &["openrouter.ai"]),
-    ("xai", &["api.x.ai"]),
-    ("perplexity", &["api.perplexity.ai"]),
+/// A vendor cassette knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vendor {
+    /// The route named for it.
+    pub route: &'static str,
+    /// The hosts its API is served on: `host` alone is the scheme's default port, `host:port`
+    /// that port only.
+    pub hosts: &'static [&'static str],
+    /// The upstream its route is mounted with when nothing names one; `None`: a route of that
+    /// name is mounted only when configured.
+    pub built_in: Option<&'static str>,
+}
+
+/// The one table of vendors: a route of a vendor's name, wherever its upstream points (a
+/// test's fake, a gateway), serves requests for the vendor's hosts. The built-in routes come
+/// first, in the order settings list them.
+pub const VENDORS: &[Vendor] = &[
+    vendor(
+        DEFAULT_TARGET,
+        &["api.openai.com"],
+        Some("https://api.openai.com"),
+    ),
+    vendor(
+        "anthropic",
+        &["api.anthropic.com"],
+        Some("https://api.anthropic.com"),
+    ),
+    vendor(
+        "ollama",
+        &["127.0.0.1:11434", "localhost:11434"],
+        Some("http://127.0.0.1:11434"),
+    ),
+    vendor(
+        "gemini",
+        &["generativelanguage.googleapis.com"],
+        Some("https://generativelanguage.googleapis.com"),
+    ),
+    vendor("groq", &["api.groq.com"], Some("https://api.groq.com")),
+    vendor(
+        "cohere",
+        &["api.cohere.com", "api.cohere.ai"],
+        Some("https://api.cohere.com"),
+    ),
+    vendor("mistral", &["api.mistral.ai"], None),
+    vendor("together", &["api.together.xyz", "api.together.ai"], None),
+    vendor("fireworks", &["api.fireworks.ai"], None),
+    vendor("deepseek", &["api.deepseek.com"], None),
+    vendor("openrouter", &["openrouter.ai"], None),
+    vendor("xai", &["api.x.ai"], None),
+    vendor("perplexity", &["api.perplexity.ai"], None),
 ];
+
+const fn vendor(
+    route: &'static str,
+    hosts: &'static [&'static str],
+    built_in: Option<&'static str>,
+) -> Vendor {
+    Vendor {
+        route,
+        hosts,
+        built_in,
+    }
+}
+
+/// The routes mounted without any setting, the default route first: name and upstream.
+pub fn built_in_routes() -> impl Iterator<Item = (&'static str, &'static str)> {
+    VENDORS
+        .iter()
+        .filter_map(|v| v.built_in.map(|upstream| (v.route, upstream)))
+}
 
 /// One host (and port) a route serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,11 +109,11 @@ impl Hosts {
                 }
             }
         }
-        for (name, hosts) in VENDOR_HOSTS {
-            if !routes.iter().any(|r| r.name == *name) {
+        for vendor in VENDORS {
+            if !routes.iter().any(|r| r.name == vendor.route) {
                 continue;
             }
-            for host in *hosts {
+            for host in vendor.hosts {
                 let (host, port) = match host.rsplit_once(':') {
                     Some((host, port)) => (host, port.parse().ok()),
                     None => (*host, None),
@@ -69,7 +121,7 @@ impl Hosts {
                 served.push(Served {
                     host: host.to_owned(),
                     port,
-                    route: (*name).to_owned(),
+                    route: vendor.route.to_owned(),
                 });
             }
         }
@@ -138,6 +190,32 @@ mod tests {
         hosts
             .route_url(&routes, &url)
             .map(|(route, path)| (route.name.clone(), path))
+    }
+
+    #[test]
+    fn a_built_in_route_serves_its_own_upstreams_host_and_names_each_vendor_once() {
+        let routes: Vec<Route> = built_in_routes()
+            .map(|(name, upstream)| Route::new(name, upstream))
+            .collect();
+        assert_eq!(routes[0].name, DEFAULT_TARGET);
+        let hosts = Hosts::new(&routes);
+        for route in &routes {
+            let url = url::Url::parse(&route.base_url).unwrap();
+            let vendor = VENDORS.iter().find(|v| v.route == route.name).unwrap();
+            let host = url.host_str().unwrap();
+            let port = url.port();
+            let named = match port {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_owned(),
+            };
+            assert!(vendor.hosts.contains(&named.as_str()), "{named}");
+            let found = hosts.route_url(&routes, &url).map(|(r, _)| r.name.as_str());
+            assert_eq!(found, Some(route.name.as_str()));
+        }
+        let mut names: Vec<_> = VENDORS.iter().map(|v| v.route).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), VENDORS.len());
     }
 
     #[test]

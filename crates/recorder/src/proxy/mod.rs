@@ -93,7 +93,7 @@ pub use config::{
     DEFAULT_RETRYING_MISS_STATUS,
 };
 pub use forward::{Bypassed, Forwarding, HostPattern};
-pub use hosts::{Hosts, VENDOR_HOSTS};
+pub use hosts::{built_in_routes, Hosts, Vendor, VENDORS};
 pub use journal::{Answered, Journal, JournalEntry, JournalLog, KEPT_ENTRIES};
 pub use run_secret::{RunSecret, RUN_SECRET_HEADER, RUN_SEGMENT};
 pub use server::ProxyStats;

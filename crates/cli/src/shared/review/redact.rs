@@ -4,9 +4,9 @@
 //! the environment, as a recorder replaces them. Stored cassettes went through it when they were
 //! recorded; a review redacts them again (`cassette_review::redact::reseal`).
 
-use crate::shared::settings::{key_sources, SettingsFile, BUILT_IN_ROUTES};
+use crate::shared::settings::{key_sources, SettingsFile};
 use anyhow::Context;
-use cassette_recorder::config::DEFAULT_TARGET;
+use cassette_recorder::proxy::built_in_routes;
 use cassette_tape::redact::{RedactionRules, Redactor, Secret};
 
 /// The redactor of a review: the settings file's rules and the routes' keys from the
@@ -16,8 +16,7 @@ pub(crate) fn output_redactor(file: &SettingsFile) -> anyhow::Result<Redactor> {
         json_paths: file.redact_paths.clone(),
         patterns: file.redact_patterns.clone(),
     };
-    let mut routes: Vec<&str> = vec![DEFAULT_TARGET];
-    routes.extend(BUILT_IN_ROUTES.iter().map(|(name, _)| *name));
+    let mut routes: Vec<&str> = built_in_routes().map(|(name, _)| name).collect();
     routes.extend(file.routes.iter().map(|r| r.name.as_str()));
     let keys: Vec<(&str, String)> = routes
         .into_iter()

@@ -43,6 +43,4 @@ pub(crate) use own_endpoint::{Honoured, BASE_URL_VARIABLES};
 pub(crate) use recorder::{key_sources, keys_summary, RecorderArgs, RecorderSettings, RouteKey};
 pub(crate) use serve::{ServeArgs, ServeSettings};
 pub(crate) use store::{StoreArgs, StoreSpec};
-pub(crate) use values::{
-    is_built_in_route, is_plain_name, parse_flag, parse_size, BUILT_IN_ROUTES,
-};
+pub(crate) use values::{is_built_in_route, is_plain_name, parse_flag, parse_size};

@@ -29,13 +29,14 @@ use super::store::{StoreArgs, StoreSpec};
 use super::unopened::Unopened;
 use super::usage_log::check_usage_log;
 use super::values::{
-    parse_base_url, parse_flag, parse_memory, parse_route, parse_size, BUILT_IN_ROUTES,
+    is_built_in_route, parse_base_url, parse_flag, parse_memory, parse_route, parse_size,
 };
 use anyhow::{bail, Context};
 use cassette_recorder::config::{
     ApiKey, Replays, DEFAULT_MAX_ANSWER, DEFAULT_REPLAY_MEMORY, DEFAULT_STREAM_CHUNK,
     DEFAULT_TARGET,
 };
+use cassette_recorder::proxy::built_in_routes;
 use cassette_recorder::{
     ErrorRecording, Mode, Recorder, RecorderConfig, Repeats, Route, StreamReplay,
 };
@@ -45,9 +46,6 @@ use cassette_tape::redact::RedactionRules;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The default route's upstream when `UPSTREAM_BASE` is not set.
-pub(crate) const DEFAULT_UPSTREAM: &str = "https://api.openai.com";
 
 /// Seconds an upstream may take to answer when `--upstream-timeout` is not given.
 const DEFAULT_UPSTREAM_TIMEOUT_SECS: u64 = 600;
@@ -320,8 +318,7 @@ impl RecorderArgs {
         file: &SettingsFile,
         mode: Mode,
     ) -> anyhow::Result<(Vec<Route>, Vec<RouteKey>, Vec<Honoured>)> {
-        let mut routes: Vec<Route> = std::iter::once((DEFAULT_TARGET, DEFAULT_UPSTREAM))
-            .chain(BUILT_IN_ROUTES.iter().copied())
+        let mut routes: Vec<Route> = built_in_routes()
             .map(|(name, base_url)| Route::new(name, base_url))
             .collect();
         for from_file in &file.routes {
@@ -370,12 +367,10 @@ impl RecorderArgs {
         }
         // A built-in route nobody named an upstream for answers from recordings of any origin;
         // a named one only from its own (`docs/keying.md`, "The upstream's origin").
-        let built_in =
-            |name: &str| name == DEFAULT_TARGET || BUILT_IN_ROUTES.iter().any(|(n, _)| *n == name);
         for route in &mut routes {
             let named =
                 set_by_cassette(&route.name) || honoured.iter().any(|h| h.route == route.name);
-            if built_in(&route.name) && !named {
+            if is_built_in_route(&route.name) && !named {
                 route.replays = Replays::AnyOrigin;
             }
         }
@@ -791,7 +786,7 @@ auth = "query:key"
         assert_eq!(settings.config.key, cassette_keying::KeyConfig::default());
         assert_eq!(
             settings.config.route("default").unwrap().base_url,
-            DEFAULT_UPSTREAM
+            "https://api.openai.com"
         );
         let sources: Vec<_> = settings
             .keys

@@ -1,11 +1,11 @@
 //! The values settings are made of, and their parsers: single flag values (clap
 //! `value_parser`s: sizes, upstream base URLs, `NAME=URL` routes, miss statuses, `ignore`
-//! paths), store specs, the built-in routes, and path joining and resolving. Every other settings module
+//! paths), store specs, and path joining and resolving. Every other settings module
 //! builds on these; this one on none of them, so the settings modules depend one way. Errors
 //! say what was expected; clap adds the flag and the value.
 
 use cassette_keying::{path_leaves_out, JsonPath, QuestionLeftOut};
-use cassette_recorder::config::DEFAULT_TARGET;
+use cassette_recorder::proxy::built_in_routes;
 use cassette_recorder::Route;
 use cassette_store::StoreUrl;
 use std::ffi::OsString;
@@ -105,18 +105,10 @@ pub(crate) fn parse_route(spec: &str) -> Result<Route, String> {
     Ok(Route::new(name, parse_base_url(url)?))
 }
 
-/// Routes mounted even without flags: name and default upstream.
-pub(crate) const BUILT_IN_ROUTES: &[(&str, &str)] = &[
-    ("anthropic", "https://api.anthropic.com"),
-    ("ollama", "http://127.0.0.1:11434"),
-    ("gemini", "https://generativelanguage.googleapis.com"),
-    ("groq", "https://api.groq.com"),
-    ("cohere", "https://api.cohere.com"),
-];
-
-/// Whether a route exists without being configured.
+/// Whether a route exists without being configured (the recorder's table of vendors says
+/// which do, and where they go).
 pub(crate) fn is_built_in_route(name: &str) -> bool {
-    name == DEFAULT_TARGET || BUILT_IN_ROUTES.iter().any(|(n, _)| *n == name)
+    built_in_routes().any(|(n, _)| n == name)
 }
 
 /// An HTTP error status, 400 to 599.
