@@ -407,6 +407,66 @@ def test_a_client_builds_no_tls_context_for_requests_the_channel_carries(tmp_pat
         vendor.close()
 
 
+TRIO_APP = """
+import os
+
+import httpx
+import openai
+import trio
+
+MESSAGES = [{"role": "user", "content": "hi from trio"}]
+
+
+def test_httpx_under_trio():
+    async def main():
+        async with httpx.AsyncClient(trust_env=False) as client:
+            answer = await client.post(
+                "https://api.openai.com/v1/chat/completions",
+                json={"model": "m", "messages": MESSAGES},
+                headers={"authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
+            )
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    assert trio.run(main)["choices"]
+
+
+def test_openai_under_trio():
+    async def chunks():
+        async with openai.AsyncOpenAI(base_url="https://api.openai.com/v1", max_retries=0) as client:
+            streamed = [{"role": "user", "content": "hi from trio, streamed"}]
+            stream = await client.chat.completions.create(model="m", messages=streamed, stream=True)
+            return [chunk async for chunk in stream]
+
+    assert len(trio.run(chunks)) > 1
+"""
+
+
+def test_trio_clients_take_httpxs_own_stack_over_the_channel(tmp_path: Path) -> None:
+    """Under an event loop that is not asyncio (trio), httpx's requests go over httpx's own stack
+    to the channel's socket: recorded, replayed with the vendor stopped, and a changed request
+    is its test's miss."""
+    if sys.platform == "win32":
+        pytest.skip("the channel is a Unix socket")
+    vendor = FakeUpstream()
+    try:
+        folder = small_project(tmp_path, vendor, "test_trio.py", TRIO_APP)
+        recorded = pytest_run(folder, "record")
+        assert "2 passed" in recorded.stdout, both(recorded)
+        assert len(vendor.requests) == 2, both(recorded)
+        vendor.stop()
+        before = vendor.connections
+        replayed = pytest_run(folder, "replay")
+        assert "2 passed" in replayed.stdout, both(replayed)
+        assert vendor.connections == before
+        app = folder / "tests" / "test_trio.py"
+        app.write_text(app.read_text().replace("hi from trio", "changed"))
+        missed = pytest_run(folder, "replay")
+        assert "2 failed" in missed.stdout and "cassette miss" in missed.stdout, both(missed)
+    finally:
+        vendor.close()
+
+
 VENDOR_URLS_APP = """
 import os
 import subprocess
