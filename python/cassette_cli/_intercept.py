@@ -141,6 +141,17 @@ def _patch_httpx(module: ModuleType) -> None:
     sync_send = sync_cls.handle_request
     async_send = async_cls.handle_async_request
     pools: dict[tuple[Any, ...], Any] = {}
+    core_name = "httpcore2" if module.__name__ == "httpx2" else "httpcore"
+
+    def mocked_below(is_async: bool) -> bool:
+        # A mocking library that patched httpcore's pool (respx) answers the test's requests
+        # itself, as it would without cassette; cassette only stands in for the network.
+        core = sys.modules.get(core_name)
+        if core is None:
+            return False
+        pool = core.AsyncConnectionPool if is_async else core.ConnectionPool
+        send = getattr(pool, "handle_async_request" if is_async else "handle_request", None)
+        return not str(getattr(send, "__module__", "")).startswith(core_name + ".")
 
     def sent_headers(request: Any, how: str) -> list[tuple[bytes, bytes]]:
         headers: list[tuple[bytes, bytes]] = list(request.headers.raw)
@@ -212,9 +223,11 @@ def _patch_httpx(module: ModuleType) -> None:
                 self._close()
 
     def handle_request(self: Any, request: Any) -> Any:
-        how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
         state = _STATE
-        if how == DIRECT or state is None:
+        if state is None or mocked_below(False):
+            return sync_send(self, request)
+        how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
+        if how == DIRECT:
             return sync_send(self, request)
         pool = pools.get(("sync",))
         if pool is None or pool.path != state.path:
@@ -227,9 +240,11 @@ def _patch_httpx(module: ModuleType) -> None:
         return response(answer, Stream(answer, pieces, close, request))
 
     async def handle_async_request(self: Any, request: Any) -> Any:
-        how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
         state = _STATE
-        if how == DIRECT or state is None:
+        if state is None or mocked_below(True):
+            return await async_send(self, request)
+        how = DIRECT if getattr(self, "_cassette_channel", False) else _url_verdict(request.url)
+        if how == DIRECT:
             return await async_send(self, request)
         import asyncio
 

@@ -467,6 +467,68 @@ def test_trio_clients_take_httpxs_own_stack_over_the_channel(tmp_path: Path) -> 
         vendor.close()
 
 
+RESPX_APP = """
+import asyncio
+import os
+
+import httpx
+import respx
+
+CHAT = "https://api.openai.com/v1/chat/completions"
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi past respx"}]}
+
+
+@respx.mock
+def test_respx_answers_a_host_no_route_serves():
+    respx.get("https://users.internal/1").mock(return_value=httpx.Response(200, json={"name": "Ada"}))
+    with httpx.Client(trust_env=False) as client:
+        assert client.get("https://users.internal/1").json() == {"name": "Ada"}
+
+
+def test_respx_answers_a_vendors_url():
+    with respx.mock:
+        respx.post(CHAT).mock(return_value=httpx.Response(200, json={"mocked": True}))
+        assert httpx.post(CHAT, json=BODY).json() == {"mocked": True}
+
+
+def test_respx_async():
+    async def main():
+        async with respx.mock:
+            respx.post(CHAT).mock(return_value=httpx.Response(200, json={"mocked": "async"}))
+            async with httpx.AsyncClient() as client:
+                return (await client.post(CHAT, json=BODY)).json()
+
+    assert asyncio.run(main()) == {"mocked": "async"}
+
+
+def test_without_respx_cassette_answers():
+    auth = {"authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}
+    answer = httpx.post(CHAT, json=BODY, headers=auth)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"]
+"""
+
+
+def test_a_mocking_library_below_the_seam_answers_its_own_routes(tmp_path: Path) -> None:
+    """respx patches httpcore's pool, below the transport cassette catches: while it is active
+    its routes answer (a vendor's URL too, as without cassette), and cassette answers the rest
+    of the suite from the tape."""
+    if sys.platform == "win32":
+        pytest.skip("the channel is a Unix socket")
+    vendor = FakeUpstream()
+    try:
+        folder = small_project(tmp_path, vendor, "test_respx.py", RESPX_APP)
+        recorded = pytest_run(folder, "record")
+        assert "4 passed" in recorded.stdout, both(recorded)
+        assert len(vendor.requests) == 1, both(recorded)
+        vendor.stop()
+        replayed = pytest_run(folder, "replay")
+        assert "4 passed" in replayed.stdout, both(replayed)
+        assert "1 requests in tests: 1 hits" in replayed.stdout, both(replayed)
+    finally:
+        vendor.close()
+
+
 VENDOR_URLS_APP = """
 import os
 import subprocess
