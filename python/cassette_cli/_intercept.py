@@ -146,11 +146,11 @@ def _patch_httpx(module: ModuleType) -> None:
     def mocked_below(is_async: bool) -> bool:
         # A mocking library that patched httpcore's pool (respx) answers the test's requests
         # itself, as it would without cassette; cassette only stands in for the network.
-        core = sys.modules.get(core_name)
-        if core is None:
-            return False
-        pool = core.AsyncConnectionPool if is_async else core.ConnectionPool
+        name = "AsyncConnectionPool" if is_async else "ConnectionPool"
+        pool = getattr(sys.modules.get(core_name), name, None)
         send = getattr(pool, "handle_async_request" if is_async else "handle_request", None)
+        if send is None:
+            return False  # not imported yet (nothing patched it), or a layout not known here
         return not str(getattr(send, "__module__", "")).startswith(core_name + ".")
 
     def sent_headers(request: Any, how: str) -> list[tuple[bytes, bytes]]:

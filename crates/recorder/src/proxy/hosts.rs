@@ -8,6 +8,7 @@ use crate::config::{Route, DEFAULT_TARGET};
 
 /// A vendor cassette knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Vendor {
     /// The route named for it.
     pub route: &'static str,
