@@ -294,33 +294,44 @@ def test_hard_coded_vendor_urls_record_and_replay_in_process(tmp_path: Path) -> 
         vendor.close()
 
 
-def test_env_following_clients_take_the_channel_too(tmp_path: Path) -> None:
-    """A client that reads OPENAI_BASE_URL (the vendor's URL in process) is carried over the
-    channel: replayed as before, its miss counted for its test."""
+def recorded_then_replayed(
+    tmp_path: Path, name: str, text: str, passed: int
+) -> tuple[Path, FakeUpstream, subprocess.CompletedProcess]:
+    """Records the one-file project `text` against a fake vendor, then replays it with the
+    vendor stopped: `passed` tests pass both times and the replay opens no connection to it."""
     if sys.platform == "win32":
         pytest.skip("the channel is a Unix socket")
     vendor = FakeUpstream()
     try:
-        folder = small_project(
-            tmp_path,
-            vendor,
-            "test_env.py",
-            "import openai\n\n"
-            "def test_env():\n"
-            "    client = openai.OpenAI(max_retries=0)\n"
-            "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n",
-        )
-        assert "1 passed" in pytest_run(folder, "record").stdout
+        folder = small_project(tmp_path, vendor, name, text)
+        recorded = pytest_run(folder, "record")
+        assert f"{passed} passed" in recorded.stdout, both(recorded)
         vendor.stop()
+        before = vendor.connections
         replayed = pytest_run(folder, "replay")
-        assert "1 passed" in replayed.stdout, both(replayed)
-        (folder / "tests" / "test_env.py").write_text(
-            (folder / "tests" / "test_env.py").read_text().replace("'hi'", "'changed'")
-        )
-        missed = pytest_run(folder, "replay")
-        assert "1 failed" in missed.stdout and "cassette miss" in missed.stdout, both(missed)
+        assert f"{passed} passed" in replayed.stdout, both(replayed)
+        assert vendor.connections == before, "replay opened a connection to the vendor"
     finally:
         vendor.close()
+    return folder, vendor, replayed
+
+
+def test_env_following_clients_take_the_channel_too(tmp_path: Path) -> None:
+    """A client that reads OPENAI_BASE_URL (the vendor's URL in process) is carried over the
+    channel: replayed as before, its miss counted for its test."""
+    folder, _, _ = recorded_then_replayed(
+        tmp_path,
+        "test_env.py",
+        "import openai\n\n"
+        "def test_env():\n"
+        "    client = openai.OpenAI(max_retries=0)\n"
+        "    assert client.chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])\n",
+        1,
+    )
+    app = folder / "tests" / "test_env.py"
+    app.write_text(app.read_text().replace("'hi'", "'changed'"))
+    missed = pytest_run(folder, "replay")
+    assert "1 failed" in missed.stdout and "cassette miss" in missed.stdout, both(missed)
 
 
 CLIENTS_PER_TEST_APP = """
@@ -393,18 +404,7 @@ def test_a_client_builds_no_tls_context_for_requests_the_channel_carries(tmp_pat
     """Real suites build clients per test; each httpx client's transport made a TLS context
     (about 18 ms) that a request over the channel never uses. It is made when the transport
     first sends a request itself (a host on this machine here), not before."""
-    if sys.platform == "win32":
-        pytest.skip("the channel is a Unix socket")
-    vendor = FakeUpstream()
-    try:
-        folder = small_project(tmp_path, vendor, "test_clients.py", CLIENTS_PER_TEST_APP)
-        recorded = pytest_run(folder, "record")
-        assert "2 passed" in recorded.stdout, both(recorded)
-        vendor.stop()
-        replayed = pytest_run(folder, "replay")
-        assert "2 passed" in replayed.stdout, both(replayed)
-    finally:
-        vendor.close()
+    recorded_then_replayed(tmp_path, "test_clients.py", CLIENTS_PER_TEST_APP, 2)
 
 
 TRIO_APP = """
@@ -446,25 +446,12 @@ def test_trio_clients_take_httpxs_own_stack_over_the_channel(tmp_path: Path) -> 
     """Under an event loop that is not asyncio (trio), httpx's requests go over httpx's own stack
     to the channel's socket: recorded, replayed with the vendor stopped, and a changed request
     is its test's miss."""
-    if sys.platform == "win32":
-        pytest.skip("the channel is a Unix socket")
-    vendor = FakeUpstream()
-    try:
-        folder = small_project(tmp_path, vendor, "test_trio.py", TRIO_APP)
-        recorded = pytest_run(folder, "record")
-        assert "2 passed" in recorded.stdout, both(recorded)
-        assert len(vendor.requests) == 2, both(recorded)
-        vendor.stop()
-        before = vendor.connections
-        replayed = pytest_run(folder, "replay")
-        assert "2 passed" in replayed.stdout, both(replayed)
-        assert vendor.connections == before
-        app = folder / "tests" / "test_trio.py"
-        app.write_text(app.read_text().replace("hi from trio", "changed"))
-        missed = pytest_run(folder, "replay")
-        assert "2 failed" in missed.stdout and "cassette miss" in missed.stdout, both(missed)
-    finally:
-        vendor.close()
+    folder, vendor, _ = recorded_then_replayed(tmp_path, "test_trio.py", TRIO_APP, 2)
+    assert len(vendor.requests) == 2, vendor.requests
+    app = folder / "tests" / "test_trio.py"
+    app.write_text(app.read_text().replace("hi from trio", "changed"))
+    missed = pytest_run(folder, "replay")
+    assert "2 failed" in missed.stdout and "cassette miss" in missed.stdout, both(missed)
 
 
 RESPX_APP = """
@@ -513,20 +500,9 @@ def test_a_mocking_library_below_the_seam_answers_its_own_routes(tmp_path: Path)
     """respx patches httpcore's pool, below the transport cassette catches: while it is active
     its routes answer (a vendor's URL too, as without cassette), and cassette answers the rest
     of the suite from the tape."""
-    if sys.platform == "win32":
-        pytest.skip("the channel is a Unix socket")
-    vendor = FakeUpstream()
-    try:
-        folder = small_project(tmp_path, vendor, "test_respx.py", RESPX_APP)
-        recorded = pytest_run(folder, "record")
-        assert "4 passed" in recorded.stdout, both(recorded)
-        assert len(vendor.requests) == 1, both(recorded)
-        vendor.stop()
-        replayed = pytest_run(folder, "replay")
-        assert "4 passed" in replayed.stdout, both(replayed)
-        assert "1 requests in tests: 1 hits" in replayed.stdout, both(replayed)
-    finally:
-        vendor.close()
+    _, vendor, replayed = recorded_then_replayed(tmp_path, "test_respx.py", RESPX_APP, 4)
+    assert len(vendor.requests) == 1, vendor.requests
+    assert "1 requests in tests: 1 hits" in replayed.stdout, both(replayed)
 
 
 VENDOR_URLS_APP = """
