@@ -4,8 +4,10 @@ uses), answers what it forwards from them as vcrpy's `match_on` matches, stores 
 cassettes through its one write path and redaction, and tells what each test's tapes answered
 and how their requests drifted from today's (the test's tally, `adopt`). This module names a
 test's tapes the way pytest-recording finds them (its layout or the suite's `vcr_cassette_dir`,
-the `default_cassette` and `vcr` markers, `vcr_config`'s `match_on`), writes the adopt report
-and prints its summary. It reads no tape: PyYAML is not needed.
+the `default_cassette` and `vcr` markers, `vcr_config`'s `match_on`, what the suite's
+`pytest_recording_configure` sets on vcrpy), writes the adopt report and prints its summary.
+It reads no tape unless the suite's own code must (its serializer, persister or matchers;
+`_serializers.py`, `_suite_matchers.py`): PyYAML is not needed otherwise.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import pytest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from cassette_cli._recording import Registrations
+    from cassette_cli._test_context import Judge
 
 # vcrpy's default `match_on`.
 DEFAULT_MATCH_ON = ("method", "scheme", "host", "port", "path", "query")
@@ -65,10 +70,11 @@ def _tape_path(directory: str, name: str, merged: dict[str, Any]) -> Path:
     return Path(joined if joined.endswith(suffix) else joined + suffix)
 
 
-def tapes_of(request: pytest.FixtureRequest) -> tuple[dict[str, Any], list[str]]:
-    """The running test's scope begin (`tapes`, `match_on`, `filters`, and the documents of
-    tapes only the suite's serializer or persister reads), and what of the suite's vcrpy
-    settings is not honoured, with what it costs, for the report."""
+def tapes_of(request: pytest.FixtureRequest) -> tuple[dict[str, Any], list[str], Judge | None]:
+    """The running test's scope begin (`tapes`, `match_on`, `filters`, the documents of tapes
+    only the suite's serializer or persister reads, and whether a judge names what matches),
+    what of the suite's vcrpy settings is not honoured, with what it costs, for the report,
+    and the test's judge (`_suite_matchers.py`) where its settings need one."""
 
     def fixture(name: str) -> object:
         try:
@@ -89,20 +95,39 @@ def tapes_of(request: pytest.FixtureRequest) -> tuple[dict[str, Any], list[str]]
     paths = [_tape_path(directory, name, merged)]
     markers = request.node.iter_markers("vcr")
     paths += [Path(directory) / str(arg) for marker in markers for arg in marker.args]
-    match_on = tuple(str(m) for m in merged.get("match_on") or DEFAULT_MATCH_ON)
+    from cassette_cli import _serializers, _suite_matchers
+
+    notes: list[str] = []
+    vcr: Registrations | None = None
+    try:
+        vcr = _serializers.registrations(request.config, merged, directory)
+    except Exception as error:  # the suite's code: whatever it raises is named, not fatal
+        notes.append(f"pytest_recording_configure failed ({error!r}): tapes read as YAML")
+    # What the hook set on vcrpy's `VCR` is the default that `vcr_config` overrides, as
+    # `VCR.use_cassette` merges them; the tapes' paths are pytest-recording's, from `merged`.
+    settings = {**(vcr.defaults() if vcr is not None else {}), **merged}
+    match_on = tuple(str(m) for m in settings.get("match_on") or DEFAULT_MATCH_ON)
     root = request.config.rootpath
     shown = [_shown(p, root) for p in paths]
     begin: dict[str, Any] = {"tapes": shown, "match_on": list(match_on)}
-    from cassette_cli import _serializers
-
-    notes: list[str] = []
-    filters = _serializers.filters(merged, notes)
+    # What the proxy cannot apply is named, unless a judge applies it in the test process.
+    unapplied: list[str] = []
+    filters = _serializers.filters(settings, unapplied)
     if filters:
         begin["filters"] = filters
-    documents = _serializers.documents(request.config, merged, directory, paths, shown, notes)
+    documents = _serializers.documents(vcr, settings, paths, shown, notes) if vcr else {}
     if documents:
-        begin["documents"] = documents
-    return begin, notes
+        begin["documents"] = {
+            k: _serializers.plain(v) if isinstance(v, dict) else v for k, v in documents.items()
+        }
+    tapes = [(p, documents.get(known_as)) for p, known_as in zip(paths, shown)]
+    judge = _suite_matchers.judge(vcr, settings, match_on, tapes, notes)
+    if judge is not None:
+        begin["judged"] = True
+    else:
+        # No judge: nothing of the suite's own to apply, or (named by `judge`) none can be made.
+        notes += unapplied
+    return begin, notes, judge
 
 
 def refused(tally: dict[str, Any]) -> list[str]:

@@ -153,9 +153,12 @@ def _patch_httpx(module: ModuleType) -> None:
             return False  # not imported yet (nothing patched it), or a layout not known here
         return not str(getattr(send, "__module__", "")).startswith(core_name + ".")
 
-    def sent_headers(request: Any, how: str) -> list[tuple[bytes, bytes]]:
+    def sent_headers(request: Any, how: str, body: bytes | None) -> list[tuple[bytes, bytes]]:
         headers: list[tuple[bytes, bytes]] = list(request.headers.raw)
-        headers += [(k.encode(), v.encode()) for k, v in _test_context.headers().items()]
+        # The whole request, for a judge of the test, where it goes to a vendor's URL.
+        whole = body if how != "own" else None
+        added = _test_context.headers(request.method, request.url, request.headers, whole)
+        headers += [(k.encode(), v.encode()) for k, v in added.items()]
         if how != "own":
             headers.append((URL_HEADER.encode(), str(request.url).encode()))
         return headers
@@ -175,7 +178,7 @@ def _patch_httpx(module: ModuleType) -> None:
 
     def channel_request(request: Any, how: str, body: bytes) -> tuple[Any, ...]:
         # What either pool's `send` takes for `request`, its body read.
-        headers = sent_headers(request, how)
+        headers = sent_headers(request, how, body)
         return (request.method.encode(), request.url.raw_path, headers, body, read_timeout(request))
 
     def response(answer: _channel.Answer, stream: Any) -> Any:
@@ -259,7 +262,7 @@ def _patch_httpx(module: ModuleType) -> None:
                 transport = async_cls(uds=state.path)
                 transport._cassette_channel = True
                 pools[("anyio", os.getpid())] = transport
-            headers = [(k.decode(), v.decode()) for k, v in sent_headers(request, how)]
+            headers = [(k.decode(), v.decode()) for k, v in sent_headers(request, how, None)]
             url = module.URL("http://cassette" + request.url.raw_path.decode("ascii"))
             sent = module.Request(
                 request.method,
@@ -419,7 +422,12 @@ def _patch_urllib3(module: ModuleType) -> None:
         if pool is None:
             pool = pools[os.getpid()] = ChannelPool("cassette", maxsize=10)
         sent = dict(headers or {})
-        sent.update(_test_context.headers())
+        if how != "own" and (body is None or isinstance(body, (bytes, str))):
+            # The whole request is known: a judge of the test may name what matches it.
+            whole = body.encode() if isinstance(body, str) else body or b""
+            sent.update(_test_context.headers(method, full, headers or {}, whole))
+        else:
+            sent.update(_test_context.headers())
         if how != "own":
             sent[URL_HEADER] = full
         kw["assert_same_host"] = False

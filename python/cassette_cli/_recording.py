@@ -84,9 +84,26 @@ def stand_in(config: pytest.Config) -> bool:
     return True
 
 
+# vcrpy's `VCR` settings a hook may set on the instance it is given (`vcr.match_on = [...]`):
+# vcrpy takes them as defaults that `vcr_config` and the `vcr` marker override.
+SETTINGS = (
+    "serializer",
+    "match_on",
+    "before_record_request",
+    "before_record",
+    "filter_headers",
+    "filter_query_parameters",
+    "filter_post_data_parameters",
+    "ignore_hosts",
+    "ignore_localhost",
+    "decode_compressed_response",
+)
+
+
 class Registrations:
     """What `pytest_recording_configure(config, vcr)` registers on vcrpy's `VCR`: serializers,
-    matchers and a persister, kept for the adopt run; any other attribute is kept as set."""
+    matchers and a persister, kept for the adopt run; any other attribute is kept as set, and
+    vcrpy's settings among them (`SETTINGS`) are the suite's defaults (`defaults`)."""
 
     def __init__(self, record_mode: str, cassette_library_dir: str) -> None:
         self.record_mode = record_mode
@@ -103,6 +120,10 @@ class Registrations:
 
     def register_persister(self, persister: object) -> None:
         self.persister = persister
+
+    def defaults(self) -> dict[str, Any]:
+        """vcrpy's settings the hook set on the instance, which `vcr_config` overrides."""
+        return {name: value for name, value in vars(self).items() if name in SETTINGS}
 
 
 class Headers(dict[str, str]):

@@ -25,14 +25,14 @@ BUILT_IN = ("yaml", "json")
 BINARY = "!!binary"
 
 
-def _plain(value: object) -> object:
+def plain(value: object) -> object:
     """A deserialized tape as JSON can carry it: bytes as `{"!!binary": base64}`."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {BINARY: base64.b64encode(bytes(value)).decode()}
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
@@ -40,7 +40,8 @@ def _plain(value: object) -> object:
 
 def filters(merged: dict[str, Any], notes: list[str]) -> dict[str, list[list[str | None]]]:
     """`filter_headers` and `filter_query_parameters` as `[name, replacement or None]` pairs
-    (a replacement made by a function is not applied, and named)."""
+    (a replacement made by a function is not applied here, and named: the judge of
+    `_suite_matchers.py`, where there is one, applies it)."""
     out: dict[str, list[list[str | None]]] = {}
     for option, kind in (("filter_headers", "headers"), ("filter_query_parameters", "query")):
         pairs: list[list[str | None]] = []
@@ -86,26 +87,15 @@ def _builtin(name: str) -> ModuleType:
 
 
 def documents(
-    config: pytest.Config,
+    vcr: Registrations,
     merged: dict[str, Any],
-    directory: str,
     paths: list[Path],
     shown: list[str],
     notes: list[str],
 ) -> dict[str, Any]:
-    """The documents of the tapes only the suite's serializer or persister reads, by the name
-    the proxy knows each tape by; a string where one could not be read (why)."""
-    try:
-        vcr = registrations(config, merged, directory)
-    except Exception as error:  # the suite's code: whatever it raises is named, not fatal
-        notes.append(f"pytest_recording_configure failed ({error!r}): tapes read as YAML")
-        return {}
-    notes.extend(
-        f"matcher {name!r} (register_matcher) is not applied: its tapes are matched on the "
-        "other matchers of match_on, so an interaction it would have refused may answer"
-        for name in vcr.matchers
-        if name in (merged.get("match_on") or ())
-    )
+    """The documents of the tapes only the suite's serializer or persister reads (as it
+    returns them), by the name the proxy knows each tape by; a string where one could not be
+    read (why)."""
     name = str(merged.get("serializer") or "yaml")
     serializer = vcr.serializers.get(name)
     if serializer is None and vcr.persister is None:
@@ -120,7 +110,7 @@ def documents(
             out[known_as] = f"the suite's serializer {name!r} cannot read it: {error!r}"
             continue
         if document is not None:
-            out[known_as] = _plain(document)
+            out[known_as] = document
     return out
 
 

@@ -9,6 +9,10 @@ themselves. Threads do not (before Python 3.14), so while the plugin is active a
 with `threading.Thread.start` runs in a copy of its starter's context, and a
 `concurrent.futures.ThreadPoolExecutor` task in a copy of its submitter's (a pool's worker is
 started by whichever test submitted first, and then serves every test after it).
+
+In adopt a test may also have a judge (`_suite_matchers.py`): the suite's own vcrpy matchers,
+which only the test process can run, naming with each request the tape interactions that match
+it (`x-cassette-adopt-allow`).
 """
 
 from __future__ import annotations
@@ -16,18 +20,23 @@ from __future__ import annotations
 import contextvars
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import concurrent.futures
 
 SCOPE_HEADER = "x-cassette-scope"
+ALLOW_HEADER = "x-cassette-adopt-allow"
+# A judge takes a request (method, URL, headers, body) and names the interactions that match
+# it, or None where it has no verdict.
+Judge = Callable[[str, str, Mapping[str, str], bytes], "str | None"]
 
 _ALIAS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "cassette_test_alias", default=None
 )
 _UNDO: list[Callable[[], None]] = []
+_JUDGES: dict[str, Judge] = {}
 # Aliases are unique in the process, so across the sessions of pytester's runs in process too.
 _NUMBERS = itertools.count(1)
 
@@ -42,10 +51,33 @@ def alias() -> str | None:
     return _ALIAS.get()
 
 
-def headers() -> dict[str, str]:
-    """What a transport adds to a request: the scope header, when a test is known."""
+def headers(
+    method: str | None = None,
+    url: object = None,
+    sent: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+) -> dict[str, str]:
+    """What a transport adds to a request: the scope header, when a test is known, and the
+    test's judge's verdict on the request, when the transport can give it the whole request
+    (method, URL, headers and body as bytes)."""
     named = _ALIAS.get()
-    return {} if named is None else {SCOPE_HEADER: named}
+    if named is None:
+        return {}
+    out = {SCOPE_HEADER: named}
+    judge = _JUDGES.get(named)
+    if judge is not None and method is not None and url is not None and body is not None:
+        allowed = judge(method, str(url), sent or {}, body)
+        if allowed is not None:
+            out[ALLOW_HEADER] = allowed
+    return out
+
+
+def judge(named: str, judging: Judge | None) -> None:
+    """Gives the test `named` its judge (None: takes it away)."""
+    if judging is None:
+        _JUDGES.pop(named, None)
+    else:
+        _JUDGES[named] = judging
 
 
 def enter(named: str | None) -> None:
@@ -101,3 +133,4 @@ def uninstall() -> None:
     while _UNDO:
         _UNDO.pop()()
     _ALIAS.set(None)
+    _JUDGES.clear()

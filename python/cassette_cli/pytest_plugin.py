@@ -739,14 +739,18 @@ class _AdoptFixture:
     setup and teardown."""
 
     @pytest.fixture(autouse=True)
-    def _cassette_cli_adopt(self, request: pytest.FixtureRequest) -> None:
+    def _cassette_cli_adopt(self, request: pytest.FixtureRequest) -> Generator[None, None, None]:
         """Adopt: begins this test's scope with its vcrpy tapes (pytest-recording's layout, or the
         suite's `vcr_cassette_dir`, and the `vcr` marker's extra tapes) and its `match_on`
-        (`vcr_config`'s, else vcrpy's default), which the proxy reads and answers from."""
+        (`vcr_config`'s, else vcrpy's default), which the proxy reads and answers from; the
+        suite's own matching, where it has any, is the judge of the test's requests while it
+        runs."""
         session = request.config.stash.get(_SESSION, None)
         test = request.node.stash.get(_TEST, None)
         if session is None or session.mode != ADOPT or session.proxy is None or test is None:
+            yield
             return
+        from cassette_cli import _test_context
         from cassette_cli._adopt import tapes_of
         from cassette_cli._proxy import ProxyError
 
@@ -754,10 +758,16 @@ class _AdoptFixture:
             # What was sent outside any test since the last one ended (a module's fixtures): the
             # begin starts the scope afresh.
             _note_strays(session, session.proxy.control("GET", SCOPE))
-            begin, test.not_honoured = tapes_of(request)
+            begin, test.not_honoured, judge = tapes_of(request)
             session.proxy.control("PUT", SCOPE, {**test.begin, **begin})
         except ProxyError as error:
             pytest.fail(f"cassette error: {error}", pytrace=False)
+        alias = str(test.begin["alias"])
+        _test_context.judge(alias, judge)
+        try:
+            yield
+        finally:
+            _test_context.judge(alias, None)
 
 
 def _not_stored(proxy: Proxy, tally: dict[str, Any]) -> list[str]:

@@ -69,8 +69,9 @@ def adopt_and_replay(tmp_path: Path, *more: str) -> None:
             "shared.jsonbody",
         ], extra
         assert all(r["recorded"] == len(r["adopted"]) and not r["errors"] for r in report.values()), report
-        # What is not honoured is named once, with its cost.
-        assert "not honoured (6 tests): before_record_request" in adopt.stdout, adopt.stdout
+        # before_record_request is the suite's code: applied in the test process, by its judge.
+        assert "not honoured" not in adopt.stdout, adopt.stdout
+        assert all(r["judged"] for r in report.values()), report
         assert "HOOKRECORDKEY" not in adopt.stdout + json.dumps(report)
         stored = "".join(p.read_text() for p in (project / "cassettes").rglob("*.json"))
         assert "HOOKRECORDKEY" not in stored and "sk-test-x" not in stored

@@ -44,7 +44,20 @@ pub struct TapeSet {
     /// What vcrpy's `filter_headers` and `filter_query_parameters` take out of (or replace in)
     /// a request before matching: today's request is matched as vcrpy would match it.
     pub filters: TapeFilters,
+    /// Whether the runner judges, for each request it sends in process, which interactions
+    /// match it (the suite's own matchers and `before_record_request` are its code, applied
+    /// where that code runs) and names them in [`ADOPT_ALLOW_HEADER`]: such a request is
+    /// answered by the first unplayed one of those, and only a request without the header is
+    /// matched here.
+    pub judged: bool,
 }
+
+/// The header in which a runner names the interactions of a test's tapes that match a request
+/// as the suite's own vcrpy settings decide ([`TapeSet::judged`]): `TAPE:NUMBER` pairs,
+/// comma-separated, the tape its place in [`TapeSet::paths`] from 0 and the interaction its
+/// place on that tape from 1 (empty: none matches). Only adopt reads it, and no recording,
+/// key or kept request holds it.
+pub(crate) const ADOPT_ALLOW_HEADER: &str = "x-cassette-adopt-allow";
 
 /// vcrpy's request filters: a name, and the value it is replaced by (removed when `None`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

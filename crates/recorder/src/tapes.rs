@@ -7,6 +7,10 @@
 //! counted). A request no interaction answers gets no answer at all
 //! ([`Error::Unanswered`]): nothing is stored for it, and nothing connects anywhere.
 //!
+//! A runner that applies the suite's own matchers itself (they are the suite's Python code)
+//! names, with each request it sends, the interactions they let answer
+//! ([`ADOPT_ALLOW_HEADER`]); the first unplayed of those answers it instead.
+//!
 //! Per test the deck notes what each answer's tape request differs in from today's request,
 //! in the key's terms and rendered as a miss explanation renders its differences (the drift
 //! vcrpy's default matching never looked at), what it could not answer, and what of its tapes
@@ -15,7 +19,7 @@
 use crate::config::Route;
 use crate::error::Error;
 use crate::miss::redacted_material;
-use crate::scope::{TapeFilters, TapeSet};
+use crate::scope::{TapeFilters, TapeSet, ADOPT_ALLOW_HEADER};
 use bytes::Bytes;
 use cassette_keying::KeyConfig;
 use cassette_review::render::difference_lines;
@@ -43,14 +47,17 @@ struct Playing {
     /// vcrpy's `filter_headers` and `filter_query_parameters`, applied to today's request.
     filters: TapeFilters,
     match_on: MatchOn,
+    /// Whether the runner names the interactions matching each request ([`TapeSet::judged`]).
+    judged: bool,
     slots: Vec<Slot>,
     report: TapeReport,
 }
 
 /// One interaction of a test's tapes.
 struct Slot {
-    /// The tape it is on, as named.
+    /// The tape it is on, as named, and that tape's place among the test's tapes, from 0.
     tape: String,
+    tape_index: usize,
     /// Its place on that tape, from 1.
     number: usize,
     interaction: Interaction,
@@ -64,8 +71,11 @@ pub(crate) struct TapeReport {
     tapes: Vec<String>,
     /// Its `match_on`, as named.
     match_on: Vec<String>,
-    /// The matchers of `match_on` that are not vcrpy's, and not applied.
+    /// The matchers of `match_on` that are not vcrpy's, and not applied (to every request,
+    /// or, where the runner applies them itself, to a request it did not judge).
     matchers_not_applied: Vec<String>,
+    /// Whether the runner applied the suite's own matchers to the requests it judged.
+    judged: bool,
     /// Each answer: the request, the interaction that answered it and how the tape's request
     /// differs from it.
     adopted: Vec<Adopted>,
@@ -117,12 +127,16 @@ impl TapeDeck {
         let mut report = TapeReport {
             tapes: set.paths.clone(),
             match_on: match_on.names(),
-            matchers_not_applied: match_on.unknown.clone(),
+            matchers_not_applied: match match_on.unknown.is_empty() || set.judged {
+                true => Vec::new(),
+                false => match_on.unknown.clone(),
+            },
+            judged: set.judged,
             ..TapeReport::default()
         };
         let mut slots = Vec::new();
         let mut present = false;
-        for tape in &set.paths {
+        for (tape_index, tape) in set.paths.iter().enumerate() {
             let read = match set.documents.get(tape) {
                 Some(serde_json::Value::String(why)) => Some(Err(why.clone())),
                 Some(document) => {
@@ -153,6 +167,7 @@ impl TapeDeck {
                         }
                         slots.push(Slot {
                             tape: tape.clone(),
+                            tape_index,
                             number,
                             interaction,
                             played: false,
@@ -169,6 +184,7 @@ impl TapeDeck {
             present,
             filters: set.filters,
             match_on,
+            judged: set.judged,
             slots,
             report,
         };
@@ -206,16 +222,30 @@ impl TapeDeck {
                 "{shown} was sent by test `{test}`, which was begun without its tapes"
             ));
         };
+        let allowed = allowed_of(sent.headers).map_err(|why| format!("{shown}: {why}"))?;
         let (uri, headers) = filtered(&playing.filters, sent);
         let sent = Sent {
             uri: &uri,
             headers: &headers,
             ..*sent
         };
-        let found = playing
-            .slots
-            .iter_mut()
-            .find(|slot| !slot.played && playing.match_on.matches(&sent, &slot.interaction));
+        if allowed.is_none() && playing.judged {
+            // Sent where the runner could not judge it (another process, a client it does not
+            // patch): matched here, without the suite's own matchers.
+            let report = &mut playing.report;
+            for name in &playing.match_on.unknown {
+                if !report.matchers_not_applied.contains(name) {
+                    report.matchers_not_applied.push(name.clone());
+                }
+            }
+        }
+        let found = playing.slots.iter_mut().find(|slot| {
+            !slot.played
+                && match &allowed {
+                    Some(allowed) => allowed.contains(&(slot.tape_index, slot.number)),
+                    None => playing.match_on.matches(&sent, &slot.interaction),
+                }
+        });
         if let Some(slot) = found {
             slot.played = true;
             let adopted = Adopted {
@@ -232,11 +262,21 @@ impl TapeDeck {
             true => "(no tape)".to_owned(),
             false => playing.tapes.join(", "),
         };
-        let mut why = if playing.present {
-            format!(
-                "no unused interaction of {names} matches {shown} on {}",
+        let on = match (&allowed, playing.match_on.unknown.is_empty()) {
+            (Some(_), false) => format!(
+                "{} as the suite's vcrpy settings match (its own matchers and \
+                 before_record_request applied in the test process)",
                 playing.match_on.names().join(", ")
-            )
+            ),
+            (Some(_), true) => format!(
+                "{} as the suite's vcrpy settings match (its before_record_request applied in \
+                 the test process)",
+                playing.match_on.names().join(", ")
+            ),
+            (None, _) => playing.match_on.names().join(", "),
+        };
+        let mut why = if playing.present {
+            format!("no unused interaction of {names} matches {shown} on {on}")
         } else {
             format!("no vcrpy tape for this test ({names} does not exist), asked for {shown}")
         };
@@ -258,6 +298,33 @@ impl TapeDeck {
         }
         Err(why)
     }
+}
+
+/// The interactions a runner named as matching a request ([`ADOPT_ALLOW_HEADER`]), as
+/// `(tape index, interaction number)` pairs; `None` when it named none (it did not judge the
+/// request). A header that is not of that form is an error naming it, never a guess.
+fn allowed_of(headers: &[(String, String)]) -> Result<Option<Vec<(usize, usize)>>, String> {
+    let Some((_, value)) = headers
+        .iter()
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case(ADOPT_ALLOW_HEADER))
+    else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let parsed = pair
+            .split_once(':')
+            .and_then(|(t, n)| Some((t.parse().ok()?, n.parse().ok()?)));
+        match parsed {
+            Some(pair) => out.push(pair),
+            None => {
+                return Err(format!(
+                    "its {ADOPT_ALLOW_HEADER} header holds `{pair}`, not TAPE:NUMBER"
+                ))
+            }
+        }
+    }
+    Ok(Some(out))
 }
 
 /// Today's URL and headers as vcrpy matches them: its `filter_query_parameters` and
@@ -284,6 +351,9 @@ fn filtered(filters: &TapeFilters, sent: &Sent<'_>) -> (url::Url, Vec<(String, S
     }
     let mut headers = Vec::with_capacity(sent.headers.len());
     for (name, value) in sent.headers {
+        if name.trim().eq_ignore_ascii_case(ADOPT_ALLOW_HEADER) {
+            continue; // the runner's, not the client's
+        }
         match filters
             .headers
             .iter()
@@ -650,5 +720,74 @@ mod tests {
             err.contains("no vcrpy tape for this test ((no tape) does not exist)"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_runner_judging_the_suites_own_matchers_picks_the_interaction() {
+        // Two tapes: the suite's own matcher (applied by the runner) lets only the second
+        // tape's first interaction and the first tape's second answer; the built-in matchers
+        // alone would take the first tape's first.
+        let dir = tempfile::tempdir().unwrap();
+        let first = tape(
+            dir.path(),
+            "a.yaml",
+            &format!(
+                "interactions:\n{}{}version: 1\n",
+                interaction("Hi", "one"),
+                interaction("Hi", "two")
+            ),
+        );
+        let second = tape(
+            dir.path(),
+            "b.yaml",
+            &format!("interactions:\n{}version: 1\n", interaction("Hi", "three")),
+        );
+        let set = TapeSet {
+            paths: vec![first, second],
+            match_on: vec!["method".into(), "probe_shape".into()],
+            judged: true,
+            ..TapeSet::default()
+        };
+        let deck = TapeDeck::default();
+        deck.begin("t", Some(&set), &Redactor::default());
+        let judged = |allow: &str| {
+            let mut request = ask("Hi");
+            request
+                .headers
+                .push((ADOPT_ALLOW_HEADER.into(), allow.into()));
+            request
+        };
+        assert_eq!(
+            play(&deck, Some("t"), &judged("1:1, 0:2")).unwrap(),
+            r#"{"answer":"two"}"#
+        );
+        assert_eq!(
+            play(&deck, Some("t"), &judged("1:1,0:2")).unwrap(),
+            r#"{"answer":"three"}"#
+        );
+        let report = deck.report("t", false).unwrap();
+        assert!(report.judged && report.matchers_not_applied.is_empty());
+        // Nothing left that the runner allows: unanswered, saying how it was matched.
+        let err = play(&deck, Some("t"), &judged("1:1,0:2"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("on method, probe_shape as the suite's vcrpy settings match"),
+            "{err}"
+        );
+        assert!(play(&deck, Some("t"), &judged("")).is_err(), "none allowed");
+        // A header that is not TAPE:NUMBER is named, never guessed at.
+        let err = play(&deck, Some("t"), &judged("0:1,first"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("holds `first`, not TAPE:NUMBER"), "{err}");
+        // A request the runner did not judge is matched here, and the report says the suite's
+        // matcher was not applied to it.
+        assert_eq!(
+            play(&deck, Some("t"), &ask("Hi")).unwrap(),
+            r#"{"answer":"one"}"#
+        );
+        let report = deck.report("t", true).unwrap();
+        assert_eq!(report.matchers_not_applied, ["probe_shape"]);
     }
 }

@@ -78,6 +78,10 @@ pub(super) struct Begin {
     /// vcrpy's `filter_headers` and `filter_query_parameters`: `[name, replacement|null]`.
     #[serde(default)]
     filters: Option<BeginFilters>,
+    /// The runner judges which interactions match each request it sends in process
+    /// ([`TapeSet::judged`](crate::scope::TapeSet::judged)).
+    #[serde(default)]
+    judged: bool,
     /// Keep the requests the test sends, for its runner (`GET ...?requests=true`).
     #[serde(default)]
     keep_requests: bool,
@@ -128,11 +132,11 @@ impl Begin {
                 return Err(format!("unknown sharing `{other}`: expected shared or own"))
             }
         };
-        let extra = self.documents.is_some() || self.filters.is_some();
+        let extra = self.documents.is_some() || self.filters.is_some() || self.judged;
         let tapes = match (self.tapes, self.match_on) {
             (None, Some(_)) => return Err("`match_on` is given with `tapes`".to_owned()),
             (None, None) if extra => {
-                return Err("`documents` and `filters` are given with `tapes`".to_owned())
+                return Err("`documents`, `filters` and `judged` are given with `tapes`".to_owned())
             }
             (None, None) => None,
             (Some(paths), match_on) => {
@@ -145,6 +149,7 @@ impl Begin {
                         headers: filters.headers,
                         query: filters.query,
                     },
+                    judged: self.judged,
                 })
             }
         };

@@ -1,0 +1,146 @@
+"""Adopt applies a suite's own vcrpy matching: a matcher its `pytest_recording_configure`
+registers, a `match_on` that hook sets on vcrpy's `VCR` (a default `vcr_config` overrides), and
+a `before_record_request` that rewrote the tapes' requests before they were recorded. Those are
+the suite's Python code: the test process's judge runs them on each request it sends (httpx and
+requests alike) and names the interactions that match; the proxy answers from those.
+
+Matched on the method and path alone, the tape's first interaction would answer the test's
+first question (another model's answer), and the scrubbed body would match nothing. vcrpy
+itself (pytest-recording, the network off) passes every test from the hand-written tapes; so
+must adopt, and the plain replay after it with the tapes gone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+from test_vcr_adopt import plugin_env, plugin_pytest
+from test_vcr_import import clean_env, run
+
+CHAT = "https://api.openai.com/v1/chat/completions"
+
+CONFTEST = """
+import json
+
+import pytest
+
+
+def _model(r1, r2):
+    assert json.loads(r1.body)["model"] == json.loads(r2.body)["model"]
+
+
+def _scrub(request):
+    if request.body:
+        data = json.loads(request.body)
+        if "user" in data:
+            data["user"] = "anonymous"
+            request.body = json.dumps(data).encode()
+    return request
+
+
+def pytest_recording_configure(config, vcr):
+    vcr.register_matcher("model", _model)
+    vcr.match_on = ("method", "path", "model")
+
+
+@pytest.fixture(scope="module")
+def vcr_config():
+    return {"filter_headers": ["authorization"], "before_record_request": _scrub}
+"""
+
+TESTS = """
+import httpx
+import pytest
+import requests
+
+CHAT = "https://api.openai.com/v1/chat/completions"
+
+
+def ask(model, user="alice", client=httpx):
+    body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "user": user}
+    answer = client.post(CHAT, json=body, headers={"authorization": "Bearer sk-none"})
+    return answer.json()["answer"]
+
+
+@pytest.mark.vcr
+def test_models_in_another_order():
+    assert ask("gpt-b") == "from b"
+    assert ask("gpt-a") == "from a"
+
+
+@pytest.mark.vcr
+def test_through_requests():
+    assert ask("gpt-b", client=requests) == "from b"
+
+
+@pytest.mark.vcr(match_on=["method", "body"])
+def test_scrubbed_body():
+    assert ask("gpt-a") == "scrubbed"
+"""
+
+
+def interaction(model: str, user: str, answer: str) -> str:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Hi"}], "user": user})
+    return textwrap.dedent(
+        f"""\
+        - request:
+            body: '{body}'
+            headers:
+              Content-Type: [application/json]
+            method: POST
+            uri: {CHAT}
+          response:
+            body: {{string: '{{"answer": "{answer}"}}'}}
+            headers:
+              Content-Type: [application/json]
+            status: {{code: 200, message: OK}}
+        """
+    )
+
+
+def tape(*interactions: str) -> str:
+    return "interactions:\n" + "".join(interactions) + "version: 1\n"
+
+
+def project(root: Path) -> Path:
+    tests = root / "tests"
+    tapes = tests / "cassettes" / "test_models"
+    tapes.mkdir(parents=True)
+    (tests / "__init__.py").write_text("")
+    (tests / "conftest.py").write_text(CONFTEST)
+    (tests / "test_models.py").write_text(TESTS)
+    (root / "pytest.ini").write_text("[pytest]\naddopts = --strict-markers\nfilterwarnings = error\n")
+    # Recorded in the order a, b; the first test asks b first.
+    both = tape(interaction("gpt-a", "anonymous", "from a"), interaction("gpt-b", "anonymous", "from b"))
+    (tapes / "test_models_in_another_order.yaml").write_text(both)
+    (tapes / "test_through_requests.yaml").write_text(both)
+    (tapes / "test_scrubbed_body.yaml").write_text(tape(interaction("gpt-a", "anonymous", "scrubbed")))
+    return root
+
+
+def test_adopt_applies_the_suites_own_matchers_and_before_record_request(tmp_path: Path) -> None:
+    root = project(tmp_path / "project")
+    # vcrpy alone, no network: the tapes pass as written.
+    vcr = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=none"],
+        root,
+        clean_env(),
+    )
+    assert "3 passed" in vcr.stdout, vcr.stdout
+
+    (root / "cassette.toml").write_text('store = "cassettes"\n')
+    adopt = run(plugin_pytest("adopt"), root, plugin_env("http://127.0.0.1:9"))
+    assert "3 passed" in adopt.stdout, adopt.stdout
+    assert "not honoured" not in adopt.stdout, adopt.stdout
+    report = json.loads((root / ".cassette" / "adopt-report.json").read_text())["tests"]
+    assert all(r["judged"] and not r["matchers_not_applied"] for r in report.values()), report
+    ordered = report["tests/test_models.py::test_models_in_another_order"]["adopted"]
+    assert [a["interaction"] for a in ordered] == [2, 1], ordered
+
+    # The plain replay, the tapes gone: each test from its own cassettes.
+    shutil.rmtree(root / "tests" / "cassettes")
+    replay = run(plugin_pytest(None), root, plugin_env("http://127.0.0.1:9"))
+    assert "3 passed" in replay.stdout, replay.stdout
