@@ -448,6 +448,24 @@ def _patch_urllib3(module: ModuleType) -> None:
 # aiohttp
 
 
+def _aiohttp_body(
+    session: Any, kw: dict[str, Any], headers: dict[str, str]
+) -> tuple[bytes | None, dict[str, str]]:
+    """The body a request of `session` sends and its headers, as aiohttp will write them, where
+    the body is known before sending (none, bytes, text or `json=`; else None). For a judge of
+    the test."""
+    data, payload = kw.get("data"), kw.get("json")
+    if data is None and payload is None:
+        return b"", headers
+    if data is None:
+        if not any(name.lower() == "content-type" for name in headers):
+            headers = {**headers, "Content-Type": "application/json"}
+        return str(session._json_serialize(payload)).encode(), headers
+    if isinstance(data, str):
+        return data.encode(), headers
+    return (bytes(data) if isinstance(data, (bytes, bytearray)) else None), headers
+
+
 def _patch_aiohttp(module: ModuleType) -> None:
     import weakref
 
@@ -478,7 +496,8 @@ def _patch_aiohttp(module: ModuleType) -> None:
             via[self] = channel
         headers = dict(self._default_headers)
         headers.update(dict(kw.pop("headers", None) or {}))
-        headers.update(_test_context.headers())
+        whole, seen = _aiohttp_body(self, kw, headers) if how != "own" else (None, headers)
+        headers.update(_test_context.headers(method, text, seen, whole))
         if how != "own":
             headers[URL_HEADER] = text
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

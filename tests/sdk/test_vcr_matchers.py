@@ -1,8 +1,8 @@
 """Adopt applies a suite's own vcrpy matching: a matcher its `pytest_recording_configure`
 registers, a `match_on` that hook sets on vcrpy's `VCR` (a default `vcr_config` overrides), and
 a `before_record_request` that rewrote the tapes' requests before they were recorded. Those are
-the suite's Python code: the test process's judge runs them on each request it sends (httpx and
-requests alike) and names the interactions that match; the proxy answers from those.
+the suite's Python code: the test process's judge runs them on each request it sends (httpx,
+requests and aiohttp alike) and names the interactions that match; the proxy answers from those.
 
 Matched on the method and path alone, the tape's first interaction would answer the test's
 first question (another model's answer), and the scrubbed body would match nothing. vcrpy
@@ -52,11 +52,16 @@ def vcr_config():
 """
 
 TESTS = """
+import asyncio
+import json
+
+import aiohttp
 import httpx
 import pytest
 import requests
 
 CHAT = "https://api.openai.com/v1/chat/completions"
+JSON = {"content-type": "application/json"}
 
 
 def ask(model, user="alice", client=httpx):
@@ -74,6 +79,18 @@ def test_models_in_another_order():
 @pytest.mark.vcr
 def test_through_requests():
     assert ask("gpt-b", client=requests) == "from b"
+
+
+@pytest.mark.vcr
+def test_through_aiohttp():
+    async def go():
+        body = {"model": "gpt-b", "messages": [{"role": "user", "content": "Hi"}], "user": "alice"}
+        async with aiohttp.ClientSession() as session:
+            sent = json.dumps(body)
+            async with session.post(CHAT, data=sent, headers=JSON) as answer:
+                return (await answer.json())["answer"]
+
+    assert asyncio.run(go()) == "from b"
 
 
 @pytest.mark.vcr(match_on=["method", "body"])
@@ -117,6 +134,7 @@ def project(root: Path) -> Path:
     both = tape(interaction("gpt-a", "anonymous", "from a"), interaction("gpt-b", "anonymous", "from b"))
     (tapes / "test_models_in_another_order.yaml").write_text(both)
     (tapes / "test_through_requests.yaml").write_text(both)
+    (tapes / "test_through_aiohttp.yaml").write_text(both)
     (tapes / "test_scrubbed_body.yaml").write_text(tape(interaction("gpt-a", "anonymous", "scrubbed")))
     return root
 
@@ -129,11 +147,11 @@ def test_adopt_applies_the_suites_own_matchers_and_before_record_request(tmp_pat
         root,
         clean_env(),
     )
-    assert "3 passed" in vcr.stdout, vcr.stdout
+    assert "4 passed" in vcr.stdout, vcr.stdout
 
     (root / "cassette.toml").write_text('store = "cassettes"\n')
     adopt = run(plugin_pytest("adopt"), root, plugin_env("http://127.0.0.1:9"))
-    assert "3 passed" in adopt.stdout, adopt.stdout
+    assert "4 passed" in adopt.stdout, adopt.stdout
     assert "not honoured" not in adopt.stdout, adopt.stdout
     report = json.loads((root / ".cassette" / "adopt-report.json").read_text())["tests"]
     assert all(r["judged"] and not r["matchers_not_applied"] for r in report.values()), report
@@ -143,4 +161,4 @@ def test_adopt_applies_the_suites_own_matchers_and_before_record_request(tmp_pat
     # The plain replay, the tapes gone: each test from its own cassettes.
     shutil.rmtree(root / "tests" / "cassettes")
     replay = run(plugin_pytest(None), root, plugin_env("http://127.0.0.1:9"))
-    assert "3 passed" in replay.stdout, replay.stdout
+    assert "4 passed" in replay.stdout, replay.stdout
