@@ -140,6 +140,31 @@ def refused(tally: dict[str, Any]) -> list[str]:
     ]
 
 
+def outcome(report: pytest.TestReport) -> dict[str, str]:
+    """How a test that did not pass ended, for the report: cassette's own failure where cassette
+    failed it (its text is the proxy's, redacted), else the exception's type and where it was
+    raised (its message may hold any value the test had: it stays in pytest's output, off the
+    disk), or a skip's reason."""
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+        return {"outcome": "skipped", "reason": str(reason)[:300]}
+    ended = "failed" if report.when == "call" else f"error in {report.when}"
+    missed = getattr(report, "cassette_cli_missed", None)
+    if missed:
+        return {"outcome": ended, "reason": str(missed)}
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is None:
+        return {"outcome": ended, "reason": "see pytest's output"}
+    kind = str(crash.message).split(":", 1)[0].strip()
+    if not kind.replace(".", "").replace("_", "").isalnum():
+        kind = "AssertionError" if str(crash.message).startswith("assert") else "an exception"
+    try:
+        where = os.path.relpath(crash.path)
+    except ValueError:  # another drive
+        where = str(crash.path)
+    return {"outcome": ended, "reason": f"{kind} at {where}:{crash.lineno}"}
+
+
 def write_report(path: Path, report: dict[str, Any]) -> None:
     """Written atomically: a temporary file beside it, renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,6 +199,7 @@ def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str
     headers_only = [n for n, r in adopted.items() if drift(r, headers=True) and n not in drifted]
     unstored = sum(len(r.get("not_stored") or ()) for r in adopted.values())
     downloads = [url for r in adopted.values() for url in r.get("downloads") or ()]
+    unpassed = [n for n, r in adopted.items() if r.get("outcome", "passed") != "passed"]
     hosts = sorted({urlsplit(url).netloc for url in downloads})
     lines = [
         f"cassette adopt: {answered} answers from vcrpy tapes in {len(adopted)} tests, "
@@ -183,6 +209,11 @@ def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str
             f", {len(downloads)} download(s) stored as recordings of {', '.join(hosts)} "
             "(served on replay)"
             if downloads
+            else ""
+        )
+        + (
+            f", {len(unpassed)} tests did not pass (each named in the report, with its reason)"
+            if unpassed
             else ""
         )
         + (f"; report in {report}" if report else "")

@@ -94,6 +94,8 @@ class _Session:
     # Adopt: what each test's tape answered, by node id (gathered from workers' reports too).
     adopted: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     adopt_report: Path | None = None
+    # Adopt: how each test that did not pass ended, until its teardown's report arrives.
+    outcomes: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
     @property
     def session_mode(self) -> str:
@@ -811,9 +813,21 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     missed = getattr(report, "cassette_cli_missed", None)
     if missed:
         session.missed.append((report.nodeid, str(missed)))
+    if session.mode != ADOPT:
+        return
+    if (report.failed or report.skipped) and report.nodeid not in session.outcomes:
+        from cassette_cli._adopt import outcome
+
+        session.outcomes[report.nodeid] = outcome(report)
     adopted = getattr(report, "cassette_cli_adopt", None)
-    if adopted:
-        session.adopted[report.nodeid] = adopted
+    if report.when != "teardown":
+        return
+    # Every test's entry says how it ended (the aim of a migration is every test passing); a test
+    # that ended before its tapes were named (skipped, a fixture failing) gets one too.
+    ended = session.outcomes.pop(report.nodeid, None)
+    if adopted or ended:
+        entry = session.adopted.setdefault(report.nodeid, adopted or {})
+        entry.update(ended or {"outcome": "passed"})
 
 
 # The session of the run in progress (pytest_runtest_logreport is given no config); a stack,

@@ -162,3 +162,68 @@ def test_adopt_applies_the_suites_own_matchers_and_before_record_request(tmp_pat
     shutil.rmtree(root / "tests" / "cassettes")
     replay = run(plugin_pytest(None), root, plugin_env("http://127.0.0.1:9"))
     assert "4 passed" in replay.stdout, replay.stdout
+
+
+OUTCOMES = """
+import httpx
+import pytest
+
+CHAT = "https://api.openai.com/v1/chat/completions"
+
+
+def ask():
+    body = {"model": "gpt-a", "messages": [{"role": "user", "content": "Hi"}], "user": "alice"}
+    return httpx.post(CHAT, json=body).json()["answer"]
+
+
+@pytest.mark.vcr
+def test_passes():
+    assert ask() == "from a"
+
+
+@pytest.mark.vcr
+def test_fails_on_its_own():
+    secret = "sk-proj-OWNASSERTION0123456789abcdef"
+    assert ask() == secret
+
+
+@pytest.mark.vcr
+def test_has_no_tape():
+    ask()
+
+
+@pytest.mark.skip(reason="not today")
+def test_skipped():
+    pass
+"""
+
+
+def test_the_adopt_report_names_every_test_that_did_not_pass_with_its_reason(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "project"
+    tapes = root / "tests" / "cassettes" / "test_outcomes"
+    tapes.mkdir(parents=True)
+    (root / "tests" / "test_outcomes.py").write_text(OUTCOMES)
+    answer = tape(interaction("gpt-a", "alice", "from a"))
+    (tapes / "test_passes.yaml").write_text(answer)
+    (tapes / "test_fails_on_its_own.yaml").write_text(answer)
+    (root / "cassette.toml").write_text('store = "cassettes"\n')
+    adopt = run(plugin_pytest("adopt"), root, plugin_env("http://127.0.0.1:9"), expect=1)
+    assert "2 failed, 1 passed, 1 skipped" in adopt.stdout, adopt.stdout
+    assert "3 tests did not pass (each named in the report, with its reason)" in adopt.stdout
+    text = (root / ".cassette" / "adopt-report.json").read_text()
+    report = json.loads(text)["tests"]
+    ended = {n.split("::")[1]: (r["outcome"], r.get("reason", "")) for n, r in report.items()}
+    assert ended["test_passes"] == ("passed", ""), ended
+    line = OUTCOMES.splitlines().index("    assert ask() == secret") + 1
+    assert ended["test_fails_on_its_own"] == (
+        "failed",
+        f"AssertionError at tests/test_outcomes.py:{line}",
+    ), ended
+    outcome, reason = ended["test_has_no_tape"]
+    assert outcome == "failed" and reason.startswith("cassette adopt: "), ended
+    assert "no vcrpy tape for this test" in reason, ended
+    assert ended["test_skipped"] == ("skipped", "Skipped: not today"), ended
+    # What the test's own assertion held stays in pytest's output, off the disk.
+    assert "OWNASSERTION" not in text
