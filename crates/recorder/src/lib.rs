@@ -65,7 +65,8 @@ pub use config::{
     Answers, Downloads, ErrorRecording, RecorderConfig, Repeats, Route, Sharing, StreamReplay,
 };
 pub use engine::{
-    download_key, Download, Exchange, Imported, Recorder, RecordingFailure, Rekeyed, Stats, Stored,
+    download_key, is_download_method, Download, Exchange, Imported, Recorder, RecordingFailure,
+    Rekeyed, Stats, Stored,
 };
 pub use error::{BoxError, Error, Result, Setting};
 pub use hit_cache::HitCacheStats;

@@ -427,30 +427,30 @@ pub(crate) fn answer(
     })
 }
 
-/// Answers a GET of `url` (a host no route serves: a download) from the tapes of `test`, when
+/// Answers a GET or HEAD of `url` (a host no route serves: a download) from the tapes of `test`, when
 /// an unused interaction matches it by the test's `match_on`; noted as a download in its
 /// report. `None` when none does (noted as unmatched, and the caller refuses it). `material`
 /// is a download's key material (the engine's `download` profile), for the drift of a tape's
 /// download: given by the caller, as the engine depends on this file and not the other way.
 pub(crate) fn answer_download(
     deck: &TapeDeck,
-    url: &url::Url,
+    (method, url): (&str, &url::Url),
     headers: &[(String, String)],
     test: Option<&str>,
     redactor: &Redactor,
     material: impl Fn(&str, &url::Url) -> serde_json::Value,
 ) -> Option<TapeAnswer> {
     let sent = Sent {
-        method: "GET",
+        method,
         uri: url,
         headers,
         body: &[],
     };
     let endpoint = redactor.url(url.as_str());
-    let shown = format!("GET {endpoint}");
+    let shown = format!("{method} {endpoint}");
     let drift = |recorded: &Interaction| {
         let before = material(&recorded.method, &recorded.uri);
-        let after = material("GET", url);
+        let after = material(method, url);
         let before = redacted_material(&before, redactor);
         let after = redacted_material(&after, redactor);
         let differences = cassette_keying::diff(&before, &after);

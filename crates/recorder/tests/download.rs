@@ -21,6 +21,7 @@ const SIGNED: &str = "https://bucket.s3.amazonaws.com/cats/cat.png?X-Amz-Date=20
 
 fn download(url: &str, body: Bytes) -> Download {
     Download {
+        method: "GET".into(),
         url: url::Url::parse(url).unwrap(),
         status: 200,
         headers: vec![
@@ -56,7 +57,7 @@ async fn an_imported_download_is_stored_without_its_credentials_and_served_in_ev
         .await
         .unwrap();
     assert_eq!(imported, Imported::Stored);
-    assert_eq!(key, download_key(&url(SIGNED)));
+    assert_eq!(key, download_key("GET", &url(SIGNED)));
     let document = store.get(&key).await.unwrap().expect("stored");
     let text = String::from_utf8(document.to_vec()).unwrap();
     for secret in ["AMZSIG", "SECRETTOKEN", "COOKIESECRET"] {

@@ -31,7 +31,8 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use cassette_grade::suite::CHAT_PATH;
 use cassette_recorder::{
-    download_key, Download, Downloads, Exchange, Imported, Mode, Recorder, Request, Write,
+    download_key, is_download_method, Download, Downloads, Exchange, Imported, Mode, Recorder,
+    Request, Write,
 };
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -475,7 +476,7 @@ impl Plan<'_> {
                     shown,
                     mut download,
                 }) => {
-                    entry.state = match (method.eq_ignore_ascii_case("GET"), self.downloads) {
+                    entry.state = match (is_download_method(&method), self.downloads) {
                         (true, Downloads::Stored) => {
                             download.test = self.test.clone();
                             download.source = Some(at.clone());
@@ -572,7 +573,9 @@ impl Plan<'_> {
         seen: &mut HashMap<String, Seen>,
     ) -> State {
         let answer = (download.status, fingerprint(&download.body));
-        entry.key = download_key(&download.url).as_str().to_owned();
+        entry.key = download_key(&download.method, &download.url)
+            .as_str()
+            .to_owned();
         entry.request = shown;
         entry.download = Some(download.url.origin().ascii_serialization());
         match seen.get(&entry.key) {

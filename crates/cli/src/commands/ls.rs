@@ -127,8 +127,13 @@ fn table_row(key: &Key, size: usize, c: &Cassette) -> String {
     let mut path = if c.target == "default" {
         c.request.path.clone()
     } else if c.is_download() {
-        // A download's target is its URL's origin.
-        format!("{}{}", c.target, c.request.path)
+        // A download's target is its URL's origin; a HEAD (what the file's headers say) is
+        // told from the GET of the same file.
+        let method = match c.request.method.as_str() {
+            "GET" => String::new(),
+            other => format!("{other} "),
+        };
+        format!("{method}{}{}", c.target, c.request.path)
     } else {
         format!("{}:{}", c.target, c.request.path)
     };

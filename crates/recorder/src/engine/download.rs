@@ -1,5 +1,6 @@
 //! Downloads: a file a test fetches from a host no route serves (an image, a PDF it hands to a
-//! vision model). vcrpy kept such a GET on the test's tape; adopt and `cassette import` store
+//! vision model), or asks about first (a HEAD, for its type and size). vcrpy kept such a GET
+//! or HEAD on the test's tape; adopt and `cassette import` store
 //! what the tape holds as a recording of that host, keyed by the `download` profile (method
 //! and the whole URL, `docs/keying.md`), and every mode serves a stored one. Nothing here
 //! opens a connection: a download no recording holds is refused by the caller, as a bypass of
@@ -19,9 +20,20 @@ use cassette_keying::{DownloadRequest, Key, Keyed};
 use cassette_tape::{Cassette, Request};
 use std::time::Instant;
 
-/// A download recorded elsewhere (a vcrpy tape's GET of a host no route serves).
+/// The methods a download is asked with: the file, or what its headers say of it.
+const METHODS: [&str; 2] = ["GET", "HEAD"];
+
+/// Whether a request with `method` to a host no route serves can be a download (a GET or a
+/// HEAD); anything else sends something, and is never answered from a recording of the host.
+pub fn is_download_method(method: &str) -> bool {
+    METHODS.iter().any(|m| m.eq_ignore_ascii_case(method))
+}
+
+/// A download recorded elsewhere (a vcrpy tape's GET or HEAD of a host no route serves).
 #[derive(Debug, Clone)]
 pub struct Download {
+    /// The method it was asked with: `GET`, or `HEAD` (headers, no body).
+    pub method: String,
     /// The URL as it was fetched (a credential in its query never reaches the store).
     pub url: url::Url,
     /// The answer's status.
@@ -67,9 +79,9 @@ pub(crate) fn download_material(method: &str, url: &url::Url) -> serde_json::Val
     keyed(&request_of(method, url)).material
 }
 
-/// The key `cassette import` and adopt store a GET of `url` under.
-pub fn download_key(url: &url::Url) -> Key {
-    keyed(&request_of("GET", url)).key
+/// The key `cassette import` and adopt store a download of `url` asked with `method` under.
+pub fn download_key(method: &str, url: &url::Url) -> Key {
+    keyed(&request_of(method, url)).key
 }
 
 impl Recorder {
@@ -77,7 +89,7 @@ impl Recorder {
     /// adopt, from the test's tapes when one of their interactions matches (stored first, so
     /// the replay after it answers the same), else from the download stored for the URL, in
     /// any mode. `Ok(None)` when nothing holds it (the caller refuses it, naming the URL),
-    /// and for anything but a GET.
+    /// and for anything but a GET or a HEAD.
     pub async fn download(
         &self,
         method: &str,
@@ -85,7 +97,7 @@ impl Recorder {
         headers: &[(String, String)],
         scope: &Scope,
     ) -> Result<Option<Outcome>> {
-        if !method.eq_ignore_ascii_case("GET") {
+        if !is_download_method(method) {
             return Ok(None);
         }
         let request = request_of(method, url);
@@ -93,10 +105,17 @@ impl Recorder {
         if let (Some(deck), Downloads::Stored) = (&self.inner.tapes, self.inner.config.downloads) {
             let test = scope.test.as_deref();
             let redactor = &self.inner.redactor;
-            if let Some(answer) =
-                crate::tapes::answer_download(deck, url, headers, test, redactor, download_material)
-            {
+            let asked = (request.method.as_str(), url);
+            if let Some(answer) = crate::tapes::answer_download(
+                deck,
+                asked,
+                headers,
+                test,
+                redactor,
+                download_material,
+            ) {
                 let download = Download {
+                    method: request.method.clone(),
                     url: url.clone(),
                     status: answer.status,
                     headers: answer.headers,
@@ -144,7 +163,7 @@ impl Recorder {
         download: Download,
         write: Write,
     ) -> Result<(Key, Imported)> {
-        let request = request_of("GET", &download.url);
+        let request = request_of(&download.method, &download.url);
         let keyed = keyed(&request);
         let stamp = Stamp {
             recorded_at: download.recorded_at.clone(),

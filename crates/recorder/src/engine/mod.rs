@@ -15,7 +15,7 @@ mod relay;
 mod replay;
 mod write;
 
-pub use download::{download_key, Download};
+pub use download::{download_key, is_download_method, Download};
 pub use import::{Exchange, Imported};
 pub(crate) use recording::read_whole;
 pub use rekey::Rekeyed;

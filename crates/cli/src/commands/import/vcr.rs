@@ -93,6 +93,7 @@ fn item(
             );
         }
         let download = Download {
+            method: method.clone(),
             url: uri,
             status,
             headers: response_headers,

@@ -125,9 +125,9 @@ pub(super) async fn channel(
     if direct {
         return go_direct(&target);
     }
-    // A download (a GET of a host no route serves): answered from its recording, or in adopt
-    // from the test's tapes, when one holds it; refused below otherwise.
-    if request.method() == http::Method::GET {
+    // A download (a GET or HEAD of a host no route serves): answered from its recording, or
+    // in adopt from the test's tapes, when one holds it; refused below otherwise.
+    if crate::is_download_method(request.method().as_str()) {
         let (id, scope) = match &state.scopes {
             Some(scopes) => {
                 let named = request.extensions().get::<NamedScope>();
