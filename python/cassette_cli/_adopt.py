@@ -179,6 +179,14 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
         raise
 
 
+def made_afresh(result: dict[str, Any]) -> list[str]:
+    """The `[keying] ignore` paths of what a test's requests hold that the client makes afresh
+    on every run (ids, as the proxy judged the drift): adopt answered it from the tape, and the
+    replay after it misses until the key leaves them out."""
+    paths = {p for a in result.get("adopted") or () for p in a.get("made_afresh") or ()}
+    return sorted(paths)
+
+
 def _header_drift(line: str) -> bool:
     """Whether a drift line is of a header (`headers.anthropic-version: added ...`)."""
     return line.startswith("headers.")
@@ -218,6 +226,16 @@ def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str
         )
         + (f"; report in {report}" if report else "")
     ]
+    afresh = {n: made_afresh(r) for n, r in adopted.items() if made_afresh(r)}
+    if afresh:
+        paths = sorted({p for ps in afresh.values() for p in ps})
+        lines += [
+            f"  {len(afresh)} tests send values made afresh on every run (ids): the replay after "
+            "this run misses them until the key leaves them out. In cassette.toml:",
+            "    [keying]",
+            f"    ignore = [{', '.join(json.dumps(p) for p in paths)}]",
+            "  then `cassette rekey` moves what this run stored to the new keys.",
+        ]
     # The suite's vcrpy settings not honoured: the same for most tests, so named once each.
     honoured: dict[str, int] = {}
     for result in adopted.values():
@@ -230,6 +248,10 @@ def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str
             for a in result.get("adopted") or ()
             for line in a["drift"]
             if not _header_drift(line)
+        ]
+        notes += [
+            f"replay will miss: {path} is made afresh on every run ([keying] ignore it)"
+            for path in afresh.get(nodeid, ())
         ]
         notes += [
             f"not answered: {why}"

@@ -828,6 +828,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if adopted or ended:
         entry = session.adopted.setdefault(report.nodeid, adopted or {})
         entry.update(ended or {"outcome": "passed"})
+        from cassette_cli._adopt import made_afresh
+
+        # A test that passes here and will miss in replay is named too.
+        if made_afresh(entry):
+            entry["replay_will_miss"] = made_afresh(entry)
 
 
 # The session of the run in progress (pytest_runtest_logreport is given no config); a stack,

@@ -54,6 +54,75 @@ impl fmt::Display for Difference {
     }
 }
 
+impl Difference {
+    /// The `[keying] ignore` path (`$.messages[*].tool_calls[*].id`) of a body member whose two
+    /// values look made afresh by the client on every run: strings of one length that share
+    /// a prefix (`call_`, `pyd_ai_`) and end in a random-looking token (hex, a UUID, letters
+    /// and digits mixed). A request holding such a value is never sent twice, so its recording
+    /// can only be found again once the key leaves the member out. `None` for anything else,
+    /// and for a member whose path has no plain JSONPath spelling.
+    pub fn made_afresh(&self) -> Option<String> {
+        let Change::Changed {
+            old: Value::String(old),
+            new: Value::String(new),
+        } = &self.change
+        else {
+            return None;
+        };
+        if old == new || old.len() != new.len() || !old.is_ascii() || !new.is_ascii() {
+            return None;
+        }
+        let shared = old
+            .bytes()
+            .zip(new.bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let (old_rest, new_rest) = (&old[shared..], &new[shared..]);
+        if old_rest.len() < 8 || !random_looking(old_rest) || !random_looking(new_rest) {
+            return None;
+        }
+        ignore_path(&self.path)
+    }
+}
+
+/// Whether `token` looks random: only letters, digits, `-` and `_`, with digits and letters
+/// both (`ec239e630d2f`, `4f1c-9a`), never a word.
+fn random_looking(token: &str) -> bool {
+    token
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        && token.bytes().any(|c| c.is_ascii_digit())
+        && token.bytes().any(|c| c.is_ascii_alphabetic())
+}
+
+/// A body difference's path (`body.contents[1].parts[0].id`) as the `[keying] ignore` path
+/// of the same member in every element (`$.contents[*].parts[*].id`); `None` outside the body
+/// or where a member's name is not plain (a name holding `.` would be read as two).
+fn ignore_path(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("body.")?;
+    let mut out = String::from("$");
+    for segment in rest.split('.') {
+        let (name, mut indexes) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+        if name.is_empty() || !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+            return None;
+        }
+        out.push('.');
+        out.push_str(name);
+        while let Some(index) = indexes.strip_prefix('[') {
+            let (digits, after) = index.split_once(']')?;
+            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            out.push_str("[*]");
+            indexes = after;
+        }
+        if !indexes.is_empty() {
+            return None;
+        }
+    }
+    crate::JsonPath::parse(&out).ok().map(|p| p.to_string())
+}
+
 /// The longest value `Display` shows; longer ones are cut with `…`.
 pub const MAX_SHOWN: usize = 80;
 
@@ -154,6 +223,51 @@ pub fn shorten(value: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_value_made_afresh_names_its_ignore_path() {
+        use serde_json::json;
+        let changed = |path: &str, old: &str, new: &str| Difference {
+            path: path.into(),
+            change: Change::Changed {
+                old: json!(old),
+                new: json!(new),
+            },
+        };
+        let id = changed(
+            "body.contents[1].parts[0].function_call.id",
+            "call_ec239e630d2f4ef6b1b7e1e9e4eccd58",
+            "call_4274a5ec758943acbb1b30e626e326d0",
+        );
+        assert_eq!(
+            id.made_afresh().as_deref(),
+            Some("$.contents[*].parts[*].function_call.id")
+        );
+        let uuid = changed(
+            "body.messages[2].tool_call_id",
+            "pyd_ai_2f1c9a7e-3b4d-4e5f-8a9b-0c1d2e3f4a5b",
+            "pyd_ai_9e8d7c6b-5a4f-4e3d-9c2b-1a0f9e8d7c6b",
+        );
+        assert_eq!(
+            uuid.made_afresh().as_deref(),
+            Some("$.messages[*].tool_call_id")
+        );
+        // Words, a short change, numbers, other lengths, headers: not ids.
+        for (path, old, new) in [
+            ("body.messages[0].content", "Name a city.", "Name a town."),
+            ("body.model", "gpt-4o-mini-2024", "gpt-4o-mini-2025"),
+            ("body.messages[0].content", "0.32", "0.33"),
+            ("body.user", "abc123def456", "abc123def4567"),
+            (
+                "headers.x-request-id",
+                "req_0123456789ab",
+                "req_ba9876543210",
+            ),
+            ("body.a.b-c", "id_0123456789ab", "id_ba9876543210"),
+        ] {
+            assert_eq!(changed(path, old, new).made_afresh(), None, "{path}: {old}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -102,7 +102,16 @@ struct Adopted {
     interaction: usize,
     /// What the tape's request differs in from today's, one difference a line.
     drift: Vec<String>,
+    /// The `[keying] ignore` paths of the differences that look made afresh by the client on
+    /// every run (ids): the replay after adopt will miss this request until the key leaves
+    /// them out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    made_afresh: Vec<String>,
 }
+
+/// How a tape's request drifted from today's: one line a difference, and the ignore paths of
+/// those that look made afresh on every run.
+type Drift = (Vec<String>, Vec<String>);
 
 /// A tape's answer to a request.
 pub(crate) struct TapeAnswer {
@@ -211,7 +220,7 @@ impl TapeDeck {
         test: Option<&str>,
         sent: &Sent<'_>,
         shown: &str,
-        drift: impl FnOnce(&Interaction) -> Vec<String>,
+        drift: impl FnOnce(&Interaction) -> Drift,
     ) -> Result<Interaction, String> {
         let Some(test) = test else {
             return Err(format!("{shown} was sent outside any test"));
@@ -248,11 +257,13 @@ impl TapeDeck {
         });
         if let Some(slot) = found {
             slot.played = true;
+            let (drift, made_afresh) = drift(&slot.interaction);
             let adopted = Adopted {
                 request: shown.to_owned(),
                 tape: slot.tape.clone(),
                 interaction: slot.number,
-                drift: drift(&slot.interaction),
+                drift,
+                made_afresh,
             };
             let interaction = slot.interaction.clone();
             playing.report.adopted.push(adopted);
@@ -454,10 +465,11 @@ pub(crate) fn answer_download(
         let before = redacted_material(&before, redactor);
         let after = redacted_material(&after, redactor);
         let differences = cassette_keying::diff(&before, &after);
-        difference_lines(&differences)
+        let lines = difference_lines(&differences)
             .iter()
             .map(|line| redactor.text(line))
-            .collect()
+            .collect();
+        (lines, Vec::new())
     };
     let played = deck.play(test, &sent, &shown, drift).ok()?;
     if let Some(test) = test {
@@ -475,14 +487,14 @@ pub(crate) fn answer_download(
 
 /// What the tape's request differs in from today's `request`, in the key's terms (each
 /// material redacted as a recording would store it), one difference a line as a miss
-/// explanation shows them.
+/// explanation shows them, and the ignore paths of the differences made afresh on every run.
 fn drift(
     route: &Route,
     request: &Request,
     recorded: &Interaction,
     key: &KeyConfig,
     redactor: &Redactor,
-) -> Vec<String> {
+) -> Drift {
     let path = route
         .local_path(&recorded.uri)
         .unwrap_or_else(|| recorded.uri.path().to_owned());
@@ -500,10 +512,17 @@ fn drift(
         .into_iter()
         .filter(|d| d.path != "system_sha256")
         .collect();
-    difference_lines(&differences)
+    let mut made_afresh: Vec<String> = Vec::new();
+    for path in differences.iter().filter_map(|d| d.made_afresh()) {
+        if !made_afresh.contains(&path) {
+            made_afresh.push(path);
+        }
+    }
+    let lines = difference_lines(&differences)
         .iter()
         .map(|line| redactor.text(line))
-        .collect()
+        .collect();
+    (lines, made_afresh)
 }
 
 #[cfg(test)]
@@ -789,5 +808,34 @@ mod tests {
         );
         let report = deck.report("t", true).unwrap();
         assert_eq!(report.matchers_not_applied, ["probe_shape"]);
+    }
+
+    #[test]
+    fn an_id_made_afresh_is_named_with_its_ignore_path() {
+        let body = |id: &str| {
+            serde_json::json!({"model": "m", "messages": [
+                {"role": "tool", "tool_call_id": id, "content": "42"}]})
+        };
+        let recorded = body("call_ec239e630d2f4ef6b1b7e1e9e4eccd58").to_string();
+        let text = format!(
+            "interactions:\n- request:\n    body: '{recorded}'\n    headers: {{Content-Type: [application/json]}}\n    method: POST\n    uri: {CHAT}\n  response:\n    body: {{string: ok}}\n    headers: {{}}\n    status: {{code: 200}}\nversion: 1\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let set = TapeSet {
+            paths: vec![tape(dir.path(), "t.yaml", &text)],
+            ..TapeSet::default()
+        };
+        let deck = TapeDeck::default();
+        deck.begin("t", Some(&set), &Redactor::default());
+        let today = Request::post_json(
+            "/v1/chat/completions",
+            &body("call_4274a5ec758943acbb1b30e626e326d0"),
+        );
+        assert_eq!(play(&deck, Some("t"), &today).unwrap(), "ok");
+        let report = deck.report("t", true).unwrap();
+        assert_eq!(
+            report.adopted[0].made_afresh,
+            ["$.messages[*].tool_call_id"]
+        );
     }
 }

@@ -43,8 +43,11 @@ allow = []
 volatile = []
 # Members of the built-in volatile list (user, metadata, ...) kept in the key after all.
 keep_volatile = []
-# JSON paths left out of the key: ids a client generates afresh on every run, e.g.
-# ignore = ["$.contents[*].parts[*].functionCall.id"]
+# JSON paths left out of the key: ids a client generates afresh on every run (a replay miss
+# and an adopt run name the ones they see), e.g. Gemini's, as google-genai and others spell
+# them, and OpenAI-compatible tool-call ids a client makes itself:
+# ignore = ["$.contents[*].parts[*].functionCall.id", "$.contents[*].parts[*].function_call.id",
+#           "$.messages[*].tool_calls[*].id", "$.messages[*].tool_call_id"]
 ignore = []
 
 [redact]

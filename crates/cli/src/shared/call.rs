@@ -113,6 +113,7 @@ fn relayed_miss(body: &[u8]) -> Option<Miss> {
                 .iter()
                 .filter_map(|d| d.as_str().map(str::to_owned))
                 .collect(),
+            hint: text(nearest, "hint"),
         })
     });
     Some(Miss {

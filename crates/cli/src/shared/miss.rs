@@ -35,6 +35,9 @@ pub(crate) fn miss_lines(miss: &Miss) -> Vec<String> {
                 nearest.key, nearest.recorded_at
             ));
             lines.extend(nearest.differences.iter().map(|l| format!("    - {l}")));
+            if let Some(hint) = &nearest.hint {
+                lines.push(format!("  {hint}"));
+            }
         }
         None => lines.push(format!("  {}", miss.explanation.summary)),
     }

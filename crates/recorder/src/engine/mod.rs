@@ -563,6 +563,7 @@ impl Recorder {
                 key: cassette.key.clone(),
                 recorded_at: cassette.recorded_at.clone(),
                 differences: vec![format!("upstream: {then} -> {now}")],
+                hint: None,
             }),
             summary: format!(
                 "recorded from {then}, the route `{}` now points at {now}: another upstream's \

@@ -659,6 +659,7 @@ impl NearestIndex {
         let same_request = found.differences.is_empty();
         let keyed_under = self.keyed_under(&found, profile, same_request);
         let differences = difference_lines(&found.differences);
+        let hint = made_afresh_hint(&found.differences);
         let mut shown = keyed_under.clone();
         shown.extend(differences.iter().cloned());
         let key = found.key.short();
@@ -679,12 +680,17 @@ impl NearestIndex {
                 differences.join("; ")
             )
         };
+        let summary = match &hint {
+            Some(hint) => format!("{summary} {hint}"),
+            None => summary,
+        };
         Explanation {
             summary,
             nearest: Some(Nearest {
                 key: found.key,
                 recorded_at: found.recorded_at,
                 differences: shown,
+                hint,
             }),
         }
     }
@@ -871,6 +877,27 @@ impl NearestIndex {
     pub(crate) fn requests(&self) -> u64 {
         self.requests
     }
+}
+
+/// The advice for differences that look made afresh by the client on every run (ids): a
+/// request holding one is never sent twice, so no recording of it can answer until the key
+/// leaves the member out.
+fn made_afresh_hint(differences: &[Difference]) -> Option<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for path in differences.iter().filter_map(Difference::made_afresh) {
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    let quoted: Vec<String> = paths.iter().map(|p| format!("{p:?}")).collect();
+    Some(format!(
+        "These look like ids the client makes afresh on every run: leave them out of the key \
+         with `[keying] ignore = [{}]` in cassette.toml, then `cassette rekey`.",
+        quoted.join(", ")
+    ))
 }
 
 #[cfg(test)]

@@ -115,6 +115,10 @@ pub struct Nearest {
     /// then the components of the request (`body.temperature: 0 -> 0.7`; two long strings as a
     /// word diff of what changed, `…the quarterly [-revenue-]{+income+} figures…`).
     pub differences: Vec<String>,
+    /// What to do when the differences look like ids the client makes afresh on every run
+    /// (the `[keying] ignore` that leaves them out of the key), else none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 impl Miss {
