@@ -9,11 +9,11 @@ passes. Found on a real suite
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from test_vcr_adopt import plugin_env, plugin_pytest
 from test_vcr_import import clean_env, run
+from test_vcr_matchers import hand_written
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 IGNORE = "$.messages[*].tool_call_id"
@@ -61,19 +61,8 @@ version: 1
 
 
 def test_adopt_names_ids_made_afresh_and_the_ignore_that_replays_them(tmp_path: Path) -> None:
-    root = tmp_path / "project"
-    tapes = root / "tests" / "cassettes" / "test_tools"
-    tapes.mkdir(parents=True)
-    (root / "tests" / "test_tools.py").write_text(TESTS)
-    (tapes / "test_tool_result.yaml").write_text(TAPE)
-    vcr = run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=none"],
-        root,
-        clean_env(),
-    )
-    assert "1 passed" in vcr.stdout, vcr.stdout
-
-    (root / "cassette.toml").write_text('store = "cassettes"\n')
+    tapes = {"test_tool_result": TAPE}
+    root = hand_written(tmp_path / "project", "test_tools", TESTS, tapes, passed=1)
     env = plugin_env("http://127.0.0.1:9")
     adopt = run(plugin_pytest("adopt"), root, env)
     assert "1 passed" in adopt.stdout, adopt.stdout

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 from test_vcr_adopt import plugin_env, plugin_pytest
 from test_vcr_import import clean_env, run
+from test_vcr_matchers import hand_written
 
 URL = "https://static.example.org/static/pelican.jpg"
 
@@ -61,19 +61,8 @@ version: 1
 
 
 def test_a_head_of_a_file_adopts_and_replays_as_a_download(tmp_path: Path) -> None:
-    root = tmp_path / "project"
-    tapes = root / "tests" / "cassettes" / "test_files"
-    tapes.mkdir(parents=True)
-    (root / "tests" / "test_files.py").write_text(TESTS)
-    (tapes / "test_asks_then_fetches.yaml").write_text(TAPE)
-    vcr = run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=none"],
-        root,
-        clean_env(),
-    )
-    assert "1 passed" in vcr.stdout, vcr.stdout
-
-    (root / "cassette.toml").write_text('store = "cassettes"\n')
+    tapes = {"test_asks_then_fetches": TAPE}
+    root = hand_written(tmp_path / "project", "test_files", TESTS, tapes, passed=1)
     # `cassette import` of the same tape, in a copy: the same two recordings.
     copy = tmp_path / "imported"
     shutil.copytree(root, copy)

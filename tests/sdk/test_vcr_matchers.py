@@ -122,34 +122,46 @@ def tape(*interactions: str) -> str:
     return "interactions:\n" + "".join(interactions) + "version: 1\n"
 
 
-def project(root: Path) -> Path:
-    tests = root / "tests"
-    tapes = tests / "cassettes" / "test_models"
-    tapes.mkdir(parents=True)
-    (tests / "__init__.py").write_text("")
-    (tests / "conftest.py").write_text(CONFTEST)
-    (tests / "test_models.py").write_text(TESTS)
-    (root / "pytest.ini").write_text("[pytest]\naddopts = --strict-markers\nfilterwarnings = error\n")
-    # Recorded in the order a, b; the first test asks b first.
-    both = tape(interaction("gpt-a", "anonymous", "from a"), interaction("gpt-b", "anonymous", "from b"))
-    (tapes / "test_models_in_another_order.yaml").write_text(both)
-    (tapes / "test_through_requests.yaml").write_text(both)
-    (tapes / "test_through_aiohttp.yaml").write_text(both)
-    (tapes / "test_scrubbed_body.yaml").write_text(tape(interaction("gpt-a", "anonymous", "scrubbed")))
-    return root
-
-
-def test_adopt_applies_the_suites_own_matchers_and_before_record_request(tmp_path: Path) -> None:
-    root = project(tmp_path / "project")
-    # vcrpy alone, no network: the tapes pass as written.
+def hand_written(root: Path, module: str, tests: str, tapes: dict[str, str], passed: int, failed: int = 0) -> Path:
+    """A pytest-recording suite at `root`: `tests/<module>.py` and its tapes by test name,
+    which vcrpy itself (the network off) passes `passed` tests of (and fails `failed`); opted
+    into cassette."""
+    folder = root / "tests" / "cassettes" / module
+    folder.mkdir(parents=True)
+    (root / "tests" / f"{module}.py").write_text(tests)
+    for name, text in tapes.items():
+        (folder / f"{name}.yaml").write_text(text)
     vcr = run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cassette_cli", "--record-mode=none"],
         root,
         clean_env(),
+        expect=1 if failed else 0,
     )
-    assert "4 passed" in vcr.stdout, vcr.stdout
-
+    assert f"{passed} passed" in vcr.stdout, vcr.stdout
+    assert not failed or f"{failed} failed" in vcr.stdout, vcr.stdout
     (root / "cassette.toml").write_text('store = "cassettes"\n')
+    return root
+
+
+def project(root: Path) -> Path:
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "tests" / "conftest.py").write_text(CONFTEST)
+    (root / "pytest.ini").write_text("[pytest]\naddopts = --strict-markers\nfilterwarnings = error\n")
+    # Recorded in the order a, b; the first test asks b first.
+    both = tape(interaction("gpt-a", "anonymous", "from a"), interaction("gpt-b", "anonymous", "from b"))
+    tapes = {
+        "test_models_in_another_order": both,
+        "test_through_requests": both,
+        "test_through_aiohttp": both,
+        "test_scrubbed_body": tape(interaction("gpt-a", "anonymous", "scrubbed")),
+    }
+    # vcrpy alone, no network: the tapes pass as written.
+    return hand_written(root, "test_models", TESTS, tapes, passed=4)
+
+
+def test_adopt_applies_the_suites_own_matchers_and_before_record_request(tmp_path: Path) -> None:
+    root = project(tmp_path / "project")
     adopt = run(plugin_pytest("adopt"), root, plugin_env("http://127.0.0.1:9"))
     assert "4 passed" in adopt.stdout, adopt.stdout
     assert "not honoured" not in adopt.stdout, adopt.stdout
@@ -201,14 +213,9 @@ def test_skipped():
 def test_the_adopt_report_names_every_test_that_did_not_pass_with_its_reason(
     tmp_path: Path,
 ) -> None:
-    root = tmp_path / "project"
-    tapes = root / "tests" / "cassettes" / "test_outcomes"
-    tapes.mkdir(parents=True)
-    (root / "tests" / "test_outcomes.py").write_text(OUTCOMES)
     answer = tape(interaction("gpt-a", "alice", "from a"))
-    (tapes / "test_passes.yaml").write_text(answer)
-    (tapes / "test_fails_on_its_own.yaml").write_text(answer)
-    (root / "cassette.toml").write_text('store = "cassettes"\n')
+    tapes = {"test_passes": answer, "test_fails_on_its_own": answer}
+    root = hand_written(tmp_path / "project", "test_outcomes", OUTCOMES, tapes, passed=1, failed=2)
     adopt = run(plugin_pytest("adopt"), root, plugin_env("http://127.0.0.1:9"), expect=1)
     assert "2 failed, 1 passed, 1 skipped" in adopt.stdout, adopt.stdout
     assert "3 tests did not pass (each named in the report, with its reason)" in adopt.stdout
