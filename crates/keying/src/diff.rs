@@ -54,14 +54,50 @@ impl fmt::Display for Difference {
     }
 }
 
+/// The `[keying] ignore` paths (`$.messages[*].tool_calls[*].id`), each once, of the body
+/// members whose two values in `differences` (between the materials `old` and `new`) look made
+/// afresh by the client on every run: strings of one length that share a prefix (`call_`,
+/// `pyd_ai_`) and end in a random-looking token (hex, a UUID, letters and digits mixed), and
+/// neither of which is found anywhere in the other material (an id the model gave, moved to
+/// another place by a list that shifted, is no fresh one). A request holding such a value is
+/// never sent twice, so its recording can only be found again once the key leaves the member
+/// out. A member whose path has no plain JSONPath spelling is left out.
+pub fn made_afresh(old: &Value, new: &Value, differences: &[Difference]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for difference in differences {
+        let Change::Changed {
+            old: Value::String(was),
+            new: Value::String(now),
+        } = &difference.change
+        else {
+            continue;
+        };
+        if holds(new, was) || holds(old, now) {
+            continue;
+        }
+        if let Some(path) = difference.afresh_path() {
+            if !out.contains(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `value` holds the string `text` anywhere.
+fn holds(value: &Value, text: &str) -> bool {
+    match value {
+        Value::String(s) => s == text,
+        Value::Array(items) => items.iter().any(|v| holds(v, text)),
+        Value::Object(members) => members.values().any(|v| holds(v, text)),
+        _ => false,
+    }
+}
+
 impl Difference {
-    /// The `[keying] ignore` path (`$.messages[*].tool_calls[*].id`) of a body member whose two
-    /// values look made afresh by the client on every run: strings of one length that share
-    /// a prefix (`call_`, `pyd_ai_`) and end in a random-looking token (hex, a UUID, letters
-    /// and digits mixed). A request holding such a value is never sent twice, so its recording
-    /// can only be found again once the key leaves the member out. `None` for anything else,
-    /// and for a member whose path has no plain JSONPath spelling.
-    pub fn made_afresh(&self) -> Option<String> {
+    /// The ignore path of a changed string member whose two values look made afresh (see
+    /// [`made_afresh`], which also checks they are not found elsewhere).
+    fn afresh_path(&self) -> Option<String> {
         let Change::Changed {
             old: Value::String(old),
             new: Value::String(new),
@@ -239,7 +275,7 @@ mod tests {
             "call_4274a5ec758943acbb1b30e626e326d0",
         );
         assert_eq!(
-            id.made_afresh().as_deref(),
+            id.afresh_path().as_deref(),
             Some("$.contents[*].parts[*].function_call.id")
         );
         let uuid = changed(
@@ -248,7 +284,7 @@ mod tests {
             "pyd_ai_9e8d7c6b-5a4f-4e3d-9c2b-1a0f9e8d7c6b",
         );
         assert_eq!(
-            uuid.made_afresh().as_deref(),
+            uuid.afresh_path().as_deref(),
             Some("$.messages[*].tool_call_id")
         );
         // Words, a short change, numbers, other lengths, headers: not ids.
@@ -264,8 +300,34 @@ mod tests {
             ),
             ("body.a.b-c", "id_0123456789ab", "id_ba9876543210"),
         ] {
-            assert_eq!(changed(path, old, new).made_afresh(), None, "{path}: {old}");
+            assert_eq!(changed(path, old, new).afresh_path(), None, "{path}: {old}");
         }
+    }
+
+    #[test]
+    fn an_id_that_moved_is_not_made_afresh() {
+        use serde_json::json;
+        // A list shifted by one (a text block dropped before two tool uses): position by
+        // position the model's ids differ, but each is still there.
+        let old = json!({"body": {"content": [
+            {"type": "text", "text": " "},
+            {"type": "tool_use", "id": "toolu_01LtHJ8x2kq9ZpVw3mN4bR7y"},
+            {"type": "tool_use", "id": "toolu_01N8a4Qe5tY6uI7oP8aS9dF0"}]}});
+        let new = json!({"body": {"content": [
+            {"type": "tool_use", "id": "toolu_01LtHJ8x2kq9ZpVw3mN4bR7y"},
+            {"type": "tool_use", "id": "toolu_01N8a4Qe5tY6uI7oP8aS9dF0"}]}});
+        assert_eq!(
+            made_afresh(&old, &new, &diff(&old, &new)),
+            Vec::<String>::new()
+        );
+        let fresh = json!({"body": {"content": [
+            {"type": "text", "text": " "},
+            {"type": "tool_use", "id": "toolu_01LtHJ8x2kq9ZpVw3mN4bR7y"},
+            {"type": "tool_use", "id": "toolu_01Zz9y8X7w6V5u4T3s2R1q0P"}]}});
+        assert_eq!(
+            made_afresh(&old, &fresh, &diff(&old, &fresh)),
+            ["$.content[*].id"]
+        );
     }
 
     use super::*;

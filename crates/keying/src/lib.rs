@@ -54,7 +54,7 @@ mod shown_url;
 mod special;
 
 pub use canonical::{canonical_body, form_decode, system_text, DEFAULT_VOLATILE, OLLAMA_VOLATILE};
-pub use diff::{diff, shorten, Change, Difference, MAX_SHOWN};
+pub use diff::{diff, made_afresh, shorten, Change, Difference, MAX_SHOWN};
 pub use download::DownloadRequest;
 pub use jcs::to_canonical_string;
 pub use json_path::{JsonPath, JsonPathError};

@@ -512,12 +512,7 @@ fn drift(
         .into_iter()
         .filter(|d| d.path != "system_sha256")
         .collect();
-    let mut made_afresh: Vec<String> = Vec::new();
-    for path in differences.iter().filter_map(|d| d.made_afresh()) {
-        if !made_afresh.contains(&path) {
-            made_afresh.push(path);
-        }
-    }
+    let made_afresh = cassette_keying::made_afresh(&before, &after, &differences);
     let lines = difference_lines(&differences)
         .iter()
         .map(|line| redactor.text(line))

@@ -513,6 +513,8 @@ struct Found {
     /// The test a test-scoped recording is kept for.
     kept_for: Option<String>,
     differences: Vec<Difference>,
+    /// The ignore paths of the differences that look made afresh on every run (ids).
+    made_afresh: Vec<String>,
     /// How far its request is from the one asked ([`distance`] of the differences).
     distance: f64,
 }
@@ -659,7 +661,7 @@ impl NearestIndex {
         let same_request = found.differences.is_empty();
         let keyed_under = self.keyed_under(&found, profile, same_request);
         let differences = difference_lines(&found.differences);
-        let hint = made_afresh_hint(&found.differences);
+        let hint = made_afresh_hint(&found.made_afresh);
         let mut shown = keyed_under.clone();
         shown.extend(differences.iter().cloned());
         let key = found.key.short();
@@ -864,6 +866,7 @@ impl NearestIndex {
                     settings: cassette.key_settings.as_ref().map(|s| s.canonical()),
                     request_redacted: cassette.meta.request_redacted,
                     kept_for: cassette.test_scope.as_ref().map(|scope| scope.test.clone()),
+                    made_afresh: cassette_keying::made_afresh(&recorded, material, &differences),
                     differences,
                     distance: d,
                 };
@@ -882,13 +885,7 @@ impl NearestIndex {
 /// The advice for differences that look made afresh by the client on every run (ids): a
 /// request holding one is never sent twice, so no recording of it can answer until the key
 /// leaves the member out.
-fn made_afresh_hint(differences: &[Difference]) -> Option<String> {
-    let mut paths: Vec<String> = Vec::new();
-    for path in differences.iter().filter_map(Difference::made_afresh) {
-        if !paths.contains(&path) {
-            paths.push(path);
-        }
-    }
+fn made_afresh_hint(paths: &[String]) -> Option<String> {
     if paths.is_empty() {
         return None;
     }
