@@ -46,7 +46,7 @@ pub struct TapeSet {
     pub filters: TapeFilters,
     /// Whether the runner judges, for each request it sends in process, which interactions
     /// match it (the suite's own matchers and `before_record_request` are its code, applied
-    /// where that code runs) and names them in [`ADOPT_ALLOW_HEADER`]: such a request is
+    /// where that code runs) and names them in `x-cassette-adopt-allow`: such a request is
     /// answered by the first unplayed one of those, and only a request without the header is
     /// matched here.
     pub judged: bool,
