@@ -136,7 +136,8 @@ impl TapeDeck {
         let mut report = TapeReport {
             tapes: set.paths.clone(),
             match_on: match_on.names(),
-            matchers_not_applied: match match_on.unknown.is_empty() || set.judged {
+            // A judging runner applies them; what it did not judge is noted as it comes.
+            matchers_not_applied: match set.judged {
                 true => Vec::new(),
                 false => match_on.unknown.clone(),
             },
