@@ -187,6 +187,10 @@ def made_afresh(result: dict[str, Any]) -> list[str]:
     return sorted(paths)
 
 
+def _tests(count: int) -> str:
+    return "1 test" if count == 1 else f"{count} tests"
+
+
 def _header_drift(line: str) -> bool:
     """Whether a drift line is of a header (`headers.anthropic-version: added ...`)."""
     return line.startswith("headers.")
@@ -220,7 +224,7 @@ def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str
             else ""
         )
         + (
-            f", {len(unpassed)} tests did not pass (each named in the report, with its reason)"
+            f", {_tests(len(unpassed))} did not pass (each named in the report, with its reason)"
             if unpassed
             else ""
         )
@@ -230,7 +234,8 @@ def summary(adopted: dict[str, dict[str, Any]], report: Path | None) -> list[str
     if afresh:
         paths = sorted({p for ps in afresh.values() for p in ps})
         lines += [
-            f"  {len(afresh)} tests send values made afresh on every run (ids): the replay after "
+            f"  {_tests(len(afresh))} {'sends' if len(afresh) == 1 else 'send'} values made afresh "
+            "on every run (ids): the replay after "
             "this run misses them until the key leaves them out. In cassette.toml:",
             "    [keying]",
             f"    ignore = [{', '.join(json.dumps(p) for p in paths)}]",

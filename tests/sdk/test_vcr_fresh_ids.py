@@ -66,7 +66,7 @@ def test_adopt_names_ids_made_afresh_and_the_ignore_that_replays_them(tmp_path: 
     env = plugin_env("http://127.0.0.1:9")
     adopt = run(plugin_pytest("adopt"), root, env)
     assert "1 passed" in adopt.stdout, adopt.stdout
-    assert "1 tests send values made afresh on every run (ids)" in adopt.stdout, adopt.stdout
+    assert "1 test sends values made afresh on every run (ids)" in adopt.stdout, adopt.stdout
     assert f'    ignore = ["{IGNORE}"]' in adopt.stdout, adopt.stdout
     report = json.loads((root / ".cassette" / "adopt-report.json").read_text())["tests"]
     (entry,) = report.values()
