@@ -234,3 +234,67 @@ def test_the_adopt_report_names_every_test_that_did_not_pass_with_its_reason(
     assert ended["test_skipped"] == ("skipped", "Skipped: not today"), ended
     # What the test's own assertion held stays in pytest's output, off the disk.
     assert "OWNASSERTION" not in text
+
+
+REDACTING = """
+import pytest
+
+
+def _redact(request):
+    request.uri = "**REDACTED**"
+    request.headers = {}
+    return request
+
+
+@pytest.fixture(scope="module")
+def vcr_config():
+    return {"before_record_request": _redact, "match_on": ["method", "body"]}
+"""
+
+REDACTED_TESTS = f"""
+import httpx
+import pytest
+
+
+@pytest.mark.vcr
+def test_redacted_url():
+    body = {{"model": "gpt-a", "messages": [{{"role": "user", "content": "Hi"}}], "user": "alice"}}
+    assert httpx.post("{CHAT}", json=body).json()["answer"] == "from a"
+"""
+
+
+def test_a_tape_whose_url_the_suite_replaced_adopts_and_replays(tmp_path: Path) -> None:
+    # LangChain's partner suites: before_record_request replaces every tape's URL (and
+    # headers) with "**REDACTED**" and match_on reads the method and body only. vcrpy applies
+    # the same function to today's request, so it matches; the judge does too, and the proxy
+    # keeps such an interaction for a judged test (it skipped it as unreadable before).
+    root = tmp_path / "project"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "conftest.py").write_text(REDACTING)
+    # As the tape holds it: headers gone, the body as httpx wrote it (compact JSON).
+    sent = {"model": "gpt-a", "messages": [{"role": "user", "content": "Hi"}], "user": "alice"}
+    compact = json.dumps(sent, separators=(",", ":"))
+    answer = tape(
+        "- request:\n"
+        f"    body: '{compact}'\n"
+        "    headers: {}\n"
+        "    method: POST\n"
+        "    uri: '**REDACTED**'\n"
+        "  response:\n"
+        """    body: {string: '{"answer": "from a"}'}\n"""
+        "    headers: {Content-Type: [application/json]}\n"
+        "    status: {code: 200, message: OK}\n"
+    )
+    tapes = {"test_redacted_url": answer}
+    hand_written(root, "test_redacted", REDACTED_TESTS, tapes, passed=1)
+    adopt = run(plugin_pytest("adopt"), root, plugin_env(""))
+    assert "1 passed" in adopt.stdout, adopt.stdout
+    (entry,) = json.loads((root / ".cassette" / "adopt-report.json").read_text())["tests"].values()
+    assert entry["judged"] and not entry["skipped"], entry
+    assert [a["interaction"] for a in entry["adopted"]] == [1], entry
+    # Import cannot place it at any route, and says so.
+    imported = run([plugin_env("")["CASSETTE_BINARY"], "import", "tests/", "--dry-run"], root, clean_env(), expect=2)
+    assert "the tape's URL was replaced" in imported.stdout + imported.stderr, imported
+    shutil.rmtree(root / "tests" / "cassettes")
+    replay = run(plugin_pytest(None), root, plugin_env(""))
+    assert "1 passed" in replay.stdout, replay.stdout

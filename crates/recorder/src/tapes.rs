@@ -169,6 +169,14 @@ impl TapeDeck {
             for (i, interaction) in interactions.into_iter().enumerate() {
                 let number = i + 1;
                 match interaction {
+                    Ok(interaction) if interaction.unreadable_uri.is_some() && !set.judged => {
+                        // Its URL was replaced before recording: only a judge applying the
+                        // same replacement to today's request can match it.
+                        let why = interaction.unreadable_uri.unwrap_or_default();
+                        report.skipped.push(redactor.text(&format!(
+                            "{tape} interaction {number} cannot be read: {why}; skipped it"
+                        )));
+                    }
                     Ok(interaction) => {
                         for what in &interaction.left_out {
                             report
@@ -461,7 +469,12 @@ pub(crate) fn answer_download(
     let endpoint = redactor.url(url.as_str());
     let shown = format!("{method} {endpoint}");
     let drift = |recorded: &Interaction| {
-        let before = material(&recorded.method, &recorded.uri);
+        // A tape whose URL was replaced is compared as if it named today's.
+        let then = match recorded.unreadable_uri {
+            Some(_) => url,
+            None => &recorded.uri,
+        };
+        let before = material(&recorded.method, then);
         let after = material(method, url);
         let before = redacted_material(&before, redactor);
         let after = redacted_material(&after, redactor);
@@ -496,14 +509,23 @@ fn drift(
     key: &KeyConfig,
     redactor: &Redactor,
 ) -> Drift {
-    let path = route
-        .local_path(&recorded.uri)
-        .unwrap_or_else(|| recorded.uri.path().to_owned());
+    // A tape whose URL was replaced before recording (adopt's judge matched it) is compared as
+    // if it named today's path and query: nothing tells what it held.
+    let (path, query) = match recorded.unreadable_uri {
+        Some(_) => (request.path.clone(), request.query.clone()),
+        None => {
+            let path = route
+                .local_path(&recorded.uri)
+                .unwrap_or_else(|| recorded.uri.path().to_owned());
+            let path = route.api_path(&path).into_owned();
+            (path, recorded.uri.query().unwrap_or("").to_owned())
+        }
+    };
     let then = Request {
         target: request.target.clone(),
         method: recorded.method.clone(),
-        path: route.api_path(&path).into_owned(),
-        query: recorded.uri.query().unwrap_or("").to_owned(),
+        path,
+        query,
         headers: recorded.request_headers.clone(),
         body: recorded.request_body.clone(),
     };

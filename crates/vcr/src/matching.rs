@@ -385,6 +385,7 @@ mod tests {
         Interaction {
             method: method.to_owned(),
             uri: url::Url::parse(uri).unwrap(),
+            unreadable_uri: None,
             request_headers: headers
                 .iter()
                 .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))

@@ -15,6 +15,11 @@ use cassette_keying::Profile;
 use serde_json::Value;
 use yaml_serde::Value as Yaml;
 
+/// The URL an interaction stands at when its tape's URL is not one (see
+/// [`Interaction::unreadable_uri`]): a scheme no request is sent with, so vcrpy's URL matchers
+/// never find it alike with one.
+const UNREADABLE_URI: &str = "cassette-unreadable:";
+
 /// The largest vcrpy cassette read, in bytes: a reader of files checks it before reading one.
 pub const MAX_TAPE_BYTES: u64 = 256 << 20;
 
@@ -29,8 +34,14 @@ const BINARY_TAG: &str = "!cassette-import-binary";
 pub struct Interaction {
     /// The request method, in capitals (`POST` when the tape names none).
     pub method: String,
-    /// The URL the request was sent to.
+    /// The URL the request was sent to (a placeholder where it is [`Self::unreadable_uri`]).
     pub uri: url::Url,
+    /// Why the tape's URL is not one, when it is not: a suite's `before_record_request` may
+    /// replace it before recording (`**REDACTED**`), and vcrpy, which applies the same function
+    /// to today's request, still matches such a tape on the other matchers. Only what applies
+    /// that function (adopt's judge in the test process) can match it; an import cannot place
+    /// it at any route.
+    pub unreadable_uri: Option<String>,
     /// The request headers, each value on its own (vcrpy keeps lists).
     pub request_headers: Vec<(String, String)>,
     /// The request body as sent.
@@ -185,7 +196,13 @@ fn convert(interaction: &Yaml) -> Fail<Interaction> {
         .get("uri")
         .and_then(Yaml::as_str)
         .ok_or_else(|| "request.uri is missing".to_owned())?;
-    let uri = url::Url::parse(uri).map_err(|err| format!("request.uri {uri:?}: {err}"))?;
+    let (uri, unreadable_uri) = match url::Url::parse(uri) {
+        Ok(parsed) => (parsed, None),
+        Err(err) => {
+            let placeholder = url::Url::parse(UNREADABLE_URI).map_err(|e| e.to_string())?;
+            (placeholder, Some(format!("request.uri {uri:?}: {err}")))
+        }
+    };
     let method = request
         .get("method")
         .and_then(Yaml::as_str)
@@ -230,6 +247,7 @@ fn convert(interaction: &Yaml) -> Fail<Interaction> {
     Ok(Interaction {
         method,
         uri,
+        unreadable_uri,
         request_headers,
         request_body,
         status,

@@ -72,6 +72,7 @@ fn item(
     let cassette_vcr::Interaction {
         method,
         uri,
+        unreadable_uri,
         request_headers,
         request_body,
         status,
@@ -79,6 +80,13 @@ fn item(
         response_body,
         left_out,
     } = interaction;
+    if let Some(why) = unreadable_uri {
+        // Only a run applying the suite's `before_record_request` (adopt) can match it.
+        bail!(
+            "{why}: the tape's URL was replaced (a suite's before_record_request?), so no route \
+             can be told; `pytest --cassette=adopt` answers from it in the suite's own matching"
+        );
+    }
     let Some((target, upstream, path)) = route_of(&uri, routes) else {
         let mut url = uri.clone();
         // The query may hold a credential; the report does not need it.
