@@ -121,6 +121,14 @@ def tapes_of(request: pytest.FixtureRequest) -> tuple[dict[str, Any], list[str],
             k: _serializers.plain(v) if isinstance(v, dict) else v for k, v in documents.items()
         }
     tapes = [(p, documents.get(known_as)) for p, known_as in zip(paths, shown)]
+    if settings.get("allow_playback_repeats"):
+        # Repeats are the recorder's setting, one for the run: named, since sequence mode asks
+        # the tape anew for each repeat, which vcrpy's option answers from one interaction.
+        notes.append(
+            'allow_playback_repeats is not applied: with repeats = "same" (the default) every '
+            "repeat of a request is answered by its one recording as vcrpy would; with "
+            'repeats = "sequence" each repeat needs an interaction of its own'
+        )
     judge = _suite_matchers.judge(vcr, settings, match_on, tapes, notes)
     if judge is not None:
         begin["judged"] = True
