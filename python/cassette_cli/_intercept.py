@@ -422,7 +422,8 @@ def _patch_urllib3(module: ModuleType) -> None:
         if pool is None:
             pool = pools[os.getpid()] = ChannelPool("cassette", maxsize=10)
         sent = dict(headers or {})
-        if how != "own" and (body is None or isinstance(body, (bytes, str))):
+        whole_known = body is None or isinstance(body, (bytes, str))
+        if how != "own" and whole_known and _test_context.judged():
             # The whole request is known: a judge of the test may name what matches it.
             whole = body.encode() if isinstance(body, str) else body or b""
             sent.update(_test_context.headers(method, full, headers or {}, whole))
@@ -496,7 +497,8 @@ def _patch_aiohttp(module: ModuleType) -> None:
             via[self] = channel
         headers = dict(self._default_headers)
         headers.update(dict(kw.pop("headers", None) or {}))
-        whole, seen = _aiohttp_body(self, kw, headers) if how != "own" else (None, headers)
+        judged = how != "own" and _test_context.judged()
+        whole, seen = _aiohttp_body(self, kw, headers) if judged else (None, headers)
         headers.update(_test_context.headers(method, text, seen, whole))
         if how != "own":
             headers[URL_HEADER] = text

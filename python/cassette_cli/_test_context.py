@@ -72,6 +72,13 @@ def headers(
     return out
 
 
+def judged() -> bool:
+    """Whether the test this code runs for has a judge: a transport works out a request's whole
+    body for it only then."""
+    named = _ALIAS.get()
+    return named is not None and named in _JUDGES
+
+
 def judge(named: str, judging: Judge | None) -> None:
     """Gives the test `named` its judge (None: takes it away)."""
     if judging is None:
